@@ -1,0 +1,48 @@
+# Declares kiln's build options from the one table in codegen/options.py and
+# checks their values at configure time: a bad value stops configure with a
+# message naming the option and what it accepts.
+
+execute_process(
+  COMMAND "${Python_EXECUTABLE}" -c "import jinja2"
+  RESULT_VARIABLE _kiln_has_jinja ERROR_QUIET)
+if(_kiln_has_jinja)
+  message(FATAL_ERROR "kiln: the codegen needs Jinja2 in the Python that runs it (${Python_EXECUTABLE}). "
+                      "Install it with `${Python_EXECUTABLE} -m pip install jinja2`, or build with `pip install .`, "
+                      "which installs the build requirements.")
+endif()
+
+set(_kiln_decls "${CMAKE_BINARY_DIR}/kiln_option_declarations.cmake")
+execute_process(
+  COMMAND "${Python_EXECUTABLE}" -m codegen options-cmake
+  WORKING_DIRECTORY "${KILN_SOURCE_DIR}"
+  OUTPUT_FILE "${_kiln_decls}"
+  ERROR_VARIABLE _kiln_err
+  RESULT_VARIABLE _kiln_rc)
+if(_kiln_rc)
+  message(FATAL_ERROR "kiln: cannot read the option table from codegen/options.py:\n${_kiln_err}")
+endif()
+include("${_kiln_decls}")
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${KILN_SOURCE_DIR}/codegen/options.py")
+
+# Writes every option's value into one JSON file (rewritten only when a value
+# changes, so the codegen reruns exactly when an option changed) and validates it.
+function(kiln_write_options path)
+  set(json "{}")
+  foreach(name IN LISTS KILN_OPTION_NAMES)
+    set(value "${${name}}")
+    string(REPLACE "\\" "\\\\" value "${value}")
+    string(REPLACE "\"" "\\\"" value "${value}")
+    string(JSON json SET "${json}" "${name}" "\"${value}\"")
+  endforeach()
+  string(JSON json SET "${json}" "KILN_ISA_RESOLVED" "\"${KILN_ISA_RESOLVED}\"")
+  file(CONFIGURE OUTPUT "${path}" CONTENT "${json}\n" @ONLY)
+  execute_process(
+    COMMAND "${Python_EXECUTABLE}" -m codegen check-options "${path}"
+    WORKING_DIRECTORY "${KILN_SOURCE_DIR}"
+    ERROR_VARIABLE err
+    RESULT_VARIABLE rc)
+  if(rc)
+    string(STRIP "${err}" err)
+    message(FATAL_ERROR "${err}")
+  endif()
+endfunction()

@@ -1,0 +1,66 @@
+"""Command line of the build-time compiler (run by CMake, see cmake/KilnCodegen.cmake).
+
+    python -m codegen options-cmake                 CMake declarations of every option
+    python -m codegen check-options OPTIONS.json    validate options (configure time)
+    python -m codegen outputs OPTIONS.json          files `generate` will write, one per line
+    python -m codegen generate OPTIONS.json OUT_DIR [--stamp FILE]
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from . import KilnError
+from .options import OptionError, cmake_declarations, load_options
+from .pipeline import plan
+from .render import output_files, progress_printer, render, write_outputs
+
+SOURCE_DIR = Path(__file__).resolve().parent.parent
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m codegen", description="kiln build-time kernel generator")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("options-cmake")
+    for name in ("check-options", "outputs"):
+        sub.add_parser(name).add_argument("options")
+    g = sub.add_parser("generate")
+    g.add_argument("options")
+    g.add_argument("out_dir")
+    g.add_argument("--stamp", help="file touched after a successful generation")
+    args = ap.parse_args(argv)
+
+    try:
+        if args.cmd == "options-cmake":
+            sys.stdout.write(cmake_declarations())
+            return 0
+        options = load_options(args.options)
+        if args.cmd == "check-options":
+            return 0
+        p = plan(options, SOURCE_DIR)
+        if args.cmd == "outputs":
+            sys.stdout.write("\n".join(output_files(p)) + "\n")
+            return 0
+        t0 = time.perf_counter()
+        out = Path(args.out_dir)
+        if args.stamp:  # a failed run must not look up to date
+            Path(args.stamp).unlink(missing_ok=True)
+        progress_printer(f"{len(p.kernels)} kernels for {p.profile.name}")
+        files = render(p, progress=progress_printer)
+        changed = write_outputs(files, out)
+        progress_printer(f"wrote {len(changed)} of {len(files)} files in {time.perf_counter() - t0:.2f}s")
+        if args.stamp:
+            Path(args.stamp).write_text("ok\n")
+        return 0
+    except OptionError as e:
+        print(f"kiln: invalid build option(s):\n{e}", file=sys.stderr)
+        return 2
+    except KilnError as e:
+        print(f"kiln codegen: error in stage '{e.stage}' for {e.subject}: {e.message}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,112 @@
+"""Frontend: what to bake, as op instances.
+
+Until the ONNX frontend lands, the input is a TOML kernel list
+(kernels/default.toml): one [[op]] table per op instance, written with ONNX op
+names and attributes, each with a label saying where it comes from. Every
+field is checked here; an error names the entry and the field.
+"""
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import KilnError
+
+SUPPORTED = {
+    "Conv": "2-D convolution, NCHW, group 1 or depthwise (group = C_in = C_out); optional bias; activation '' or 'Relu'",
+    "Gemm": "Y = A[M,K] * B[K,N] (+ bias[N]); activation '' or 'Relu'",
+    "MatMul": "Y = A[M,K] * B[K,N]",
+    "Relu": "elementwise max(x, 0)",
+    "Add": "elementwise x + y (same shape); activation '' or 'Relu'",
+}
+ACTIVATIONS = ("", "Relu")
+
+
+@dataclass(frozen=True)
+class OpInstance:
+    label: str
+    type: str
+    attrs: dict[str, Any] = field(hash=False, compare=False)
+
+
+def _ints(entry: str, key: str, value: Any, length: int | None = None, lo: int = 0) -> tuple[int, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        raise KilnError("frontend", entry, f"'{key}' must be a list of integers, got {value!r}")
+    if length is not None and len(value) != length:
+        raise KilnError("frontend", entry, f"'{key}' must have {length} entries, got {len(value)}")
+    if any(v < lo for v in value):
+        raise KilnError("frontend", entry, f"'{key}' entries must be >= {lo}, got {value}")
+    return tuple(value)
+
+
+def _parse_op(idx: int, raw: dict[str, Any]) -> OpInstance:
+    label = str(raw.get("label", f"op[{idx}]"))
+    entry = f"kernel list entry {label!r}"
+    op = raw.get("type")
+    if op not in SUPPORTED:
+        supported = "; ".join(f"{k}: {v}" for k, v in SUPPORTED.items())
+        raise KilnError("frontend", entry, f"unsupported op type {op!r}. Supported: {supported}")
+    act = raw.get("activation", "")
+    if act not in ACTIVATIONS:
+        raise KilnError("frontend", entry, f"activation {act!r} not supported; accepted: {ACTIVATIONS}")
+    bias = raw.get("bias", False)
+    if not isinstance(bias, bool):
+        raise KilnError("frontend", entry, f"'bias' must be true or false, got {bias!r}")
+    a: dict[str, Any] = {"activation": act, "bias": bias}
+    if op == "Conv":
+        x = _ints(entry, "input", raw.get("input"), 4, lo=1)
+        w = _ints(entry, "weight", raw.get("weight"), 4, lo=1)
+        a.update(input=x, weight=w, strides=_ints(entry, "strides", raw.get("strides", [1, 1]), 2, lo=1),
+                 pads=_ints(entry, "pads", raw.get("pads", [0, 0, 0, 0]), 4),
+                 dilations=_ints(entry, "dilations", raw.get("dilations", [1, 1]), 2, lo=1),
+                 group=int(raw.get("group", 1)))
+        g = a["group"]
+        if g == 1:
+            if w[1] != x[1]:
+                raise KilnError("frontend", entry, f"weight {list(w)} expects {w[1]} input channels, input {list(x)} has {x[1]}")
+        elif not (g == x[1] == w[0] and w[1] == 1):
+            raise KilnError("frontend", entry, f"group={g} is not supported: only group=1 or depthwise "
+                            f"(group = C_in = C_out, weight [C,1,kh,kw]); got input {list(x)}, weight {list(w)}")
+        (pt, pl, pb, pr), (sh, sw), (dh, dw) = a["pads"], a["strides"], a["dilations"]
+        ho = (x[2] + pt + pb - dh * (w[2] - 1) - 1) // sh + 1
+        wo = (x[3] + pl + pr - dw * (w[3] - 1) - 1) // sw + 1
+        if ho < 1 or wo < 1:
+            raise KilnError("frontend", entry, f"output would be {ho}x{wo}: kernel larger than the padded input")
+        if max(pt, pl, pb, pr) >= max(w[2], w[3]) * max(dh, dw):
+            raise KilnError("frontend", entry, f"pads {list(a['pads'])} must be smaller than the dilated kernel")
+    elif op in ("Gemm", "MatMul"):
+        av = _ints(entry, "a", raw.get("a"), 2, lo=1)
+        bv = _ints(entry, "b", raw.get("b"), 2, lo=1)
+        if av[1] != bv[0]:
+            raise KilnError("frontend", entry, f"inner dimensions differ: a {list(av)} x b {list(bv)}")
+        if op == "MatMul" and (bias or act):
+            raise KilnError("frontend", entry, "MatMul takes no bias or activation; use Gemm")
+        a.update(a=av, b=bv)
+    else:
+        a["shape"] = _ints(entry, "shape", raw.get("shape"), None, lo=1)
+        if not a["shape"]:
+            raise KilnError("frontend", entry, "'shape' must not be empty")
+        if op == "Relu" and (bias or act):
+            raise KilnError("frontend", entry, "Relu takes no bias or activation")
+    known = {"label", "type", "activation", "bias", "input", "weight", "strides", "pads", "dilations", "group",
+             "a", "b", "shape"}
+    extra = sorted(set(raw) - known)
+    if extra:
+        raise KilnError("frontend", entry, f"unknown field(s) {extra}; known fields: {sorted(known)}")
+    return OpInstance(label=label, type=op, attrs=a)
+
+
+def load_kernel_list(path: str | Path) -> list[OpInstance]:
+    p = Path(path)
+    try:
+        data = tomllib.loads(p.read_text())
+    except OSError as e:
+        raise KilnError("frontend", str(p), f"cannot read kernel list: {e.strerror}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise KilnError("frontend", str(p), f"not valid TOML: {e}") from None
+    ops = data.get("op")
+    if not isinstance(ops, list) or not ops:
+        raise KilnError("frontend", str(p), "expected one or more [[op]] tables")
+    return [_parse_op(i, raw) for i, raw in enumerate(ops)]

@@ -1,0 +1,276 @@
+"""Features: one Opspec per unique kernel.
+
+An Opspec is everything that makes two op instances the same kernel: op kind,
+dims, attributes, fused epilogue and dtypes. Instances with equal Opspecs are
+generated once. The Opspec also carries the features later stages rank by
+(FLOPs, bytes, arithmetic intensity, channel padding) and defines the packed
+tensors the kernel takes and returns.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import ceil, prod
+
+from . import KilnError
+from .frontend import OpInstance
+
+C0 = 16  # fp16 channels per 32-byte block
+
+
+def c1(c: int) -> int:
+    return ceil(c / C0)
+
+
+@dataclass(frozen=True)
+class Tensor:
+    name: str
+    shape: tuple[int, ...]
+    dtype: str    # fp16 | fp32
+    layout: str   # NC1HWC0, FRACTAL_Z, ZN, C1HWC0, ND
+
+    @property
+    def nbytes(self) -> int:
+        return prod(self.shape) * (2 if self.dtype == "fp16" else 4)
+
+
+def _act(relu: bool) -> str:
+    return "_relu" if relu else ""
+
+
+@dataclass(frozen=True)
+class Conv2dSpec:
+    n: int
+    cin: int
+    h: int
+    w: int
+    cout: int
+    kh: int
+    kw: int
+    sh: int
+    sw: int
+    pt: int
+    pl: int
+    pb: int
+    pr: int
+    dh: int
+    dw: int
+    bias: bool
+    relu: bool
+    kind = "conv2d"
+
+    @property
+    def ho(self) -> int:
+        return (self.h + self.pt + self.pb - self.dh * (self.kh - 1) - 1) // self.sh + 1
+
+    @property
+    def wo(self) -> int:
+        return (self.w + self.pl + self.pr - self.dw * (self.kw - 1) - 1) // self.sw + 1
+
+    @property
+    def name(self) -> str:
+        s = f"s{self.sh}" if self.sh == self.sw else f"s{self.sh}x{self.sw}"
+        pads = (self.pt, self.pl, self.pb, self.pr)
+        p = f"p{self.pt}" if len(set(pads)) == 1 else "p" + "x".join(map(str, pads))
+        d = "" if (self.dh, self.dw) == (1, 1) else (f"_d{self.dh}" if self.dh == self.dw else f"_d{self.dh}x{self.dw}")
+        return (f"conv2d_{self.n}x{self.cin}x{self.h}x{self.w}_o{self.cout}_k{self.kh}x{self.kw}_{s}_{p}{d}"
+                f"{'_bias' if self.bias else ''}{_act(self.relu)}")
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.n * self.cout * self.cin * self.kh * self.kw * self.ho * self.wo
+
+    def inputs(self) -> list[Tensor]:
+        t = [Tensor("x", (self.n, c1(self.cin), self.h, self.w, C0), "fp16", "NC1HWC0"),
+             Tensor("w", (c1(self.cin) * self.kh * self.kw, c1(self.cout), C0, C0), "fp16", "FRACTAL_Z")]
+        if self.bias:
+            t.append(Tensor("bias", (c1(self.cout) * C0,), "fp32", "ND"))
+        return t
+
+    def output(self) -> Tensor:
+        return Tensor("y", (self.n, c1(self.cout), self.ho, self.wo, C0), "fp16", "NC1HWC0")
+
+    @property
+    def reduction_length(self) -> int:
+        return self.cin * self.kh * self.kw
+
+    @property
+    def channel_padding(self) -> float:
+        """Fraction of Cube work spent on zero channels padded up to C0."""
+        useful = self.cin * self.cout
+        return 1 - useful / (c1(self.cin) * C0 * c1(self.cout) * C0)
+
+
+@dataclass(frozen=True)
+class DwConv2dSpec:
+    n: int
+    c: int
+    h: int
+    w: int
+    kh: int
+    kw: int
+    sh: int
+    sw: int
+    pt: int
+    pl: int
+    pb: int
+    pr: int
+    dh: int
+    dw: int
+    bias: bool
+    relu: bool
+    kind = "dwconv2d"
+
+    ho = Conv2dSpec.ho
+    wo = Conv2dSpec.wo
+
+    @property
+    def name(self) -> str:
+        s = f"s{self.sh}" if self.sh == self.sw else f"s{self.sh}x{self.sw}"
+        pads = (self.pt, self.pl, self.pb, self.pr)
+        p = f"p{self.pt}" if len(set(pads)) == 1 else "p" + "x".join(map(str, pads))
+        d = "" if (self.dh, self.dw) == (1, 1) else f"_d{self.dh}x{self.dw}"
+        return (f"dwconv2d_{self.n}x{self.c}x{self.h}x{self.w}_k{self.kh}x{self.kw}_{s}_{p}{d}"
+                f"{'_bias' if self.bias else ''}{_act(self.relu)}")
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.n * self.c * self.kh * self.kw * self.ho * self.wo
+
+    def inputs(self) -> list[Tensor]:
+        t = [Tensor("x", (self.n, c1(self.c), self.h, self.w, C0), "fp16", "NC1HWC0"),
+             Tensor("w", (c1(self.c), self.kh, self.kw, C0), "fp16", "C1HWC0")]
+        if self.bias:
+            t.append(Tensor("bias", (c1(self.c) * C0,), "fp32", "ND"))
+        return t
+
+    def output(self) -> Tensor:
+        return Tensor("y", (self.n, c1(self.c), self.ho, self.wo, C0), "fp16", "NC1HWC0")
+
+    @property
+    def reduction_length(self) -> int:
+        return self.kh * self.kw
+
+    @property
+    def channel_padding(self) -> float:
+        return 1 - self.c / (c1(self.c) * C0)
+
+
+@dataclass(frozen=True)
+class GemmSpec:
+    m: int
+    k: int
+    n: int
+    bias: bool
+    relu: bool
+    kind = "gemm"
+
+    @property
+    def name(self) -> str:
+        return f"gemm_m{self.m}_k{self.k}_n{self.n}{'_bias' if self.bias else ''}{_act(self.relu)}"
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.m * self.k * self.n
+
+    def inputs(self) -> list[Tensor]:
+        t = [Tensor("a", (self.m, self.k), "fp16", "ND"),
+             Tensor("b", (c1(self.k), c1(self.n), C0, C0), "fp16", "ZN")]
+        if self.bias:
+            t.append(Tensor("bias", (c1(self.n) * C0,), "fp32", "ND"))
+        return t
+
+    def output(self) -> Tensor:
+        return Tensor("y", (self.m, self.n), "fp16", "ND")
+
+    @property
+    def reduction_length(self) -> int:
+        return self.k
+
+    @property
+    def channel_padding(self) -> float:
+        return 1 - (self.m * self.k * self.n) / (c1(self.m) * c1(self.k) * c1(self.n) * C0 ** 3)
+
+
+@dataclass(frozen=True)
+class EltwiseSpec:
+    op: str        # relu | add
+    numel: int
+    relu: bool     # fused ReLU after add
+    kind = "eltwise"
+
+    @property
+    def name(self) -> str:
+        return f"eltwise_{self.op}{_act(self.relu)}_{self.numel}"
+
+    @property
+    def flops(self) -> int:
+        return self.numel * (2 if self.op == "add" and self.relu else 1)
+
+    def inputs(self) -> list[Tensor]:
+        t = [Tensor("x", (self.numel,), "fp16", "ND")]
+        if self.op == "add":
+            t.append(Tensor("y", (self.numel,), "fp16", "ND"))
+        return t
+
+    def output(self) -> Tensor:
+        return Tensor("z", (self.numel,), "fp16", "ND")
+
+    reduction_length = 1
+    channel_padding = 0.0
+
+
+Opspec = Conv2dSpec | DwConv2dSpec | GemmSpec | EltwiseSpec
+
+
+def opspec_of(op: OpInstance) -> Opspec:
+    a = op.attrs
+    relu = a["activation"] == "Relu"
+    if op.type == "Conv":
+        (n, cin, h, w), (cout, _, kh, kw) = a["input"], a["weight"]
+        (pt, pl, pb, pr), (sh, sw), (dh, dw) = a["pads"], a["strides"], a["dilations"]
+        if a["group"] == 1:
+            return Conv2dSpec(n, cin, h, w, cout, kh, kw, sh, sw, pt, pl, pb, pr, dh, dw, a["bias"], relu)
+        return DwConv2dSpec(n, cin, h, w, kh, kw, sh, sw, pt, pl, pb, pr, dh, dw, a["bias"], relu)
+    if op.type in ("Gemm", "MatMul"):
+        (m, k), (_, n) = a["a"], a["b"]
+        return GemmSpec(m, k, n, a["bias"], relu)
+    if op.type in ("Relu", "Add"):
+        numel = prod(a["shape"])
+        return EltwiseSpec("relu" if op.type == "Relu" else "add", numel, relu)
+    raise KilnError("opspec", op.label, f"no kernel for op type {op.type}")
+
+
+def bytes_moved(spec: Opspec) -> int:
+    """Compulsory GM traffic: every packed input read once, the output written once."""
+    return sum(t.nbytes for t in spec.inputs()) + spec.output().nbytes
+
+
+def arithmetic_intensity(spec: Opspec) -> float:
+    return spec.flops / bytes_moved(spec)
+
+
+def features(spec: Opspec) -> dict:
+    return {
+        "kind": spec.kind,
+        "flops": spec.flops,
+        "bytes": bytes_moved(spec),
+        "arithmetic_intensity": round(arithmetic_intensity(spec), 3),
+        "reduction_length": spec.reduction_length,
+        "c0_padding_waste": round(spec.channel_padding, 4),
+    }
+
+
+def render_opspec(spec: Opspec, instances: list[str]) -> str:
+    """The .opspec feature file: `key = value` lines, stable order."""
+    lines = [f"name = {spec.name}", f"kind = {spec.kind}"]
+    for k, v in spec.__dict__.items():
+        lines.append(f"dim.{k} = {int(v) if isinstance(v, bool) else v}")
+    for k, v in features(spec).items():
+        if k != "kind":
+            lines.append(f"feature.{k} = {v}")
+    for t in spec.inputs():
+        lines.append(f"input.{t.name} = {t.dtype} {t.layout} {'x'.join(map(str, t.shape))}")
+    o = spec.output()
+    lines.append(f"output.{o.name} = {o.dtype} {o.layout} {'x'.join(map(str, o.shape))}")
+    lines.append(f"instances = {', '.join(instances)}")
+    return "\n".join(lines) + "\n"

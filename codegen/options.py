@@ -1,0 +1,185 @@
+"""Typed build options: the one table behind the CMake cache variables.
+
+CMake declares each option from this table (``python -m codegen options-cmake``),
+writes the values it has into one JSON file and asks this module to check it
+(``python -m codegen check-options``) before anything is generated, so a bad
+value stops configure with a message naming the option and what is allowed.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .profiles import PROFILES
+
+ZOO_MODELS = ("resnet50", "mobilenet_v2", "bert_layer")
+ISAS = ("auto", "amx_bf16", "avx512", "avx2", "portable")
+
+
+@dataclass(frozen=True)
+class OptionSpec:
+    name: str
+    kind: str  # bool | int | enum | list_int | list_models | path
+    default: str
+    doc: str
+    allowed: tuple[str, ...] = ()
+    lo: int | None = None
+    hi: int | None = None
+
+    def allowed_text(self) -> str:
+        if self.kind == "bool":
+            return "ON or OFF"
+        if self.kind == "enum":
+            return "one of " + ", ".join(self.allowed)
+        if self.kind == "int":
+            return f"an integer {self.lo}..{self.hi}"
+        if self.kind == "list_int":
+            return f"a ;-separated list of integers {self.lo}..{self.hi} (or empty)"
+        if self.kind == "list_models":
+            return f"a ;-separated list of zoo names ({', '.join(ZOO_MODELS)}) or paths to .onnx files (or empty)"
+        if self.kind == "path":
+            return "an existing file"
+        return self.kind
+
+
+OPTIONS: tuple[OptionSpec, ...] = (
+    OptionSpec("ENABLE_FUSION", "bool", "ON", "Fuse operators into larger kernels"),
+    OptionSpec("MAX_FUSION_DEPTH", "int", "3", "Most ops in one fused kernel", lo=1, hi=8),
+    OptionSpec("USE_WINOGRAD", "enum", "AUTO", "Winograd convolution: force where legal, never, or cost model",
+               allowed=("ON", "OFF", "AUTO")),
+    OptionSpec("FORCE_DIRECT_CONV", "bool", "OFF", "Direct Cube (img2col) convolution everywhere"),
+    OptionSpec("DEBUG_OPTIMIZATION_PATH", "bool", "OFF", "Write the [OPT] optimisation-path log"),
+    OptionSpec("KILN_MODELS", "list_models", "", "Models to bake: zoo names or .onnx paths"),
+    OptionSpec("KILN_KERNEL_LIST", "path", "", "TOML list of op instances to bake (default kernels/default.toml)"),
+    OptionSpec("KILN_TARGET", "enum", "ascend910b", "Hardware profile for tiling, cost and emulation",
+               allowed=tuple(PROFILES)),
+    OptionSpec("KILN_SHAPE_BUCKETS", "list_int", "", "Input sizes that get specialised kernels", lo=1, hi=8192),
+    OptionSpec("KILN_OPT_LEVEL", "enum", "O2", "Graded optimisation, for bisecting a wrong result",
+               allowed=("O0", "O1", "O2", "O3")),
+    OptionSpec("USE_FLASH_ATTENTION", "bool", "ON", "Fused attention for transformer blocks"),
+    OptionSpec("MAX_SEQ_LEN", "int", "512", "Longest sequence the attention kernels are built for", lo=1, hi=65536),
+    OptionSpec("KILN_ISA", "enum", "auto", "Host instruction set for the emulator", allowed=ISAS),
+)
+OPTION_BY_NAME = {o.name: o for o in OPTIONS}
+
+_TRUE = {"ON", "TRUE", "YES", "Y", "1"}
+_FALSE = {"OFF", "FALSE", "NO", "N", "0", ""}
+
+
+class OptionError(ValueError):
+    pass
+
+
+def _bad(spec: OptionSpec, raw: Any, why: str = "") -> OptionError:
+    extra = f" ({why})" if why else ""
+    return OptionError(f"{spec.name}={raw!r} is not valid{extra}: expected {spec.allowed_text()}")
+
+
+def parse_value(spec: OptionSpec, raw: Any) -> Any:
+    text = str(raw).strip()
+    if spec.kind == "bool":
+        up = text.upper()
+        if up in _TRUE:
+            return True
+        if up in _FALSE:
+            return False
+        raise _bad(spec, raw)
+    if spec.kind == "int":
+        if not re.fullmatch(r"[+-]?\d+", text):
+            raise _bad(spec, raw)
+        v = int(text)
+        if not spec.lo <= v <= spec.hi:
+            raise _bad(spec, raw, "out of range")
+        return v
+    if spec.kind == "enum":
+        for a in spec.allowed:
+            if text.upper() == a.upper():
+                return a
+        raise _bad(spec, raw)
+    items = [t.strip() for t in re.split(r"[;,]", text) if t.strip()]
+    if spec.kind == "list_int":
+        out = []
+        for t in items:
+            if not re.fullmatch(r"\d+", t) or not spec.lo <= int(t) <= spec.hi:
+                raise _bad(spec, raw, f"entry {t!r}")
+            out.append(int(t))
+        return tuple(sorted(set(out)))
+    if spec.kind == "list_models":
+        for t in items:
+            if t in ZOO_MODELS:
+                continue
+            if not t.endswith(".onnx"):
+                raise _bad(spec, raw, f"entry {t!r} is neither a zoo model nor an .onnx path")
+            if not os.path.isfile(t):
+                raise _bad(spec, raw, f"file {t!r} does not exist")
+        return tuple(items)
+    if spec.kind == "path":
+        if text and not os.path.isfile(text):
+            raise _bad(spec, raw, "no such file")
+        return text
+    raise AssertionError(spec.kind)
+
+
+@dataclass(frozen=True)
+class Options:
+    enable_fusion: bool
+    max_fusion_depth: int
+    use_winograd: str
+    force_direct_conv: bool
+    debug_optimization_path: bool
+    kiln_models: tuple[str, ...]
+    kiln_kernel_list: str
+    kiln_target: str
+    kiln_shape_buckets: tuple[int, ...]
+    kiln_opt_level: str
+    use_flash_attention: bool
+    max_seq_len: int
+    kiln_isa: str
+    isa_resolved: str = ""  # what configure picked for KILN_ISA=auto
+
+    def as_dict(self) -> dict[str, Any]:
+        d = {o.name: getattr(self, o.name.lower()) for o in OPTIONS}
+        d["KILN_ISA_RESOLVED"] = self.isa_resolved
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}
+
+
+def parse_options(raw: dict[str, Any]) -> Options:
+    """Checks every option; all errors are reported together."""
+    unknown = sorted(set(raw) - set(OPTION_BY_NAME) - {"KILN_ISA_RESOLVED"})
+    if unknown:
+        raise OptionError(f"unknown option(s) {', '.join(unknown)}; known: {', '.join(OPTION_BY_NAME)}")
+    values, errors = {}, []
+    for spec in OPTIONS:
+        try:
+            values[spec.name.lower()] = parse_value(spec, raw.get(spec.name, spec.default))
+        except OptionError as e:
+            errors.append(str(e))
+    if errors:
+        raise OptionError("\n".join(errors))
+    return Options(**values, isa_resolved=str(raw.get("KILN_ISA_RESOLVED", "")))
+
+
+def load_options(path: str | os.PathLike) -> Options:
+    p = Path(path)
+    try:
+        raw = json.loads(p.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise OptionError(f"cannot read options file {p}: {e}") from None
+    return parse_options(raw)
+
+
+def cmake_declarations() -> str:
+    """CMake cache declarations for every option (included by cmake/KilnOptions.cmake)."""
+    lines = ["# Generated by `python -m codegen options-cmake` from codegen/options.py. Do not edit."]
+    for o in OPTIONS:
+        kind = "BOOL" if o.kind == "bool" else ("FILEPATH" if o.kind == "path" else "STRING")
+        doc = f"{o.doc}: {o.allowed_text()}".replace('"', "'")
+        lines.append(f'set({o.name} "{o.default}" CACHE {kind} "{doc}")')
+        if o.kind == "enum":
+            lines.append(f'set_property(CACHE {o.name} PROPERTY STRINGS {" ".join(o.allowed)})')
+    lines.append("set(KILN_OPTION_NAMES " + " ".join(o.name for o in OPTIONS) + ")")
+    return "\n".join(lines) + "\n"

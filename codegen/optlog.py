@@ -1,0 +1,41 @@
+"""The optimisation-path log: every decision one parsable line.
+
+    [OPT] <stage> <subject> <decision> reason=<code> key=value ...
+
+Reasons come from the closed catalogue below (like oneDNN's verbose_msg.hpp),
+so a reader can grep for a reason code and know what it means. Lines are
+collected in order and written when DEBUG_OPTIMIZATION_PATH=ON.
+"""
+from __future__ import annotations
+
+REASONS = {
+    "dedup": "op instance has the same Opspec as an earlier one; the kernel is generated once",
+    "new_kernel": "first op instance with this Opspec",
+    "family_rule": "kernel family fixed by op kind (no algorithm search yet)",
+    "tile_fit": "largest tile of the rule that fits every on-chip buffer of the profile (double-buffered)",
+    "tile_shrunk": "a larger tile did not fit a buffer; the named buffer was the limit",
+    "balance_cores": "tile reduced so the blocks cover more AI cores",
+    "option": "a build option decided this",
+}
+
+
+class OptLog:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def add(self, stage: str, subject: str, decision: str, reason: str, **fields) -> None:
+        if reason not in REASONS:
+            raise ValueError(f"reason code {reason!r} is not in the catalogue")
+        kv = " ".join(f"{k}={_fmt(v)}" for k, v in fields.items())
+        self.lines.append(f"[OPT] {stage} {subject} {decision} reason={reason}" + (f" {kv}" if kv else ""))
+
+    def text(self) -> str:
+        return "\n".join(self.lines) + ("\n" if self.lines else "")
+
+
+def _fmt(v) -> str:
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    if isinstance(v, (list, tuple)):
+        return "x".join(map(str, v))
+    return str(v).replace(" ", "_")

@@ -1,0 +1,104 @@
+"""Hardware profiles of the emulated Ascend AI Core.
+
+One table feeds both the tiling/cost decisions here and the C++ emulator
+(rendered into kiln_profiles.hpp). Numbers and their sources are collected in
+shared/ascend-model.md; keys used below:
+  AD-stub  asc-devkit tests/api/common/platform_stub.cpp (buffer sizes, ddr/l2 rates)
+  AD-perf  asc-devkit tests/perf (mmad 21-cycle head, L1->L0 256/128 B/cycle, load3d)
+  CAT-arch catlass include/catlass/arch/arch.hpp (A2 buffer sizes)
+  KPP-res  mskpp csrc/prof_data/resource910b.cpp (measured vector cycles per repeat)
+  PTOK     pto-kernels skills.md quoting Ascend910B2.ini (core counts, ub_to_l2 64 B/cycle)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+KB = 1024
+POSITIONS = ("GM", "L1", "L0A", "L0B", "L0C", "UB", "BT")
+VEC_OPS = ("Add", "Sub", "Mul", "Max", "Min", "MulAddDst", "Adds", "Muls", "Maxs", "Relu", "Exp", "Copy",
+           "Dup", "Cast", "ReduceSum", "ReduceMax")
+
+
+def _vec_cycles(overrides: dict[str, float], default: float) -> tuple[float, ...]:
+    return tuple(overrides.get(op, default) for op in VEC_OPS)
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    sources: str
+    cube_cores: int
+    vector_cores: int
+    coupled: bool          # Cube and Vector in one core; L0C may drain into UB
+    clock_ghz: float
+    capacity: dict[str, int]
+    alignment: dict[str, int]
+    gm_to_l1_bpc: float
+    gm_to_ub_bpc: float
+    l1_to_l0a_bpc: float
+    l1_to_l0b_bpc: float
+    load3d_bpc: float
+    l1_to_bt_bpc: float
+    ub_to_gm_bpc: float
+    fix_elems_pc: float
+    mte2_head: int
+    mte1_head: int
+    load3d_head: int
+    bt_head: int
+    fix_head: int
+    mmad_head: int
+    mte3_head: int
+    vec_head: int
+    vec_cpr_f16: tuple[float, ...] = field(default=())
+    vec_cpr_f32: tuple[float, ...] = field(default=())
+
+    def cores_for(self, unit: str) -> int:
+        """AI cores a kernel on `unit` ("cube" or "vector") can be split over."""
+        if self.coupled or unit == "cube":
+            return self.cube_cores
+        return self.vector_cores
+
+
+# Measured cycles per 256-byte repeat on 910B1 (KPP-res): Relu/Cast ~1, Add/Mul/Max ~2,
+# Exp fp16 4 / fp32 2, MulAdd 6, ReduceSum fp16 7 / fp32 3.
+_VEC_F16 = _vec_cycles({"Relu": 1, "Cast": 1, "Copy": 1, "Dup": 1, "Exp": 4, "MulAddDst": 6, "ReduceSum": 7,
+                        "ReduceMax": 7}, 2)
+_VEC_F32 = _vec_cycles({"Relu": 1, "Cast": 1, "Copy": 1, "Dup": 1, "Exp": 2, "MulAddDst": 6, "ReduceSum": 3,
+                        "ReduceMax": 3}, 2)
+_ALIGN = {"GM": 1, "L1": 32, "L0A": 512, "L0B": 512, "L0C": 64, "UB": 32, "BT": 64}
+
+PROFILES: dict[str, Profile] = {
+    "ascend910b": Profile(
+        name="ascend910b",
+        sources="AD-stub, CAT-arch, AD-perf, KPP-res, PTOK (see shared/ascend-model.md)",
+        cube_cores=24, vector_cores=48, coupled=False, clock_ghz=1.8,
+        capacity={"GM": 0, "L1": 512 * KB, "L0A": 64 * KB, "L0B": 64 * KB, "L0C": 128 * KB, "UB": 192 * KB,
+                  "BT": 1 * KB},
+        alignment=_ALIGN,
+        # GM reads at the per-core HBM share (ddr_rate 32 B/cycle, AD-stub) rather than the
+        # 256 B/cycle pipe peak: with all 24 cores streaming HBM is the limit.
+        gm_to_l1_bpc=32, gm_to_ub_bpc=32, l1_to_l0a_bpc=256, l1_to_l0b_bpc=128, load3d_bpc=128,
+        l1_to_bt_bpc=32, ub_to_gm_bpc=64, fix_elems_pc=64,
+        mte2_head=30, mte1_head=28, load3d_head=50, bt_head=20, fix_head=20, mmad_head=21, mte3_head=30,
+        vec_head=2, vec_cpr_f16=_VEC_F16, vec_cpr_f32=_VEC_F32,
+    ),
+    "ascend310p": Profile(
+        name="ascend310p",
+        sources="AD-stub (buffer sizes, 8 AI cores), rates assumed equal to 910B where no 310P figure exists",
+        cube_cores=8, vector_cores=8, coupled=True, clock_ghz=1.0,
+        capacity={"GM": 0, "L1": 1024 * KB, "L0A": 64 * KB, "L0B": 64 * KB, "L0C": 256 * KB, "UB": 256 * KB,
+                  "BT": 1 * KB},
+        alignment=_ALIGN,
+        gm_to_l1_bpc=17, gm_to_ub_bpc=17, l1_to_l0a_bpc=256, l1_to_l0b_bpc=128, load3d_bpc=128,
+        l1_to_bt_bpc=32, ub_to_gm_bpc=64, fix_elems_pc=64,
+        mte2_head=30, mte1_head=28, load3d_head=50, bt_head=20, fix_head=20, mmad_head=21, mte3_head=30,
+        vec_head=2, vec_cpr_f16=_VEC_F16, vec_cpr_f32=_VEC_F32,
+    ),
+}
+
+
+def get_profile(name: str) -> Profile:
+    try:
+        return PROFILES[name]
+    except KeyError:
+        raise ValueError(f"unknown hardware profile {name!r}; known: {', '.join(PROFILES)}") from None

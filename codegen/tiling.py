@@ -1,0 +1,268 @@
+"""Variants: which kernel family implements an Opspec, with which tiling.
+
+For now one family per op kind and a rule per family that picks the largest
+tile fitting the profile's buffers (double-buffered), then shrinks tiles so the
+blocks spread over the AI cores. The variant search with the pipe cost model
+replaces the rule later; the tiling values are already the templates'
+parameters. `mte2_bytes` states the GM traffic a variant implies: the emulator's
+counters are tested against it and the cost model will use it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from math import ceil
+
+from . import KilnError
+from .opspec import C0, Conv2dSpec, DwConv2dSpec, EltwiseSpec, GemmSpec, Opspec, c1
+from .optlog import OptLog
+from .profiles import Profile
+
+FAMILY_OF_KIND = {
+    "conv2d": "conv2d_cube_img2col",
+    "dwconv2d": "dwconv2d_vector",
+    "gemm": "gemm_cube",
+    "eltwise": "eltwise_vector",
+}
+# One letter per tiling parameter, for variant tags.
+PARAM_LETTER = {"base_m": "m", "base_n": "n", "base_k1": "k", "c1_step": "c", "slab_rows": "r", "k1_step": "s",
+                "rows_per_block": "r", "tile_elems": "t"}
+UNIT_OF_FAMILY = {"conv2d_cube_img2col": "cube", "gemm_cube": "cube", "dwconv2d_vector": "vector",
+                  "eltwise_vector": "vector"}
+
+
+@dataclass(frozen=True)
+class Variant:
+    family: str
+    params: dict[str, int] = field(hash=False)
+    blocks: int = 0
+    buffers: dict[str, int] = field(default_factory=dict, hash=False)  # bytes used per position
+
+    @property
+    def unit(self) -> str:
+        return UNIT_OF_FAMILY[self.family]
+
+    @property
+    def tag(self) -> str:
+        """Short variant name: family plus tiling, e.g. gemm_cube_m128n256k4s20."""
+        return self.family + "_" + "".join(f"{PARAM_LETTER[k]}{v}" for k, v in self.params.items())
+
+
+def _fits(profile: Profile, buffers: dict[str, int]) -> str | None:
+    """Name of the first buffer that overflows, or None."""
+    for pos, used in buffers.items():
+        if used > profile.capacity[pos]:
+            return pos
+    return None
+
+
+def _r16(x: int) -> int:
+    return ceil(x / 16) * 16
+
+
+# ---------------------------------------------------------------- conv2d (Cube, img2col)
+
+def conv_tile_rows(spec: Conv2dSpec, base_m: int) -> list[tuple[int, int, int]]:
+    """Per M tile: (first pixel, pixels, input rows [lo, lo+rows) needed), clipped to the image."""
+    M, out = spec.ho * spec.wo, []
+    for p0 in range(0, M, base_m):
+        m = min(base_m, M - p0)
+        ho0, ho1 = p0 // spec.wo, (p0 + m - 1) // spec.wo
+        lo = max(0, ho0 * spec.sh - spec.pt)
+        hi = min(spec.h - 1, ho1 * spec.sh - spec.pt + (spec.kh - 1) * spec.dh)
+        out.append((p0, m, lo, hi - lo + 1))
+    return out
+
+
+def _conv_buffers(spec: Conv2dSpec, base_m: int, base_n: int, base_k1: int, c1_step: int) -> dict[str, int]:
+    rows = max(r for *_, r in conv_tile_rows(spec, base_m))
+    return {
+        "L1": 2 * c1_step * rows * spec.w * 32 + 2 * c1_step * spec.kh * spec.kw * (base_n // 16) * 512
+              + (base_n * 4 if spec.bias else 0),
+        "L0A": 2 * (base_m // 16) * base_k1 * 512,
+        "L0B": 2 * base_k1 * (base_n // 16) * 512,
+        "L0C": (base_m // 16) * (base_n // 16) * 1024,
+        "BT": base_n * 4 if spec.bias else 0,
+    }
+
+
+def _conv_variant(spec: Conv2dSpec, profile: Profile, log: OptLog) -> Variant:
+    M, C1, CO1 = spec.ho * spec.wo, c1(spec.cin), c1(spec.cout)
+    K1 = C1 * spec.kh * spec.kw
+    cores = profile.cores_for("cube")
+    base_n = min(256, CO1 * 16)
+    best, limit = None, None
+    for base_m in (128, 64, 32, 16):
+        base_m = min(base_m, _r16(M))
+        base_k1 = min(4, K1)
+        for c1_step in range(C1, 0, -1):
+            bufs = _conv_buffers(spec, base_m, base_n, base_k1, c1_step)
+            limit = _fits(profile, bufs)
+            if limit is None:
+                best = dict(base_m=base_m, base_n=base_n, base_k1=base_k1, c1_step=c1_step)
+                break
+        if best:
+            break
+    if best is None:
+        raise KilnError("tiling", spec.name, f"no tile fits {limit} of {profile.name}: one input row of "
+                        f"{spec.w} pixels x {spec.kh} kernel rows is too large for L1")
+    # Spread over the cores: narrower N tiles first (keeps the img2col reuse), then M.
+    def blocks(v):
+        return spec.n * ceil(M / v["base_m"]) * ceil(CO1 * 16 / v["base_n"])
+    before = blocks(best)
+    while blocks(best) < cores and best["base_n"] > 64:
+        best["base_n"] //= 2
+    while blocks(best) < cores and best["base_m"] > 32:
+        best["base_m"] //= 2
+    if blocks(best) != before:
+        log.add("tiling", spec.name, f"base_m={best['base_m']},base_n={best['base_n']}", "balance_cores",
+                blocks_before=before, blocks=blocks(best), cores=cores)
+    bufs = _conv_buffers(spec, best["base_m"], best["base_n"], best["base_k1"], best["c1_step"])
+    best["slab_rows"] = max(r for *_, r in conv_tile_rows(spec, best["base_m"]))
+    return Variant("conv2d_cube_img2col", best, blocks(best), bufs)
+
+
+def _conv_mte2(spec: Conv2dSpec, v: Variant) -> int:
+    p = v.params
+    CO1, C1 = c1(spec.cout), c1(spec.cin)
+    n_tiles = [min(p["base_n"] // 16, CO1 - n1) for n1 in range(0, CO1, p["base_n"] // 16)]
+    total = 0
+    for _, _, _, rows in conv_tile_rows(spec, p["base_m"]):
+        for n1c in n_tiles:
+            for c1a in range(0, C1, p["c1_step"]):
+                c1n = min(p["c1_step"], C1 - c1a)
+                total += c1n * rows * spec.w * 32 + c1n * spec.kh * spec.kw * n1c * 512
+            total += n1c * 64 if spec.bias else 0
+    return total * spec.n
+
+
+# ---------------------------------------------------------------- gemm (Cube)
+
+def _gemm_buffers(spec: GemmSpec, base_m: int, base_n: int, base_k1: int, k1_step: int) -> dict[str, int]:
+    return {
+        "L1": 2 * k1_step * (base_m // 16) * 512 + 2 * k1_step * (base_n // 16) * 512 + (base_n * 4 if spec.bias else 0),
+        "L0A": 2 * (base_m // 16) * base_k1 * 512,
+        "L0B": 2 * base_k1 * (base_n // 16) * 512,
+        "L0C": (base_m // 16) * (base_n // 16) * 1024,
+        "BT": base_n * 4 if spec.bias else 0,
+    }
+
+
+def _gemm_variant(spec: GemmSpec, profile: Profile, log: OptLog) -> Variant:
+    K1, N1 = c1(spec.k), c1(spec.n)
+    cores = profile.cores_for("cube")
+    base_m, base_n, base_k1 = min(128, _r16(spec.m)), min(256, N1 * 16), min(4, K1)
+
+    def blocks(bm, bn):
+        return ceil(spec.m / bm) * ceil(N1 * 16 / bn)
+    before = blocks(base_m, base_n)
+    while blocks(base_m, base_n) < cores and base_n > 64:
+        base_n //= 2
+    while blocks(base_m, base_n) < cores and base_m > 32:
+        base_m //= 2
+    if blocks(base_m, base_n) != before:
+        log.add("tiling", spec.name, f"base_m={base_m},base_n={base_n}", "balance_cores",
+                blocks_before=before, blocks=blocks(base_m, base_n), cores=cores)
+    k1_step = None
+    for s in range(ceil(K1 / base_k1) * base_k1, 0, -base_k1):
+        if _fits(profile, _gemm_buffers(spec, base_m, base_n, base_k1, s)) is None:
+            k1_step = min(s, K1) if s >= K1 else s
+            break
+    if k1_step is None:
+        raise KilnError("tiling", spec.name, f"no K step fits L1 of {profile.name}")
+    p = dict(base_m=base_m, base_n=base_n, base_k1=base_k1, k1_step=k1_step)
+    return Variant("gemm_cube", p, blocks(base_m, base_n), _gemm_buffers(spec, base_m, base_n, base_k1, k1_step))
+
+
+def _gemm_mte2(spec: GemmSpec, v: Variant) -> int:
+    p = v.params
+    K1, N1 = c1(spec.k), c1(spec.n)
+    total = 0
+    for m0 in range(0, spec.m, p["base_m"]):
+        m = min(p["base_m"], spec.m - m0)
+        for n1 in range(0, N1, p["base_n"] // 16):
+            n1c = min(p["base_n"] // 16, N1 - n1)
+            for k1a in range(0, K1, p["k1_step"]):
+                k1n = min(p["k1_step"], K1 - k1a)
+                cols = min(k1n * 16, spec.k - k1a * 16)
+                total += m * cols * 2 + k1n * n1c * 512
+            total += n1c * 64 if spec.bias else 0
+    return total
+
+
+# ---------------------------------------------------------------- depthwise (Vector)
+
+def _dw_slab_rows(spec: DwConv2dSpec, rows_out: int) -> int:
+    return (rows_out - 1) * spec.sh + (spec.kh - 1) * spec.dh + 1
+
+
+def _dw_buffers(spec: DwConv2dSpec, rows_per_block: int) -> dict[str, int]:
+    wp = spec.w + spec.pl + spec.pr
+    taps = spec.kh * spec.kw
+    r32 = lambda b: ceil(b / 32) * 32  # noqa: E731
+    ub = (r32(_dw_slab_rows(spec, rows_per_block) * wp * 32) + r32(taps * 32) + r32(taps * 64) + taps * 256
+          + (64 + 256 if spec.bias else 0) + 2 * r32(spec.wo * 64) + 2 * r32(spec.wo * 32))
+    return {"UB": ub}
+
+
+def _dw_variant(spec: DwConv2dSpec, profile: Profile, log: OptLog) -> Variant:
+    cores = profile.cores_for("vector")
+    planes = spec.n * c1(spec.c)
+    rpb = ceil(spec.ho / max(1, ceil(cores / planes)))
+    while rpb > 1 and _fits(profile, _dw_buffers(spec, rpb)):
+        rpb = ceil(rpb / 2)
+    limit = _fits(profile, _dw_buffers(spec, rpb))
+    if limit:
+        raise KilnError("tiling", spec.name, f"one output row does not fit {limit} of {profile.name} "
+                        f"(input width {spec.w} too large for the Vector kernel)")
+    blocks = planes * ceil(spec.ho / rpb)
+    return Variant("dwconv2d_vector", {"rows_per_block": rpb}, blocks, _dw_buffers(spec, rpb))
+
+
+def _dw_mte2(spec: DwConv2dSpec, v: Variant) -> int:
+    rpb = v.params["rows_per_block"]
+    total = 0
+    for r0 in range(0, spec.ho, rpb):
+        rows_out = min(rpb, spec.ho - r0)
+        lo = r0 * spec.sh - spec.pt
+        hi = lo + _dw_slab_rows(spec, rows_out)  # exclusive
+        valid = max(0, min(hi, spec.h) - max(lo, 0))
+        total += valid * spec.w * 32 + spec.kh * spec.kw * 32 + (64 if spec.bias else 0)
+    return total * spec.n * c1(spec.c)
+
+
+# ---------------------------------------------------------------- elementwise (Vector)
+
+def _elt_variant(spec: EltwiseSpec, profile: Profile, log: OptLog) -> Variant:
+    cores = profile.cores_for("vector")
+    tensors = 3 if spec.op == "add" else 2
+    max_tile = (profile.capacity["UB"] // (2 * tensors * 2)) // 128 * 128
+    tile = min(max_tile, max(128, _r16(ceil(spec.numel / cores)) // 128 * 128 or 128))
+    tiles = ceil(spec.numel / tile)
+    blocks = min(cores, tiles)
+    return Variant("eltwise_vector", {"tile_elems": tile}, blocks, {"UB": 2 * tensors * tile * 2})
+
+
+def _elt_mte2(spec: EltwiseSpec, v: Variant) -> int:
+    return spec.numel * 2 * (2 if spec.op == "add" else 1)
+
+
+_RULES = {"conv2d": (_conv_variant, _conv_mte2), "gemm": (_gemm_variant, _gemm_mte2),
+          "dwconv2d": (_dw_variant, _dw_mte2), "eltwise": (_elt_variant, _elt_mte2)}
+
+
+def choose_variant(spec: Opspec, profile: Profile, log: OptLog) -> Variant:
+    rule, _ = _RULES[spec.kind]
+    log.add("tiling", spec.name, FAMILY_OF_KIND[spec.kind], "family_rule", unit=UNIT_OF_FAMILY[FAMILY_OF_KIND[spec.kind]])
+    v = rule(spec, profile, log)
+    over = _fits(profile, v.buffers)
+    if over:  # a rule bug, not a user error: say so loudly
+        raise KilnError("tiling", spec.name, f"variant {v.params} overflows {over} "
+                        f"({v.buffers[over]} B > {profile.capacity[over]} B on {profile.name})")
+    log.add("tiling", spec.name, v.tag, "tile_fit", blocks=v.blocks, cores=profile.cores_for(v.unit),
+            **{f"{k}_bytes": b for k, b in v.buffers.items() if b})
+    return v
+
+
+def mte2_bytes(spec: Opspec, variant: Variant) -> int:
+    """GM -> L1/UB bytes the variant's kernel moves (what the MTE2 counter must show)."""
+    return _RULES[spec.kind][1](spec, variant)

@@ -1,0 +1,97 @@
+// Architecture vocabulary of the emulated Ascend AI Core: buffer positions,
+// pipes, the hardware profile record and the errors the emulator raises.
+// Profile *values* are generated from codegen/profiles.py (kiln_profiles.hpp in
+// the build directory) so the cost model and the emulator share one table.
+#pragma once
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+namespace kiln::emu {
+
+enum class Pos : std::uint8_t { GM, L1, L0A, L0B, L0C, UB, BT, COUNT };
+constexpr int kNumPos = static_cast<int>(Pos::COUNT);
+
+inline const char* pos_name(Pos p) {
+  switch (p) {
+    case Pos::GM: return "GM";
+    case Pos::L1: return "L1";
+    case Pos::L0A: return "L0A";
+    case Pos::L0B: return "L0B";
+    case Pos::L0C: return "L0C";
+    case Pos::UB: return "UB";
+    case Pos::BT: return "BT";
+    default: return "?";
+  }
+}
+
+// Pipes of one core. Instructions are in order within a pipe; pipes overlap and
+// are ordered against each other only by set_flag / wait_flag.
+enum class Pipe : std::uint8_t { S, V, M, MTE1, MTE2, MTE3, FIX, COUNT };
+constexpr int kNumPipes = static_cast<int>(Pipe::COUNT);
+
+inline const char* pipe_name(Pipe p) {
+  switch (p) {
+    case Pipe::S: return "S";
+    case Pipe::V: return "V";
+    case Pipe::M: return "M";
+    case Pipe::MTE1: return "MTE1";
+    case Pipe::MTE2: return "MTE2";
+    case Pipe::MTE3: return "MTE3";
+    case Pipe::FIX: return "FIX";
+    default: return "?";
+  }
+}
+
+// Which kind of core a kernel runs on. On split profiles (910B) a Cube core
+// (AIC) has L1/L0A/L0B/L0C/BT and no UB; a Vector core (AIV) has only UB.
+// On coupled profiles (310P) one AI core has all of them.
+enum class CoreKind : std::uint8_t { AIC, AIV };
+
+enum class VecOp : std::uint8_t {
+  Add, Sub, Mul, Max, Min, MulAddDst, Adds, Muls, Maxs, Relu, Exp, Copy, Dup, Cast,
+  ReduceSum, ReduceMax, COUNT
+};
+constexpr int kNumVecOps = static_cast<int>(VecOp::COUNT);
+
+struct Profile {
+  const char* name;
+  const char* sources;
+  int cube_cores;
+  int vector_cores;
+  bool coupled;          // Cube and Vector share one core (L0C can drain to UB)
+  double clock_ghz;
+  std::uint32_t capacity[kNumPos];   // bytes per core; GM entry unused
+  std::uint32_t alignment[kNumPos];  // start-address alignment in bytes
+  // Movement rates in bytes per cycle per core, and fixed head latencies.
+  double gm_to_l1_bpc, gm_to_ub_bpc, l1_to_l0a_bpc, l1_to_l0b_bpc, load3d_bpc, l1_to_bt_bpc,
+      ub_to_gm_bpc, fix_elems_pc;
+  int mte2_head, mte1_head, load3d_head, bt_head, fix_head, mmad_head, mte3_head, vec_head;
+  // Vector cycles per 256-byte repeat, fp16 and fp32 operands.
+  double vec_cpr_f16[kNumVecOps];
+  double vec_cpr_f32[kNumVecOps];
+};
+
+// Base of every error the emulator raises; the message names the kernel.
+class EmulationError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+class CapacityError : public EmulationError {
+ public:
+  using EmulationError::EmulationError;
+};
+class AlignmentError : public EmulationError {
+ public:
+  using EmulationError::EmulationError;
+};
+class SyncError : public EmulationError {
+ public:
+  using EmulationError::EmulationError;
+};
+class BoundsError : public EmulationError {
+ public:
+  using EmulationError::EmulationError;
+};
+
+}  // namespace kiln::emu

@@ -1,0 +1,655 @@
+// One emulated AI Core: sized local buffers, per-pipe timelines, set/wait
+// flags, and the instruction set the generated kernels are written against.
+// Every instruction does its real work on the buffers (so results are exact
+// emulations of the fp16/fp32 datapath) and advances the timeline of its pipe
+// by the profile's cost, so a kernel call yields simulated cycles beside its
+// numbers. Bounds, capacity and alignment are checked per instruction, never
+// per element, and violations raise an EmulationError naming the kernel.
+#pragma once
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "kiln/arch.hpp"
+#include "kiln/half.hpp"
+
+namespace kiln::emu {
+
+// A tensor in a core-local buffer (L1, L0A, L0B, L0C, UB, BT).
+template <class T>
+struct Local {
+  T* ptr = nullptr;
+  Pos pos = Pos::GM;
+  std::uint32_t byte_off = 0;  // offset inside the buffer, for alignment checks
+  std::size_t count = 0;       // elements
+  const char* name = "";
+};
+
+// A tensor in global memory (host memory in the emulation).
+template <class T>
+struct Global {
+  T* ptr = nullptr;
+  std::size_t count = 0;
+  const char* name = "";
+};
+
+struct PipeCounters {
+  std::uint64_t instrs = 0;
+  std::uint64_t bytes = 0;
+  double busy = 0;  // cycles the pipe was executing
+};
+
+struct CoreStats {
+  std::array<PipeCounters, kNumPipes> pipe{};
+  std::uint64_t cube_macs = 0;        // MACs issued on the 16x16x16 fractal grid
+  std::uint64_t cube_useful_macs = 0; // m*n*k as asked, without fractal padding
+  std::uint64_t vec_repeats = 0;
+  double end_cycle = 0;
+  int blocks = 0;
+};
+
+// Vector mask: up to 128 lanes (fp16), 64 (fp32). Bit i enables element i of a repeat.
+struct Mask {
+  std::uint64_t lo = ~0ull, hi = ~0ull;
+  static Mask first(unsigned n) {
+    Mask m;
+    m.lo = n >= 64 ? ~0ull : ((1ull << n) - 1);
+    m.hi = n >= 128 ? ~0ull : (n <= 64 ? 0ull : ((1ull << (n - 64)) - 1));
+    return m;
+  }
+  bool test(unsigned i) const { return i < 64 ? (lo >> i) & 1 : (hi >> (i - 64)) & 1; }
+  // One past the highest enabled lane among the first `lanes`.
+  unsigned extent(unsigned lanes) const {
+    for (unsigned i = lanes; i > 0; --i)
+      if (test(i - 1)) return i;
+    return 0;
+  }
+  // Number of leading enabled lanes if the mask is a contiguous prefix, else -1.
+  int prefix(unsigned lanes) const {
+    unsigned n = 0;
+    while (n < lanes && test(n)) ++n;
+    for (unsigned i = n; i < lanes; ++i)
+      if (test(i)) return -1;
+    return static_cast<int>(n);
+  }
+};
+
+// Strides of a level-0 vector instruction, in 32-byte blocks (Ascend semantics:
+// block stride inside one 256-byte repeat, repeat stride between repeats).
+struct Repeat {
+  unsigned times = 1;  // 1..255
+  unsigned dst_blk = 1, src0_blk = 1, src1_blk = 1;
+  unsigned dst_rep = 8, src0_rep = 8, src1_rep = 8;
+};
+
+// Geometry of an img2col load (Load3D): feature map slab in L1 laid out
+// [slab_c1][slab_h][fm_w][16] fp16, rows are image rows slab_row0 .. +slab_h.
+struct Img2col {
+  int slab_c1, slab_h, slab_row0, fm_h, fm_w;
+  int pad_top, pad_left, stride_h, stride_w, dil_h, dil_w, kh, kw;
+  int out_w;
+  long m_total;  // output pixels of one image; rows beyond are padding rows of the fractal
+};
+
+class Core {
+ public:
+  Core(const Profile& profile, CoreKind kind) : prof_(profile), kind_(kind) {
+    for (int p = 0; p < kNumPos; ++p) {
+      const Pos pos = static_cast<Pos>(p);
+      cap_[p] = present(pos) ? profile.capacity[p] : 0;
+      if (cap_[p]) {
+        mem_[p].reset(static_cast<std::uint8_t*>(std::aligned_alloc(1024, round_up(cap_[p], 1024))));
+        std::memset(mem_[p].get(), 0, cap_[p]);
+      }
+    }
+  }
+
+  const Profile& profile() const { return prof_; }
+  CoreKind kind() const { return kind_; }
+  const char* kernel() const { return kernel_; }
+
+  // Starts one virtual core's run: clears allocations, timeline and counters.
+  void start(const char* kernel, int core_id) {
+    kernel_ = kernel;
+    core_id_ = core_id;
+    top_.fill(0);
+    free_at_.fill(0);
+    wait_until_.fill(0);
+    for (auto& q : flags_) q.clear();
+    stats_ = CoreStats{};
+  }
+
+  const CoreStats& finish() {
+    for (int p = 0; p < kNumPipes; ++p) stats_.end_cycle = std::max(stats_.end_cycle, free_at_[p]);
+    for (auto& q : flags_)
+      if (!q.empty()) { /* a set without a wait is legal: the flag just stays set */ }
+    return stats_;
+  }
+  CoreStats& stats() { return stats_; }
+
+  // ---- buffers -------------------------------------------------------------
+  template <class T>
+  Local<T> alloc(Pos pos, std::size_t count, const char* what) {
+    const int p = static_cast<int>(pos);
+    if (!cap_[p])
+      fail<CapacityError>(std::string(pos_name(pos)) + " does not exist on this core (" + core_kind_name() +
+                          " of " + prof_.name + "); cannot allocate '" + what + "'");
+    const std::uint32_t off = round_up(top_[p], prof_.alignment[p]);
+    const std::size_t bytes = count * sizeof(T);
+    if (off + bytes > cap_[p])
+      fail<CapacityError>(std::string(pos_name(pos)) + " overflow: '" + what + "' needs " + std::to_string(bytes) +
+                          " B at offset " + std::to_string(off) + ", capacity " + std::to_string(cap_[p]) + " B on " +
+                          prof_.name);
+    top_[p] = off + static_cast<std::uint32_t>(bytes);
+    return Local<T>{reinterpret_cast<T*>(mem_[p].get() + off), pos, off, count, what};
+  }
+
+  // A tensor at an explicit byte offset (as kernels that manage buffers by hand do).
+  template <class T>
+  Local<T> at(Pos pos, std::size_t byte_off, std::size_t count, const char* what) {
+    const int p = static_cast<int>(pos);
+    const std::size_t bytes = count * sizeof(T);
+    if (!cap_[p] || byte_off + bytes > cap_[p])
+      fail<CapacityError>(std::string(pos_name(pos)) + " overflow: '" + what + "' spans bytes [" +
+                          std::to_string(byte_off) + ", " + std::to_string(byte_off + bytes) + "), capacity " +
+                          std::to_string(cap_[p]) + " B on " + prof_.name);
+    return Local<T>{reinterpret_cast<T*>(mem_[p].get() + byte_off), pos, static_cast<std::uint32_t>(byte_off), count,
+                    what};
+  }
+
+  void free_all(Pos pos) { top_[static_cast<int>(pos)] = 0; }
+  std::uint32_t used(Pos pos) const { return top_[static_cast<int>(pos)]; }
+  std::uint32_t capacity(Pos pos) const { return cap_[static_cast<int>(pos)]; }
+
+  // ---- synchronisation -----------------------------------------------------
+  // set_flag(src, dst, id): the flag rises when every src instruction issued so
+  // far has finished. wait_flag(src, dst, id): dst instructions issued after it
+  // start no earlier than that. Counters are up to 15 deep, as on hardware.
+  void set_flag(Pipe src, Pipe dst, int id) {
+    auto& q = flag(src, dst, id);
+    if (q.size() >= 15) fail<SyncError>(flag_text(src, dst, id) + " set more than 15 times without a wait");
+    q.push_back(free_at_[static_cast<int>(src)]);
+  }
+  void wait_flag(Pipe src, Pipe dst, int id) {
+    auto& q = flag(src, dst, id);
+    if (q.empty()) fail<SyncError>("wait on " + flag_text(src, dst, id) + " that was never set: the core would hang");
+    double& w = wait_until_[static_cast<int>(dst)];
+    w = std::max(w, q.front());
+    q.pop_front();
+  }
+  // All pipes wait for all pipes (PipeBarrier<PIPE_ALL>).
+  void barrier_all() {
+    const double t = *std::max_element(free_at_.begin(), free_at_.end());
+    wait_until_.fill(t);
+  }
+
+  // ---- MTE2: GM -> L1 / UB -------------------------------------------------
+  // nburst bursts of burst elements; the k-th burst reads src+soff+k*src_stride
+  // and writes dst+doff+k*dst_stride (strides in elements).
+  template <class T>
+  void copy_gm_to_local(Local<T> dst, std::size_t doff, Global<const T> src, std::size_t soff, std::size_t nburst,
+                        std::size_t burst, std::size_t src_stride, std::size_t dst_stride) {
+    if (dst.pos != Pos::L1 && dst.pos != Pos::UB) fail<EmulationError>("copy_gm_to_local: destination must be L1 or UB");
+    if (nburst == 0 || burst == 0) return;
+    check_local(dst, doff, (nburst - 1) * dst_stride + burst, "copy_gm_to_local", "dst");
+    if ((dst_stride * sizeof(T)) % 32 && nburst > 1)
+      fail<AlignmentError>("copy_gm_to_local: destination burst stride " + std::to_string(dst_stride * sizeof(T)) +
+                           " B is not a multiple of 32 B");
+    check_global(src, soff, (nburst - 1) * src_stride + burst, "copy_gm_to_local", "src");
+    for (std::size_t b = 0; b < nburst; ++b)
+      std::memcpy(dst.ptr + doff + b * dst_stride, src.ptr + soff + b * src_stride, burst * sizeof(T));
+    const std::uint64_t bytes = nburst * burst * sizeof(T);
+    const double rate = dst.pos == Pos::L1 ? prof_.gm_to_l1_bpc : prof_.gm_to_ub_bpc;
+    issue(Pipe::MTE2, prof_.mte2_head + bytes / rate, bytes);
+  }
+
+  // GM (row-major rows x cols, row stride ld) -> L1 in NZ: column blocks of 16,
+  // each [dst_rows][16]; rows >= rows and cols >= cols are zero-filled.
+  void copy_gm_to_l1_nd2nz(Local<f16> dst, std::size_t doff, Global<const f16> src, std::size_t soff, std::size_t rows,
+                           std::size_t cols, std::size_t ld, std::size_t dst_rows) {
+    if (dst.pos != Pos::L1) fail<EmulationError>("copy_gm_to_l1_nd2nz: destination must be L1");
+    const std::size_t c1 = (cols + 15) / 16;
+    check_local(dst, doff, c1 * dst_rows * 16, "copy_gm_to_l1_nd2nz", "dst");
+    if (rows) check_global(src, soff, (rows - 1) * ld + cols, "copy_gm_to_l1_nd2nz", "src");
+    for (std::size_t j = 0; j < c1; ++j) {
+      f16* blk = dst.ptr + doff + j * dst_rows * 16;
+      const std::size_t w = std::min<std::size_t>(16, cols - j * 16);
+      for (std::size_t r = 0; r < dst_rows; ++r) {
+        f16* row = blk + r * 16;
+        if (r < rows) {
+          std::memcpy(row, src.ptr + soff + r * ld + j * 16, w * sizeof(f16));
+          if (w < 16) std::memset(row + w, 0, (16 - w) * sizeof(f16));
+        } else {
+          std::memset(row, 0, 16 * sizeof(f16));
+        }
+      }
+    }
+    const std::uint64_t bytes = rows * cols * sizeof(f16);
+    issue(Pipe::MTE2, prof_.mte2_head + bytes / prof_.gm_to_l1_bpc, bytes);
+  }
+
+  // ---- MTE3: UB -> GM ------------------------------------------------------
+  template <class T>
+  void copy_ub_to_gm(Global<T> dst, std::size_t doff, Local<T> src, std::size_t soff, std::size_t nburst,
+                     std::size_t burst, std::size_t src_stride, std::size_t dst_stride) {
+    if (src.pos != Pos::UB) fail<EmulationError>("copy_ub_to_gm: source must be UB");
+    if (nburst == 0 || burst == 0) return;
+    check_local(src, soff, (nburst - 1) * src_stride + burst, "copy_ub_to_gm", "src");
+    check_global(dst, doff, (nburst - 1) * dst_stride + burst, "copy_ub_to_gm", "dst");
+    for (std::size_t b = 0; b < nburst; ++b)
+      std::memcpy(dst.ptr + doff + b * dst_stride, src.ptr + soff + b * src_stride, burst * sizeof(T));
+    const std::uint64_t bytes = nburst * burst * sizeof(T);
+    issue(Pipe::MTE3, prof_.mte3_head + bytes / prof_.ub_to_gm_bpc, bytes);
+  }
+
+  // ---- MTE1: L1 -> L0A / L0B / BT ------------------------------------------
+  // repeat fractals of 16x16 fp16 (512 B); fractal r is read at src+soff+r*src_stride*256
+  // and written at dst+doff+r*dst_stride*256 (strides in fractals). transpose swaps the
+  // two axes inside each fractal (LoadData2D ifTranspose).
+  void load2d(Local<f16> dst, std::size_t doff, Local<f16> src, std::size_t soff, std::size_t repeat,
+              std::size_t src_stride, std::size_t dst_stride, bool transpose = false) {
+    if (src.pos != Pos::L1 || (dst.pos != Pos::L0A && dst.pos != Pos::L0B))
+      fail<EmulationError>("load2d: moves L1 -> L0A/L0B");
+    if (!repeat) return;
+    check_local(src, soff, (repeat - 1) * src_stride * 256 + 256, "load2d", "src");
+    check_local(dst, doff, (repeat - 1) * dst_stride * 256 + 256, "load2d", "dst");
+    for (std::size_t r = 0; r < repeat; ++r) {
+      const f16* s = src.ptr + soff + r * src_stride * 256;
+      f16* d = dst.ptr + doff + r * dst_stride * 256;
+      if (!transpose) {
+        std::memcpy(d, s, 512);
+      } else {
+        for (int i = 0; i < 16; ++i)
+          for (int j = 0; j < 16; ++j) d[i * 16 + j] = s[j * 16 + i];
+      }
+    }
+    const std::uint64_t bytes = repeat * 512;
+    const double rate = dst.pos == Pos::L0A ? prof_.l1_to_l0a_bpc : prof_.l1_to_l0b_bpc;
+    issue(Pipe::MTE1, prof_.mte1_head + bytes / rate, bytes);
+  }
+
+  // img2col on the way L1 -> L0A: writes m1_count x k1_count fractals in ZZ order
+  // (row of fractals = 16 output pixels starting at m_start, column = one (c1,kh,kw)
+  // triple k1 = c1*kh*kw + i*kw + j, counted from k1_start).
+  void load3d(Local<f16> dst, std::size_t doff, Local<f16> fm, std::size_t foff, const Img2col& g, long m_start,
+              int m1_count, int k1_start, int k1_count) {
+    if (fm.pos != Pos::L1 || dst.pos != Pos::L0A) fail<EmulationError>("load3d: moves L1 -> L0A");
+    check_local(dst, doff, std::size_t(m1_count) * k1_count * 256, "load3d", "dst");
+    check_local(fm, foff, std::size_t(g.slab_c1) * g.slab_h * g.fm_w * 16, "load3d", "src");
+    const int taps = g.kh * g.kw;
+    if (k1_start + k1_count > g.slab_c1 * taps) fail<BoundsError>("load3d: K fractal range beyond the slab's channels");
+    for (int mi = 0; mi < m1_count; ++mi) {
+      for (int r = 0; r < 16; ++r) {
+        const long p = m_start + mi * 16 + r;
+        const bool valid_pixel = p < g.m_total;
+        const int ho = valid_pixel ? int(p / g.out_w) : 0;
+        const int wo = valid_pixel ? int(p % g.out_w) : 0;
+        for (int ki = 0; ki < k1_count; ++ki) {
+          f16* d = dst.ptr + doff + (std::size_t(mi) * k1_count + ki) * 256 + r * 16;
+          const int k1 = k1_start + ki;
+          const int c1 = k1 / taps, t = k1 % taps, i = t / g.kw, j = t % g.kw;
+          const int hi = ho * g.stride_h - g.pad_top + i * g.dil_h;
+          const int wi = wo * g.stride_w - g.pad_left + j * g.dil_w;
+          if (!valid_pixel || hi < 0 || hi >= g.fm_h || wi < 0 || wi >= g.fm_w) {
+            std::memset(d, 0, 32);
+            continue;
+          }
+          const int hs = hi - g.slab_row0;
+          if (hs < 0 || hs >= g.slab_h)
+            fail<BoundsError>("load3d: image row " + std::to_string(hi) + " is not in the L1 slab (rows " +
+                              std::to_string(g.slab_row0) + ".." + std::to_string(g.slab_row0 + g.slab_h - 1) + ")");
+          std::memcpy(d, fm.ptr + foff + ((std::size_t(c1) * g.slab_h + hs) * g.fm_w + wi) * 16, 32);
+        }
+      }
+    }
+    const std::uint64_t bytes = std::uint64_t(m1_count) * k1_count * 512;
+    issue(Pipe::MTE1, prof_.load3d_head + bytes / prof_.load3d_bpc, bytes);
+  }
+
+  void load_bias_table(Local<float> dst, std::size_t doff, Local<float> src, std::size_t soff, std::size_t n) {
+    if (src.pos != Pos::L1 || dst.pos != Pos::BT) fail<EmulationError>("load_bias_table: moves L1 -> BT");
+    check_local(src, soff, n, "load_bias_table", "src");
+    check_local(dst, doff, n, "load_bias_table", "dst");
+    std::memcpy(dst.ptr + doff, src.ptr + soff, n * sizeof(float));
+    issue(Pipe::MTE1, prof_.bt_head + n * 4.0 / prof_.l1_to_bt_bpc, n * 4);
+  }
+
+  // ---- Cube ----------------------------------------------------------------
+  // C[m,n] (+)= A[m,k] B[k,n]. A in L0A as ZZ fractals (M1,K1,16,16), B in L0B as
+  // ZN fractals (K1,N1,16 n,16 k), C in L0C as NZ fractals (N1,M1,16,16) fp32.
+  // init: C = bias (from BT, if given) or 0 before accumulating.
+  void mmad(Local<float> c, std::size_t coff, Local<f16> a, std::size_t aoff, Local<f16> b, std::size_t boff, int m,
+            int n, int k, bool init, const Local<float>* bias = nullptr, std::size_t bias_off = 0) {
+    if (a.pos != Pos::L0A || b.pos != Pos::L0B || c.pos != Pos::L0C) fail<EmulationError>("mmad: operands must be L0A, L0B, L0C");
+    if (m <= 0 || n <= 0 || k <= 0 || m > 4095 || n > 4095 || k > 4095)
+      fail<EmulationError>("mmad: m, n, k must be in 1..4095, got " + std::to_string(m) + "," + std::to_string(n) + "," +
+                           std::to_string(k));
+    const int M1 = (m + 15) / 16, N1 = (n + 15) / 16, K1 = (k + 15) / 16;
+    check_local(a, aoff, std::size_t(M1) * K1 * 256, "mmad", "A");
+    check_local(b, boff, std::size_t(K1) * N1 * 256, "mmad", "B");
+    check_local(c, coff, std::size_t(N1) * M1 * 256, "mmad", "C");
+    if (bias) {
+      if (bias->pos != Pos::BT) fail<EmulationError>("mmad: bias must come from BT");
+      check_local(*bias, bias_off, std::size_t(N1) * 16, "mmad", "bias");
+    }
+    // Operands are converted to fp32 once per instruction (exact for fp16), B is
+    // transposed inside its fractals so the inner loop is a 16-wide FMA row.
+    std::vector<float>& af = scratch_a_;
+    std::vector<float>& bf = scratch_b_;
+    af.resize(std::size_t(M1) * K1 * 256);
+    bf.resize(std::size_t(K1) * N1 * 256);
+    f16_to_f32(a.ptr + aoff, af.data(), af.size());
+    for (std::size_t f = 0; f < std::size_t(K1) * N1; ++f) {
+      const f16* src = b.ptr + boff + f * 256;
+      float* dst = bf.data() + f * 256;
+      float tmp[256];
+      f16_to_f32(src, tmp, 256);
+      for (int nn = 0; nn < 16; ++nn)
+        for (int kk = 0; kk < 16; ++kk) dst[kk * 16 + nn] = tmp[nn * 16 + kk];
+    }
+    for (int n1 = 0; n1 < N1; ++n1) {
+      for (int m1 = 0; m1 < M1; ++m1) {
+        float* cf = c.ptr + coff + (std::size_t(n1) * M1 + m1) * 256;
+        alignas(64) float acc[16][16];
+        if (init) {
+          for (int r = 0; r < 16; ++r)
+            for (int q = 0; q < 16; ++q) acc[r][q] = bias ? bias->ptr[bias_off + n1 * 16 + q] : 0.f;
+        } else {
+          std::memcpy(acc, cf, sizeof(acc));
+        }
+        for (int k1 = 0; k1 < K1; ++k1) {
+          const float* af_ = af.data() + (std::size_t(m1) * K1 + k1) * 256;
+          const float* bf_ = bf.data() + (std::size_t(k1) * N1 + n1) * 256;
+          for (int r = 0; r < 16; ++r)
+            for (int kk = 0; kk < 16; ++kk) {
+              const float av = af_[r * 16 + kk];
+              for (int q = 0; q < 16; ++q) acc[r][q] += av * bf_[kk * 16 + q];
+            }
+        }
+        std::memcpy(cf, acc, sizeof(acc));
+      }
+    }
+    const std::uint64_t fractals = std::uint64_t(M1) * N1 * K1;
+    stats_.cube_macs += fractals * 4096;
+    stats_.cube_useful_macs += std::uint64_t(m) * n * k;
+    issue(Pipe::M, prof_.mmad_head + double(fractals), 0);
+  }
+
+  // ---- Fixpipe: L0C -> GM --------------------------------------------------
+  // Row-major out: rows m x cols n of the NZ tile (tile has m1_stride row fractals)
+  // go to dst[doff + i*ld + j], fp32 -> fp16, optional ReLU on the way.
+  void fixpipe_nz_to_nd(Global<f16> dst, std::size_t doff, std::size_t ld, Local<float> c, std::size_t coff, int m,
+                        int n, int m1_stride, bool relu) {
+    if (c.pos != Pos::L0C) fail<EmulationError>("fixpipe: source must be L0C");
+    const int N1 = (n + 15) / 16;
+    check_local(c, coff, std::size_t(N1) * m1_stride * 256, "fixpipe_nz_to_nd", "src");
+    check_global(dst, doff, std::size_t(m - 1) * ld + n, "fixpipe_nz_to_nd", "dst");
+    for (int i = 0; i < m; ++i) {
+      const int m1 = i / 16, r = i % 16;
+      for (int j = 0; j < n; ++j) {
+        float v = c.ptr[coff + (std::size_t(j / 16) * m1_stride + m1) * 256 + r * 16 + (j % 16)];
+        if (relu && !(v > 0.f)) v = 0.f;
+        dst.ptr[doff + std::size_t(i) * ld + j] = f32_to_f16(v);
+      }
+    }
+    fixpipe_cost(std::uint64_t(m) * n);
+  }
+
+  // Channel-blocked out: the NZ tile (n1_count channel blocks x m pixels) maps to
+  // NC1HWC0 directly: block n1, pixel i -> dst[doff + n1*plane + i*16 + c0].
+  void fixpipe_nz_to_nc1hwc0(Global<f16> dst, std::size_t doff, std::size_t plane, Local<float> c, std::size_t coff,
+                             int m, int n1_count, int m1_stride, bool relu) {
+    if (c.pos != Pos::L0C) fail<EmulationError>("fixpipe: source must be L0C");
+    check_local(c, coff, std::size_t(n1_count) * m1_stride * 256, "fixpipe_nz_to_nc1hwc0", "src");
+    check_global(dst, doff, std::size_t(n1_count - 1) * plane + std::size_t(m) * 16, "fixpipe_nz_to_nc1hwc0", "dst");
+    float tmp[16];
+    for (int n1 = 0; n1 < n1_count; ++n1)
+      for (int i = 0; i < m; ++i) {
+        const float* src = c.ptr + coff + (std::size_t(n1) * m1_stride + i / 16) * 256 + (i % 16) * 16;
+        for (int q = 0; q < 16; ++q) tmp[q] = relu ? (src[q] > 0.f ? src[q] : 0.f) : src[q];
+        f32_to_f16(tmp, dst.ptr + doff + n1 * plane + std::size_t(i) * 16, 16);
+      }
+    fixpipe_cost(std::uint64_t(m) * n1_count * 16);
+  }
+
+  // ---- Vector (UB only) ----------------------------------------------------
+  template <class T>
+  void vbinary(VecOp op, Local<T> dst, std::size_t doff, Local<T> s0, std::size_t s0off, Local<T> s1,
+               std::size_t s1off, Mask mask, Repeat rp) {
+    const unsigned ext = mask.extent(256 / sizeof(T));
+    vec_prologue(rp, "vbinary", dst, doff, rp.dst_blk, rp.dst_rep, ext);
+    vec_operand(rp, "vbinary", s0, s0off, rp.src0_blk, rp.src0_rep, ext);
+    vec_operand(rp, "vbinary", s1, s1off, rp.src1_blk, rp.src1_rep, ext);
+    vec_apply<T, T>(rp, mask, [&](std::size_t d, std::size_t i0, std::size_t i1) {
+      const float a = load(s0.ptr[s0off + i0]), b = load(s1.ptr[s1off + i1]);
+      float r;
+      switch (op) {
+        case VecOp::Add: r = a + b; break;
+        case VecOp::Sub: r = a - b; break;
+        case VecOp::Mul: r = a * b; break;
+        case VecOp::Max: r = a > b ? a : b; break;
+        case VecOp::Min: r = a < b ? a : b; break;
+        case VecOp::MulAddDst: r = std::fma(a, b, load(dst.ptr[doff + d])); break;
+        default: fail<EmulationError>("vbinary: not a binary op"); r = 0;
+      }
+      dst.ptr[doff + d] = store<T>(r);
+    });
+    vec_cost<T>(op, rp);
+  }
+
+  // Unary (Relu, Exp, Copy) and scalar forms (Adds, Muls, Maxs take `scalar`).
+  template <class T>
+  void vunary(VecOp op, Local<T> dst, std::size_t doff, Local<T> src, std::size_t soff, Mask mask, Repeat rp,
+              float scalar = 0.f) {
+    const unsigned ext = mask.extent(256 / sizeof(T));
+    vec_prologue(rp, "vunary", dst, doff, rp.dst_blk, rp.dst_rep, ext);
+    vec_operand(rp, "vunary", src, soff, rp.src0_blk, rp.src0_rep, ext);
+    vec_apply<T, T>(rp, mask, [&](std::size_t d, std::size_t i0, std::size_t) {
+      const float a = load(src.ptr[soff + i0]);
+      float r;
+      switch (op) {
+        case VecOp::Relu: r = a > 0.f ? a : 0.f; break;
+        case VecOp::Exp: r = std::exp(a); break;
+        case VecOp::Copy: r = a; break;
+        case VecOp::Adds: r = a + scalar; break;
+        case VecOp::Muls: r = a * scalar; break;
+        case VecOp::Maxs: r = a > scalar ? a : scalar; break;
+        default: fail<EmulationError>("vunary: not a unary op"); r = 0;
+      }
+      dst.ptr[doff + d] = store<T>(r);
+    });
+    vec_cost<T>(op, rp);
+  }
+
+  template <class T>
+  void vdup(Local<T> dst, std::size_t doff, float value, Mask mask, Repeat rp) {
+    vec_prologue(rp, "vdup", dst, doff, rp.dst_blk, rp.dst_rep, mask.extent(256 / sizeof(T)));
+    const T v = store<T>(value);
+    vec_apply<T, T>(rp, mask, [&](std::size_t d, std::size_t, std::size_t) { dst.ptr[doff + d] = v; });
+    vec_cost<T>(VecOp::Dup, rp);
+  }
+
+  // fp16 <-> fp32. One repeat covers 64 elements (the fp32 side fills 256 B);
+  // each operand steps through its own 32-byte blocks.
+  template <class D, class S>
+  void vcast(Local<D> dst, std::size_t doff, Local<S> src, std::size_t soff, Mask mask, Repeat rp) {
+    static_assert(sizeof(D) != sizeof(S), "vcast converts between fp16 and fp32");
+    const unsigned ext = mask.extent(64);
+    vec_prologue(rp, "vcast", dst, doff, rp.dst_blk, rp.dst_rep, ext);
+    vec_operand(rp, "vcast", src, soff, rp.src0_blk, rp.src0_rep, ext);
+    vec_apply<D, S>(rp, mask, [&](std::size_t d, std::size_t i0, std::size_t) {
+      dst.ptr[doff + d] = store<D>(load(src.ptr[soff + i0]));
+    }, 64);
+    vec_cost<float>(VecOp::Cast, rp);
+  }
+
+  // One result per repeat (WholeReduceSum/Max); results land contiguously at dst.
+  template <class T>
+  void vreduce(VecOp op, Local<T> dst, std::size_t doff, Local<T> src, std::size_t soff, Mask mask, Repeat rp) {
+    if (op != VecOp::ReduceSum && op != VecOp::ReduceMax) fail<EmulationError>("vreduce: not a reduction");
+    check_ub(dst, "vreduce");
+    check_local(dst, doff, rp.times, "vreduce", "dst");
+    vec_operand(rp, "vreduce", src, soff, rp.src0_blk, rp.src0_rep, mask.extent(256 / sizeof(T)));
+    const unsigned lanes = 256 / sizeof(T), E = 32 / sizeof(T);
+    for (unsigned r = 0; r < rp.times; ++r) {
+      float acc = op == VecOp::ReduceSum ? 0.f : -INFINITY;
+      for (unsigned i = 0; i < lanes; ++i) {
+        if (!mask.test(i)) continue;
+        const float v = load(src.ptr[soff + std::size_t(r) * rp.src0_rep * E + (i / E) * rp.src0_blk * E + i % E]);
+        acc = op == VecOp::ReduceSum ? acc + v : std::max(acc, v);
+      }
+      dst.ptr[doff + r] = store<T>(acc);
+    }
+    vec_cost<T>(op, rp);
+  }
+
+  [[noreturn]] void raise_sync(const std::string& msg) { fail<SyncError>(msg); }
+
+ private:
+  struct FreeDeleter {
+    void operator()(std::uint8_t* p) const { std::free(p); }
+  };
+
+  static std::uint32_t round_up(std::uint32_t x, std::uint32_t a) { return a ? (x + a - 1) / a * a : x; }
+
+  bool present(Pos pos) const {
+    if (pos == Pos::GM) return false;
+    if (prof_.coupled) return true;
+    const bool cube_side = pos == Pos::L1 || pos == Pos::L0A || pos == Pos::L0B || pos == Pos::L0C || pos == Pos::BT;
+    return kind_ == CoreKind::AIC ? cube_side : pos == Pos::UB;
+  }
+
+  std::string core_kind_name() const {
+    if (prof_.coupled) return "AI core";
+    return kind_ == CoreKind::AIC ? "Cube core (AIC)" : "Vector core (AIV)";
+  }
+
+  template <class E>
+  [[noreturn]] void fail(const std::string& msg) const {
+    throw E("kernel '" + std::string(kernel_) + "' (core " + std::to_string(core_id_) + "): " + msg);
+  }
+
+  std::string flag_text(Pipe s, Pipe d, int id) const {
+    return std::string("flag ") + pipe_name(s) + "->" + pipe_name(d) + " #" + std::to_string(id);
+  }
+  std::deque<double>& flag(Pipe s, Pipe d, int id) {
+    if (id < 0 || id >= 8) fail<SyncError>(flag_text(s, d, id) + ": event id must be 0..7");
+    return flags_[(static_cast<int>(s) * kNumPipes + static_cast<int>(d)) * 8 + id];
+  }
+
+  double issue(Pipe p, double cycles, std::uint64_t bytes) {
+    const int i = static_cast<int>(p);
+    const double start = std::max(free_at_[i], wait_until_[i]);
+    free_at_[i] = start + cycles;
+    auto& pc = stats_.pipe[i];
+    pc.instrs += 1;
+    pc.bytes += bytes;
+    pc.busy += cycles;
+    return free_at_[i];
+  }
+
+  void fixpipe_cost(std::uint64_t elems) {
+    issue(Pipe::FIX, prof_.fix_head + double(elems) / prof_.fix_elems_pc, elems * sizeof(f16));
+  }
+
+  template <class T>
+  void check_local(const Local<T>& t, std::size_t off, std::size_t n, const char* instr, const char* operand) const {
+    if (!t.ptr) fail<EmulationError>(std::string(instr) + ": operand " + operand + " is not allocated");
+    if (off + n > t.count)
+      fail<BoundsError>(std::string(instr) + ": operand " + operand + " ('" + t.name + "' in " + pos_name(t.pos) +
+                        ") accesses elements [" + std::to_string(off) + ", " + std::to_string(off + n) +
+                        ") of a tensor of " + std::to_string(t.count));
+    const std::uint32_t align = prof_.alignment[static_cast<int>(t.pos)];
+    const std::size_t addr = t.byte_off + off * sizeof(T);
+    if (align && addr % align)
+      fail<AlignmentError>(std::string(instr) + ": operand " + operand + " ('" + t.name + "') starts at " +
+                           pos_name(t.pos) + " byte " + std::to_string(addr) + ", not " + std::to_string(align) +
+                           "-byte aligned");
+  }
+  template <class T>
+  void check_global(const Global<T>& t, std::size_t off, std::size_t n, const char* instr, const char* operand) const {
+    if (off + n > t.count)
+      fail<BoundsError>(std::string(instr) + ": operand " + operand + " (GM '" + t.name + "') accesses elements [" +
+                        std::to_string(off) + ", " + std::to_string(off + n) + ") of " + std::to_string(t.count));
+  }
+  template <class T>
+  void check_ub(const Local<T>& t, const char* instr) const {
+    if (t.pos != Pos::UB) fail<EmulationError>(std::string(instr) + ": vector operands must be in UB");
+  }
+
+  template <class T>
+  void vec_prologue(const Repeat& rp, const char* instr, const Local<T>& t, std::size_t off, unsigned blk,
+                    unsigned rep, unsigned lanes = 256 / sizeof(T)) {
+    if (rp.times < 1 || rp.times > 255)
+      fail<EmulationError>(std::string(instr) + ": repeat must be 1..255, got " + std::to_string(rp.times));
+    vec_operand(rp, instr, t, off, blk, rep, lanes);
+  }
+  template <class T>
+  void vec_operand(const Repeat& rp, const char* instr, const Local<T>& t, std::size_t off, unsigned blk, unsigned rep,
+                   unsigned lanes = 256 / sizeof(T)) const {
+    check_ub(t, instr);
+    if (lanes == 0) fail<EmulationError>(std::string(instr) + ": mask enables no lane");
+    const std::size_t E = 32 / sizeof(T);
+    const std::size_t blocks = (lanes + E - 1) / E;
+    const std::size_t last = (lanes - 1) % E + 1;  // lanes used in the last block
+    const std::size_t span = std::size_t(rp.times - 1) * rep * E + (blocks - 1) * blk * E + last;
+    check_local(t, off, span, instr, "vector operand");
+  }
+
+  // Walks the enabled lanes of every repeat; f(dst_index, src0_index, src1_index).
+  template <class D, class S, class F>
+  void vec_apply(const Repeat& rp, Mask mask, F&& f, unsigned lanes = 256 / sizeof(D)) {
+    const std::size_t Ed = 32 / sizeof(D), Es = 32 / sizeof(S);
+    const int prefix = mask.prefix(lanes);
+    for (unsigned r = 0; r < rp.times; ++r) {
+      const std::size_t d0 = std::size_t(r) * rp.dst_rep * Ed, a0 = std::size_t(r) * rp.src0_rep * Es,
+                        b0 = std::size_t(r) * rp.src1_rep * Es;
+      for (unsigned i = 0; i < lanes; ++i) {
+        if (prefix >= 0 ? i >= unsigned(prefix) : !mask.test(i)) {
+          if (prefix >= 0) break;
+          continue;
+        }
+        f(d0 + (i / Ed) * rp.dst_blk * Ed + i % Ed, a0 + (i / Es) * rp.src0_blk * Es + i % Es,
+          b0 + (i / Es) * rp.src1_blk * Es + i % Es);
+      }
+    }
+    stats_.vec_repeats += rp.times;
+  }
+
+  template <class T>
+  void vec_cost(VecOp op, const Repeat& rp) {
+    const double cpr = sizeof(T) == 2 ? prof_.vec_cpr_f16[static_cast<int>(op)] : prof_.vec_cpr_f32[static_cast<int>(op)];
+    issue(Pipe::V, prof_.vec_head + cpr * rp.times, std::uint64_t(rp.times) * 256);
+  }
+
+  static float load(f16 h) { return f16_to_f32(h); }
+  static float load(float f) { return f; }
+  template <class T>
+  static T store(float v) {
+    if constexpr (std::is_same_v<T, f16>) return f32_to_f16(v);
+    else return v;
+  }
+
+  const Profile& prof_;
+  CoreKind kind_;
+  const char* kernel_ = "";
+  int core_id_ = 0;
+  std::array<std::unique_ptr<std::uint8_t, FreeDeleter>, kNumPos> mem_{};
+  std::array<std::uint32_t, kNumPos> cap_{};
+  std::array<std::uint32_t, kNumPos> top_{};
+  std::array<double, kNumPipes> free_at_{};
+  std::array<double, kNumPipes> wait_until_{};
+  std::array<std::deque<double>, kNumPipes * kNumPipes * 8> flags_{};
+  CoreStats stats_{};
+  std::vector<float> scratch_a_, scratch_b_;
+};
+
+}  // namespace kiln::emu

@@ -1,0 +1,91 @@
+// Runs a kernel's blocks over the profile's emulated AI cores. Block b goes to
+// virtual core b % cores (as a static block_dim split does on the device); the
+// virtual cores run on the host's threads, each thread owning one Core's
+// buffers. The kernel's simulated time is the slowest core's timeline.
+#pragma once
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+
+#include "kiln/core.hpp"
+
+namespace kiln::emu {
+
+struct KernelStats {
+  const Profile* profile = nullptr;
+  CoreKind kind = CoreKind::AIC;
+  int blocks = 0;
+  int cores = 0;               // virtual cores that received work
+  int cores_available = 0;     // cores of this kind on the profile
+  double cycles = 0;           // slowest core
+  CoreStats total;             // counters summed over cores (end_cycle = max)
+  std::vector<CoreStats> per_core;
+};
+
+inline int cores_of(const Profile& p, CoreKind kind) {
+  if (p.coupled) return p.cube_cores;
+  return kind == CoreKind::AIC ? p.cube_cores : p.vector_cores;
+}
+
+// One Core per host thread and (profile, kind), reused across calls so a call
+// does not pay for allocating the local buffers.
+inline Core& thread_core(const Profile& p, CoreKind kind) {
+  thread_local std::vector<std::unique_ptr<Core>> cache;
+  for (auto& c : cache)
+    if (&c->profile() == &p && c->kind() == kind) return *c;
+  cache.push_back(std::make_unique<Core>(p, kind));
+  return *cache.back();
+}
+
+template <class Body>
+KernelStats launch(const Profile& p, CoreKind kind, const char* kernel, int blocks, Body&& body) {
+  KernelStats ks;
+  ks.profile = &p;
+  ks.kind = kind;
+  ks.blocks = blocks;
+  ks.cores_available = cores_of(p, kind);
+  const int cores = std::max(1, std::min(blocks, ks.cores_available));
+  ks.cores = cores;
+  ks.per_core.resize(cores);
+  std::exception_ptr error;
+  std::mutex error_mutex;
+#if defined(_OPENMP)
+#pragma omp parallel for schedule(dynamic, 1)
+#endif
+  for (int v = 0; v < cores; ++v) {
+    try {
+      Core& core = thread_core(p, kind);
+      core.start(kernel, v);
+      for (int b = v; b < blocks; b += cores) {
+        body(core, b);
+        core.stats().blocks += 1;
+      }
+      ks.per_core[v] = core.finish();
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(error_mutex);
+      if (!error) error = std::current_exception();
+    }
+  }
+  if (error) std::rethrow_exception(error);
+  for (const auto& c : ks.per_core) {
+    ks.cycles = std::max(ks.cycles, c.end_cycle);
+    for (int i = 0; i < kNumPipes; ++i) {
+      ks.total.pipe[i].instrs += c.pipe[i].instrs;
+      ks.total.pipe[i].bytes += c.pipe[i].bytes;
+      ks.total.pipe[i].busy += c.pipe[i].busy;
+    }
+    ks.total.cube_macs += c.cube_macs;
+    ks.total.cube_useful_macs += c.cube_useful_macs;
+    ks.total.vec_repeats += c.vec_repeats;
+    ks.total.blocks += c.blocks;
+  }
+  ks.total.end_cycle = ks.cycles;
+  return ks;
+}
+
+}  // namespace kiln::emu

@@ -1,0 +1,354 @@
+// The kiln._core extension: the baked kernel table, the host-side layout
+// conversions, and the emulator itself (for inspecting single instructions).
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <string>
+
+#include "kiln/kernel_abi.hpp"
+#include "kiln/layouts.hpp"
+#include "kiln_kernel_table.hpp"
+#include "kiln_profiles.hpp"
+
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+
+namespace py = pybind11;
+using namespace kiln;
+using namespace kiln::emu;
+
+#ifndef KILN_ISA_NAME
+#define KILN_ISA_NAME "portable"
+#endif
+
+namespace {
+
+const char* dtype_name(DType d) { return d == DType::F16 ? "float16" : "float32"; }
+
+bool dtype_matches(const py::array& a, DType d) {
+  return a.dtype().kind() == 'f' && a.itemsize() == (d == DType::F16 ? 2 : 4);
+}
+
+std::string shape_text(const std::vector<std::size_t>& s) {
+  std::string out = "(";
+  for (std::size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + (s.size() == 1 ? ",)" : ")");
+}
+
+std::string shape_text(const py::array& a) {
+  std::vector<std::size_t> s(a.shape(), a.shape() + a.ndim());
+  return shape_text(s);
+}
+
+void check_arg(const KernelEntry& k, const TensorDesc& t, const py::array& a) {
+  const std::string where = "kernel '" + std::string(k.name) + "', argument '" + t.name + "'";
+  if (!dtype_matches(a, t.dtype))
+    throw py::type_error(where + ": expected " + dtype_name(t.dtype) + ", got " + std::string(py::str(a.dtype())));
+  std::vector<std::size_t> s(a.shape(), a.shape() + a.ndim());
+  if (s != t.shape)
+    throw py::value_error(where + ": expected " + t.layout + " shape " + shape_text(t.shape) + ", got " + shape_text(a));
+  if (!(a.flags() & py::array::c_style)) throw py::value_error(where + ": array must be C-contiguous");
+}
+
+py::dict pipe_dict(const PipeCounters& c, double cycles, int cores) {
+  py::dict d;
+  d["instructions"] = c.instrs;
+  d["bytes"] = c.bytes;
+  d["busy_cycles"] = c.busy;
+  d["utilisation"] = cycles > 0 ? c.busy / (cycles * cores) : 0.0;
+  return d;
+}
+
+py::dict stats_dict(const KernelStats& ks) {
+  py::dict d;
+  d["profile"] = ks.profile->name;
+  d["core_kind"] = ks.profile->coupled ? "AICore" : (ks.kind == CoreKind::AIC ? "AIC" : "AIV");
+  d["blocks"] = ks.blocks;
+  d["cores_used"] = ks.cores;
+  d["cores_available"] = ks.cores_available;
+  d["cycles"] = ks.cycles;
+  d["simulated_us"] = ks.cycles / (ks.profile->clock_ghz * 1e3);
+  d["cube_macs"] = ks.total.cube_macs;
+  d["cube_useful_macs"] = ks.total.cube_useful_macs;
+  d["vector_repeats"] = ks.total.vec_repeats;
+  py::dict pipes;
+  for (int i = 0; i < kNumPipes; ++i)
+    pipes[pipe_name(static_cast<Pipe>(i))] = pipe_dict(ks.total.pipe[i], ks.cycles, ks.cores_available);
+  d["pipes"] = pipes;
+  py::list per_core;
+  for (const auto& c : ks.per_core) per_core.append(py::make_tuple(c.blocks, c.end_cycle));
+  d["per_core_blocks_cycles"] = per_core;
+  return d;
+}
+
+const KernelEntry& find_kernel(const std::string& name) {
+  for (const auto& k : kernels::table())
+    if (name == k.name) return k;
+  throw py::key_error("no baked kernel named '" + name + "'");
+}
+
+py::dict run_kernel(const std::string& name, const std::vector<py::array>& inputs, py::array out) {
+  const KernelEntry& k = find_kernel(name);
+  if (inputs.size() != k.inputs.size())
+    throw py::value_error("kernel '" + name + "' takes " + std::to_string(k.inputs.size()) + " inputs, got " +
+                          std::to_string(inputs.size()));
+  std::vector<const void*> ptrs;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    check_arg(k, k.inputs[i], inputs[i]);
+    ptrs.push_back(inputs[i].data());
+  }
+  check_arg(k, k.output, out);
+  if (!out.writeable()) throw py::value_error("kernel '" + name + "': output array is read-only");
+  void* optr = out.mutable_data();
+  KernelStats ks;
+  {
+    py::gil_scoped_release release;
+    ks = k.fn(ptrs.data(), optr);
+  }
+  return stats_dict(ks);
+}
+
+// ---- layouts ------------------------------------------------------------------
+template <class T>
+py::array_t<std::uint16_t> nchw_to_nc1hwc0_t(py::array_t<T, py::array::c_style | py::array::forcecast> x) {
+  if (x.ndim() != 4) throw py::value_error("nchw_to_nc1hwc0: expected a 4-D NCHW array, got " + shape_text(x));
+  const int n = x.shape(0), c = x.shape(1), h = x.shape(2), w = x.shape(3);
+  py::array_t<std::uint16_t> out({n, layout::blocks16(c), h, w, 16});
+  {
+    py::gil_scoped_release r;
+    layout::nchw_to_nc1hwc0(x.data(), out.mutable_data(), n, c, h, w);
+  }
+  return out;
+}
+
+// ---- emulator inspection API ------------------------------------------------------
+Pos parse_pos(const std::string& s) {
+  for (int p = 1; p < kNumPos; ++p)
+    if (s == pos_name(static_cast<Pos>(p))) return static_cast<Pos>(p);
+  throw py::value_error("unknown buffer '" + s + "'; expected one of L1, L0A, L0B, L0C, UB, BT");
+}
+Pipe parse_pipe(const std::string& s) {
+  for (int p = 0; p < kNumPipes; ++p)
+    if (s == pipe_name(static_cast<Pipe>(p))) return static_cast<Pipe>(p);
+  throw py::value_error("unknown pipe '" + s + "'; expected one of S, V, M, MTE1, MTE2, MTE3, FIX");
+}
+
+// A core you drive by hand, one instruction at a time (like a CPU twin-debug run).
+// Tensors are referred to by (buffer, byte offset, element count, dtype).
+struct Handle {
+  std::string pos;
+  std::size_t byte_offset;
+  std::size_t count;
+  std::string dtype;  // float16 | float32
+  std::string name;
+};
+
+class InteractiveCore {
+ public:
+  InteractiveCore(const std::string& profile, const std::string& kind, const std::string& label)
+      : label_(label) {
+    const Profile* p = profiles::find(profile.c_str());
+    if (!p) throw py::value_error("unknown profile '" + profile + "'");
+    CoreKind k;
+    if (kind == "AIC") k = CoreKind::AIC;
+    else if (kind == "AIV") k = CoreKind::AIV;
+    else throw py::value_error("core kind must be 'AIC' or 'AIV', got '" + kind + "'");
+    core_ = std::make_unique<Core>(*p, k);
+    core_->start(label_.c_str(), 0);
+  }
+
+  Handle alloc(const std::string& pos, std::size_t count, const std::string& dtype, const std::string& name) {
+    names_.push_back(name);
+    const Pos p = parse_pos(pos);
+    std::size_t off = dtype == "float32" ? core_->alloc<float>(p, count, names_.back().c_str()).byte_off
+                                         : core_->alloc<f16>(p, count, names_.back().c_str()).byte_off;
+    return Handle{pos, off, count, dtype, name};
+  }
+  Handle at(const std::string& pos, std::size_t byte_offset, std::size_t count, const std::string& dtype,
+            const std::string& name) {
+    names_.push_back(name);
+    const Pos p = parse_pos(pos);
+    if (dtype == "float32") core_->at<float>(p, byte_offset, count, names_.back().c_str());
+    else core_->at<f16>(p, byte_offset, count, names_.back().c_str());
+    return Handle{pos, byte_offset, count, dtype, name};
+  }
+
+  template <class T>
+  Local<T> local(const Handle& h) {
+    if ((h.dtype == "float32") != std::is_same_v<T, float>)
+      throw py::type_error("tensor '" + h.name + "' is " + h.dtype + ", this operand needs " +
+                           (std::is_same_v<T, float> ? "float32" : "float16"));
+    return core_->at<T>(parse_pos(h.pos), h.byte_offset, h.count, h.name.c_str());
+  }
+
+  // MTE2: copy a host array (as GM) into L1 or UB.
+  void copy_in(const Handle& dst, py::array src) {
+    if (h_is_f32(dst)) {
+      auto a = py::array_t<float, py::array::c_style | py::array::forcecast>(src);
+      core_->copy_gm_to_local(local<float>(dst), 0, Global<const float>{a.data(), std::size_t(a.size()), "host"}, 0,
+                              1, a.size(), 0, 0);
+    } else {
+      auto a = as_f16(src);
+      core_->copy_gm_to_local(local<f16>(dst), 0, Global<const f16>{a.data(), std::size_t(a.size()), "host"}, 0, 1,
+                              a.size(), 0, 0);
+    }
+  }
+  // Debug read of any local tensor (not an instruction: costs no cycles).
+  py::array peek(const Handle& h) {
+    if (h_is_f32(h)) {
+      auto t = local<float>(h);
+      py::array_t<float> out(h.count);
+      std::memcpy(out.mutable_data(), t.ptr, h.count * 4);
+      return out;
+    }
+    auto t = local<f16>(h);
+    py::array out(py::dtype("float16"), std::vector<py::ssize_t>{py::ssize_t(h.count)});
+    std::memcpy(out.mutable_data(), t.ptr, h.count * 2);
+    return out;
+  }
+  void load2d(const Handle& dst, const Handle& src, std::size_t repeat, std::size_t src_stride, std::size_t dst_stride,
+              bool transpose) {
+    core_->load2d(local<f16>(dst), 0, local<f16>(src), 0, repeat, src_stride, dst_stride, transpose);
+  }
+  void mmad(const Handle& c, const Handle& a, const Handle& b, int m, int n, int k, bool init) {
+    core_->mmad(local<float>(c), 0, local<f16>(a), 0, local<f16>(b), 0, m, n, k, init);
+  }
+  void vbinary(const std::string& op, const Handle& dst, const Handle& s0, const Handle& s1, unsigned repeat,
+               unsigned mask) {
+    VecOp o;
+    if (op == "add") o = VecOp::Add;
+    else if (op == "mul") o = VecOp::Mul;
+    else if (op == "max") o = VecOp::Max;
+    else throw py::value_error("vbinary op must be add, mul or max");
+    Repeat rp;
+    rp.times = repeat;
+    if (h_is_f32(dst)) core_->vbinary(o, local<float>(dst), 0, local<float>(s0), 0, local<float>(s1), 0, mask ? Mask::first(mask) : Mask{}, rp);
+    else core_->vbinary(o, local<f16>(dst), 0, local<f16>(s0), 0, local<f16>(s1), 0, mask ? Mask::first(mask) : Mask{}, rp);
+  }
+  void set_flag(const std::string& s, const std::string& d, int id) { core_->set_flag(parse_pipe(s), parse_pipe(d), id); }
+  void wait_flag(const std::string& s, const std::string& d, int id) { core_->wait_flag(parse_pipe(s), parse_pipe(d), id); }
+  py::dict stats() {
+    KernelStats ks;
+    ks.profile = &core_->profile();
+    ks.kind = core_->kind();
+    ks.cores = ks.cores_available = 1;
+    ks.blocks = 0;
+    CoreStats cs = core_->finish();
+    ks.total = cs;
+    ks.cycles = cs.end_cycle;
+    ks.per_core = {cs};
+    return stats_dict(ks);
+  }
+  std::uint32_t capacity(const std::string& pos) { return core_->capacity(parse_pos(pos)); }
+
+ private:
+  static bool h_is_f32(const Handle& h) { return h.dtype == "float32"; }
+  static py::array_t<std::uint16_t> as_f16(py::array src) {
+    py::array h = src.attr("astype")("float16");
+    return py::array_t<std::uint16_t, py::array::c_style | py::array::forcecast>(h.attr("view")("uint16"));
+  }
+  std::string label_;
+  std::deque<std::string> names_;  // stable storage for tensor names used in messages
+  std::unique_ptr<Core> core_;
+};
+
+}  // namespace
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "kiln baked kernels and the emulated Ascend AI Core";
+
+  auto base = py::register_exception<EmulationError>(m, "EmulationError", PyExc_RuntimeError);
+  py::register_exception<CapacityError>(m, "CapacityError", base.ptr());
+  py::register_exception<AlignmentError>(m, "AlignmentError", base.ptr());
+  py::register_exception<SyncError>(m, "SyncError", base.ptr());
+  py::register_exception<BoundsError>(m, "BoundsError", base.ptr());
+
+  m.def("manifest_json", [] { return std::string(kernels::manifest_json); });
+  m.def("kernel_names", [] {
+    std::vector<std::string> out;
+    for (const auto& k : kernels::table()) out.emplace_back(k.name);
+    return out;
+  });
+  m.def("run", &run_kernel, py::arg("name"), py::arg("inputs"), py::arg("out"),
+        "Run a baked kernel on packed inputs, writing `out`; returns the simulated statistics.");
+  m.def("build_info", [] {
+    py::dict d;
+    d["isa"] = KILN_ISA_NAME;
+    d["profile"] = profiles::baked.name;
+#if defined(_OPENMP)
+    d["threads"] = omp_get_max_threads();
+#else
+    d["threads"] = 1;
+#endif
+    return d;
+  });
+  m.def("set_num_threads", [](int n) {
+#if defined(_OPENMP)
+    omp_set_num_threads(n);
+#endif
+  });
+
+  m.def("nchw_to_nc1hwc0", &nchw_to_nc1hwc0_t<float>, py::arg("x"));
+  m.def("nc1hwc0_to_nchw", [](py::array_t<std::uint16_t, py::array::c_style> y, int c) {
+    if (y.ndim() != 5 || y.shape(4) != 16 || y.shape(1) != layout::blocks16(c))
+      throw py::value_error("nc1hwc0_to_nchw: expected (N, C1, H, W, 16) with C1 = ceil(C/16), got " + shape_text(y));
+    const int n = y.shape(0), h = y.shape(2), w = y.shape(3);
+    py::array_t<std::uint16_t> out({n, c, h, w});
+    layout::nc1hwc0_to_nchw(y.data(), out.mutable_data(), n, c, h, w);
+    return out;
+  });
+  m.def("oihw_to_fractal_z", [](py::array_t<float, py::array::c_style | py::array::forcecast> w) {
+    if (w.ndim() != 4) throw py::value_error("oihw_to_fractal_z: expected (Cout, Cin, Kh, Kw), got " + shape_text(w));
+    const int co = w.shape(0), ci = w.shape(1), kh = w.shape(2), kw = w.shape(3);
+    py::array_t<std::uint16_t> out({layout::blocks16(ci) * kh * kw, layout::blocks16(co), 16, 16});
+    layout::oihw_to_fractal_z(w.data(), out.mutable_data(), co, ci, kh, kw);
+    return out;
+  });
+  m.def("kn_to_zn", [](py::array_t<float, py::array::c_style | py::array::forcecast> b) {
+    if (b.ndim() != 2) throw py::value_error("kn_to_zn: expected (K, N), got " + shape_text(b));
+    const int k = b.shape(0), n = b.shape(1);
+    py::array_t<std::uint16_t> out({layout::blocks16(k), layout::blocks16(n), 16, 16});
+    layout::kn_to_zn(b.data(), out.mutable_data(), k, n);
+    return out;
+  });
+  m.def("dw_weight_to_c1hwc0", [](py::array_t<float, py::array::c_style | py::array::forcecast> w) {
+    if (w.ndim() != 4 || w.shape(1) != 1)
+      throw py::value_error("dw_weight_to_c1hwc0: expected (C, 1, Kh, Kw), got " + shape_text(w));
+    const int c = w.shape(0), kh = w.shape(2), kw = w.shape(3);
+    py::array_t<std::uint16_t> out({layout::blocks16(c), kh, kw, 16});
+    layout::dw_weight_to_c1hwc0(w.data(), out.mutable_data(), c, kh, kw);
+    return out;
+  });
+
+  py::class_<Handle>(m, "Tensor")
+      .def_readonly("buffer", &Handle::pos)
+      .def_readonly("byte_offset", &Handle::byte_offset)
+      .def_readonly("count", &Handle::count)
+      .def_readonly("dtype", &Handle::dtype)
+      .def_readonly("name", &Handle::name)
+      .def("__repr__", [](const Handle& h) {
+        return "<Tensor '" + h.name + "' " + h.pos + "+" + std::to_string(h.byte_offset) + " " + h.dtype + "[" +
+               std::to_string(h.count) + "]>";
+      });
+  py::class_<InteractiveCore>(m, "Core")
+      .def(py::init<const std::string&, const std::string&, const std::string&>(), py::arg("profile") = "ascend910b",
+           py::arg("kind") = "AIC", py::arg("label") = "interactive")
+      .def("alloc", &InteractiveCore::alloc, py::arg("buffer"), py::arg("count"), py::arg("dtype") = "float16",
+           py::arg("name") = "t")
+      .def("at", &InteractiveCore::at, py::arg("buffer"), py::arg("byte_offset"), py::arg("count"),
+           py::arg("dtype") = "float16", py::arg("name") = "t")
+      .def("capacity", &InteractiveCore::capacity)
+      .def("copy_in", &InteractiveCore::copy_in)
+      .def("peek", &InteractiveCore::peek)
+      .def("load2d", &InteractiveCore::load2d, py::arg("dst"), py::arg("src"), py::arg("repeat"),
+           py::arg("src_stride") = 1, py::arg("dst_stride") = 1, py::arg("transpose") = false)
+      .def("mmad", &InteractiveCore::mmad, py::arg("c"), py::arg("a"), py::arg("b"), py::arg("m"), py::arg("n"),
+           py::arg("k"), py::arg("init") = true)
+      .def("vbinary", &InteractiveCore::vbinary, py::arg("op"), py::arg("dst"), py::arg("src0"), py::arg("src1"),
+           py::arg("repeat") = 1, py::arg("mask") = 0)
+      .def("set_flag", &InteractiveCore::set_flag)
+      .def("wait_flag", &InteractiveCore::wait_flag)
+      .def("stats", &InteractiveCore::stats);
+}

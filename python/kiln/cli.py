@@ -1,0 +1,57 @@
+"""`kiln` command line: what this build baked and how it was decided."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from importlib import resources
+
+
+def _kernels(args) -> int:
+    import kiln
+    recs = kiln.manifest()["kernels"]
+    if args.json:
+        json.dump({"profile": kiln.manifest()["profile"], "kernels": recs}, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+        return 0
+    info = kiln.build_info()
+    print(f"{len(recs)} kernels for {info['profile']} (host ISA {info['isa']}, {info['threads']} threads)")
+    w = max(len(r["name"]) for r in recs)
+    for r in recs:
+        f = r["features"]
+        print(f"{r['name']:<{w}}  {r['variant']:<40} blocks={r['blocks']:<4} "
+              f"GFLOP={f['flops'] / 1e9:.3f} AI={f['arithmetic_intensity']:.1f}  [{', '.join(r['instances'])}]")
+    return 0
+
+
+def _log(args) -> int:
+    path = resources.files("kiln") / "optimization_path.log"
+    if not path.is_file():
+        print("kiln: this build has no optimisation-path log; rebuild with DEBUG_OPTIMIZATION_PATH=ON, e.g.\n"
+              "  pip install . -Ccmake.define.DEBUG_OPTIMIZATION_PATH=ON", file=sys.stderr)
+        return 1
+    sys.stdout.write(path.read_text())
+    return 0
+
+
+def _info(args) -> int:
+    import kiln
+    json.dump(kiln.build_info(), sys.stdout, indent=1)
+    sys.stdout.write("\n")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="kiln", description="kiln: AOT kernels for an emulated Ascend AI Core")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    k = sub.add_parser("kernels", help="list the baked kernels with spec and variant")
+    k.add_argument("--json", action="store_true", help="machine-readable output")
+    k.set_defaults(fn=_kernels)
+    sub.add_parser("log", help="print the optimisation-path log of this build").set_defaults(fn=_log)
+    sub.add_parser("info", help="build options, profile, host ISA").set_defaults(fn=_info)
+    args = ap.parse_args(argv)
+    return args.fn(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,72 @@
+"""NumPy references for the kernel families, computed in float64 from the same
+fp16-rounded inputs the kernels see, plus the error bound each check uses.
+
+Error model for an fp32-accumulated dot product of length K rounded to fp16:
+    |y - ref| <= 2**-11 * |ref|                       (final rounding to fp16, half an ulp)
+               + 1.01 (K + 2) 2**-24 sum_i |a_i b_i|   (fp32 accumulation of K products and
+                                                        the bias; products of fp16 are exact)
+               + 2**-24                                (fp16 subnormal spacing near zero)
+The 1.01 covers the second-order terms (gamma_K = Ku/(1-Ku) and the half ulp of
+the accumulation error itself).
+`bound()` evaluates it per element from the reference on absolute values.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+def f16(a) -> np.ndarray:
+    """Round to fp16 and widen to float64: exactly the values a kernel reads."""
+    return np.asarray(a, np.float32).astype(np.float16).astype(np.float64)
+
+
+def conv2d_nchw(x, w, bias=None, stride=(1, 1), pads=(0, 0, 0, 0), dilation=(1, 1), relu=False):
+    """x [N,C,H,W], w [O,C,KH,KW], pads (top, left, bottom, right)."""
+    x, w = np.asarray(x, np.float64), np.asarray(w, np.float64)
+    n, c, h, wd = x.shape
+    o, _, kh, kw = w.shape
+    (sh, sw), (dh, dw), (pt, pl, pb, pr) = stride, dilation, pads
+    xp = np.zeros((n, c, h + pt + pb, wd + pl + pr))
+    xp[:, :, pt:pt + h, pl:pl + wd] = x
+    ho = (h + pt + pb - dh * (kh - 1) - 1) // sh + 1
+    wo = (wd + pl + pr - dw * (kw - 1) - 1) // sw + 1
+    cols = np.empty((n, c, kh, kw, ho, wo))
+    for i in range(kh):
+        for j in range(kw):
+            cols[:, :, i, j] = xp[:, :, i * dh: i * dh + sh * (ho - 1) + 1: sh, j * dw: j * dw + sw * (wo - 1) + 1: sw]
+    y = np.einsum("nckluv,ockl->nouv", cols, w, optimize=True)
+    if bias is not None:
+        y += np.asarray(bias, np.float64)[None, :, None, None]
+    return np.maximum(y, 0) if relu else y
+
+
+def dwconv2d_nchw(x, w, bias=None, stride=(1, 1), pads=(0, 0, 0, 0), dilation=(1, 1), relu=False):
+    """Depthwise: x [N,C,H,W], w [C,1,KH,KW]."""
+    x, w = np.asarray(x, np.float64), np.asarray(w, np.float64)
+    n, c, h, wd = x.shape
+    _, _, kh, kw = w.shape
+    (sh, sw), (dh, dw), (pt, pl, pb, pr) = stride, dilation, pads
+    xp = np.zeros((n, c, h + pt + pb, wd + pl + pr))
+    xp[:, :, pt:pt + h, pl:pl + wd] = x
+    ho = (h + pt + pb - dh * (kh - 1) - 1) // sh + 1
+    wo = (wd + pl + pr - dw * (kw - 1) - 1) // sw + 1
+    y = np.zeros((n, c, ho, wo))
+    for i in range(kh):
+        for j in range(kw):
+            patch = xp[:, :, i * dh: i * dh + sh * (ho - 1) + 1: sh, j * dw: j * dw + sw * (wo - 1) + 1: sw]
+            y += patch * w[None, :, 0, i, j, None, None]
+    if bias is not None:
+        y += np.asarray(bias, np.float64)[None, :, None, None]
+    return np.maximum(y, 0) if relu else y
+
+
+def gemm(a, b, bias=None, relu=False):
+    y = np.asarray(a, np.float64) @ np.asarray(b, np.float64)
+    if bias is not None:
+        y += np.asarray(bias, np.float64)[None, :]
+    return np.maximum(y, 0) if relu else y
+
+
+def bound(ref: np.ndarray, abs_ref: np.ndarray, reduction_length: int) -> np.ndarray:
+    """Per-element error bound of the model in the module docstring."""
+    return 2.0 ** -11 * np.abs(ref) + 1.01 * (reduction_length + 2) * 2.0 ** -24 * abs_ref + 2.0 ** -24

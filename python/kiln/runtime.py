@@ -1,0 +1,94 @@
+"""Calling a baked kernel: packing natural-layout arrays into the device layouts
+the kernel takes (NC1HWC0, FRACTAL_Z, ZN), running it on the emulator, and
+unpacking the result."""
+from __future__ import annotations
+
+import numpy as np
+
+from . import _core
+
+
+def _f16_bits(a: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(a, dtype=np.float16)
+
+
+def _as_f16(bits: np.ndarray) -> np.ndarray:
+    return bits.view(np.float16)
+
+
+def _pad_bias(b: np.ndarray, length: int) -> np.ndarray:
+    out = np.zeros(length, np.float32)
+    out[: b.size] = np.asarray(b, np.float32).reshape(-1)
+    return out
+
+
+class Kernel:
+    """One baked kernel. `record` is its manifest entry."""
+
+    def __init__(self, record: dict):
+        self.record = record
+        self.name: str = record["name"]
+        self.family: str = record["family"]
+        self.variant: str = record["variant"]
+        self.spec: dict = record["spec"]
+        self.tiling: dict = record["tiling"]
+        self.last_stats: dict | None = None
+
+    def __repr__(self) -> str:
+        return f"<kiln.Kernel {self.name} variant={self.variant} blocks={self.record['blocks']}>"
+
+    # ---- packed interface ------------------------------------------------------
+    def empty_output(self) -> np.ndarray:
+        o = self.record["output"]
+        return np.zeros(o["shape"], np.float16)
+
+    def run_packed(self, *inputs: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """Runs on arrays already in the kernel's layouts (see record['inputs'])."""
+        out = self.empty_output() if out is None else out
+        self.last_stats = _core.run(self.name, list(inputs), out)
+        return out
+
+    # ---- natural layouts -------------------------------------------------------
+    def pack(self, *args: np.ndarray) -> list[np.ndarray]:
+        """Natural layouts -> the kernel's packed inputs (weights would be packed once, at build time)."""
+        s, kind = self.spec, self.record["features"]["kind"]
+        want = len(self.record["inputs"])
+        if len(args) != want:
+            names = ", ".join(t["name"] for t in self.record["inputs"])
+            raise TypeError(f"kernel {self.name} takes {want} arguments ({names}), got {len(args)}")
+        if kind == "conv2d":
+            x = _as_f16(_core.nchw_to_nc1hwc0(np.asarray(args[0], np.float32)))
+            w = _as_f16(_core.oihw_to_fractal_z(np.asarray(args[1], np.float32)))
+            packed = [x, w]
+            if s["bias"]:
+                packed.append(_pad_bias(args[2], self.record["inputs"][2]["shape"][0]))
+            return packed
+        if kind == "dwconv2d":
+            x = _as_f16(_core.nchw_to_nc1hwc0(np.asarray(args[0], np.float32)))
+            w = _as_f16(_core.dw_weight_to_c1hwc0(np.asarray(args[1], np.float32)))
+            packed = [x, w]
+            if s["bias"]:
+                packed.append(_pad_bias(args[2], self.record["inputs"][2]["shape"][0]))
+            return packed
+        if kind == "gemm":
+            packed = [_f16_bits(args[0]), _as_f16(_core.kn_to_zn(np.asarray(args[1], np.float32)))]
+            if s["bias"]:
+                packed.append(_pad_bias(args[2], self.record["inputs"][2]["shape"][0]))
+            return packed
+        if kind == "eltwise":
+            return [_f16_bits(a).reshape(-1) for a in args]
+        raise AssertionError(kind)
+
+    def unpack(self, y: np.ndarray, like: np.ndarray | None = None) -> np.ndarray:
+        kind = self.record["features"]["kind"]
+        if kind in ("conv2d", "dwconv2d"):
+            c = self.spec["cout"] if kind == "conv2d" else self.spec["c"]
+            return _as_f16(_core.nc1hwc0_to_nchw(y.view(np.uint16), c))
+        if kind == "eltwise" and like is not None:
+            return y.reshape(np.shape(like))
+        return y
+
+    def __call__(self, *args: np.ndarray) -> np.ndarray:
+        """Natural layouts in (NCHW / OIHW / [M,K],[K,N] / any shape), fp16 natural layout out."""
+        y = self.run_packed(*self.pack(*args))
+        return self.unpack(y, like=args[0])

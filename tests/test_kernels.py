@@ -1,0 +1,128 @@
+"""Every baked kernel against a NumPy reference, and its pipe counters against
+what its tiling implies. Inputs are random with fixed seeds; the tolerance is
+the error model in kiln.reference (fp16 output rounding + fp32 accumulation
+over the reduction length), evaluated per element."""
+import math
+
+import numpy as np
+import pytest
+
+import kiln
+from kiln import reference as ref
+
+KERNELS = kiln.kernels()
+
+
+def r16(x: int) -> int:
+    return math.ceil(x / 16) * 16
+
+
+def make_inputs(k: kiln.Kernel, seed: int):
+    """Natural-layout inputs (NCHW / OIHW / [M,K],[K,N]) for the kernel's spec."""
+    rng = np.random.default_rng(seed)
+    s, kind = k.spec, k.record["features"]["kind"]
+    if kind == "conv2d":
+        x = rng.standard_normal((s["n"], s["cin"], s["h"], s["w"]), np.float32)
+        w = rng.standard_normal((s["cout"], s["cin"], s["kh"], s["kw"]), np.float32) / math.sqrt(s["cin"] * s["kh"] * s["kw"])
+        args = [x, w]
+        if s["bias"]:
+            args.append(rng.standard_normal(s["cout"]).astype(np.float32))
+    elif kind == "dwconv2d":
+        x = rng.standard_normal((s["n"], s["c"], s["h"], s["w"]), np.float32)
+        w = rng.standard_normal((s["c"], 1, s["kh"], s["kw"]), np.float32) / 3
+        args = [x, w]
+        if s["bias"]:
+            args.append(rng.standard_normal(s["c"]).astype(np.float32))
+    elif kind == "gemm":
+        a = rng.standard_normal((s["m"], s["k"]), np.float32)
+        b = rng.standard_normal((s["k"], s["n"]), np.float32) / math.sqrt(s["k"])
+        args = [a, b]
+        if s["bias"]:
+            args.append(rng.standard_normal(s["n"]).astype(np.float32))
+    else:
+        args = [rng.standard_normal(s["numel"]).astype(np.float16) for _ in k.record["inputs"]]
+    return args
+
+
+def reference(k: kiln.Kernel, args, absolute=False):
+    s, kind = k.spec, k.record["features"]["kind"]
+    q = [ref.f16(a) for a in args[:2]]  # activations and weights as the kernel reads them
+    bias = np.asarray(args[2], np.float64) if len(args) > 2 else None
+    if absolute:
+        q = [np.abs(t) for t in q]
+        bias = None if bias is None else np.abs(bias)
+    relu = s["relu"] and not absolute
+    if kind in ("conv2d", "dwconv2d"):
+        fn = ref.conv2d_nchw if kind == "conv2d" else ref.dwconv2d_nchw
+        return fn(q[0], q[1], bias, (s["sh"], s["sw"]), (s["pt"], s["pl"], s["pb"], s["pr"]), (s["dh"], s["dw"]), relu)
+    return ref.gemm(q[0], q[1], bias, relu)
+
+
+@pytest.mark.parametrize("k", KERNELS, ids=[k.name for k in KERNELS])
+def test_kernel_matches_reference(k):
+    args = make_inputs(k, seed=1234)
+    y = k(*args).astype(np.float64)
+    kind = k.record["features"]["kind"]
+    if kind == "eltwise":
+        # fp16 add and ReLU are exact operations followed by one rounding: bit-exact.
+        x = args[0]
+        want = (x + args[1]) if k.spec["op"] == "add" else x
+        if k.spec["op"] == "relu" or k.spec["relu"]:
+            want = np.maximum(want, np.float16(0))
+        np.testing.assert_array_equal(y, want.astype(np.float64))
+        return
+    want = reference(k, args)
+    bound = ref.bound(want, reference(k, args, absolute=True), k.record["features"]["reduction_length"])
+    assert y.shape == want.shape
+    err = np.abs(y - want)
+    worst = np.unravel_index(np.argmax(err - bound), err.shape)
+    assert np.all(err <= bound), f"max excess at {worst}: got {y[worst]}, want {want[worst]}, bound {bound[worst]}"
+    # The check must be able to fail: the result is not trivially zero.
+    assert np.count_nonzero(y) > 0.3 * y.size
+
+
+@pytest.mark.parametrize("k", KERNELS, ids=[k.name for k in KERNELS])
+def test_pipe_counters_match_tiling(k):
+    k(*make_inputs(k, seed=7))
+    st = k.last_stats
+    assert st["pipes"]["MTE2"]["bytes"] == k.record["mte2_bytes"]
+    s, kind = k.spec, k.record["features"]["kind"]
+    if kind == "gemm":
+        assert st["cube_macs"] == r16(s["m"]) * r16(s["n"]) * r16(s["k"])
+    elif kind == "conv2d":
+        k1 = math.ceil(s["cin"] / 16) * s["kh"] * s["kw"]
+        m = r16(s_ho(s) * s_wo(s))
+        assert st["cube_macs"] == s["n"] * m * r16(s["cout"]) * k1 * 16
+    else:
+        assert st["cube_macs"] == 0
+        assert st["pipes"]["V"]["instructions"] > 0
+    assert st["cycles"] > 0
+    assert st["blocks"] == k.record["blocks"]
+    for name, p in st["pipes"].items():
+        assert 0.0 <= p["utilisation"] <= 1.0 + 1e-9, name
+
+
+def s_ho(s):
+    return (s["h"] + s["pt"] + s["pb"] - s["dh"] * (s["kh"] - 1) - 1) // s["sh"] + 1
+
+
+def s_wo(s):
+    return (s["w"] + s["pl"] + s["pr"] - s["dw"] * (s["kw"] - 1) - 1) // s["sw"] + 1
+
+
+def test_identical_specs_are_generated_once():
+    names = [k.name for k in KERNELS]
+    assert len(names) == len(set(names))
+    shared = [k for k in KERNELS if len(k.record["instances"]) > 1]
+    assert shared, "the default kernel list has two instances with one spec (resnet50 layer1 conv2)"
+
+
+def test_bad_arguments_name_the_kernel_and_argument():
+    k = next(k for k in KERNELS if k.record["features"]["kind"] == "gemm")
+    packed = k.pack(*make_inputs(k, 0))
+    with pytest.raises(ValueError, match=rf"{k.name}.*'a'.*shape"):
+        k.run_packed(packed[0][:, :-1].copy(), *packed[1:])
+    with pytest.raises(TypeError, match=rf"{k.name}.*'a'.*float16"):
+        k.run_packed(packed[0].astype(np.float32), *packed[1:])
+    with pytest.raises(KeyError, match="no baked kernel"):
+        kiln.kernel("gemm_cube_does_not_exist")
