@@ -8,7 +8,7 @@
 # recompiling the rest), and a failed run leaves no stamp, so it reruns next time.
 function(kiln_bake_kernels target)
   cmake_parse_arguments(ARG "" "OPTIONS_FILE;OUTPUT_DIR" "" ${ARGN})
-  set(env "${CMAKE_COMMAND}" -E env "PYTHONPATH=${KILN_SOURCE_DIR}" --)
+  set(env "${CMAKE_COMMAND}" -E env "PYTHONPATH=${KILN_SOURCE_DIR}" PYTHONDONTWRITEBYTECODE=1 --)
   execute_process(
     COMMAND ${env} "${Python_EXECUTABLE}" -m codegen outputs "${ARG_OPTIONS_FILE}"
     WORKING_DIRECTORY "${KILN_SOURCE_DIR}"

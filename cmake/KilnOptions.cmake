@@ -2,6 +2,9 @@
 # checks their values at configure time: a bad value stops configure with a
 # message naming the option and what it accepts.
 
+# The codegen runs from the source tree: keep it free of bytecode caches.
+set(ENV{PYTHONDONTWRITEBYTECODE} 1)
+
 execute_process(
   COMMAND "${Python_EXECUTABLE}" -c "import jinja2"
   RESULT_VARIABLE _kiln_has_jinja ERROR_QUIET)

@@ -72,8 +72,8 @@ def manifest(plan: Plan) -> dict:
     }
 
 
-def render(plan: Plan, template_dir: Path = TEMPLATE_DIR, progress=None) -> dict[str, str]:
-    env = _env(template_dir)
+def render(plan: Plan, template_dir: Path | None = None, progress=None) -> dict[str, str]:
+    env = _env(template_dir or TEMPLATE_DIR)
     files: dict[str, str] = {}
     profile_cpp = plan.profile.name
     files["kiln_profiles.hpp"] = env.get_template("kiln_profiles.hpp.j2").render(

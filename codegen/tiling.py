@@ -59,6 +59,11 @@ def _r16(x: int) -> int:
     return ceil(x / 16) * 16
 
 
+def _half16(x: int) -> int:
+    """Half a tile edge, kept a multiple of 16 (the fractal edge)."""
+    return max(16, (x // 2) // 16 * 16)
+
+
 # ---------------------------------------------------------------- conv2d (Cube, img2col)
 
 def conv_tile_rows(spec: Conv2dSpec, base_m: int) -> list[tuple[int, int, int]]:
@@ -110,9 +115,9 @@ def _conv_variant(spec: Conv2dSpec, profile: Profile, log: OptLog) -> Variant:
         return spec.n * ceil(M / v["base_m"]) * ceil(CO1 * 16 / v["base_n"])
     before = blocks(best)
     while blocks(best) < cores and best["base_n"] > 64:
-        best["base_n"] //= 2
+        best["base_n"] = _half16(best["base_n"])
     while blocks(best) < cores and best["base_m"] > 32:
-        best["base_m"] //= 2
+        best["base_m"] = _half16(best["base_m"])
     if blocks(best) != before:
         log.add("tiling", spec.name, f"base_m={best['base_m']},base_n={best['base_n']}", "balance_cores",
                 blocks_before=before, blocks=blocks(best), cores=cores)
@@ -156,9 +161,9 @@ def _gemm_variant(spec: GemmSpec, profile: Profile, log: OptLog) -> Variant:
         return ceil(spec.m / bm) * ceil(N1 * 16 / bn)
     before = blocks(base_m, base_n)
     while blocks(base_m, base_n) < cores and base_n > 64:
-        base_n //= 2
+        base_n = _half16(base_n)
     while blocks(base_m, base_n) < cores and base_m > 32:
-        base_m //= 2
+        base_m = _half16(base_m)
     if blocks(base_m, base_n) != before:
         log.add("tiling", spec.name, f"base_m={base_m},base_n={base_n}", "balance_cores",
                 blocks_before=before, blocks=blocks(base_m, base_n), cores=cores)
@@ -254,6 +259,9 @@ def choose_variant(spec: Opspec, profile: Profile, log: OptLog) -> Variant:
     rule, _ = _RULES[spec.kind]
     log.add("tiling", spec.name, FAMILY_OF_KIND[spec.kind], "family_rule", unit=UNIT_OF_FAMILY[FAMILY_OF_KIND[spec.kind]])
     v = rule(spec, profile, log)
+    for key in ("base_m", "base_n"):
+        if key in v.params and v.params[key] % 16:
+            raise KilnError("tiling", spec.name, f"{key}={v.params[key]} is not a multiple of 16 (rule bug)")
     over = _fits(profile, v.buffers)
     if over:  # a rule bug, not a user error: say so loudly
         raise KilnError("tiling", spec.name, f"variant {v.params} overflows {over} "
