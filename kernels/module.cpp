@@ -4,6 +4,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <map>
 #include <string>
 
 #include "kiln/kernel_abi.hpp"
@@ -159,7 +160,13 @@ class InteractiveCore {
     core_->start(label_.c_str(), 0);
   }
 
+  static void check_dtype(const std::string& dtype) {
+    if (dtype != "float16" && dtype != "bfloat16" && dtype != "float32")
+      throw py::value_error("dtype must be float16, bfloat16 or float32, got '" + dtype + "'");
+  }
+
   Handle alloc(const std::string& pos, std::size_t count, const std::string& dtype, const std::string& name) {
+    check_dtype(dtype);
     names_.push_back(name);
     const Pos p = parse_pos(pos);
     std::size_t off = dtype == "float32" ? core_->alloc<float>(p, count, names_.back().c_str()).byte_off
@@ -168,6 +175,7 @@ class InteractiveCore {
   }
   Handle at(const std::string& pos, std::size_t byte_offset, std::size_t count, const std::string& dtype,
             const std::string& name) {
+    check_dtype(dtype);
     names_.push_back(name);
     const Pos p = parse_pos(pos);
     if (dtype == "float32") core_->at<float>(p, byte_offset, count, names_.back().c_str());
@@ -177,25 +185,40 @@ class InteractiveCore {
 
   template <class T>
   Local<T> local(const Handle& h) {
-    if ((h.dtype == "float32") != std::is_same_v<T, float>)
+    const bool want_f32 = std::is_same_v<T, float>;
+    if ((h.dtype == "float32") != want_f32)
       throw py::type_error("tensor '" + h.name + "' is " + h.dtype + ", this operand needs " +
-                           (std::is_same_v<T, float> ? "float32" : "float16"));
+                           (want_f32 ? "float32" : "a 16-bit type"));
     return core_->at<T>(parse_pos(h.pos), h.byte_offset, h.count, h.name.c_str());
   }
 
-  // MTE2: copy a host array (as GM) into L1 or UB.
+  // MTE2: copy a host array (as GM) into L1 or UB. bfloat16 tensors take float32
+  // values, rounded to nearest even.
   void copy_in(const Handle& dst, py::array src) {
     if (h_is_f32(dst)) {
       auto a = py::array_t<float, py::array::c_style | py::array::forcecast>(src);
       core_->copy_gm_to_local(local<float>(dst), 0, Global<const float>{a.data(), std::size_t(a.size()), "host"}, 0,
                               1, a.size(), 0, 0);
+      return;
+    }
+    std::vector<f16> bits;
+    if (dst.dtype == "bfloat16") {
+      auto a = py::array_t<float, py::array::c_style | py::array::forcecast>(src);
+      bits.resize(a.size());
+      for (py::ssize_t i = 0; i < a.size(); ++i) {
+        std::uint32_t u;
+        std::memcpy(&u, a.data() + i, 4);
+        bits[i] = f16((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+      }
     } else {
       auto a = as_f16(src);
-      core_->copy_gm_to_local(local<f16>(dst), 0, Global<const f16>{a.data(), std::size_t(a.size()), "host"}, 0, 1,
-                              a.size(), 0, 0);
+      bits.assign(a.data(), a.data() + a.size());
     }
+    core_->copy_gm_to_local(local<f16>(dst), 0, Global<const f16>{bits.data(), bits.size(), "host"}, 0, 1,
+                            bits.size(), 0, 0);
   }
   // Debug read of any local tensor (not an instruction: costs no cycles).
+  // bfloat16 tensors read back as float32.
   py::array peek(const Handle& h) {
     if (h_is_f32(h)) {
       auto t = local<float>(h);
@@ -204,6 +227,11 @@ class InteractiveCore {
       return out;
     }
     auto t = local<f16>(h);
+    if (h.dtype == "bfloat16") {
+      py::array_t<float> out(h.count);
+      for (std::size_t i = 0; i < h.count; ++i) out.mutable_data()[i] = bf16_to_f32(t.ptr[i]);
+      return out;
+    }
     py::array out(py::dtype("float16"), std::vector<py::ssize_t>{py::ssize_t(h.count)});
     std::memcpy(out.mutable_data(), t.ptr, h.count * 2);
     return out;
@@ -213,19 +241,59 @@ class InteractiveCore {
     core_->load2d(local<f16>(dst), 0, local<f16>(src), 0, repeat, src_stride, dst_stride, transpose);
   }
   void mmad(const Handle& c, const Handle& a, const Handle& b, int m, int n, int k, bool init) {
-    core_->mmad(local<float>(c), 0, local<f16>(a), 0, local<f16>(b), 0, m, n, k, init);
+    if (a.dtype != b.dtype) throw py::type_error("mmad: A is " + a.dtype + " but B is " + b.dtype);
+    core_->mmad(local<float>(c), 0, local<f16>(a), 0, local<f16>(b), 0, m, n, k, init, nullptr, 0,
+                a.dtype == "bfloat16" ? CubeIn::BF16 : CubeIn::F16);
   }
-  void vbinary(const std::string& op, const Handle& dst, const Handle& s0, const Handle& s1, unsigned repeat,
-               unsigned mask) {
-    VecOp o;
-    if (op == "add") o = VecOp::Add;
-    else if (op == "mul") o = VecOp::Mul;
-    else if (op == "max") o = VecOp::Max;
-    else throw py::value_error("vbinary op must be add, mul or max");
+  void fixpipe_to_ub(const Handle& dst, const Handle& c, std::size_t count, bool relu) {
+    core_->fixpipe_to_ub(local<float>(dst), 0, local<float>(c), 0, count, relu);
+  }
+
+  // One level-0 vector instruction. strides: dst_blk, src0_blk, src1_blk, dst_rep, src0_rep, src1_rep.
+  void vector(const std::string& op, const Handle& dst, const Handle& src0, py::object src1, unsigned repeat,
+              unsigned mask, float scalar, py::dict strides) {
     Repeat rp;
     rp.times = repeat;
-    if (h_is_f32(dst)) core_->vbinary(o, local<float>(dst), 0, local<float>(s0), 0, local<float>(s1), 0, mask ? Mask::first(mask) : Mask{}, rp);
-    else core_->vbinary(o, local<f16>(dst), 0, local<f16>(s0), 0, local<f16>(s1), 0, mask ? Mask::first(mask) : Mask{}, rp);
+    for (auto item : strides) {
+      const std::string key = py::str(item.first);
+      const unsigned v = item.second.cast<unsigned>();
+      if (key == "dst_blk") rp.dst_blk = v;
+      else if (key == "src0_blk") rp.src0_blk = v;
+      else if (key == "src1_blk") rp.src1_blk = v;
+      else if (key == "dst_rep") rp.dst_rep = v;
+      else if (key == "src0_rep") rp.src0_rep = v;
+      else if (key == "src1_rep") rp.src1_rep = v;
+      else throw py::value_error("unknown stride '" + key + "'");
+    }
+    const Mask mk = mask ? Mask::first(mask) : Mask{};
+    static const std::map<std::string, VecOp> binary = {{"add", VecOp::Add}, {"sub", VecOp::Sub},
+        {"mul", VecOp::Mul}, {"max", VecOp::Max}, {"min", VecOp::Min}, {"muladd", VecOp::MulAddDst}};
+    static const std::map<std::string, VecOp> unary = {{"relu", VecOp::Relu}, {"exp", VecOp::Exp},
+        {"copy", VecOp::Copy}, {"adds", VecOp::Adds}, {"muls", VecOp::Muls}, {"maxs", VecOp::Maxs}};
+    const bool f32 = h_is_f32(dst);
+    if (auto it = binary.find(op); it != binary.end()) {
+      if (src1.is_none()) throw py::value_error("vector op '" + op + "' needs src1");
+      const Handle h1 = src1.cast<Handle>();
+      if (f32) core_->vbinary(it->second, local<float>(dst), 0, local<float>(src0), 0, local<float>(h1), 0, mk, rp);
+      else core_->vbinary(it->second, local<f16>(dst), 0, local<f16>(src0), 0, local<f16>(h1), 0, mk, rp);
+    } else if (auto it = unary.find(op); it != unary.end()) {
+      if (f32) core_->vunary(it->second, local<float>(dst), 0, local<float>(src0), 0, mk, rp, scalar);
+      else core_->vunary(it->second, local<f16>(dst), 0, local<f16>(src0), 0, mk, rp, scalar);
+    } else if (op == "dup") {
+      if (f32) core_->vdup(local<float>(dst), 0, scalar, mk, rp);
+      else core_->vdup(local<f16>(dst), 0, scalar, mk, rp);
+    } else if (op == "reduce_sum" || op == "reduce_max") {
+      const VecOp o = op == "reduce_sum" ? VecOp::ReduceSum : VecOp::ReduceMax;
+      if (f32) core_->vreduce(o, local<float>(dst), 0, local<float>(src0), 0, mk, rp);
+      else core_->vreduce(o, local<f16>(dst), 0, local<f16>(src0), 0, mk, rp);
+    } else if (op == "cast") {
+      if (f32) core_->vcast(local<float>(dst), 0, local<f16>(src0), 0, mk, rp);
+      else core_->vcast(local<f16>(dst), 0, local<float>(src0), 0, mk, rp);
+    } else {
+      throw py::value_error("unknown vector op '" + op +
+                            "'; expected add, sub, mul, max, min, muladd, relu, exp, copy, adds, muls, maxs, dup, "
+                            "reduce_sum, reduce_max or cast");
+    }
   }
   void set_flag(const std::string& s, const std::string& d, int id) { core_->set_flag(parse_pipe(s), parse_pipe(d), id); }
   void wait_flag(const std::string& s, const std::string& d, int id) { core_->wait_flag(parse_pipe(s), parse_pipe(d), id); }
@@ -346,8 +414,12 @@ PYBIND11_MODULE(_core, m) {
            py::arg("src_stride") = 1, py::arg("dst_stride") = 1, py::arg("transpose") = false)
       .def("mmad", &InteractiveCore::mmad, py::arg("c"), py::arg("a"), py::arg("b"), py::arg("m"), py::arg("n"),
            py::arg("k"), py::arg("init") = true)
-      .def("vbinary", &InteractiveCore::vbinary, py::arg("op"), py::arg("dst"), py::arg("src0"), py::arg("src1"),
-           py::arg("repeat") = 1, py::arg("mask") = 0)
+      .def("fixpipe_to_ub", &InteractiveCore::fixpipe_to_ub, py::arg("dst"), py::arg("c"), py::arg("count"),
+           py::arg("relu") = false)
+      .def("vector", &InteractiveCore::vector, py::arg("op"), py::arg("dst"), py::arg("src0"),
+           py::arg("src1") = py::none(), py::arg("repeat") = 1, py::arg("mask") = 0, py::arg("scalar") = 0.f,
+           py::arg("strides") = py::dict(),
+           "One vector instruction; mask = number of leading lanes (0 = all), strides in 32-byte blocks.")
       .def("set_flag", &InteractiveCore::set_flag)
       .def("wait_flag", &InteractiveCore::wait_flag)
       .def("stats", &InteractiveCore::stats);

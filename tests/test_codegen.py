@@ -153,3 +153,20 @@ def test_tiles_are_fractal_multiples(m, n):
                  Conv2dSpec(1, 5, max(1, m // 7), 7, n, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, False, False)):
         v = choose_variant(spec, PROFILES["ascend910b"], OptLog())
         assert v.params["base_m"] % 16 == 0 and v.params["base_n"] % 16 == 0, v.params
+
+
+def test_build_time_packers_match_runtime_layouts():
+    import numpy as np
+    from kiln import _core
+    from kiln.codegen import layouts
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((20, 35, 3, 2)).astype(np.float32)
+    np.testing.assert_array_equal(layouts.oihw_to_fractal_z(w).view(np.uint16), _core.oihw_to_fractal_z(w))
+    b = rng.standard_normal((50, 33)).astype(np.float32)
+    np.testing.assert_array_equal(layouts.kn_to_zn(b).view(np.uint16), _core.kn_to_zn(b))
+    d = rng.standard_normal((40, 1, 5, 5)).astype(np.float32)
+    np.testing.assert_array_equal(layouts.dw_weight_to_c1hwc0(d).view(np.uint16), _core.dw_weight_to_c1hwc0(d))
+    x = rng.standard_normal((2, 30, 4, 5)).astype(np.float32)
+    np.testing.assert_array_equal(layouts.nchw_to_nc1hwc0(x).view(np.uint16), _core.nchw_to_nc1hwc0(x))
+    back = _core.nc1hwc0_to_nchw(_core.nchw_to_nc1hwc0(x), 30).view(np.float16)
+    np.testing.assert_array_equal(back, x.astype(np.float16))

@@ -90,7 +90,7 @@ def test_vector_mask_and_repeats():
     core.copy_in(tx, x)
     core.copy_in(ty, y)
     core.copy_in(tz, np.zeros(256, np.float16))
-    core.vbinary("add", tz, tx, ty, repeat=2, mask=100)  # 100 of 128 lanes in each of 2 repeats
+    core.vector("add", tz, tx, ty, repeat=2, mask=100)  # 100 of 128 lanes in each of 2 repeats
     z = core.peek(tz)
     lanes = np.arange(256) % 128 < 100
     np.testing.assert_array_equal(z[lanes], (x + y)[lanes])
@@ -102,4 +102,99 @@ def test_vector_operand_out_of_range():
     core = kiln.Core("ascend910b", "AIV", label="vk")
     t = core.alloc("UB", 128, name="small")
     with pytest.raises(kiln.BoundsError, match=r"'vk'.*small"):
-        core.vbinary("add", t, t, t, repeat=2)
+        core.vector("add", t, t, t, repeat=2)
+
+
+def ub_core():
+    return kiln.Core("ascend910b", "AIV", label="vec")
+
+
+F32_BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "max": np.maximum, "min": np.minimum}
+
+
+@pytest.mark.parametrize("op", sorted(F32_BINARY))
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+def test_vector_binary_ops(op, dtype):
+    rng = np.random.default_rng(1)
+    n = 256 if dtype == "float16" else 128  # two repeats
+    x, y = (rng.standard_normal(n).astype(dtype) for _ in range(2))
+    core = ub_core()
+    tx, ty, tz = (core.alloc("UB", n, dtype, name=v) for v in "xyz")
+    core.copy_in(tx, x)
+    core.copy_in(ty, y)
+    core.vector(op, tz, tx, ty, repeat=2)
+    want = F32_BINARY[op](x.astype(np.float32), y.astype(np.float32)).astype(dtype)
+    np.testing.assert_array_equal(core.peek(tz), want)
+    st = core.stats()["pipes"]["V"]
+    assert st["instructions"] == 1 and st["bytes"] == 512
+
+
+def test_vector_unary_scalar_reduce_and_cast():
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal(64).astype(np.float32)
+    core = ub_core()
+    tx, ty = core.alloc("UB", 64, "float32", "x"), core.alloc("UB", 64, "float32", "y")
+    core.copy_in(tx, x)
+    core.vector("relu", ty, tx)
+    np.testing.assert_array_equal(core.peek(ty), np.maximum(x, 0))
+    core.vector("exp", ty, tx)
+    np.testing.assert_allclose(core.peek(ty), np.exp(x), rtol=1e-6)
+    core.vector("muls", ty, tx, scalar=3.0)
+    np.testing.assert_array_equal(core.peek(ty), x * np.float32(3))
+    core.vector("dup", ty, tx, scalar=1.5, mask=10)
+    assert np.all(core.peek(ty)[:10] == 1.5)
+    r = core.alloc("UB", 8, "float32", "r")
+    core.vector("reduce_sum", r, tx, mask=64)
+    np.testing.assert_allclose(core.peek(r)[0], x.sum(), rtol=1e-5)
+    core.vector("reduce_max", r, tx)
+    assert core.peek(r)[0] == x.max()
+    # fp32 -> fp16: one repeat covers 64 values, the fp16 side steps 4 blocks per repeat
+    h = core.alloc("UB", 64, "float16", "h")
+    core.vector("cast", h, tx)
+    np.testing.assert_array_equal(core.peek(h), x.astype(np.float16))
+    back = core.alloc("UB", 64, "float32", "back")
+    core.vector("cast", back, h)
+    np.testing.assert_array_equal(core.peek(back), x.astype(np.float16).astype(np.float32))
+
+
+def test_vector_strides_broadcast_a_block():
+    """Block stride 0 on a source reads the same 32 bytes for every block of the repeat."""
+    core = ub_core()
+    x = np.arange(128, dtype=np.float16)
+    w = np.arange(16, dtype=np.float16)
+    tx, tw, tz = core.alloc("UB", 128, name="x"), core.alloc("UB", 16, name="w"), core.alloc("UB", 128, name="z")
+    core.copy_in(tx, x)
+    core.copy_in(tw, w)
+    core.vector("mul", tz, tx, tw, strides={"src1_blk": 0, "src1_rep": 0})
+    np.testing.assert_array_equal(core.peek(tz), x * np.tile(w, 8))
+
+
+def test_bf16_mmad():
+    rng = np.random.default_rng(4)
+    m = n = k = 16
+    a, b = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32)
+    core = kiln.Core()
+    a1, b1 = core.alloc("L1", 256, "bfloat16", "a1"), core.alloc("L1", 256, "bfloat16", "b1")
+    a0, b0 = core.alloc("L0A", 256, "bfloat16", "a0"), core.alloc("L0B", 256, "bfloat16", "b0")
+    c = core.alloc("L0C", 256, "float32", "c")
+    core.copy_in(a1, pack_zz(a))
+    core.copy_in(b1, pack_zn(b))
+    core.load2d(a0, a1, 1)
+    core.load2d(b0, b1, 1)
+    core.mmad(c, a0, b0, m, n, k)
+    abf = core.peek(a1).reshape(16, 16).astype(np.float64)  # bf16-rounded values
+    bbf = core.peek(b1).reshape(16, 16).T.astype(np.float64)  # ZN fractal is [n][k]
+    assert np.abs(abf - a).max() > 0  # bf16 really rounds
+    np.testing.assert_allclose(unpack_nz(core.peek(c), m, n), abf @ bbf, rtol=1e-5, atol=1e-5)
+
+
+def test_fixpipe_to_ub_only_on_coupled_profiles():
+    for profile, ok in (("ascend310p", True), ("ascend910b", False)):
+        core = kiln.Core(profile, "AIC", label="epi")
+        if not ok:
+            with pytest.raises(kiln.CapacityError, match="UB does not exist"):
+                core.alloc("UB", 256, "float32", "u")
+            continue
+        c, u = core.alloc("L0C", 256, "float32", "c"), core.alloc("UB", 256, "float32", "u")
+        core.fixpipe_to_ub(u, c, 256, relu=True)
+        assert core.stats()["pipes"]["FIX"]["bytes"] == 1024

@@ -56,6 +56,9 @@ struct CoreStats {
   int blocks = 0;
 };
 
+// Operand format of the Cube's 16-bit inputs.
+enum class CubeIn : std::uint8_t { F16, BF16 };
+
 // Vector mask: up to 128 lanes (fp16), 64 (fp32). Bit i enables element i of a repeat.
 struct Mask {
   std::uint64_t lo = ~0ull, hi = ~0ull;
@@ -326,8 +329,10 @@ class Core {
   // C[m,n] (+)= A[m,k] B[k,n]. A in L0A as ZZ fractals (M1,K1,16,16), B in L0B as
   // ZN fractals (K1,N1,16 n,16 k), C in L0C as NZ fractals (N1,M1,16,16) fp32.
   // init: C = bias (from BT, if given) or 0 before accumulating.
+  // in_type: the 16-bit operand format in L0A/L0B (fp16 or bf16); both widen exactly to fp32.
   void mmad(Local<float> c, std::size_t coff, Local<f16> a, std::size_t aoff, Local<f16> b, std::size_t boff, int m,
-            int n, int k, bool init, const Local<float>* bias = nullptr, std::size_t bias_off = 0) {
+            int n, int k, bool init, const Local<float>* bias = nullptr, std::size_t bias_off = 0,
+            CubeIn in_type = CubeIn::F16) {
     if (a.pos != Pos::L0A || b.pos != Pos::L0B || c.pos != Pos::L0C) fail<EmulationError>("mmad: operands must be L0A, L0B, L0C");
     if (m <= 0 || n <= 0 || k <= 0 || m > 4095 || n > 4095 || k > 4095)
       fail<EmulationError>("mmad: m, n, k must be in 1..4095, got " + std::to_string(m) + "," + std::to_string(n) + "," +
@@ -346,12 +351,12 @@ class Core {
     std::vector<float>& bf = scratch_b_;
     af.resize(std::size_t(M1) * K1 * 256);
     bf.resize(std::size_t(K1) * N1 * 256);
-    f16_to_f32(a.ptr + aoff, af.data(), af.size());
+    widen16(in_type, a.ptr + aoff, af.data(), af.size());
     for (std::size_t f = 0; f < std::size_t(K1) * N1; ++f) {
       const f16* src = b.ptr + boff + f * 256;
       float* dst = bf.data() + f * 256;
       float tmp[256];
-      f16_to_f32(src, tmp, 256);
+      widen16(in_type, src, tmp, 256);
       for (int nn = 0; nn < 16; ++nn)
         for (int kk = 0; kk < 16; ++kk) dst[kk * 16 + nn] = tmp[nn * 16 + kk];
     }
@@ -381,6 +386,24 @@ class Core {
     stats_.cube_macs += fractals * 4096;
     stats_.cube_useful_macs += std::uint64_t(m) * n * k;
     issue(Pipe::M, prof_.mmad_head + double(fractals), 0);
+  }
+
+  // ---- Fixpipe: L0C -> UB (coupled profiles only) ----------------------------
+  // Moves the NZ tile unchanged (fp32) into UB so Vector epilogues run on chip.
+  // On split profiles (910B) L0C and UB sit in different cores: the data has to
+  // go through GM, so this instruction does not exist there.
+  void fixpipe_to_ub(Local<float> dst, std::size_t doff, Local<float> c, std::size_t coff, std::size_t count, bool relu) {
+    if (!prof_.coupled)
+      fail<EmulationError>(std::string("fixpipe_to_ub: L0C cannot drain into UB on ") + prof_.name +
+                           " (Cube and Vector are separate cores; go through GM)");
+    if (c.pos != Pos::L0C || dst.pos != Pos::UB) fail<EmulationError>("fixpipe_to_ub: moves L0C -> UB");
+    check_local(c, coff, count, "fixpipe_to_ub", "src");
+    check_local(dst, doff, count, "fixpipe_to_ub", "dst");
+    for (std::size_t i = 0; i < count; ++i) {
+      const float v = c.ptr[coff + i];
+      dst.ptr[doff + i] = relu && !(v > 0.f) ? 0.f : v;
+    }
+    issue(Pipe::FIX, prof_.fix_head + double(count) / prof_.fix_elems_pc, count * sizeof(float));
   }
 
   // ---- Fixpipe: L0C -> GM --------------------------------------------------
@@ -628,6 +651,14 @@ class Core {
   void vec_cost(VecOp op, const Repeat& rp) {
     const double cpr = sizeof(T) == 2 ? prof_.vec_cpr_f16[static_cast<int>(op)] : prof_.vec_cpr_f32[static_cast<int>(op)];
     issue(Pipe::V, prof_.vec_head + cpr * rp.times, std::uint64_t(rp.times) * 256);
+  }
+
+  static void widen16(CubeIn t, const f16* src, float* dst, std::size_t n) {
+    if (t == CubeIn::F16) {
+      f16_to_f32(src, dst, n);
+    } else {
+      for (std::size_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(src[i]);
+    }
   }
 
   static float load(f16 h) { return f16_to_f32(h); }

@@ -71,6 +71,14 @@ inline f16 f32_to_f16(float f) {
 #endif
 }
 
+// bfloat16 (stored in the same 16-bit slots): the top half of an fp32.
+inline float bf16_to_f32(std::uint16_t b) {
+  const std::uint32_t bits = std::uint32_t(b) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
 inline void f16_to_f32(const f16* src, float* dst, std::size_t n) {
   std::size_t i = 0;
 #if defined(__AVX512F__)

@@ -1,0 +1,52 @@
+"""Build-time weight packing (NumPy): the device layouts constant tensors are
+baked in, so the runtime never repacks them. Mirrors kernels/kiln/layouts.hpp,
+which packs activations at run time; tests/test_codegen.py checks they agree.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+C0 = 16
+
+
+def _c1(c: int) -> int:
+    return -(-c // C0)
+
+
+def oihw_to_fractal_z(w: np.ndarray) -> np.ndarray:
+    """Conv weight (Cout, Cin, Kh, Kw) -> FRACTAL_Z (Cin1*Kh*Kw, Cout1, 16 cout, 16 cin), fp16."""
+    co, ci, kh, kw = w.shape
+    p = np.zeros((_c1(co) * C0, _c1(ci) * C0, kh, kw), np.float16)
+    p[:co, :ci] = w
+    # (CO1, 16o, CI1, 16i, kh, kw) -> (CI1, kh, kw, CO1, 16o, 16i)
+    p = p.reshape(_c1(co), C0, _c1(ci), C0, kh, kw).transpose(2, 4, 5, 0, 1, 3)
+    return np.ascontiguousarray(p.reshape(_c1(ci) * kh * kw, _c1(co), C0, C0))
+
+
+def kn_to_zn(b: np.ndarray) -> np.ndarray:
+    """GEMM weight (K, N) -> ZN fractals (K1, N1, 16 n, 16 k), fp16."""
+    k, n = b.shape
+    p = np.zeros((_c1(k) * C0, _c1(n) * C0), np.float16)
+    p[:k, :n] = b
+    return np.ascontiguousarray(p.reshape(_c1(k), C0, _c1(n), C0).transpose(0, 2, 3, 1))
+
+
+def dw_weight_to_c1hwc0(w: np.ndarray) -> np.ndarray:
+    """Depthwise weight (C, 1, Kh, Kw) -> (C1, Kh, Kw, 16), fp16."""
+    c, _, kh, kw = w.shape
+    p = np.zeros((_c1(c) * C0, kh, kw), np.float16)
+    p[:c] = w[:, 0]
+    return np.ascontiguousarray(p.reshape(_c1(c), C0, kh, kw).transpose(0, 2, 3, 1))
+
+
+def nchw_to_nc1hwc0(x: np.ndarray) -> np.ndarray:
+    n, c, h, w = x.shape
+    p = np.zeros((n, _c1(c) * C0, h, w), np.float16)
+    p[:, :c] = x
+    return np.ascontiguousarray(p.reshape(n, _c1(c), C0, h, w).transpose(0, 1, 3, 4, 2))
+
+
+def pad_bias(b: np.ndarray) -> np.ndarray:
+    out = np.zeros(_c1(b.size) * C0, np.float32)
+    out[: b.size] = b
+    return out

@@ -1,0 +1,41 @@
+"""The `kiln` console script."""
+import json
+import shutil
+
+import pytest
+
+import kiln
+from conftest import run
+
+
+def kiln_cmd():
+    exe = shutil.which("kiln")
+    if exe is None:
+        pytest.fail("the kiln console script is not installed (pip install .)")
+    return exe
+
+
+def test_kernels_json_lists_every_kernel_with_spec_and_variant():
+    r = run([kiln_cmd(), "kernels", "--json"])
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert data["profile"] == kiln.build_info()["profile"]
+    names = [k["name"] for k in data["kernels"]]
+    assert names == [k.name for k in kiln.kernels()]
+    for k in data["kernels"]:
+        assert k["spec"] and k["tiling"] and k["variant"].startswith(k["family"])
+        assert k["instances"] and k["features"]["flops"] > 0
+
+
+def test_kernels_table_and_info():
+    r = run([kiln_cmd(), "kernels"])
+    assert r.returncode == 0 and f"{len(kiln.kernels())} kernels for" in r.stdout
+    r = run([kiln_cmd(), "info"])
+    assert r.returncode == 0 and json.loads(r.stdout)["isa"] in ("amx_bf16", "avx512", "avx2", "portable")
+
+
+def test_log_without_debug_build_says_how_to_get_one():
+    if kiln.build_info()["options"]["DEBUG_OPTIMIZATION_PATH"]:
+        pytest.skip("this build has the log")
+    r = run([kiln_cmd(), "log"])
+    assert r.returncode == 1 and "DEBUG_OPTIMIZATION_PATH=ON" in r.stderr
