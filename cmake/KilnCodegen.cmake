@@ -1,16 +1,23 @@
-# kiln_bake_kernels(<target> OPTIONS_FILE <json> OUTPUT_DIR <dir>)
+# kiln_bake_kernels(<target> OPTIONS_FILE <json> OUTPUT_DIR <dir> [COMPILE_OPTIONS ...])
 #
 # Runs kiln's codegen as a build step (the way add_halide_library runs a
-# generator) and compiles what it writes into <target>. The list of generated
+# generator) and compiles what it writes into a static library <target>, which
+# carries the include directories and instruction-set flags its users need.
+# The library sees no Python or pybind11 flags, so a reinstall from a fresh
+# isolated build environment recompiles only the module, not the kernels. The list of generated
 # files is asked from the codegen at configure time; at build time the codegen
 # reruns when an option, a template, a codegen module or the kernel list
 # changes, rewrites only files whose content changed (ninja's restat then skips
 # recompiling the rest), and a failed run leaves no stamp, so it reruns next time.
 function(kiln_bake_kernels target)
-  cmake_parse_arguments(ARG "" "OPTIONS_FILE;OUTPUT_DIR" "" ${ARGN})
-  set(env "${CMAKE_COMMAND}" -E env "PYTHONPATH=${KILN_SOURCE_DIR}" PYTHONDONTWRITEBYTECODE=1 --)
+  cmake_parse_arguments(ARG "" "OPTIONS_FILE;OUTPUT_DIR" "COMPILE_OPTIONS" ${ARGN})
+  # `python -B -m codegen` from the source dir: -m finds the package in the working
+  # directory, -B keeps the source tree free of bytecode. No tool paths of the
+  # (possibly temporary, pip-isolated) build environment appear in the command,
+  # so a reinstall does not look like a changed command to ninja.
+  set(codegen "${Python_EXECUTABLE}" -B -m codegen)
   execute_process(
-    COMMAND ${env} "${Python_EXECUTABLE}" -m codegen outputs "${ARG_OPTIONS_FILE}"
+    COMMAND ${codegen} outputs "${ARG_OPTIONS_FILE}"
     WORKING_DIRECTORY "${KILN_SOURCE_DIR}"
     OUTPUT_VARIABLE outputs
     ERROR_VARIABLE err
@@ -38,14 +45,16 @@ function(kiln_bake_kernels target)
   add_custom_command(
     OUTPUT "${stamp}"
     BYPRODUCTS ${outputs}
-    COMMAND ${env} "${Python_EXECUTABLE}" -m codegen generate "${ARG_OPTIONS_FILE}" "${ARG_OUTPUT_DIR}"
+    COMMAND ${codegen} generate "${ARG_OPTIONS_FILE}" "${ARG_OUTPUT_DIR}"
             --stamp "${stamp}"
     DEPENDS ${codegen_modules} ${templates} "${ARG_OPTIONS_FILE}" "${kernel_list}"
     WORKING_DIRECTORY "${KILN_SOURCE_DIR}"
     COMMENT "kiln: generating kernels (codegen)"
     VERBATIM)
   add_custom_target(${target}_codegen DEPENDS "${stamp}")
+  add_library(${target} STATIC ${sources})
   add_dependencies(${target} ${target}_codegen)
-  target_sources(${target} PRIVATE ${sources})
-  target_include_directories(${target} PRIVATE "${ARG_OUTPUT_DIR}")
+  set_target_properties(${target} PROPERTIES POSITION_INDEPENDENT_CODE ON)
+  target_include_directories(${target} PUBLIC "${KILN_SOURCE_DIR}/kernels" "${ARG_OUTPUT_DIR}")
+  target_compile_options(${target} PUBLIC ${ARG_COMPILE_OPTIONS})
 endfunction()
