@@ -19,9 +19,12 @@ SUPPORTED = {
     "Gemm": "Y = A[M,K] * B[K,N] (+ bias[N]); activation '' or 'Relu'",
     "MatMul": "Y = A[M,K] * B[K,N]",
     "Relu": "elementwise max(x, 0)",
-    "Add": "elementwise x + y (same shape); activation '' or 'Relu'",
+    "Clip": "elementwise min(max(x, min), max)",
+    "Add": "elementwise x + y (same shape); activation '', 'Relu' or 'Clip' (with min, max)",
+    "MaxPool": "max pooling over NCHW, kernel_shape, strides, pads",
+    "GlobalAveragePool": "mean over H and W of NCHW",
 }
-ACTIVATIONS = ("", "Relu")
+ACTIVATIONS = ("", "Relu", "Clip")
 
 
 @dataclass(frozen=True)
@@ -84,14 +87,27 @@ def _parse_op(idx: int, raw: dict[str, Any]) -> OpInstance:
         if op == "MatMul" and (bias or act):
             raise KilnError("frontend", entry, "MatMul takes no bias or activation; use Gemm")
         a.update(a=av, b=bv)
+    elif op in ("MaxPool", "GlobalAveragePool"):
+        a["input"] = _ints(entry, "input", raw.get("input"), 4, lo=1)
+        if op == "MaxPool":
+            a.update(kernel_shape=_ints(entry, "kernel_shape", raw.get("kernel_shape"), 2, lo=1),
+                     strides=_ints(entry, "strides", raw.get("strides", [1, 1]), 2, lo=1),
+                     pads=_ints(entry, "pads", raw.get("pads", [0, 0, 0, 0]), 4))
+            if max(a["pads"]) >= max(a["kernel_shape"]):
+                raise KilnError("frontend", entry, f"pads {list(a['pads'])} must be smaller than the kernel")
     else:
         a["shape"] = _ints(entry, "shape", raw.get("shape"), None, lo=1)
         if not a["shape"]:
             raise KilnError("frontend", entry, "'shape' must not be empty")
-        if op == "Relu" and (bias or act):
-            raise KilnError("frontend", entry, "Relu takes no bias or activation")
+        if op in ("Relu", "Clip") and (bias or act):
+            raise KilnError("frontend", entry, f"{op} takes no bias or activation")
+        if op == "Clip" or act == "Clip":
+            lo, hi = raw.get("min"), raw.get("max")
+            if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (lo, hi)) or lo > hi:
+                raise KilnError("frontend", entry, f"Clip needs numbers min <= max, got min={lo!r} max={hi!r}")
+            a.update(min=float(lo), max=float(hi))
     known = {"label", "type", "activation", "bias", "input", "weight", "strides", "pads", "dilations", "group",
-             "a", "b", "shape"}
+             "a", "b", "shape", "min", "max", "kernel_shape"}
     extra = sorted(set(raw) - known)
     if extra:
         raise KilnError("frontend", entry, f"unknown field(s) {extra}; known fields: {sorted(known)}")

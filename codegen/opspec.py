@@ -191,20 +191,30 @@ class GemmSpec:
         return 1 - (self.m * self.k * self.n) / (c1(self.m) * c1(self.k) * c1(self.n) * C0 ** 3)
 
 
+def _num(v: float) -> str:
+    """A float as an identifier fragment: 6 -> 6, 0.5 -> 0p5, -1 -> m1."""
+    return f"{v:g}".replace("-", "m").replace(".", "p")
+
+
 @dataclass(frozen=True)
 class EltwiseSpec:
-    op: str        # relu | add
+    op: str        # relu | clip | add
     numel: int
-    relu: bool     # fused ReLU after add
+    act: str = ""  # epilogue after add: "" | relu | clip
+    lo: float = 0.0  # clip bounds (op or act clip)
+    hi: float = 0.0
     kind = "eltwise"
 
     @property
     def name(self) -> str:
-        return f"eltwise_{self.op}{_act(self.relu)}_{self.numel}"
+        clip = f"clip_{_num(self.lo)}_{_num(self.hi)}"
+        op = clip if self.op == "clip" else self.op
+        act = "" if not self.act else "_" + (clip if self.act == "clip" else self.act)
+        return f"eltwise_{op}{act}_{self.numel}"
 
     @property
     def flops(self) -> int:
-        return self.numel * (2 if self.op == "add" and self.relu else 1)
+        return self.numel * (2 if self.op == "add" and self.act else 1)
 
     def inputs(self) -> list[Tensor]:
         t = [Tensor("x", (self.numel,), "fp16", "ND")]
@@ -219,7 +229,62 @@ class EltwiseSpec:
     channel_padding = 0.0
 
 
-Opspec = Conv2dSpec | DwConv2dSpec | GemmSpec | EltwiseSpec
+@dataclass(frozen=True)
+class Pool2dSpec:
+    """Max or average pooling over NC1HWC0; global pooling is kh=H, kw=W."""
+    op: str  # max | avg
+    n: int
+    c: int
+    h: int
+    w: int
+    kh: int
+    kw: int
+    sh: int
+    sw: int
+    pt: int
+    pl: int
+    pb: int
+    pr: int
+    kind = "pool2d"
+    dh = 1
+    dw = 1
+
+    ho = Conv2dSpec.ho
+    wo = Conv2dSpec.wo
+
+    @property
+    def is_global(self) -> bool:
+        return (self.kh, self.kw) == (self.h, self.w) and self.ho == self.wo == 1
+
+    @property
+    def name(self) -> str:
+        if self.is_global:
+            return f"pool2d_global{self.op}_{self.n}x{self.c}x{self.h}x{self.w}"
+        s = f"s{self.sh}" if self.sh == self.sw else f"s{self.sh}x{self.sw}"
+        pads = (self.pt, self.pl, self.pb, self.pr)
+        p = f"p{self.pt}" if len(set(pads)) == 1 else "p" + "x".join(map(str, pads))
+        return f"pool2d_{self.op}_{self.n}x{self.c}x{self.h}x{self.w}_k{self.kh}x{self.kw}_{s}_{p}"
+
+    @property
+    def flops(self) -> int:
+        return self.n * self.c * self.ho * self.wo * self.kh * self.kw
+
+    def inputs(self) -> list[Tensor]:
+        return [Tensor("x", (self.n, c1(self.c), self.h, self.w, C0), "fp16", "NC1HWC0")]
+
+    def output(self) -> Tensor:
+        return Tensor("y", (self.n, c1(self.c), self.ho, self.wo, C0), "fp16", "NC1HWC0")
+
+    @property
+    def reduction_length(self) -> int:
+        return self.kh * self.kw
+
+    @property
+    def channel_padding(self) -> float:
+        return 1 - self.c / (c1(self.c) * C0)
+
+
+Opspec = Conv2dSpec | DwConv2dSpec | GemmSpec | EltwiseSpec | Pool2dSpec
 
 
 def opspec_of(op: OpInstance) -> Opspec:
@@ -234,9 +299,21 @@ def opspec_of(op: OpInstance) -> Opspec:
     if op.type in ("Gemm", "MatMul"):
         (m, k), (_, n) = a["a"], a["b"]
         return GemmSpec(m, k, n, a["bias"], relu)
-    if op.type in ("Relu", "Add"):
+    if op.type in ("Relu", "Add", "Clip"):
         numel = prod(a["shape"])
-        return EltwiseSpec("relu" if op.type == "Relu" else "add", numel, relu)
+        act = "relu" if relu else ("clip" if a["activation"] == "Clip" else "")
+        lo, hi = a.get("min", 0.0), a.get("max", 0.0)
+        if op.type == "Relu":
+            return EltwiseSpec("relu", numel)
+        if op.type == "Clip":
+            return EltwiseSpec("clip", numel, "", lo, hi)
+        return EltwiseSpec("add", numel, act, lo if act == "clip" else 0.0, hi if act == "clip" else 0.0)
+    if op.type in ("MaxPool", "AveragePool", "GlobalAveragePool"):
+        n, c, h, w = a["input"]
+        if op.type == "GlobalAveragePool":
+            return Pool2dSpec("avg", n, c, h, w, h, w, 1, 1, 0, 0, 0, 0)
+        (kh, kw), (sh, sw), (pt, pl, pb, pr) = a["kernel_shape"], a["strides"], a["pads"]
+        return Pool2dSpec("max" if op.type == "MaxPool" else "avg", n, c, h, w, kh, kw, sh, sw, pt, pl, pb, pr)
     raise KilnError("opspec", op.label, f"no kernel for op type {op.type}")
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 KB = 1024
 POSITIONS = ("GM", "L1", "L0A", "L0B", "L0C", "UB", "BT")
-VEC_OPS = ("Add", "Sub", "Mul", "Max", "Min", "MulAddDst", "Adds", "Muls", "Maxs", "Relu", "Exp", "Copy",
+VEC_OPS = ("Add", "Sub", "Mul", "Max", "Min", "MulAddDst", "Adds", "Muls", "Maxs", "Mins", "Relu", "Exp", "Copy",
            "Dup", "Cast", "ReduceSum", "ReduceMax")
 
 

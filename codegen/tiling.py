@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from math import ceil
 
 from . import KilnError
-from .opspec import C0, Conv2dSpec, DwConv2dSpec, EltwiseSpec, GemmSpec, Opspec, c1
+from .opspec import C0, Conv2dSpec, DwConv2dSpec, EltwiseSpec, GemmSpec, Opspec, Pool2dSpec, c1
 from .optlog import OptLog
 from .profiles import Profile
 
@@ -23,11 +23,22 @@ FAMILY_OF_KIND = {
     "gemm": "gemm_cube",
     "eltwise": "eltwise_vector",
 }
+
+
+def family_of(spec: Opspec) -> str:
+    if spec.kind == "pool2d":
+        if spec.op == "max":
+            return "maxpool2d_vector"
+        if spec.is_global:
+            return "global_avgpool_vector"
+        raise KilnError("tiling", spec.name, "AveragePool with a window smaller than the feature map has no "
+                        "kernel yet; supported: MaxPool, GlobalAveragePool (or AveragePool over the whole map)")
+    return FAMILY_OF_KIND[spec.kind]
 # One letter per tiling parameter, for variant tags.
 PARAM_LETTER = {"base_m": "m", "base_n": "n", "base_k1": "k", "c1_step": "c", "slab_rows": "r", "k1_step": "s",
-                "rows_per_block": "r", "tile_elems": "t"}
+                "rows_per_block": "r", "tile_elems": "t", "chunk_pixels": "p"}
 UNIT_OF_FAMILY = {"conv2d_cube_img2col": "cube", "gemm_cube": "cube", "dwconv2d_vector": "vector",
-                  "eltwise_vector": "vector"}
+                  "eltwise_vector": "vector", "maxpool2d_vector": "vector", "global_avgpool_vector": "vector"}
 
 
 @dataclass(frozen=True)
@@ -239,7 +250,7 @@ def _dw_mte2(spec: DwConv2dSpec, v: Variant) -> int:
 
 def _elt_variant(spec: EltwiseSpec, profile: Profile, log: OptLog) -> Variant:
     cores = profile.cores_for("vector")
-    tensors = 3 if spec.op == "add" else 2
+    tensors = 3 if spec.op == "add" else 2  # ping-pong buffers of x (and y) and z
     max_tile = (profile.capacity["UB"] // (2 * tensors * 2)) // 128 * 128
     tile = min(max_tile, max(128, _r16(ceil(spec.numel / cores)) // 128 * 128 or 128))
     tiles = ceil(spec.numel / tile)
@@ -251,13 +262,53 @@ def _elt_mte2(spec: EltwiseSpec, v: Variant) -> int:
     return spec.numel * 2 * (2 if spec.op == "add" else 1)
 
 
+# ---------------------------------------------------------------- pooling (Vector)
+
+def _maxpool_buffers(spec: Pool2dSpec, rows_per_block: int) -> dict[str, int]:
+    wp = spec.w + spec.pl + spec.pr
+    slab = ((rows_per_block - 1) * spec.sh + spec.kh) * wp * 32
+    return {"UB": ceil(slab / 32) * 32 + 2 * ceil(spec.wo * 32 / 32) * 32}
+
+
+def _pool_variant(spec: Pool2dSpec, profile: Profile, log: OptLog) -> Variant:
+    cores = profile.cores_for("vector")
+    planes = spec.n * c1(spec.c)
+    if family_of(spec) == "global_avgpool_vector":
+        # in ping/pong (fp16) + the fp32 copy: 2*32 + 64 bytes per pixel, plus 96 bytes of sums.
+        chunk = max(1, min(spec.h * spec.w, (profile.capacity["UB"] - 256) // 128))
+        return Variant("global_avgpool_vector", {"chunk_pixels": chunk}, planes,
+                       {"UB": 2 * chunk * 32 + chunk * 64 + 64 + 32})
+    rpb = ceil(spec.ho / max(1, ceil(cores / planes)))
+    while rpb > 1 and _fits(profile, _maxpool_buffers(spec, rpb)):
+        rpb = ceil(rpb / 2)
+    limit = _fits(profile, _maxpool_buffers(spec, rpb))
+    if limit:
+        raise KilnError("tiling", spec.name, f"one output row does not fit {limit} of {profile.name}")
+    return Variant("maxpool2d_vector", {"rows_per_block": rpb}, planes * ceil(spec.ho / rpb),
+                   _maxpool_buffers(spec, rpb))
+
+
+def _pool_mte2(spec: Pool2dSpec, v: Variant) -> int:
+    if v.family == "global_avgpool_vector":
+        return spec.n * c1(spec.c) * spec.h * spec.w * 32
+    rpb, total = v.params["rows_per_block"], 0
+    for r0 in range(0, spec.ho, rpb):
+        rows_out = min(rpb, spec.ho - r0)
+        lo = r0 * spec.sh - spec.pt
+        hi = lo + (rows_out - 1) * spec.sh + spec.kh
+        total += max(0, min(hi, spec.h) - max(lo, 0)) * spec.w * 32
+    return total * spec.n * c1(spec.c)
+
+
 _RULES = {"conv2d": (_conv_variant, _conv_mte2), "gemm": (_gemm_variant, _gemm_mte2),
-          "dwconv2d": (_dw_variant, _dw_mte2), "eltwise": (_elt_variant, _elt_mte2)}
+          "dwconv2d": (_dw_variant, _dw_mte2), "eltwise": (_elt_variant, _elt_mte2),
+          "pool2d": (_pool_variant, _pool_mte2)}
 
 
 def choose_variant(spec: Opspec, profile: Profile, log: OptLog) -> Variant:
     rule, _ = _RULES[spec.kind]
-    log.add("tiling", spec.name, FAMILY_OF_KIND[spec.kind], "family_rule", unit=UNIT_OF_FAMILY[FAMILY_OF_KIND[spec.kind]])
+    family = family_of(spec)
+    log.add("tiling", spec.name, family, "family_rule", unit=UNIT_OF_FAMILY[family])
     v = rule(spec, profile, log)
     for key in ("base_m", "base_n"):
         if key in v.params and v.params[key] % 16:

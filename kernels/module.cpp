@@ -269,7 +269,7 @@ class InteractiveCore {
     static const std::map<std::string, VecOp> binary = {{"add", VecOp::Add}, {"sub", VecOp::Sub},
         {"mul", VecOp::Mul}, {"max", VecOp::Max}, {"min", VecOp::Min}, {"muladd", VecOp::MulAddDst}};
     static const std::map<std::string, VecOp> unary = {{"relu", VecOp::Relu}, {"exp", VecOp::Exp},
-        {"copy", VecOp::Copy}, {"adds", VecOp::Adds}, {"muls", VecOp::Muls}, {"maxs", VecOp::Maxs}};
+        {"copy", VecOp::Copy}, {"adds", VecOp::Adds}, {"muls", VecOp::Muls}, {"maxs", VecOp::Maxs}, {"mins", VecOp::Mins}};
     const bool f32 = h_is_f32(dst);
     if (auto it = binary.find(op); it != binary.end()) {
       if (src1.is_none()) throw py::value_error("vector op '" + op + "' needs src1");

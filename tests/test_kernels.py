@@ -39,8 +39,10 @@ def make_inputs(k: kiln.Kernel, seed: int):
         args = [a, b]
         if s["bias"]:
             args.append(rng.standard_normal(s["n"]).astype(np.float32))
+    elif kind == "pool2d":
+        args = [rng.standard_normal((s["n"], s["c"], s["h"], s["w"]), np.float32)]
     else:
-        args = [rng.standard_normal(s["numel"]).astype(np.float16) for _ in k.record["inputs"]]
+        args = [(3 * rng.standard_normal(s["numel"])).astype(np.float16) for _ in k.record["inputs"]]
     return args
 
 
@@ -64,12 +66,27 @@ def test_kernel_matches_reference(k):
     y = k(*args).astype(np.float64)
     kind = k.record["features"]["kind"]
     if kind == "eltwise":
-        # fp16 add and ReLU are exact operations followed by one rounding: bit-exact.
+        # fp16 add, ReLU and clip are exact operations followed by one rounding: bit-exact.
+        s = k.spec
         x = args[0]
-        want = (x + args[1]) if k.spec["op"] == "add" else x
-        if k.spec["op"] == "relu" or k.spec["relu"]:
+        want = (x + args[1]) if s["op"] == "add" else x
+        if "relu" in (s["op"], s["act"]):
             want = np.maximum(want, np.float16(0))
+        if "clip" in (s["op"], s["act"]):
+            want = np.minimum(np.maximum(want, np.float16(s["lo"])), np.float16(s["hi"]))
         np.testing.assert_array_equal(y, want.astype(np.float64))
+        return
+    if kind == "pool2d":
+        x = ref.f16(args[0])
+        want = ref.pool2d_nchw(x, k.spec["op"], (k.spec["kh"], k.spec["kw"]), (k.spec["sh"], k.spec["sw"]),
+                               (k.spec["pt"], k.spec["pl"], k.spec["pb"], k.spec["pr"]))
+        if k.spec["op"] == "max":  # max is exact
+            np.testing.assert_array_equal(y, want)
+        else:
+            bound = ref.bound(want, ref.pool2d_nchw(np.abs(x), "avg", (k.spec["kh"], k.spec["kw"]),
+                                                    (k.spec["sh"], k.spec["sw"]), (0, 0, 0, 0)),
+                              k.record["features"]["reduction_length"])
+            assert np.all(np.abs(y - want) <= bound), np.abs(y - want).max()
         return
     want = reference(k, args)
     bound = ref.bound(want, reference(k, args, absolute=True), k.record["features"]["reduction_length"])
@@ -95,7 +112,7 @@ def test_pipe_counters_match_tiling(k):
         assert st["cube_macs"] == s["n"] * m * r16(s["cout"]) * k1 * 16
     else:
         assert st["cube_macs"] == 0
-        assert st["pipes"]["V"]["instructions"] > 0
+        assert st["pipes"]["V"]["instructions"] > 0 or kind == "pool2d"
     assert st["cycles"] > 0
     assert st["blocks"] == k.record["blocks"]
     for name, p in st["pipes"].items():

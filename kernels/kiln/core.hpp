@@ -468,7 +468,7 @@ class Core {
     vec_cost<T>(op, rp);
   }
 
-  // Unary (Relu, Exp, Copy) and scalar forms (Adds, Muls, Maxs take `scalar`).
+  // Unary (Relu, Exp, Copy) and scalar forms (Adds, Muls, Maxs, Mins take `scalar`).
   template <class T>
   void vunary(VecOp op, Local<T> dst, std::size_t doff, Local<T> src, std::size_t soff, Mask mask, Repeat rp,
               float scalar = 0.f) {
@@ -485,6 +485,7 @@ class Core {
         case VecOp::Adds: r = a + scalar; break;
         case VecOp::Muls: r = a * scalar; break;
         case VecOp::Maxs: r = a > scalar ? a : scalar; break;
+        case VecOp::Mins: r = a < scalar ? a : scalar; break;
         default: fail<EmulationError>("vunary: not a unary op"); r = 0;
       }
       dst.ptr[doff + d] = store<T>(r);

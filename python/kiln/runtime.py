@@ -77,11 +77,13 @@ class Kernel:
             return packed
         if kind == "eltwise":
             return [_f16_bits(a).reshape(-1) for a in args]
+        if kind == "pool2d":
+            return [_as_f16(_core.nchw_to_nc1hwc0(np.asarray(args[0], np.float32)))]
         raise AssertionError(kind)
 
     def unpack(self, y: np.ndarray, like: np.ndarray | None = None) -> np.ndarray:
         kind = self.record["features"]["kind"]
-        if kind in ("conv2d", "dwconv2d"):
+        if kind in ("conv2d", "dwconv2d", "pool2d"):
             c = self.spec["cout"] if kind == "conv2d" else self.spec["c"]
             return _as_f16(_core.nc1hwc0_to_nchw(y.view(np.uint16), c))
         if kind == "eltwise" and like is not None:
