@@ -17,7 +17,7 @@ function(kiln_bake_kernels target)
   # so a reinstall does not look like a changed command to ninja.
   set(codegen "${Python_EXECUTABLE}" -B -m codegen)
   execute_process(
-    COMMAND ${codegen} outputs "${ARG_OPTIONS_FILE}"
+    COMMAND ${codegen} outputs "${ARG_OPTIONS_FILE}" --work-dir "${ARG_OUTPUT_DIR}"
     WORKING_DIRECTORY "${KILN_SOURCE_DIR}"
     OUTPUT_VARIABLE outputs
     ERROR_VARIABLE err

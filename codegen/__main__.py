@@ -24,8 +24,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m codegen", description="kiln build-time kernel generator")
     sub = ap.add_subparsers(dest="cmd", required=True)
     sub.add_parser("options-cmake")
-    for name in ("check-options", "outputs"):
-        sub.add_parser(name).add_argument("options")
+    sub.add_parser("check-options").add_argument("options")
+    o = sub.add_parser("outputs")
+    o.add_argument("options")
+    o.add_argument("--work-dir", help="where models are built (the generate OUT_DIR)")
     g = sub.add_parser("generate")
     g.add_argument("options")
     g.add_argument("out_dir")
@@ -39,7 +41,8 @@ def main(argv: list[str] | None = None) -> int:
         options = load_options(args.options)
         if args.cmd == "check-options":
             return 0
-        p = plan(options, SOURCE_DIR)
+        work = Path(args.out_dir if args.cmd == "generate" else (args.work_dir or "."))
+        p = plan(options, SOURCE_DIR, work, progress=progress_printer)
         if args.cmd == "outputs":
             sys.stdout.write("\n".join(output_files(p)) + "\n")
             return 0

@@ -16,6 +16,9 @@ REASONS = {
     "tile_shrunk": "a larger tile did not fit a buffer; the named buffer was the limit",
     "balance_cores": "tile reduced so the blocks cover more AI cores",
     "option": "a build option decided this",
+    "view_or_relayout": "a reshape shares its input's bytes, or a layout change needs a host relayout step",
+    "memory_plan": "arena placement of the model's intermediate tensors (greedy by size over lifetimes)",
+    "frontend_pass": "a frontend graph pass (constant folding, BN folding, Identity removal)",
 }
 
 

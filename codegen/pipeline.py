@@ -10,6 +10,8 @@ from pathlib import Path
 
 from . import KilnError
 from .frontend import OpInstance, load_kernel_list
+from .lowering import LoweredModel, lower
+from .memory import MemoryPlan, plan_arena
 from .opspec import Opspec, opspec_of
 from .options import Options
 from .optlog import OptLog
@@ -34,41 +36,108 @@ class KernelPlan:
 
 
 @dataclass
+class ModelPlan:
+    name: str
+    onnx_path: str
+    lowered: LoweredModel
+    memory: MemoryPlan
+    step_kernels: dict[int, KernelPlan]  # step index -> its kernel
+
+
+@dataclass
 class Plan:
     options: Options
     profile: Profile
     kernels: list[KernelPlan]
     log: OptLog
+    models: list[ModelPlan] = field(default_factory=list)
 
 
 def default_kernel_list(source_dir: Path) -> Path:
     return source_dir / "kernels" / "default.toml"
 
 
-def plan(options: Options, source_dir: Path) -> Plan:
+def model_onnx(entry: str, work_dir: Path) -> tuple[str, Path]:
+    """(model name, ONNX path) for a KILN_MODELS entry: a zoo name is built into work_dir/models."""
+    from . import zoo  # imports onnx: only when models are baked
+    if entry in zoo.ZOO:
+        return entry, _zoo_cached(zoo, entry, work_dir / "models")
+    p = Path(entry)
+    return p.stem, p
+
+
+ZOO_SEED = 0
+
+
+def _zoo_cached(zoo, name: str, models_dir: Path) -> Path:
+    """Builds a zoo model once; rebuilt when the builder's source changes (configure and build share it)."""
+    import hashlib
+    key = hashlib.sha256((Path(zoo.__file__).read_text() + f"{name}:{ZOO_SEED}").encode()).hexdigest()
+    path = models_dir / f"{name}.onnx"
+    keyfile = models_dir / f"{name}.onnx.key"
+    if path.is_file() and keyfile.is_file() and keyfile.read_text() == key:
+        return path
+    models_dir.mkdir(parents=True, exist_ok=True)
+    zoo.write(name, path, seed=ZOO_SEED)
+    keyfile.write_text(key)
+    return path
+
+
+def plan(options: Options, source_dir: Path, work_dir: Path | None = None, progress=None) -> Plan:
     log = OptLog()
     profile = get_profile(options.kiln_target)
     log.add("options", "build", f"target={profile.name}", "option", isa=options.isa_resolved or options.kiln_isa)
-    if options.kiln_models:
-        raise KilnError("frontend", "KILN_MODELS", "baking models needs the ONNX frontend, which this version does "
-                        "not have yet; list op instances in a kernel list instead (KILN_KERNEL_LIST, "
-                        "default kernels/default.toml)")
-    kernel_list = Path(options.kiln_kernel_list) if options.kiln_kernel_list else default_kernel_list(source_dir)
-    ops: list[OpInstance] = load_kernel_list(kernel_list)
-
     by_spec: dict[Opspec, KernelPlan] = {}
-    for op in ops:
-        spec = opspec_of(op)
+
+    def add_instance(op: OpInstance) -> KernelPlan:
+        try:
+            spec = opspec_of(op)
+        except KilnError:
+            raise
+        except (KeyError, ValueError, TypeError) as e:
+            raise KilnError("opspec", op.label, f"cannot describe this op as a kernel: {e}") from None
         if spec in by_spec:
             log.add("opspec", op.label, spec.name, "dedup")
         else:
             by_spec[spec] = KernelPlan(spec)
             log.add("opspec", op.label, spec.name, "new_kernel")
         by_spec[spec].instances.append(op.label)
+        return by_spec[spec]
+
+    kernel_list = Path(options.kiln_kernel_list) if options.kiln_kernel_list else default_kernel_list(source_dir)
+    for op in load_kernel_list(kernel_list):
+        add_instance(op)
+
+    models: list[tuple[str, Path, LoweredModel, dict[int, KernelPlan]]] = []
+    names: set[str] = set()
+    for entry in options.kiln_models:
+        from .onnx_frontend import load_onnx  # imports onnx: only when models are baked
+        name, path = model_onnx(entry, work_dir or Path.cwd())
+        if name in names:
+            raise KilnError("frontend", entry, f"two KILN_MODELS entries are both named '{name}'")
+        names.add(name)
+        if progress:
+            progress(f"model {name}: frontend ({path})")
+        graph = load_onnx(path)
+        lowered = lower(graph, name)
+        for d in lowered.decisions:
+            log.add("lowering", name, d.split(":")[0], "view_or_relayout", detail=d.split(":", 1)[-1].strip())
+        steps: dict[int, KernelPlan] = {}
+        for i, st in enumerate(lowered.steps):
+            if st.kind == "kernel":
+                st.instance = OpInstance(f"{name}:{st.name}", st.instance.type, st.instance.attrs)
+                steps[i] = add_instance(st.instance)
+        models.append((name, path, lowered, steps))
 
     kernels = list(by_spec.values())
     for k in kernels:
         k.variant = choose_variant(k.spec, profile, log)
-    names = [k.symbol for k in kernels]
-    assert len(set(names)) == len(names), "kernel names must be unique"
-    return Plan(options, profile, kernels, log)
+    symbols = [k.symbol for k in kernels]
+    assert len(set(symbols)) == len(symbols), "kernel names must be unique"
+    model_plans = []
+    for name, path, lowered, steps in models:
+        mem = plan_arena(lowered)
+        log.add("memory", name, f"arena={mem.arena_bytes}", "memory_plan", lower_bound=mem.lower_bound_bytes,
+                naive=mem.naive_bytes, strategy=mem.strategy)
+        model_plans.append(ModelPlan(name, str(path), lowered, mem, steps))
+    return Plan(options, profile, kernels, log, model_plans)

@@ -18,7 +18,9 @@ import jinja2
 
 from . import KilnError
 from .opspec import features, render_opspec
-from .pipeline import KernelPlan, Plan
+import numpy as np
+
+from .pipeline import KernelPlan, ModelPlan, Plan
 from .profiles import POSITIONS, PROFILES, VEC_OPS
 
 TEMPLATE_DIR = Path(__file__).resolve().parent.parent / "templates"
@@ -32,9 +34,69 @@ def output_files(plan: Plan) -> list[str]:
     files = ["kiln_profiles.hpp", "kiln_kernel_table.hpp", "manifest.json"]
     files += [f"{KERNEL_DIR}/{k.symbol}.cpp" for k in plan.kernels]
     files += [f"{OPSPEC_DIR}/{k.spec.name}.opspec" for k in plan.kernels]
+    files += [f"models/{m.name}.weights.bin" for m in plan.models]
     if plan.options.debug_optimization_path:
         files.append(LOG_FILE)
     return files
+
+
+GLUE_CODES = {"input_nchw": 0, "input_nd": 1, "to_nchw": 2, "output_nd": 3, "output_nchw": 4}
+SPACE_ARENA, SPACE_WEIGHTS, SPACE_INPUT, SPACE_OUTPUT = 0, 1, 2, 3
+WEIGHT_ALIGN = 64
+
+
+def weights_blob(m: ModelPlan) -> tuple[bytes, dict[str, tuple[int, int]]]:
+    """All packed weights of a model in one blob: name -> (offset, bytes)."""
+    parts, index, off = [], {}, 0
+    for name, arr in m.lowered.weights.items():
+        data = arr.astype(np.float16 if arr.dtype == np.float16 else np.float32).tobytes()
+        pad = (-off) % WEIGHT_ALIGN
+        parts.append(b"\0" * pad)
+        off += pad
+        index[name] = (off, len(data))
+        parts.append(data)
+        off += len(data)
+    return b"".join(parts), index
+
+
+def model_record(m: ModelPlan, kernel_symbols: dict[int, str], windex: dict[str, tuple[int, int]],
+                 blob_bytes: int) -> dict:
+    low, mem = m.lowered, m.memory
+    inputs = [n for n, _ in low.graph_inputs]
+    outputs = [f"{n}@out" for n, _ in low.graph_outputs]
+
+    def ref(v: str) -> list[int]:
+        if v in windex:
+            return [SPACE_WEIGHTS, *windex[v]]
+        if v in inputs:
+            shape = dict(low.graph_inputs)[v]
+            return [SPACE_INPUT, inputs.index(v), int(np.prod(shape)) * 4]
+        if v in outputs:
+            return [SPACE_OUTPUT, outputs.index(v), low.storage[v].nbytes]
+        root = low.aliases.get(v, v)
+        return [SPACE_ARENA, mem.placements[root].offset, low.storage[v].nbytes]
+
+    steps = []
+    for i, s in enumerate(low.steps):
+        steps.append({
+            "name": s.name, "kind": s.kind, "ops": s.ops, "op_types": s.op_types,
+            "kernel": kernel_symbols.get(i), "glue": GLUE_CODES.get(s.glue), "params": s.params,
+            "inputs": [ref(v) for v in s.inputs], "output": ref(s.output),
+        })
+    return {
+        "name": m.name,
+        "onnx": m.onnx_path,
+        "inputs": [{"name": n, "shape": list(sh)} for n, sh in low.graph_inputs],
+        "outputs": [{"name": n, "shape": list(sh)} for n, sh in low.graph_outputs],
+        "weights_file": f"models/{m.name}.weights.bin",
+        "weights_bytes": blob_bytes,
+        "arena_bytes": mem.arena_bytes,
+        "memory": {"lower_bound_bytes": mem.lower_bound_bytes, "naive_bytes": mem.naive_bytes,
+                   "strategy": mem.strategy},
+        "kernel_launches": sum(1 for s in low.steps if s.kind == "kernel"),
+        "unique_kernels": len(set(kernel_symbols.values())),
+        "steps": steps,
+    }
 
 
 def _env(template_dir: Path) -> jinja2.Environment:
@@ -64,21 +126,27 @@ def kernel_record(k: KernelPlan) -> dict:
     }
 
 
-def manifest(plan: Plan) -> dict:
+def manifest(plan: Plan, blobs: dict[str, tuple[bytes, dict]] | None = None) -> dict:
+    blobs = blobs if blobs is not None else {m.name: weights_blob(m) for m in plan.models}
     return {
         "profile": plan.profile.name,
         "options": plan.options.as_dict(),
         "kernels": [kernel_record(k) for k in plan.kernels],
+        "models": [model_record(m, {i: k.symbol for i, k in m.step_kernels.items()}, blobs[m.name][1],
+                                len(blobs[m.name][0])) for m in plan.models],
     }
 
 
-def render(plan: Plan, template_dir: Path | None = None, progress=None) -> dict[str, str]:
+def render(plan: Plan, template_dir: Path | None = None, progress=None) -> dict[str, str | bytes]:
     env = _env(template_dir or TEMPLATE_DIR)
     files: dict[str, str] = {}
     profile_cpp = plan.profile.name
     files["kiln_profiles.hpp"] = env.get_template("kiln_profiles.hpp.j2").render(
         profiles=list(PROFILES.values()), positions=POSITIONS, vec_ops=VEC_OPS, baked=profile_cpp)
-    man = manifest(plan)
+    blobs = {m.name: weights_blob(m) for m in plan.models}
+    for m in plan.models:
+        files[f"models/{m.name}.weights.bin"] = blobs[m.name][0]
+    man = manifest(plan, blobs)
     man_json = json.dumps(man, indent=1, sort_keys=False)
     if ")KILNMANIFEST" in man_json:
         raise KilnError("render", "manifest", "manifest contains the raw-string delimiter")
@@ -103,26 +171,28 @@ def render(plan: Plan, template_dir: Path | None = None, progress=None) -> dict[
     return files
 
 
-def write_outputs(files: dict[str, str], out_dir: Path) -> list[str]:
+def write_outputs(files: dict[str, str | bytes], out_dir: Path) -> list[str]:
     """Atomically replaces changed files; removes generated files no longer produced.
     Returns the names that changed."""
     changed = []
     out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "models").mkdir(exist_ok=True)  # installed as a directory, even when empty
     for name, text in files.items():
         path = out_dir / name
         path.parent.mkdir(parents=True, exist_ok=True)
-        if path.exists() and path.read_text() == text:
+        data = text.encode() if isinstance(text, str) else text
+        if path.exists() and path.stat().st_size == len(data) and path.read_bytes() == data:
             continue
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         try:
-            with os.fdopen(fd, "w") as f:
-                f.write(text)
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
             os.replace(tmp, path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
         changed.append(name)
-    for sub, pattern in ((KERNEL_DIR, "*.cpp"), (OPSPEC_DIR, "*.opspec")):
+    for sub, pattern in ((KERNEL_DIR, "*.cpp"), (OPSPEC_DIR, "*.opspec"), ("models", "*.weights.bin")):
         for stale in (out_dir / sub).glob(pattern):
             if f"{sub}/{stale.name}" not in files:
                 stale.unlink()

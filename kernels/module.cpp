@@ -7,6 +7,7 @@
 #include <map>
 #include <string>
 
+#include "kiln/executor.hpp"
 #include "kiln/kernel_abi.hpp"
 #include "kiln/layouts.hpp"
 #include "kiln_kernel_table.hpp"
@@ -322,6 +323,98 @@ class InteractiveCore {
   std::unique_ptr<Core> core_;
 };
 
+// ---- model executor ------------------------------------------------------------
+// Built from the model's plan in the manifest (Python passes it as plain lists);
+// every reference is checked against the kernel table, the arena and the weights
+// once here, so a run does no checking beyond the input shapes.
+class PyExecutor {
+ public:
+  PyExecutor(const std::string& model, py::list steps, std::size_t arena_bytes, py::array_t<std::uint8_t> weights,
+             std::vector<std::vector<std::size_t>> input_shapes, std::vector<std::vector<std::size_t>> output_shapes)
+      : model_(model), weights_(weights), in_shapes_(std::move(input_shapes)), out_shapes_(std::move(output_shapes)) {
+    std::vector<StepPlan> plan;
+    const std::size_t wbytes = weights.size();
+    for (py::handle h : steps) {
+      py::dict d = py::reinterpret_borrow<py::dict>(h);
+      StepPlan s;
+      s.name = d["name"].cast<std::string>();
+      auto ref = [&](py::handle r) {
+        auto t = r.cast<std::vector<std::size_t>>();
+        TensorRef tr{static_cast<Space>(t.at(0)), t.at(1), t.at(2)};
+        const bool ok = tr.space == Space::Arena     ? tr.offset + tr.bytes <= arena_bytes
+                        : tr.space == Space::Weights ? tr.offset + tr.bytes <= wbytes
+                        : tr.space == Space::Input   ? tr.offset < in_shapes_.size()
+                                                     : tr.offset < out_shapes_.size();
+        if (!ok) throw py::value_error("model '" + model + "', step '" + s.name + "': tensor reference out of range");
+        return tr;
+      };
+      for (py::handle r : d["inputs"].cast<py::list>()) s.inputs.push_back(ref(r));
+      s.output = ref(d["output"]);
+      if (!d["kernel"].is_none()) {
+        s.kernel = &find_kernel(d["kernel"].cast<std::string>());
+        if (s.inputs.size() != s.kernel->inputs.size())
+          throw py::value_error("model '" + model + "', step '" + s.name + "': input count differs from the kernel's");
+        for (std::size_t i = 0; i < s.inputs.size(); ++i) {
+          const TensorDesc& t = s.kernel->inputs[i];
+          if (s.inputs[i].bytes != t.numel() * (t.dtype == DType::F16 ? 2 : 4))
+            throw py::value_error("model '" + model + "', step '" + s.name + "': input '" + t.name +
+                                  "' size differs from kernel " + s.kernel->name);
+        }
+        if (s.output.bytes != s.kernel->output.numel() * 2)
+          throw py::value_error("model '" + model + "', step '" + s.name + "': output size differs from kernel");
+      } else {
+        s.glue = static_cast<Glue>(d["glue"].cast<int>());
+        s.params = d["params"].cast<std::vector<long>>();
+      }
+      plan.push_back(std::move(s));
+    }
+    exec_ = std::make_unique<Executor>(std::move(plan), arena_bytes, weights.data(), wbytes);
+  }
+
+  py::list run(const std::vector<py::array>& inputs, const std::vector<py::array>& outputs) {
+    if (inputs.size() != in_shapes_.size())
+      throw py::value_error("model '" + model_ + "' takes " + std::to_string(in_shapes_.size()) + " inputs, got " +
+                            std::to_string(inputs.size()));
+    std::vector<const float*> in;
+    std::vector<float*> out;
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      const py::array& a = inputs[i];
+      std::vector<std::size_t> s(a.shape(), a.shape() + a.ndim());
+      if (s != in_shapes_[i])
+        throw py::value_error("model '" + model_ + "': input " + std::to_string(i) + " must have shape " +
+                              shape_text(in_shapes_[i]) + ", got " + shape_text(a));
+      if (!(a.dtype().kind() == 'f' && a.itemsize() == 4) || !(a.flags() & py::array::c_style))
+        throw py::type_error("model '" + model_ + "': inputs must be C-contiguous float32");
+      in.push_back(static_cast<const float*>(a.data()));
+    }
+    for (std::size_t i = 0; i < outputs.size(); ++i) {
+      py::array a = outputs[i];
+      std::vector<std::size_t> s(a.shape(), a.shape() + a.ndim());
+      if (s != out_shapes_.at(i) || !(a.dtype().kind() == 'f' && a.itemsize() == 4) || !a.writeable() ||
+          !(a.flags() & py::array::c_style))
+        throw py::value_error("model '" + model_ + "': output " + std::to_string(i) +
+                              " must be a writable C-contiguous float32 array of shape " + shape_text(out_shapes_[i]));
+      out.push_back(static_cast<float*>(a.mutable_data()));
+    }
+    std::vector<StepResult> res;
+    {
+      py::gil_scoped_release release;
+      res = exec_->run(in, out);
+    }
+    py::list cycles;
+    for (const auto& r : res) cycles.append(r.is_kernel ? py::object(py::float_(r.cycles)) : py::object(py::none()));
+    return cycles;
+  }
+
+  std::size_t arena_bytes() const { return exec_->arena_bytes(); }
+
+ private:
+  std::string model_;
+  py::array_t<std::uint8_t> weights_;  // keeps the blob alive
+  std::vector<std::vector<std::size_t>> in_shapes_, out_shapes_;
+  std::unique_ptr<Executor> exec_;
+};
+
 }  // namespace
 
 PYBIND11_MODULE(_core, m) {
@@ -389,6 +482,15 @@ PYBIND11_MODULE(_core, m) {
     layout::dw_weight_to_c1hwc0(w.data(), out.mutable_data(), c, kh, kw);
     return out;
   });
+
+  py::class_<PyExecutor>(m, "Executor")
+      .def(py::init<const std::string&, py::list, std::size_t, py::array_t<std::uint8_t>,
+                    std::vector<std::vector<std::size_t>>, std::vector<std::vector<std::size_t>>>(),
+           py::arg("model"), py::arg("steps"), py::arg("arena_bytes"), py::arg("weights"), py::arg("input_shapes"),
+           py::arg("output_shapes"))
+      .def("run", &PyExecutor::run, py::arg("inputs"), py::arg("outputs"),
+           "Runs every step; returns the simulated cycles of each kernel step (None for glue steps).")
+      .def_property_readonly("arena_bytes", &PyExecutor::arena_bytes);
 
   py::class_<Handle>(m, "Tensor")
       .def_readonly("buffer", &Handle::pos)

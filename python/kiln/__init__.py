@@ -13,10 +13,11 @@ from functools import lru_cache
 
 from . import _core
 from ._core import AlignmentError, BoundsError, CapacityError, EmulationError, SyncError
+from .model import Model
 from .runtime import Kernel
 
-__all__ = ["kernels", "kernel", "build_info", "manifest", "Kernel", "EmulationError", "CapacityError",
-           "AlignmentError", "SyncError", "BoundsError", "Core"]
+__all__ = ["kernels", "kernel", "load", "models", "build_info", "manifest", "Kernel", "Model", "EmulationError",
+           "CapacityError", "AlignmentError", "SyncError", "BoundsError", "Core"]
 
 Core = _core.Core  # an emulated AI core driven one instruction at a time
 
@@ -36,6 +37,20 @@ def build_info() -> dict:
 def kernels() -> list[Kernel]:
     """Every baked kernel, in kernel-list order."""
     return [Kernel(rec) for rec in manifest()["kernels"]]
+
+
+def models() -> list[str]:
+    """Names of the models baked into this build (KILN_MODELS)."""
+    return [m["name"] for m in manifest()["models"]]
+
+
+def load(name: str) -> Model:
+    """A baked model, by name or by the path of the ONNX file it was baked from."""
+    for rec in manifest()["models"]:
+        if name in (rec["name"], rec["onnx"]):
+            return Model(rec, {k["name"]: k for k in manifest()["kernels"]})
+    raise KeyError(f"no baked model {name!r}; this build has: {', '.join(models()) or 'none'} "
+                   f"(bake more with -Ccmake.define.KILN_MODELS=...)")
 
 
 def kernel(name: str) -> Kernel:

@@ -1,0 +1,123 @@
+// The graph executor: runs a baked model's steps in order, kernels on the
+// emulator and glue (layout changes at the graph boundary) on the host.
+// Intermediate tensors live in one arena at offsets planned at build time;
+// weights live in one read-only blob packed at build time. Each run gets its
+// own arena, so concurrent runs of one model from several threads are safe.
+#pragma once
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "kiln/kernel_abi.hpp"
+#include "kiln/layouts.hpp"
+
+namespace kiln {
+
+enum class Space : int { Arena = 0, Weights = 1, Input = 2, Output = 3 };
+
+struct TensorRef {
+  Space space;
+  std::size_t offset;  // bytes into the arena or the weights; index for inputs/outputs
+  std::size_t bytes;
+};
+
+enum class Glue : int { InputNCHW = 0, InputND = 1, ToNCHW = 2, OutputND = 3, OutputNCHW = 4 };
+
+struct StepPlan {
+  const KernelEntry* kernel = nullptr;  // kernel step, or
+  Glue glue = Glue::InputND;            // glue step
+  std::vector<long> params;             // glue shape parameters
+  std::vector<TensorRef> inputs;
+  TensorRef output;
+  std::string name;
+};
+
+struct StepResult {
+  double cycles = 0;
+  bool is_kernel = false;
+};
+
+class Executor {
+ public:
+  Executor(std::vector<StepPlan> steps, std::size_t arena_bytes, const std::uint8_t* weights, std::size_t weight_bytes)
+      : steps_(std::move(steps)), arena_bytes_(arena_bytes), weights_(weights), weight_bytes_(weight_bytes) {}
+
+  std::size_t arena_bytes() const { return arena_bytes_; }
+
+  // inputs/outputs: host fp32 buffers in the model's logical shapes.
+  std::vector<StepResult> run(const std::vector<const float*>& inputs, const std::vector<float*>& outputs) const {
+    struct Free {
+      void operator()(std::uint8_t* p) const { std::free(p); }
+    };
+    std::unique_ptr<std::uint8_t, Free> arena(
+        static_cast<std::uint8_t*>(std::aligned_alloc(128, ((arena_bytes_ + 127) / 128) * 128 + 128)));
+    if (!arena) throw std::bad_alloc();
+    std::vector<StepResult> results(steps_.size());
+    std::vector<const void*> in_ptrs;
+    for (std::size_t i = 0; i < steps_.size(); ++i) {
+      const StepPlan& s = steps_[i];
+      in_ptrs.clear();
+      for (const auto& r : s.inputs) in_ptrs.push_back(resolve(r, arena.get(), inputs, outputs));
+      void* out = const_cast<void*>(resolve(s.output, arena.get(), inputs, outputs));
+      if (s.kernel) {
+        emu::KernelStats ks = s.kernel->fn(in_ptrs.data(), out);
+        results[i] = {ks.cycles, true};
+      } else {
+        run_glue(s, in_ptrs[0], out);
+      }
+    }
+    return results;
+  }
+
+ private:
+  const void* resolve(const TensorRef& r, std::uint8_t* arena, const std::vector<const float*>& inputs,
+                      const std::vector<float*>& outputs) const {
+    switch (r.space) {
+      case Space::Arena: return arena + r.offset;
+      case Space::Weights: return weights_ + r.offset;
+      case Space::Input: return inputs.at(r.offset);
+      case Space::Output: return outputs.at(r.offset);
+    }
+    throw std::logic_error("bad tensor space");
+  }
+
+  static void run_glue(const StepPlan& s, const void* in, void* out) {
+    const auto& p = s.params;
+    auto count = [&] {
+      std::size_t n = 1;
+      for (long d : p) n *= std::size_t(d);
+      return n;
+    };
+    switch (s.glue) {
+      case Glue::InputNCHW:
+        layout::nchw_to_nc1hwc0(static_cast<const float*>(in), static_cast<f16*>(out), p[0], p[1], p[2], p[3]);
+        break;
+      case Glue::InputND:
+        f32_to_f16(static_cast<const float*>(in), static_cast<f16*>(out), count());
+        break;
+      case Glue::ToNCHW:
+        layout::nc1hwc0_to_nchw(static_cast<const f16*>(in), static_cast<f16*>(out), p[0], p[1], p[2], p[3]);
+        break;
+      case Glue::OutputND:
+        f16_to_f32(static_cast<const f16*>(in), static_cast<float*>(out), count());
+        break;
+      case Glue::OutputNCHW: {
+        const std::size_t n = count();
+        std::vector<f16> tmp(n);
+        layout::nc1hwc0_to_nchw(static_cast<const f16*>(in), tmp.data(), p[0], p[1], p[2], p[3]);
+        f16_to_f32(tmp.data(), static_cast<float*>(out), n);
+        break;
+      }
+    }
+  }
+
+  std::vector<StepPlan> steps_;
+  std::size_t arena_bytes_;
+  const std::uint8_t* weights_;
+  std::size_t weight_bytes_;
+};
+
+}  // namespace kiln

@@ -1,0 +1,76 @@
+"""A baked model: the whole graph runs in one C++ call (kernels on the emulated
+AI Core, layout glue on the host), intermediates in one arena planned at build
+time, weights from the blob packed at build time."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib import resources
+
+import numpy as np
+
+from . import _core
+
+
+@dataclass
+class KernelStep:
+    """One kernel launch of a model: which ops it runs and with which kernel."""
+    name: str
+    ops: list[str]
+    op_types: list[str]
+    kernel: str
+    simulated_cycles: float | None = None
+
+
+class Model:
+    """`kiln.load(name)`; thread-safe: every run has its own arena."""
+
+    def __init__(self, record: dict, kernels: dict[str, dict]):
+        self.record = record
+        self.name: str = record["name"]
+        self.inputs = [(i["name"], tuple(i["shape"])) for i in record["inputs"]]
+        self.outputs = [(o["name"], tuple(o["shape"])) for o in record["outputs"]]
+        self.arena_bytes: int = record["arena_bytes"]
+        self.kernel_launches: int = record["kernel_launches"]
+        self._specs = kernels
+        path = resources.files("kiln") / record["weights_file"]
+        with resources.as_file(path) as p:
+            weights = np.fromfile(p, dtype=np.uint8)
+        if weights.size != record["weights_bytes"]:
+            raise RuntimeError(f"model {self.name}: weights file {path} has {weights.size} bytes, "
+                               f"expected {record['weights_bytes']}; reinstall kiln")
+        self._exec = _core.Executor(self.name, record["steps"], record["arena_bytes"], weights,
+                                    [list(s) for _, s in self.inputs], [list(s) for _, s in self.outputs])
+        self.kernels = [KernelStep(s["name"], s["ops"], s["op_types"], s["kernel"])
+                        for s in record["steps"] if s["kind"] == "kernel"]
+
+    def __repr__(self) -> str:
+        return (f"<kiln.Model {self.name}: {self.kernel_launches} kernel launches, "
+                f"{len({k.kernel for k in self.kernels})} unique kernels, arena {self.arena_bytes} B>")
+
+    def run(self, *inputs: np.ndarray, out: np.ndarray | list[np.ndarray] | None = None):
+        """fp32 in, fp32 out, in the ONNX model's shapes. Returns one array per output
+        (a single array when the model has one output)."""
+        if len(inputs) != len(self.inputs):
+            raise TypeError(f"model {self.name} takes {len(self.inputs)} input(s) "
+                            f"({', '.join(n for n, _ in self.inputs)}), got {len(inputs)}")
+        xs = []
+        for (name, shape), x in zip(self.inputs, inputs):
+            x = np.ascontiguousarray(x, dtype=np.float32)
+            if x.shape != shape:
+                raise ValueError(f"model {self.name}: input '{name}' must have shape {shape}, got {x.shape}")
+            xs.append(x)
+        if out is None:
+            outs = [np.empty(shape, np.float32) for _, shape in self.outputs]
+        else:
+            outs = [out] if isinstance(out, np.ndarray) else list(out)
+        cycles = self._exec.run(xs, outs)
+        ks = iter(self.kernels)
+        for step, c in zip(self.record["steps"], cycles):
+            if step["kind"] == "kernel":
+                next(ks).simulated_cycles = c
+        return outs[0] if len(outs) == 1 else outs
+
+    @property
+    def simulated_cycles(self) -> float:
+        """Sum over kernel launches of the last run (kernels run one after another)."""
+        return sum(k.simulated_cycles or 0 for k in self.kernels)
