@@ -34,6 +34,40 @@ def _log(args) -> int:
     return 0
 
 
+def _validate(args) -> int:
+    import kiln
+    from . import validate as v
+    try:
+        model = kiln.load(args.model)
+    except KeyError as e:
+        print(f"kiln: {e.args[0]}", file=sys.stderr)
+        return 2
+    report = v.validate(model, seeds=tuple(range(args.seeds)))
+    if args.json:
+        json.dump(report, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        print(v.format_text(report))
+    return 0 if report["passed"] else 1
+
+
+def _run(args) -> int:
+    import numpy as np
+    import kiln
+    model = kiln.load(args.model)
+    if args.input:
+        x = np.load(args.input)
+    else:
+        x = np.random.default_rng(0).standard_normal(model.inputs[0][1]).astype(np.float32)
+    y = model.run(x)
+    y = y if isinstance(y, np.ndarray) else y[0]
+    if args.output:
+        np.save(args.output, y)
+    print(f"{model.name}: output {model.outputs[0][0]} shape {y.shape}, simulated {model.simulated_cycles:.0f} cycles "
+          f"over {model.kernel_launches} kernel launches ({kiln.build_info()['profile']})")
+    return 0
+
+
 def _info(args) -> int:
     import kiln
     json.dump(kiln.build_info(), sys.stdout, indent=1)
@@ -49,6 +83,16 @@ def main(argv: list[str] | None = None) -> int:
     k.set_defaults(fn=_kernels)
     sub.add_parser("log", help="print the optimisation-path log of this build").set_defaults(fn=_log)
     sub.add_parser("info", help="build options, profile, host ISA").set_defaults(fn=_info)
+    v = sub.add_parser("validate", help="compare a baked model with ONNX Runtime on the same ONNX file")
+    v.add_argument("model", help="baked model name or the ONNX path it was baked from")
+    v.add_argument("--json", action="store_true")
+    v.add_argument("--seeds", type=int, default=3, help="number of random inputs (seeds 0..N-1)")
+    v.set_defaults(fn=_validate)
+    r = sub.add_parser("run", help="run a baked model once")
+    r.add_argument("model")
+    r.add_argument("--input", help=".npy input (default: seeded random)")
+    r.add_argument("--output", help="write the output here (.npy)")
+    r.set_defaults(fn=_run)
     args = ap.parse_args(argv)
     return args.fn(args)
 

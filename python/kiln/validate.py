@@ -1,0 +1,94 @@
+"""`kiln validate`: a baked model against ONNX Runtime on the same ONNX file.
+
+Both run the same seeded standard-normal inputs (fp32 at the boundary); kiln's
+result went through fp16 weights and activations with fp32 accumulation, so
+it is compared with thresholds, not bitwise: cosine similarity >= 0.999 on every
+output, and for classifiers (a last dimension of 1000) the same top-1 class on
+every seed. Errors are relative to the largest reference magnitude.
+"""
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+COSINE_MIN = 0.999
+
+
+def onnx_path_of(record: dict) -> Path:
+    """The ONNX file a model was baked from; zoo models are rebuilt (same seed) if the build dir is gone."""
+    p = Path(record["onnx"])
+    if p.is_file():
+        return p
+    from .codegen import zoo
+    from .codegen.pipeline import ZOO_SEED
+    if record["name"] in zoo.ZOO:
+        out = Path(tempfile.gettempdir()) / "kiln-zoo" / f"{record['name']}.onnx"
+        if not out.is_file():
+            zoo.write(record["name"], out, seed=ZOO_SEED)
+        return out
+    raise FileNotFoundError(f"model {record['name']}: its ONNX file {p} no longer exists")
+
+
+def compare(got: np.ndarray, want: np.ndarray) -> dict:
+    g, w = got.astype(np.float64).ravel(), want.astype(np.float64).ravel()
+    denom = np.linalg.norm(g) * np.linalg.norm(w)
+    cosine = float(g @ w / denom) if denom > 0 else float(np.array_equal(g, w))
+    scale = float(np.abs(w).max()) or 1.0
+    err = np.abs(g - w)
+    return {"cosine": cosine, "max_abs_err": float(err.max()), "max_rel_err": float(err.max() / scale)}
+
+
+def ort_session(path: Path, extra_outputs: list[str] | None = None, threads: int = 2):
+    import onnx
+    import onnxruntime as ort
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.log_severity_level = 3
+    if not extra_outputs:
+        return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+    model = onnx.load(str(path))
+    have = {o.name for o in model.graph.output}
+    for name in extra_outputs:
+        if name not in have:
+            model.graph.output.append(onnx.helper.make_empty_tensor_value_info(name))
+    return ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+
+
+def validate(model, seeds=(0, 1, 2)) -> dict:
+    """model: a kiln.Model. Returns the report dict (see the README's CLI contract)."""
+    path = onnx_path_of(model.record)
+    sess = ort_session(path)
+    ort_inputs = [i.name for i in sess.get_inputs()]
+    outputs: dict[str, dict] = {}
+    top1 = []
+    for seed in seeds:
+        rng = np.random.default_rng(seed)
+        xs = [rng.standard_normal(shape).astype(np.float32) for _, shape in model.inputs]
+        got = model.run(*xs)
+        got = [got] if isinstance(got, np.ndarray) else got
+        want = sess.run([n for n, _ in model.outputs], dict(zip(ort_inputs, xs)))
+        for (name, _), g, w in zip(model.outputs, got, want):
+            c = compare(g, w)
+            o = outputs.setdefault(name, {"name": name, "cosine": 1.0, "max_abs_err": 0.0, "max_rel_err": 0.0})
+            o["cosine"] = min(o["cosine"], c["cosine"])
+            o["max_abs_err"] = max(o["max_abs_err"], c["max_abs_err"])
+            o["max_rel_err"] = max(o["max_rel_err"], c["max_rel_err"])
+            if g.shape[-1] == 1000:  # a classifier head
+                top1.append(bool(np.array_equal(g.reshape(-1, 1000).argmax(1), w.reshape(-1, 1000).argmax(1))))
+    outs = list(outputs.values())
+    passed = all(o["cosine"] >= COSINE_MIN for o in outs) and all(top1)
+    return {"model": model.name, "onnx": str(path), "passed": passed, "seeds": list(seeds), "outputs": outs,
+            "top1_agreement": (sum(top1) / len(top1)) if top1 else None, "thresholds": {"cosine": COSINE_MIN}}
+
+
+def format_text(r: dict) -> str:
+    lines = [f"{r['model']}: {'PASSED' if r['passed'] else 'FAILED'} against ONNX Runtime on {r['onnx']} "
+             f"(seeds {r['seeds']})"]
+    for o in r["outputs"]:
+        lines.append(f"  {o['name']}: cosine {o['cosine']:.6f} (>= {COSINE_MIN}), max abs err {o['max_abs_err']:.3g}, "
+                     f"max rel err {o['max_rel_err']:.3g}")
+    if r["top1_agreement"] is not None:
+        lines.append(f"  top-1 agreement {100 * r['top1_agreement']:.0f}%")
+    return "\n".join(lines)
