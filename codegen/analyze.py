@@ -1,0 +1,139 @@
+"""kiln analyze: what an ONNX file holds and what kiln makes of it.
+
+analyze() reports the file as written (node count, op histogram, parameter
+bytes) next to the kiln IR after the frontend's passes (node count, op
+histogram, FLOPs) and every problem that would stop load_onnx(). It returns
+its dict even when the model has unsupported ops; only an unreadable file or a
+malformed graph raises KilnError. format_text() renders the dict for the CLI.
+
+FLOPs are counted on the IR (after constant and BatchNormalization folding):
+a multiply-add is 2 (Conv, Gemm, MatMul), elementwise ops 1 per output
+element, pooling and reductions 1 per element read; data movement (Reshape,
+Transpose, ...) 0.
+"""
+from __future__ import annotations
+
+import math
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from . import onnx_frontend
+from .ir import Graph, Node
+
+# TensorProto element types that hold parameters, with their byte sizes
+_FLOAT_BYTES = {1: 4, 10: 2, 11: 8, 16: 2}  # FLOAT, FLOAT16, DOUBLE, BFLOAT16
+_DATA_MOVEMENT = {"Reshape", "Flatten", "Transpose", "Concat", "Identity"}
+_READS_INPUT = {"GlobalAveragePool", "ReduceMean", "Softmax", "LayerNormalization"}
+
+
+def _float_bytes(tensor) -> int:
+    return math.prod(tensor.dims) * _FLOAT_BYTES.get(tensor.data_type, 0)
+
+
+def _params_bytes(model) -> int:
+    """Float initializers, plus float Constant nodes (some exporters store weights that way)."""
+    total = sum(_float_bytes(t) for t in model.graph.initializer)
+    for n in model.graph.node:
+        if n.op_type == "Constant":
+            total += sum(_float_bytes(a.t) for a in n.attribute if a.name == "value")
+    return total
+
+
+def node_flops(node: Node, graph: Graph) -> int | None:
+    """FLOPs of one IR node; None when a shape it needs is not static."""
+    shapes = [graph.values[v].shape if v in graph.values else None for v in [*node.inputs, *node.outputs] if v]
+    if not all(onnx_frontend.is_static(s) for s in shapes):
+        return None
+    out = math.prod(graph.values[node.outputs[0]].shape)
+    op = node.op_type
+    if op == "Conv":
+        w = graph.values[node.inputs[1]].shape  # [C_out, C_in / group, kh, kw]
+        return 2 * out * math.prod(w[1:])
+    if op == "Gemm":
+        a = graph.values[node.inputs[0]].shape
+        return 2 * out * a[1]
+    if op == "MatMul":
+        return 2 * out * graph.values[node.inputs[0]].shape[-1]
+    if op in ("MaxPool", "AveragePool"):
+        return out * math.prod(node.attrs.get("kernel_shape", (1,)))
+    if op in _READS_INPUT:
+        return math.prod(graph.values[node.inputs[0]].shape)
+    if op in _DATA_MOVEMENT:
+        return 0
+    return out
+
+
+def analyze(path: str | Path, batch: int = 1) -> dict[str, Any]:
+    model = onnx_frontend.read_model(path)
+    file_ops = Counter(n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}.{n.op_type}"
+                       for n in model.graph.node)
+    report: dict[str, Any] = {
+        "model": str(path),
+        "batch": batch,
+        "opset": onnx_frontend.default_opset(model),
+        "nodes": len(model.graph.node),
+        "op_histogram": dict(file_ops.most_common()),
+        "params_bytes": _params_bytes(model),
+    }
+    log: list[str] = []
+    graph, problems = onnx_frontend.build_graph(model, path, batch, log)  # binds the model's inputs in place
+
+    flops_by_op: Counter[str] = Counter()
+    complete = True
+    for node in graph.nodes:
+        f = node_flops(node, graph)
+        if f is None:
+            complete = False
+        else:
+            flops_by_op[node.op_type] += f
+    report.update({
+        "inputs": {v.name: list(v.shape) if v.shape is not None else None for v in graph.inputs},
+        "outputs": {v.name: list(v.shape) if v.shape is not None else None for v in graph.outputs},
+        "flops": sum(flops_by_op.values()),
+        "flops_by_op": dict(flops_by_op.most_common()),
+        "flops_complete": complete,  # False: some node's shapes were unknown and it was not counted
+        "unsupported": [p.as_dict() for p in problems],
+        "ir_nodes": len(graph.nodes),
+        "ir_op_histogram": dict(Counter(n.op_type for n in graph.nodes).most_common()),
+        "passes": log,
+    })
+    return report
+
+
+def _si(x: float, unit: str) -> str:
+    for scale, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(x) >= scale:
+            return f"{x / scale:.3g} {prefix}{unit}"
+    return f"{x:.3g} {unit}"
+
+
+def _histogram(h: dict[str, int]) -> str:
+    return ", ".join(f"{op} {k}" for op, k in h.items())
+
+
+def format_text(report: dict[str, Any]) -> str:
+    shapes = lambda d: ", ".join(f"{k} {v}" for k, v in d.items())  # noqa: E731
+    lines = [
+        f"model       {report['model']} (opset {report['opset']}, batch {report['batch']})",
+        f"inputs      {shapes(report.get('inputs', {}))}",
+        f"outputs     {shapes(report.get('outputs', {}))}",
+        f"ONNX nodes  {report['nodes']}: {_histogram(report['op_histogram'])}",
+        f"kiln IR     {report['ir_nodes']} nodes after the frontend passes: {_histogram(report['ir_op_histogram'])}",
+        f"FLOPs       {_si(report['flops'], 'FLOP')} (multiply-add = 2"
+        + ("" if report.get("flops_complete", True) else "; nodes with unknown shapes not counted") + ")"
+        + (": " + ", ".join(f"{op} {_si(f, '')}".rstrip() for op, f in report["flops_by_op"].items() if f)
+           if report.get("flops_by_op") else ""),
+        f"parameters  {_si(report['params_bytes'], 'B')} (float initializers)",
+    ]
+    for decision in report.get("passes", []):
+        lines.append(f"  {decision}")
+    problems = report["unsupported"]
+    if problems:
+        lines.append(f"NOT SUPPORTED: {len(problems)} problem(s)")
+        for p in problems:
+            where = f"node '{p['node']}' ({p['op_type']})" if p["op_type"] else (p["node"] and f"'{p['node']}'") or "model"
+            lines.append(f"  {where}: {p['reason']}")
+    else:
+        lines.append("supported   yes: every node compiles")
+    return "\n".join(lines)
