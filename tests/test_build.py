@@ -44,8 +44,10 @@ def generator_args():
 
 
 def configure(src: Path, build: Path, *defines: str) -> subprocess.CompletedProcess:
+    """Configures with no models unless the defines name some (the zoo takes minutes to compile)."""
+    models = [] if any(d.startswith("KILN_MODELS=") for d in defines) else ["-DKILN_MODELS="]
     return run([cmake_exe(), "-S", src, "-B", build, *generator_args(), f"-DPython_EXECUTABLE={sys.executable}",
-                *[f"-D{d}" for d in defines]])
+                *models, *[f"-D{d}" for d in defines]])
 
 
 def build_cmd(build: Path) -> subprocess.CompletedProcess:
@@ -193,3 +195,60 @@ def test_portable_build_computes_correct_results(tiny, tmp_path):
     env = dict(os.environ, PYTHONPATH=str(pkg.parent))
     r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=tmp_path)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stdout + r.stderr
+
+
+def test_configure_rejects_onnx_with_unsupported_op(tmp_path):
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])
+    node = helper.make_node("Hardmax", ["x"], ["y"], name="head.hardmax")
+    model = helper.make_model(helper.make_graph([node], "g", [x], [y]), opset_imports=[helper.make_opsetid("", 17)])
+    path = tmp_path / "bad.onnx"
+    onnx.save(model, str(path))
+    r = configure(REPO, tmp_path / "b", f"KILN_MODELS={path}")
+    assert r.returncode != 0
+    text = " ".join((r.stderr + r.stdout).split())
+    assert "head.hardmax" in text and "Hardmax" in text and "opset 17" in text, text[-1500:]
+
+
+@pytest.fixture(scope="module")
+def shared_mobilenet(tmp_path_factory):
+    """A build of the real torchvision export in shared/models (BN folded by the exporter)."""
+    onnx_file = REPO.parent / "shared" / "models" / "mobilenet_v2.onnx"
+    if not onnx_file.is_file():
+        pytest.skip(f"{onnx_file} not present")
+    root = tmp_path_factory.mktemp("shared_mobilenet")
+    kl = root / "one.toml"
+    kl.write_text('[[op]]\nlabel = "x"\ntype = "Relu"\nshape = [16]\n')
+    build = root / "build"
+    r = configure(REPO, build, f"KILN_MODELS={onnx_file}", f"KILN_KERNEL_LIST={kl}")
+    assert r.returncode == 0, r.stderr
+    r = build_cmd(build)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr
+    pkg = root / "pkg" / "kiln"
+    shutil.copytree(REPO / "python" / "kiln", pkg)
+    shutil.copytree(REPO / "codegen", pkg / "codegen", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(build / "generated" / "models", pkg / "models")
+    shutil.copy(build / "generated" / "manifest.json", pkg)
+    for so in build.glob("_core*"):
+        shutil.copy(so, pkg)
+    return pkg.parent
+
+
+def test_shared_mobilenet_export_validates(shared_mobilenet, tmp_path):
+    pytest.importorskip("onnxruntime")
+    script = textwrap.dedent("""
+        import json, kiln
+        from kiln.validate import validate
+        m = kiln.load("mobilenet_v2")
+        r = validate(m, seeds=(0, 1))
+        print(json.dumps({"passed": r["passed"], "cosine": r["outputs"][0]["cosine"],
+                          "launches": m.kernel_launches}))
+    """)
+    env = dict(os.environ, PYTHONPATH=str(shared_mobilenet))
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    import json
+    res = json.loads(r.stdout.strip().splitlines()[-1])
+    assert res["passed"] and res["cosine"] >= 0.999, res
