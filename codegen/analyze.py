@@ -98,7 +98,33 @@ def analyze(path: str | Path, batch: int = 1) -> dict[str, Any]:
         "ir_op_histogram": dict(Counter(n.op_type for n in graph.nodes).most_common()),
         "passes": log,
     })
+    if not problems:
+        report.update(_bake_preview(path, batch, report))
     return report
+
+
+def _bake_preview(path, batch: int, report: dict[str, Any]) -> dict[str, Any]:
+    """What a build would bake: kernel launches and unique kernels, or the nodes no kernel serves yet."""
+    from . import KilnError
+    from .lowering import _Lowerer, lower
+    from .opspec import opspec_of
+    graph = onnx_frontend.load_onnx(path, batch)
+    missing = [n for n in graph.nodes if n.op_type not in _Lowerer.LOWER]
+    if missing:
+        report["unsupported"] = [{"node": n.name, "op_type": n.op_type,
+                                  "reason": f"no kernel lowers {n.op_type} yet (the frontend accepts it)"}
+                                 for n in missing]
+        return {"supported": False}
+    try:
+        lowered = lower(graph, Path(path).stem)
+        specs = [opspec_of(s.instance) for s in lowered.steps if s.kind == "kernel"]
+    except KilnError as e:
+        report["unsupported"] = [{"node": e.subject, "op_type": "", "reason": e.message}]
+        return {"supported": False}
+    return {"supported": True, "would_bake": {
+        "kernel_launches": len(specs), "unique_kernels": len(set(specs)),
+        "glue_steps": sum(1 for s in lowered.steps if s.kind == "glue"),
+        "kernels": sorted({s.name for s in specs})}}
 
 
 def _si(x: float, unit: str) -> str:
@@ -135,5 +161,9 @@ def format_text(report: dict[str, Any]) -> str:
             where = f"node '{p['node']}' ({p['op_type']})" if p["op_type"] else (p["node"] and f"'{p['node']}'") or "model"
             lines.append(f"  {where}: {p['reason']}")
     else:
-        lines.append("supported   yes: every node compiles")
+        wb = report.get("would_bake", {})
+        lines.append(f"supported   yes: {wb.get('kernel_launches')} kernel launches, {wb.get('unique_kernels')} unique "
+                     f"kernels, {wb.get('glue_steps')} host glue steps")
+        for name in wb.get("kernels", []):
+            lines.append(f"  {name}")
     return "\n".join(lines)

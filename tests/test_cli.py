@@ -39,3 +39,32 @@ def test_log_without_debug_build_says_how_to_get_one():
         pytest.skip("this build has the log")
     r = run([kiln_cmd(), "log"])
     assert r.returncode == 1 and "DEBUG_OPTIMIZATION_PATH=ON" in r.stderr
+
+
+def test_model_kernels_json_contract():
+    if not kiln.models():
+        pytest.skip("no models baked")
+    name = kiln.models()[0]
+    r = run([kiln_cmd(), "kernels", name, "--json"])
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    for key in ("model", "kernel_launches", "unique_kernels", "arena_bytes", "kernels"):
+        assert key in d
+    assert d["kernel_launches"] == len(d["kernels"]) and d["unique_kernels"] <= d["kernel_launches"]
+    for k in d["kernels"]:
+        assert {"name", "ops", "op_types", "algorithm", "opspec", "tiling", "simulated_cycles"} <= set(k)
+        assert k["simulated_cycles"] > 0
+
+
+def test_analyze_reports_model_and_unsupported(tmp_path):
+    onnx = pytest.importorskip("onnx")
+    from kiln.codegen import zoo
+    path = tmp_path / "bert.onnx"
+    zoo.write("bert_layer", path)
+    r = run([kiln_cmd(), "analyze", str(path), "--json"])
+    d = json.loads(r.stdout)
+    assert r.returncode == 1 and d["nodes"] == 33 and d["flops"] > 1e9
+    assert any(u["op_type"] == "Softmax" for u in d["unsupported"])
+    shared = tmp_path.parent / "missing.onnx"
+    r = run([kiln_cmd(), "analyze", str(shared)])
+    assert r.returncode == 2 and "missing.onnx" in r.stderr

@@ -7,8 +7,39 @@ import sys
 from importlib import resources
 
 
+def _model_kernels(args) -> int:
+    """`kiln kernels MODEL`: the model's kernel launches, with simulated cycles from one seeded run."""
+    import numpy as np
+    import kiln
+    model = kiln.load(args.model)
+    rng = np.random.default_rng(0)
+    model.run(*[rng.standard_normal(shape).astype(np.float32) for _, shape in model.inputs])
+    recs = {k["name"]: k for k in kiln.manifest()["kernels"]}
+    rows = [{"name": k.kernel, "ops": k.ops, "op_types": k.op_types, "algorithm": recs[k.kernel]["family"],
+             "opspec": recs[k.kernel]["opspec"], "variant": recs[k.kernel]["variant"],
+             "tiling": recs[k.kernel]["tiling"], "simulated_cycles": k.simulated_cycles} for k in model.kernels]
+    report = {"model": model.name, "profile": kiln.build_info()["profile"],
+              "kernel_launches": model.kernel_launches, "unique_kernels": len({r["name"] for r in rows}),
+              "arena_bytes": model.arena_bytes, "simulated_cycles": model.simulated_cycles, "kernels": rows}
+    if args.json:
+        json.dump(report, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+        return 0
+    print(f"{model.name}: {report['kernel_launches']} kernel launches, {report['unique_kernels']} unique kernels, "
+          f"arena {model.arena_bytes} B, {model.simulated_cycles:.0f} simulated cycles on {report['profile']}")
+    for r in rows:
+        print(f"  {r['simulated_cycles']:>9.0f}  {r['name']:<62} {', '.join(r['ops'])}")
+    return 0
+
+
 def _kernels(args) -> int:
     import kiln
+    if args.model:
+        try:
+            return _model_kernels(args)
+        except KeyError as e:
+            print(f"kiln: {e.args[0]}", file=sys.stderr)
+            return 2
     recs = kiln.manifest()["kernels"]
     if args.json:
         json.dump({"profile": kiln.manifest()["profile"], "kernels": recs}, sys.stdout, indent=1)
@@ -32,6 +63,22 @@ def _log(args) -> int:
         return 1
     sys.stdout.write(path.read_text())
     return 0
+
+
+def _analyze(args) -> int:
+    from .codegen import KilnError
+    from .codegen.analyze import analyze, format_text
+    try:
+        report = analyze(args.file, batch=args.batch)
+    except KilnError as e:
+        print(f"kiln analyze: {e.subject}: {e.message}", file=sys.stderr)
+        return 2
+    if args.json:
+        json.dump(report, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        print(format_text(report))
+    return 0 if not report["unsupported"] else 1
 
 
 def _validate(args) -> int:
@@ -78,11 +125,17 @@ def _info(args) -> int:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="kiln", description="kiln: AOT kernels for an emulated Ascend AI Core")
     sub = ap.add_subparsers(dest="cmd", required=True)
-    k = sub.add_parser("kernels", help="list the baked kernels with spec and variant")
+    k = sub.add_parser("kernels", help="list the baked kernels with spec and variant (of one model, if given)")
+    k.add_argument("model", nargs="?", help="a baked model's name or ONNX path")
     k.add_argument("--json", action="store_true", help="machine-readable output")
     k.set_defaults(fn=_kernels)
     sub.add_parser("log", help="print the optimisation-path log of this build").set_defaults(fn=_log)
     sub.add_parser("info", help="build options, profile, host ISA").set_defaults(fn=_info)
+    a = sub.add_parser("analyze", help="what an ONNX file holds and what kiln would bake from it")
+    a.add_argument("file")
+    a.add_argument("--batch", type=int, default=1, help="value for a symbolic batch dimension")
+    a.add_argument("--json", action="store_true")
+    a.set_defaults(fn=_analyze)
     v = sub.add_parser("validate", help="compare a baked model with ONNX Runtime on the same ONNX file")
     v.add_argument("model", help="baked model name or the ONNX path it was baked from")
     v.add_argument("--json", action="store_true")
