@@ -162,8 +162,8 @@ def format_text(report: dict[str, Any]) -> str:
             lines.append(f"  {where}: {p['reason']}")
     else:
         wb = report.get("would_bake", {})
-        lines.append(f"supported   yes: {wb.get('kernel_launches')} kernel launches, {wb.get('unique_kernels')} unique "
-                     f"kernels, {wb.get('glue_steps')} host glue steps")
+        lines.append(f"supported   yes: every node compiles, {wb.get('kernel_launches')} kernel launches, "
+                     f"{wb.get('unique_kernels')} unique kernels, {wb.get('glue_steps')} host glue steps")
         for name in wb.get("kernels", []):
             lines.append(f"  {name}")
     return "\n".join(lines)

@@ -78,10 +78,13 @@ def model_record(m: ModelPlan, kernel_symbols: dict[int, str], windex: dict[str,
 
     steps = []
     for i, s in enumerate(low.steps):
+        st = low.storage[s.output]
         steps.append({
             "name": s.name, "kind": s.kind, "ops": s.ops, "op_types": s.op_types,
             "kernel": kernel_symbols.get(i), "glue": GLUE_CODES.get(s.glue), "params": s.params,
             "inputs": [ref(v) for v in s.inputs], "output": ref(s.output),
+            # the ONNX value this step produces, as held on the device (for per-kernel checks)
+            "value": s.output, "layout": st.layout, "shape": list(st.logical),
         })
     return {
         "name": m.name,

@@ -371,7 +371,7 @@ class PyExecutor {
     exec_ = std::make_unique<Executor>(std::move(plan), arena_bytes, weights.data(), wbytes);
   }
 
-  py::list run(const std::vector<py::array>& inputs, const std::vector<py::array>& outputs) {
+  py::list run(const std::vector<py::array>& inputs, const std::vector<py::array>& outputs, bool capture) {
     if (inputs.size() != in_shapes_.size())
       throw py::value_error("model '" + model_ + "' takes " + std::to_string(in_shapes_.size()) + " inputs, got " +
                             std::to_string(inputs.size()));
@@ -399,11 +399,19 @@ class PyExecutor {
     std::vector<StepResult> res;
     {
       py::gil_scoped_release release;
-      res = exec_->run(in, out);
+      res = exec_->run(in, out, capture);
     }
-    py::list cycles;
-    for (const auto& r : res) cycles.append(r.is_kernel ? py::object(py::float_(r.cycles)) : py::object(py::none()));
-    return cycles;
+    py::list steps;
+    for (const auto& r : res) {
+      if (!r.is_kernel) {
+        steps.append(py::none());
+      } else if (capture) {
+        steps.append(py::make_tuple(r.cycles, py::bytes(reinterpret_cast<const char*>(r.output.data()), r.output.size())));
+      } else {
+        steps.append(py::float_(r.cycles));
+      }
+    }
+    return steps;
   }
 
   std::size_t arena_bytes() const { return exec_->arena_bytes(); }
@@ -488,8 +496,9 @@ PYBIND11_MODULE(_core, m) {
                     std::vector<std::vector<std::size_t>>, std::vector<std::vector<std::size_t>>>(),
            py::arg("model"), py::arg("steps"), py::arg("arena_bytes"), py::arg("weights"), py::arg("input_shapes"),
            py::arg("output_shapes"))
-      .def("run", &PyExecutor::run, py::arg("inputs"), py::arg("outputs"),
-           "Runs every step; returns the simulated cycles of each kernel step (None for glue steps).")
+      .def("run", &PyExecutor::run, py::arg("inputs"), py::arg("outputs"), py::arg("capture") = false,
+           "Runs every step; returns per step the simulated cycles of a kernel (None for glue steps), "
+           "or (cycles, output bytes) with capture=True.")
       .def_property_readonly("arena_bytes", &PyExecutor::arena_bytes);
 
   py::class_<Handle>(m, "Tensor")

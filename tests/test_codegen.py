@@ -79,7 +79,7 @@ def test_identical_specs_dedup_and_depthwise_lowering(tmp_path):
     conv = 'type = "Conv"\ninput = [1, 16, 8, 8]\nweight = [16, 16, 3, 3]\npads = [1, 1, 1, 1]\n'
     dw = 'type = "Conv"\ninput = [1, 16, 8, 8]\nweight = [16, 1, 3, 3]\ngroup = 16\n'
     p = write(tmp_path, f'[[op]]\nlabel="a"\n{conv}\n[[op]]\nlabel="b"\n{conv}\n[[op]]\nlabel="c"\n{dw}')
-    opts = parse_options({"KILN_KERNEL_LIST": str(p), "DEBUG_OPTIMIZATION_PATH": "ON"})
+    opts = parse_options({"KILN_KERNEL_LIST": str(p), "DEBUG_OPTIMIZATION_PATH": "ON", "KILN_MODELS": ""})
     pl = plan(opts, SOURCE)
     assert [k.instances for k in pl.kernels] == [["a", "b"], ["c"]]
     assert [k.variant.family for k in pl.kernels] == ["conv2d_cube_img2col", "dwconv2d_vector"]
@@ -89,9 +89,9 @@ def test_identical_specs_dedup_and_depthwise_lowering(tmp_path):
 
 
 @pytest.mark.parametrize("profile", sorted(PROFILES))
-def test_default_variants_fit_every_profile(profile):
-    opts = parse_options({"KILN_TARGET": profile})
-    pl = plan(opts, SOURCE)
+def test_default_variants_fit_every_profile(profile, tmp_path):
+    opts = parse_options({"KILN_TARGET": profile})  # kernel list and the default zoo models
+    pl = plan(opts, SOURCE, tmp_path)
     prof = PROFILES[profile]
     for k in pl.kernels:
         for pos, used in k.variant.buffers.items():
@@ -115,7 +115,7 @@ def test_gemm_traffic_formula_counts_reloads():
 
 
 def test_render_and_atomic_write(tmp_path):
-    pl = plan(parse_options({"DEBUG_OPTIMIZATION_PATH": "ON"}), SOURCE)
+    pl = plan(parse_options({"DEBUG_OPTIMIZATION_PATH": "ON", "KILN_MODELS": ""}), SOURCE)
     files = render(pl)
     assert sorted(files) == sorted(output_files(pl))
     out = tmp_path / "gen"
@@ -128,7 +128,7 @@ def test_render_and_atomic_write(tmp_path):
 
 def test_failed_generation_keeps_previous_outputs(tmp_path, monkeypatch):
     opts = tmp_path / "opts.json"
-    opts.write_text(json.dumps({}))
+    opts.write_text(json.dumps({"KILN_MODELS": ""}))
     out, stamp = tmp_path / "gen", tmp_path / "stamp"
     assert cli.main(["generate", str(opts), str(out), "--stamp", str(stamp)]) == 0
     before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}

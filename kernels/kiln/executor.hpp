@@ -38,6 +38,7 @@ struct StepPlan {
 struct StepResult {
   double cycles = 0;
   bool is_kernel = false;
+  std::vector<std::uint8_t> output;  // a copy of the step's output, when captured
 };
 
 class Executor {
@@ -48,7 +49,9 @@ class Executor {
   std::size_t arena_bytes() const { return arena_bytes_; }
 
   // inputs/outputs: host fp32 buffers in the model's logical shapes.
-  std::vector<StepResult> run(const std::vector<const float*>& inputs, const std::vector<float*>& outputs) const {
+  // capture: keep a copy of every kernel step's output (for per-kernel validation).
+  std::vector<StepResult> run(const std::vector<const float*>& inputs, const std::vector<float*>& outputs,
+                              bool capture = false) const {
     struct Free {
       void operator()(std::uint8_t* p) const { std::free(p); }
     };
@@ -64,7 +67,12 @@ class Executor {
       void* out = const_cast<void*>(resolve(s.output, arena.get(), inputs, outputs));
       if (s.kernel) {
         emu::KernelStats ks = s.kernel->fn(in_ptrs.data(), out);
-        results[i] = {ks.cycles, true};
+        results[i].cycles = ks.cycles;
+        results[i].is_kernel = true;
+        if (capture) {
+          const auto* o = static_cast<const std::uint8_t*>(out);
+          results[i].output.assign(o, o + s.output.bytes);
+        }
       } else {
         run_glue(s, in_ptrs[0], out);
       }

@@ -90,6 +90,11 @@ def _validate(args) -> int:
         print(f"kiln: {e.args[0]}", file=sys.stderr)
         return 2
     report = v.validate(model, seeds=tuple(range(args.seeds)))
+    if args.per_kernel:
+        report["kernels"] = v.per_kernel(model)
+        bad = [k for k in report["kernels"] if k["cosine"] < v.COSINE_MIN]
+        report["first_divergent_kernel"] = bad[0]["name"] if bad else None
+        report["passed"] = report["passed"] and not bad
     if args.json:
         json.dump(report, sys.stdout, indent=1)
         sys.stdout.write("\n")
@@ -140,6 +145,8 @@ def main(argv: list[str] | None = None) -> int:
     v.add_argument("model", help="baked model name or the ONNX path it was baked from")
     v.add_argument("--json", action="store_true")
     v.add_argument("--seeds", type=int, default=3, help="number of random inputs (seeds 0..N-1)")
+    v.add_argument("--per-kernel", action="store_true",
+                   help="also compare every kernel's output with the same tensor from ONNX Runtime")
     v.set_defaults(fn=_validate)
     r = sub.add_parser("run", help="run a baked model once")
     r.add_argument("model")

@@ -50,6 +50,14 @@ class Model:
     def run(self, *inputs: np.ndarray, out: np.ndarray | list[np.ndarray] | None = None):
         """fp32 in, fp32 out, in the ONNX model's shapes. Returns one array per output
         (a single array when the model has one output)."""
+        outs, _ = self._run(inputs, out, capture=False)
+        return outs[0] if len(outs) == 1 else outs
+
+    def run_capture(self, *inputs: np.ndarray) -> tuple[list[np.ndarray], dict[str, np.ndarray]]:
+        """Runs and also returns every kernel's output: {ONNX value name: fp32 array in its ONNX shape}."""
+        return self._run(inputs, None, capture=True)
+
+    def _run(self, inputs, out, capture: bool):
         if len(inputs) != len(self.inputs):
             raise TypeError(f"model {self.name} takes {len(self.inputs)} input(s) "
                             f"({', '.join(n for n, _ in self.inputs)}), got {len(inputs)}")
@@ -63,14 +71,28 @@ class Model:
             outs = [np.empty(shape, np.float32) for _, shape in self.outputs]
         else:
             outs = [out] if isinstance(out, np.ndarray) else list(out)
-        cycles = self._exec.run(xs, outs)
+        results = self._exec.run(xs, outs, capture)
         ks = iter(self.kernels)
-        for step, c in zip(self.record["steps"], cycles):
-            if step["kind"] == "kernel":
-                next(ks).simulated_cycles = c
-        return outs[0] if len(outs) == 1 else outs
+        captured: dict[str, np.ndarray] = {}
+        for step, r in zip(self.record["steps"], results):
+            if step["kind"] != "kernel":
+                continue
+            if capture:
+                r, data = r
+                captured[step["value"]] = _unpack(np.frombuffer(data, np.float16), step["layout"], step["shape"])
+            next(ks).simulated_cycles = r
+        return outs, captured
 
     @property
     def simulated_cycles(self) -> float:
         """Sum over kernel launches of the last run (kernels run one after another)."""
         return sum(k.simulated_cycles or 0 for k in self.kernels)
+
+
+def _unpack(flat: np.ndarray, layout: str, shape: list[int]) -> np.ndarray:
+    """A device tensor (fp16, NC1HWC0 or ND) as fp32 in its ONNX shape."""
+    if layout == "NC1HWC0":
+        n, c, h, w = shape
+        packed = flat.reshape(n, -(-c // 16), h, w, 16)
+        return _core.nc1hwc0_to_nchw(packed.view(np.uint16), c).view(np.float16).astype(np.float32)
+    return flat.reshape(shape).astype(np.float32)

@@ -83,6 +83,25 @@ def validate(model, seeds=(0, 1, 2)) -> dict:
             "top1_agreement": (sum(top1) / len(top1)) if top1 else None, "thresholds": {"cosine": COSINE_MIN}}
 
 
+def per_kernel(model, seed: int = 0) -> list[dict]:
+    """Every kernel's output against the same ONNX value from ONNX Runtime, in launch order."""
+    path = onnx_path_of(model.record)
+    rng = np.random.default_rng(seed)
+    xs = [rng.standard_normal(shape).astype(np.float32) for _, shape in model.inputs]
+    _, captured = model.run_capture(*xs)
+    names = list(captured)
+    sess = ort_session(path, extra_outputs=names)
+    want = dict(zip(names, sess.run(names, dict(zip([i.name for i in sess.get_inputs()], xs)))))
+    by_value = {s["value"]: s for s in model.record["steps"] if s["kind"] == "kernel"}
+    rows = []
+    for name in names:
+        c = compare(captured[name], want[name].reshape(captured[name].shape))
+        step = by_value[name]
+        rows.append({"name": step["kernel"], "ops": step["ops"], "value": name, "cosine": c["cosine"],
+                     "max_rel_err": c["max_rel_err"], "max_abs_err": c["max_abs_err"]})
+    return rows
+
+
 def format_text(r: dict) -> str:
     lines = [f"{r['model']}: {'PASSED' if r['passed'] else 'FAILED'} against ONNX Runtime on {r['onnx']} "
              f"(seeds {r['seeds']})"]
@@ -91,4 +110,11 @@ def format_text(r: dict) -> str:
                      f"max rel err {o['max_rel_err']:.3g}")
     if r["top1_agreement"] is not None:
         lines.append(f"  top-1 agreement {100 * r['top1_agreement']:.0f}%")
+    if "kernels" in r:
+        bad = [k for k in r["kernels"] if k["cosine"] < COSINE_MIN]
+        worst = min(r["kernels"], key=lambda k: k["cosine"])
+        lines.append(f"  per kernel: {len(r['kernels'])} kernel outputs compared, worst cosine {worst['cosine']:.6f} "
+                     f"({', '.join(worst['ops'])})")
+        if bad:
+            lines.append(f"  first divergence: {bad[0]['name']} ({', '.join(bad[0]['ops'])}) cosine {bad[0]['cosine']:.6f}")
     return "\n".join(lines)
