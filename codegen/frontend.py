@@ -21,6 +21,14 @@ SUPPORTED = {
     "Relu": "elementwise max(x, 0)",
     "Clip": "elementwise min(max(x, min), max)",
     "Add": "elementwise x + y (same shape); activation '', 'Relu' or 'Clip' (with min, max)",
+    "Mul": "elementwise x * y (same shape)",
+    "Muls": "elementwise x * scalar",
+    "Adds": "elementwise x + scalar",
+    "Gelu": "elementwise x/2 (1 + erf(x/sqrt 2))",
+    "Softmax": "softmax over the last axis of 'shape'",
+    "LayerNormalization": "layer norm over the last axis of 'shape' with fp32 gamma/beta, 'epsilon'",
+    "BatchedMatMul": "Y[b] = A[b] B[b] for activations a [batch,m,k], b [batch,k,n] ([batch,n,k] with trans_b)",
+    "Transpose0213": "swap axes 1 and 2 of a 4-D 'input'",
     "MaxPool": "max pooling over NCHW, kernel_shape, strides, pads",
     "GlobalAveragePool": "mean over H and W of NCHW",
 }
@@ -87,6 +95,20 @@ def _parse_op(idx: int, raw: dict[str, Any]) -> OpInstance:
         if op == "MatMul" and (bias or act):
             raise KilnError("frontend", entry, "MatMul takes no bias or activation; use Gemm")
         a.update(a=av, b=bv)
+    elif op == "BatchedMatMul":
+        av = _ints(entry, "a", raw.get("a"), 3, lo=1)
+        bv = _ints(entry, "b", raw.get("b"), 3, lo=1)
+        tb = raw.get("trans_b", False)
+        k = bv[2] if tb else bv[1]
+        if av[0] != bv[0] or av[2] != k:
+            raise KilnError("frontend", entry, f"shapes do not multiply: a {list(av)} x b {list(bv)} (trans_b={tb})")
+        a.update(batch=av[0], m=av[1], k=av[2], n=bv[1] if tb else bv[2], trans_b=bool(tb))
+    elif op == "Transpose0213":
+        a["input"] = _ints(entry, "input", raw.get("input"), 4, lo=1)
+    elif op in ("Softmax", "LayerNormalization"):
+        shape = _ints(entry, "shape", raw.get("shape"), None, lo=1)
+        a.update(rows=int(__import__("math").prod(shape[:-1])), length=shape[-1],
+                 epsilon=float(raw.get("epsilon", 1e-5)))
     elif op in ("MaxPool", "GlobalAveragePool"):
         a["input"] = _ints(entry, "input", raw.get("input"), 4, lo=1)
         if op == "MaxPool":
@@ -99,15 +121,20 @@ def _parse_op(idx: int, raw: dict[str, Any]) -> OpInstance:
         a["shape"] = _ints(entry, "shape", raw.get("shape"), None, lo=1)
         if not a["shape"]:
             raise KilnError("frontend", entry, "'shape' must not be empty")
-        if op in ("Relu", "Clip") and (bias or act):
+        if op in ("Relu", "Clip", "Gelu", "Muls", "Adds", "Mul") and (bias or act):
             raise KilnError("frontend", entry, f"{op} takes no bias or activation")
+        if op in ("Muls", "Adds"):
+            v = raw.get("scalar")
+            if not isinstance(v, (int, float)) or isinstance(v, bool):
+                raise KilnError("frontend", entry, f"{op} needs a number 'scalar', got {v!r}")
+            a["scalar"] = float(v)
         if op == "Clip" or act == "Clip":
             lo, hi = raw.get("min"), raw.get("max")
             if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (lo, hi)) or lo > hi:
                 raise KilnError("frontend", entry, f"Clip needs numbers min <= max, got min={lo!r} max={hi!r}")
             a.update(min=float(lo), max=float(hi))
     known = {"label", "type", "activation", "bias", "input", "weight", "strides", "pads", "dilations", "group",
-             "a", "b", "shape", "min", "max", "kernel_shape"}
+             "a", "b", "shape", "min", "max", "kernel_shape", "scalar", "trans_b", "epsilon"}
     extra = sorted(set(raw) - known)
     if extra:
         raise KilnError("frontend", entry, f"unknown field(s) {extra}; known fields: {sorted(known)}")

@@ -196,29 +196,34 @@ def _num(v: float) -> str:
     return f"{v:g}".replace("-", "m").replace(".", "p")
 
 
+BINARY_ELTWISE = ("add", "mul")
+
+
 @dataclass(frozen=True)
 class EltwiseSpec:
-    op: str        # relu | clip | add
+    op: str        # relu | clip | add | mul | muls | adds | gelu
     numel: int
-    act: str = ""  # epilogue after add: "" | relu | clip
+    act: str = ""  # epilogue after add/mul: "" | relu | clip
     lo: float = 0.0  # clip bounds (op or act clip)
     hi: float = 0.0
+    scalar: float = 0.0  # the constant of muls / adds
     kind = "eltwise"
 
     @property
     def name(self) -> str:
         clip = f"clip_{_num(self.lo)}_{_num(self.hi)}"
-        op = clip if self.op == "clip" else self.op
+        op = {"clip": clip, "muls": f"muls_{_num(self.scalar)}", "adds": f"adds_{_num(self.scalar)}"}.get(self.op, self.op)
         act = "" if not self.act else "_" + (clip if self.act == "clip" else self.act)
         return f"eltwise_{op}{act}_{self.numel}"
 
     @property
     def flops(self) -> int:
-        return self.numel * (2 if self.op == "add" and self.act else 1)
+        per = {"gelu": 20}.get(self.op, 1)  # gelu: the erf polynomial, exp and the products
+        return self.numel * (per + (1 if self.act else 0))
 
     def inputs(self) -> list[Tensor]:
         t = [Tensor("x", (self.numel,), "fp16", "ND")]
-        if self.op == "add":
+        if self.op in BINARY_ELTWISE:
             t.append(Tensor("y", (self.numel,), "fp16", "ND"))
         return t
 
@@ -284,7 +289,103 @@ class Pool2dSpec:
         return 1 - self.c / (c1(self.c) * C0)
 
 
-Opspec = Conv2dSpec | DwConv2dSpec | GemmSpec | EltwiseSpec | Pool2dSpec
+@dataclass(frozen=True)
+class RowSpec:
+    """Softmax or LayerNormalization over the last axis of `rows` contiguous rows of `length`."""
+    op: str       # softmax | layernorm
+    rows: int
+    length: int
+    eps: float = 0.0  # layernorm
+
+    @property
+    def kind(self) -> str:
+        return self.op
+
+    @property
+    def name(self) -> str:
+        eps = f"_eps{self.eps:g}".replace("-", "m").replace(".", "p").replace("+", "") if self.op == "layernorm" else ""
+        return f"{self.op}_{self.rows}x{self.length}{eps}"
+
+    @property
+    def flops(self) -> int:
+        return self.rows * self.length * (5 if self.op == "softmax" else 8)
+
+    def inputs(self) -> list[Tensor]:
+        t = [Tensor("x", (self.rows, self.length), "fp16", "ND")]
+        if self.op == "layernorm":
+            t += [Tensor("gamma", (self.length,), "fp32", "ND"), Tensor("beta", (self.length,), "fp32", "ND")]
+        return t
+
+    def output(self) -> Tensor:
+        return Tensor("y", (self.rows, self.length), "fp16", "ND")
+
+    @property
+    def reduction_length(self) -> int:
+        return self.length
+
+    channel_padding = 0.0
+
+
+@dataclass(frozen=True)
+class BatchedGemmSpec:
+    """Y[b] = A[b] B[b] for activations A [batch, m, k] and B [batch, k, n] (or [batch, n, k] if trans_b)."""
+    batch: int
+    m: int
+    k: int
+    n: int
+    trans_b: bool
+    kind = "bgemm"
+
+    @property
+    def name(self) -> str:
+        return f"bgemm_b{self.batch}_m{self.m}_k{self.k}_n{self.n}{'_bt' if self.trans_b else ''}"
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.batch * self.m * self.k * self.n
+
+    def inputs(self) -> list[Tensor]:
+        b = (self.batch, self.n, self.k) if self.trans_b else (self.batch, self.k, self.n)
+        return [Tensor("a", (self.batch, self.m, self.k), "fp16", "ND"), Tensor("b", b, "fp16", "ND")]
+
+    def output(self) -> Tensor:
+        return Tensor("y", (self.batch, self.m, self.n), "fp16", "ND")
+
+    @property
+    def reduction_length(self) -> int:
+        return self.k
+
+    @property
+    def channel_padding(self) -> float:
+        return 1 - (self.m * self.k * self.n) / (c1(self.m) * c1(self.k) * c1(self.n) * C0 ** 3)
+
+
+@dataclass(frozen=True)
+class TransposeSpec:
+    """out[a, c, b, d] = in[a, b, c, d]: swaps the middle axes (attention heads in and out)."""
+    d0: int
+    d1: int
+    d2: int
+    d3: int
+    kind = "transpose"
+
+    @property
+    def name(self) -> str:
+        return f"transpose0213_{self.d0}x{self.d1}x{self.d2}x{self.d3}"
+
+    flops = 0
+
+    def inputs(self) -> list[Tensor]:
+        return [Tensor("x", (self.d0, self.d1, self.d2, self.d3), "fp16", "ND")]
+
+    def output(self) -> Tensor:
+        return Tensor("y", (self.d0, self.d2, self.d1, self.d3), "fp16", "ND")
+
+    reduction_length = 1
+    channel_padding = 0.0
+
+
+Opspec = Conv2dSpec | DwConv2dSpec | GemmSpec | EltwiseSpec | Pool2dSpec | RowSpec | BatchedGemmSpec | TransposeSpec
 
 
 def opspec_of(op: OpInstance) -> Opspec:
@@ -299,15 +400,26 @@ def opspec_of(op: OpInstance) -> Opspec:
     if op.type in ("Gemm", "MatMul"):
         (m, k), (_, n) = a["a"], a["b"]
         return GemmSpec(m, k, n, a["bias"], relu)
-    if op.type in ("Relu", "Add", "Clip"):
+    if op.type in ("Relu", "Add", "Clip", "Mul", "Muls", "Adds", "Gelu"):
         numel = prod(a["shape"])
         act = "relu" if relu else ("clip" if a["activation"] == "Clip" else "")
         lo, hi = a.get("min", 0.0), a.get("max", 0.0)
-        if op.type == "Relu":
-            return EltwiseSpec("relu", numel)
+        if op.type in ("Relu", "Gelu"):
+            return EltwiseSpec(op.type.lower(), numel)
         if op.type == "Clip":
             return EltwiseSpec("clip", numel, "", lo, hi)
-        return EltwiseSpec("add", numel, act, lo if act == "clip" else 0.0, hi if act == "clip" else 0.0)
+        if op.type in ("Muls", "Adds"):
+            return EltwiseSpec(op.type.lower(), numel, scalar=float(a["scalar"]))
+        return EltwiseSpec(op.type.lower(), numel, act, lo if act == "clip" else 0.0, hi if act == "clip" else 0.0)
+    if op.type in ("Softmax", "LayerNormalization"):
+        rows, length = a["rows"], a["length"]
+        if op.type == "Softmax":
+            return RowSpec("softmax", rows, length)
+        return RowSpec("layernorm", rows, length, float(a["epsilon"]))
+    if op.type == "BatchedMatMul":
+        return BatchedGemmSpec(a["batch"], a["m"], a["k"], a["n"], bool(a["trans_b"]))
+    if op.type == "Transpose0213":
+        return TransposeSpec(*a["input"])
     if op.type in ("MaxPool", "AveragePool", "GlobalAveragePool"):
         n, c, h, w = a["input"]
         if op.type == "GlobalAveragePool":

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from math import ceil
 
 from . import KilnError
-from .opspec import C0, Conv2dSpec, DwConv2dSpec, EltwiseSpec, GemmSpec, Opspec, Pool2dSpec, c1
+from .opspec import (C0, BatchedGemmSpec, Conv2dSpec, DwConv2dSpec, EltwiseSpec, GemmSpec, Opspec, Pool2dSpec,
+                     RowSpec, TransposeSpec, c1)
 from .optlog import OptLog
 from .profiles import Profile
 
@@ -22,10 +23,16 @@ FAMILY_OF_KIND = {
     "dwconv2d": "dwconv2d_vector",
     "gemm": "gemm_cube",
     "eltwise": "eltwise_vector",
+    "softmax": "softmax_vector",
+    "layernorm": "layernorm_vector",
+    "bgemm": "batched_gemm_cube",
+    "transpose": "transpose_mte",
 }
 
 
 def family_of(spec: Opspec) -> str:
+    if spec.kind == "eltwise" and spec.op == "gelu":
+        return "gelu_vector"
     if spec.kind == "pool2d":
         if spec.op == "max":
             return "maxpool2d_vector"
@@ -36,9 +43,11 @@ def family_of(spec: Opspec) -> str:
     return FAMILY_OF_KIND[spec.kind]
 # One letter per tiling parameter, for variant tags.
 PARAM_LETTER = {"base_m": "m", "base_n": "n", "base_k1": "k", "c1_step": "c", "slab_rows": "r", "k1_step": "s",
-                "rows_per_block": "r", "tile_elems": "t", "chunk_pixels": "p"}
+                "rows_per_block": "r", "tile_elems": "t", "chunk_pixels": "p", "rows_per_tile": "r", "planes_per_block": "p"}
 UNIT_OF_FAMILY = {"conv2d_cube_img2col": "cube", "gemm_cube": "cube", "dwconv2d_vector": "vector",
-                  "eltwise_vector": "vector", "maxpool2d_vector": "vector", "global_avgpool_vector": "vector"}
+                  "eltwise_vector": "vector", "maxpool2d_vector": "vector", "global_avgpool_vector": "vector",
+                  "gelu_vector": "vector", "softmax_vector": "vector", "layernorm_vector": "vector",
+                  "batched_gemm_cube": "cube", "transpose_mte": "vector"}
 
 
 @dataclass(frozen=True)
@@ -250,7 +259,12 @@ def _dw_mte2(spec: DwConv2dSpec, v: Variant) -> int:
 
 def _elt_variant(spec: EltwiseSpec, profile: Profile, log: OptLog) -> Variant:
     cores = profile.cores_for("vector")
-    tensors = 3 if spec.op == "add" else 2  # ping-pong buffers of x (and y) and z
+    if spec.op == "gelu":
+        # fp16 x and z ping-pong (2 x 2 x 2 B) + four fp32 temporaries (16 B) per element
+        per_elem = 8 + 16
+        tile = min((profile.capacity["UB"] // per_elem) // 128 * 128, max(128, _r16(ceil(spec.numel / cores)) // 128 * 128 or 128))
+        return Variant("gelu_vector", {"tile_elems": tile}, min(cores, ceil(spec.numel / tile)), {"UB": per_elem * tile})
+    tensors = 3 if spec.op in ("add", "mul") else 2  # ping-pong buffers of x (and y) and z
     max_tile = (profile.capacity["UB"] // (2 * tensors * 2)) // 128 * 128
     tile = min(max_tile, max(128, _r16(ceil(spec.numel / cores)) // 128 * 128 or 128))
     tiles = ceil(spec.numel / tile)
@@ -259,7 +273,7 @@ def _elt_variant(spec: EltwiseSpec, profile: Profile, log: OptLog) -> Variant:
 
 
 def _elt_mte2(spec: EltwiseSpec, v: Variant) -> int:
-    return spec.numel * 2 * (2 if spec.op == "add" else 1)
+    return spec.numel * 2 * (2 if spec.op in ("add", "mul") else 1)
 
 
 # ---------------------------------------------------------------- pooling (Vector)
@@ -300,9 +314,97 @@ def _pool_mte2(spec: Pool2dSpec, v: Variant) -> int:
     return total * spec.n * c1(spec.c)
 
 
+# ---------------------------------------------------------------- row ops: softmax, layernorm (Vector)
+
+def _row_buffers(spec: RowSpec, rows_per_tile: int) -> dict[str, int]:
+    L = spec.length
+    r32 = lambda b: ceil(b / 32) * 32  # noqa: E731
+    partials = r32(4 * ceil(L / 64))
+    padded = ceil(L / 64) * 64
+    # in and out ping-pong (fp16), fp32 row (+ squares for layernorm), partials
+    ub = 2 * r32(rows_per_tile * L * 2) * 2 + r32(padded * 4) + max(32, partials)
+    if spec.op == "layernorm":
+        ub += r32(padded * 4) + 2 * r32(L * 4)  # squares, gamma, beta
+    return {"UB": ub}
+
+
+def _row_variant(spec: RowSpec, profile: Profile, log: OptLog) -> Variant:
+    if spec.length > 4096:
+        raise KilnError("tiling", spec.name, f"rows of {spec.length} > 4096 values are not supported yet")
+    cores = profile.cores_for("vector")
+    rpt = max(1, ceil(spec.rows / cores))
+    while rpt > 1 and _fits(profile, _row_buffers(spec, rpt)):
+        rpt = ceil(rpt / 2)
+    if _fits(profile, _row_buffers(spec, rpt)):
+        raise KilnError("tiling", spec.name, f"one row of {spec.length} does not fit UB of {profile.name}")
+    return Variant(f"{spec.op}_vector", {"rows_per_tile": rpt}, min(cores, ceil(spec.rows / rpt)),
+                   _row_buffers(spec, rpt))
+
+
+def _row_mte2(spec: RowSpec, v: Variant) -> int:
+    blocks = v.blocks
+    tiles = ceil(spec.rows / v.params["rows_per_tile"])
+    extra = 8 * spec.length * blocks if spec.op == "layernorm" else 0  # gamma and beta per block
+    return spec.rows * spec.length * 2 + (extra if tiles else 0)
+
+
+# ---------------------------------------------------------------- batched gemm (Cube), transpose (MTE)
+
+def _bgemm_buffers(spec: BatchedGemmSpec, base_m: int, base_n: int, base_k1: int, k1_step: int) -> dict[str, int]:
+    return {
+        "L1": 2 * k1_step * (base_m // 16) * 512 + 2 * k1_step * (base_n // 16) * 512,
+        "L0A": 2 * (base_m // 16) * base_k1 * 512,
+        "L0B": 2 * base_k1 * (base_n // 16) * 512,
+        "L0C": (base_m // 16) * (base_n // 16) * 1024,
+    }
+
+
+def _bgemm_variant(spec: BatchedGemmSpec, profile: Profile, log: OptLog) -> Variant:
+    K1 = c1(spec.k)
+    base_m, base_n, base_k1 = min(128, _r16(spec.m)), min(256, _r16(spec.n)), min(4, K1)
+    k1_step = None
+    for s in range(ceil(K1 / base_k1) * base_k1, 0, -base_k1):
+        if _fits(profile, _bgemm_buffers(spec, base_m, base_n, base_k1, s)) is None:
+            k1_step = s
+            break
+    if k1_step is None:
+        raise KilnError("tiling", spec.name, f"no K step fits L1 of {profile.name}")
+    blocks = spec.batch * ceil(spec.m / base_m) * ceil(spec.n / base_n)
+    p = dict(base_m=base_m, base_n=base_n, base_k1=base_k1, k1_step=k1_step)
+    return Variant("batched_gemm_cube", p, blocks, _bgemm_buffers(spec, base_m, base_n, base_k1, k1_step))
+
+
+def _bgemm_mte2(spec: BatchedGemmSpec, v: Variant) -> int:
+    p, K1, total = v.params, c1(spec.k), 0
+    for m0 in range(0, spec.m, p["base_m"]):
+        m = min(p["base_m"], spec.m - m0)
+        for n0 in range(0, spec.n, p["base_n"]):
+            n = min(p["base_n"], spec.n - n0)
+            for k1a in range(0, K1, p["k1_step"]):
+                cols = min(p["k1_step"] * 16, spec.k - k1a * 16)
+                total += m * cols * 2 + n * cols * 2
+    return total * spec.batch
+
+
+def _transpose_variant(spec: TransposeSpec, profile: Profile, log: OptLog) -> Variant:
+    plane = spec.d2 * spec.d3 * 2
+    if 2 * plane > profile.capacity["UB"]:
+        raise KilnError("tiling", spec.name, f"one {spec.d2}x{spec.d3} plane does not fit UB twice")
+    cores = profile.cores_for("vector")
+    planes = spec.d0 * spec.d1
+    ppb = max(1, ceil(planes / cores))
+    return Variant("transpose_mte", {"planes_per_block": ppb}, ceil(planes / ppb), {"UB": 2 * ceil(plane / 32) * 32})
+
+
+def _transpose_mte2(spec: TransposeSpec, v: Variant) -> int:
+    return spec.d0 * spec.d1 * spec.d2 * spec.d3 * 2
+
+
 _RULES = {"conv2d": (_conv_variant, _conv_mte2), "gemm": (_gemm_variant, _gemm_mte2),
           "dwconv2d": (_dw_variant, _dw_mte2), "eltwise": (_elt_variant, _elt_mte2),
-          "pool2d": (_pool_variant, _pool_mte2)}
+          "pool2d": (_pool_variant, _pool_mte2), "softmax": (_row_variant, _row_mte2),
+          "layernorm": (_row_variant, _row_mte2), "bgemm": (_bgemm_variant, _bgemm_mte2),
+          "transpose": (_transpose_variant, _transpose_mte2)}
 
 
 def choose_variant(spec: Opspec, profile: Profile, log: OptLog) -> Variant:

@@ -268,8 +268,8 @@ class InteractiveCore {
     }
     const Mask mk = mask ? Mask::first(mask) : Mask{};
     static const std::map<std::string, VecOp> binary = {{"add", VecOp::Add}, {"sub", VecOp::Sub},
-        {"mul", VecOp::Mul}, {"max", VecOp::Max}, {"min", VecOp::Min}, {"muladd", VecOp::MulAddDst}};
-    static const std::map<std::string, VecOp> unary = {{"relu", VecOp::Relu}, {"exp", VecOp::Exp},
+        {"mul", VecOp::Mul}, {"div", VecOp::Div}, {"max", VecOp::Max}, {"min", VecOp::Min}, {"muladd", VecOp::MulAddDst}};
+    static const std::map<std::string, VecOp> unary = {{"relu", VecOp::Relu}, {"exp", VecOp::Exp}, {"abs", VecOp::Abs}, {"reciprocal", VecOp::Reciprocal},
         {"copy", VecOp::Copy}, {"adds", VecOp::Adds}, {"muls", VecOp::Muls}, {"maxs", VecOp::Maxs}, {"mins", VecOp::Mins}};
     const bool f32 = h_is_f32(dst);
     if (auto it = binary.find(op); it != binary.end()) {

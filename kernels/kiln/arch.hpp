@@ -49,7 +49,7 @@ inline const char* pipe_name(Pipe p) {
 enum class CoreKind : std::uint8_t { AIC, AIV };
 
 enum class VecOp : std::uint8_t {
-  Add, Sub, Mul, Max, Min, MulAddDst, Adds, Muls, Maxs, Mins, Relu, Exp, Copy, Dup, Cast,
+  Add, Sub, Mul, Div, Max, Min, MulAddDst, Adds, Muls, Maxs, Mins, Relu, Exp, Abs, Reciprocal, Copy, Dup, Cast,
   ReduceSum, ReduceMax, COUNT
 };
 constexpr int kNumVecOps = static_cast<int>(VecOp::COUNT);

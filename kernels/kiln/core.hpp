@@ -458,6 +458,7 @@ class Core {
         case VecOp::Add: r = a + b; break;
         case VecOp::Sub: r = a - b; break;
         case VecOp::Mul: r = a * b; break;
+        case VecOp::Div: r = a / b; break;
         case VecOp::Max: r = a > b ? a : b; break;
         case VecOp::Min: r = a < b ? a : b; break;
         case VecOp::MulAddDst: r = std::fma(a, b, load(dst.ptr[doff + d])); break;
@@ -481,6 +482,8 @@ class Core {
       switch (op) {
         case VecOp::Relu: r = a > 0.f ? a : 0.f; break;
         case VecOp::Exp: r = std::exp(a); break;
+        case VecOp::Abs: r = std::fabs(a); break;
+        case VecOp::Reciprocal: r = 1.0f / a; break;
         case VecOp::Copy: r = a; break;
         case VecOp::Adds: r = a + scalar; break;
         case VecOp::Muls: r = a * scalar; break;
@@ -533,6 +536,16 @@ class Core {
       dst.ptr[doff + r] = store<T>(acc);
     }
     vec_cost<T>(op, rp);
+  }
+
+  // Scalar unit reads one value from UB (GetValue): the result feeds scalar
+  // operands of later vector instructions. The S pipe waits for the vector pipe
+  // to have written it (the kernel sets/waits V->S before calling this).
+  template <class T>
+  float scalar_read(Local<T> src, std::size_t idx) {
+    check_local(src, idx, 1, "scalar_read", "src");
+    issue(Pipe::S, 1, sizeof(T));
+    return load(src.ptr[idx]);
   }
 
   [[noreturn]] void raise_sync(const std::string& msg) { fail<SyncError>(msg); }

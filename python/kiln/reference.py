@@ -84,3 +84,22 @@ def gemm(a, b, bias=None, relu=False):
 def bound(ref: np.ndarray, abs_ref: np.ndarray, reduction_length: int) -> np.ndarray:
     """Per-element error bound of the model in the module docstring."""
     return 2.0 ** -11 * np.abs(ref) + 1.01 * (reduction_length + 2) * 2.0 ** -24 * abs_ref + 2.0 ** -24
+
+
+def softmax(x, axis=-1):
+    x = np.asarray(x, np.float64)
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def layernorm(x, gamma, beta, eps):
+    x = np.asarray(x, np.float64)
+    mu = x.mean(-1, keepdims=True)
+    var = ((x - mu) ** 2).mean(-1, keepdims=True)
+    return (x - mu) / np.sqrt(var + eps) * gamma + beta
+
+
+def gelu(x):
+    from math import erf, sqrt
+    x = np.asarray(x, np.float64)
+    return 0.5 * x * (1 + np.vectorize(erf)(x / sqrt(2)))

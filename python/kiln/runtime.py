@@ -75,8 +75,13 @@ class Kernel:
             if s["bias"]:
                 packed.append(_pad_bias(args[2], self.record["inputs"][2]["shape"][0]))
             return packed
-        if kind == "eltwise":
-            return [_f16_bits(a).reshape(-1) for a in args]
+        if kind in ("eltwise", "softmax", "transpose"):
+            return [_f16_bits(a).reshape(t["shape"]) for a, t in zip(args, self.record["inputs"])]
+        if kind == "layernorm":
+            return [_f16_bits(args[0]).reshape(self.record["inputs"][0]["shape"]),
+                    np.ascontiguousarray(args[1], np.float32), np.ascontiguousarray(args[2], np.float32)]
+        if kind == "bgemm":
+            return [_f16_bits(a) for a in args]
         if kind == "pool2d":
             return [_as_f16(_core.nchw_to_nc1hwc0(np.asarray(args[0], np.float32)))]
         raise AssertionError(kind)
@@ -86,7 +91,7 @@ class Kernel:
         if kind in ("conv2d", "dwconv2d", "pool2d"):
             c = self.spec["cout"] if kind == "conv2d" else self.spec["c"]
             return _as_f16(_core.nc1hwc0_to_nchw(y.view(np.uint16), c))
-        if kind == "eltwise" and like is not None:
+        if kind in ("eltwise", "softmax", "layernorm") and like is not None:
             return y.reshape(np.shape(like))
         return y
 
