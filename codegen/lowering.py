@@ -78,6 +78,12 @@ class _Lowerer:
         self.weights: dict[str, np.ndarray] = {}
         self.decisions: list[str] = []
         self.device: dict[str, str] = {}  # IR value -> device value holding it
+        self.skip: set[str] = set()                 # nodes absorbed by a pattern
+        self.bias_add: dict[str, Node] = {}         # MatMul name -> the Add that is its bias
+        self.b_transposes: set[str] = set()         # Transposes that produce a transposed-B operand
+        self.trans_b_values: set[str] = set()       # IR values held as B^T on the device
+        self.gelu_chain: dict[str, list[str]] = {}  # last node of a GELU chain -> the chain's node names
+        self.gelu_input: dict[str, str] = {}
 
     def fail(self, node: Node, why: str) -> KilnError:
         return KilnError("lowering", f"node '{node.name}' ({node.op_type}) of {self.model}", why)
@@ -159,26 +165,59 @@ class _Lowerer:
         if node.op_type == "Gemm" and (a.get("transA", 0) or a.get("alpha", 1.0) != 1.0 or a.get("beta", 1.0) != 1.0):
             raise self.fail(node, "Gemm with transA=1 or alpha/beta != 1 is not supported yet")
         x = node.inputs[0]
+        if node.op_type == "MatMul" and node.inputs[1] not in self.g.initializers:
+            return self.batched_matmul(node)
         xs = self.shape(x)
-        if len(xs) != 2:
-            raise self.fail(node, f"only 2-D activations are supported yet, got {list(xs)}")
+        if len(xs) < 2:
+            raise self.fail(node, f"needs an activation of 2 or more dims, got {list(xs)}")
+        lead = xs[:-1]
+        xs = (prod(lead), xs[-1])  # leading dims flatten into M: row-major ND needs no data movement
         b = self.const(node, node.inputs[1])
         if node.op_type == "Gemm" and a.get("transB", 0):
             b = b.T
         bias = node.op_type == "Gemm" and len(node.inputs) > 2 and node.inputs[2] != ""
+        bias_value = node.inputs[2] if bias else None
+        if node.name in self.bias_add:  # MatMul + Add(constant row): the Add becomes the bias
+            add = self.bias_add[node.name]
+            bias, bias_value = True, next(i for i in add.inputs if i in self.g.initializers)
+            self.decisions.append(f"{node.name}: {add.name} folded into the GEMM as its bias")
         ins = [self.act(node, x, "ND"), self.weight(f"{node.name}.w", layouts.kn_to_zn(b))]
         if bias:
-            bv = self.const(node, node.inputs[2]).reshape(-1)
+            bv = self.const(node, bias_value).reshape(-1)
             if bv.size != b.shape[1]:
                 raise self.fail(node, f"bias of {bv.size} values for {b.shape[1]} outputs: only a per-column bias is supported")
             ins.append(self.weight(f"{node.name}.b", layouts.pad_bias(bv)))
+        if node.name in self.bias_add:  # the GEMM writes the Add's output
+            add = self.bias_add[node.name]
+            node = Node(node.name, node.op_type, node.inputs, add.outputs, node.attrs, [node.name, add.name])
         self.kernel(node, "Gemm", dict(a=xs, b=tuple(b.shape), bias=bias, activation=""), ins, "ND")
+
+    def scalar_const(self, v: str) -> float | None:
+        if v in self.g.initializers and self.g.initializers[v].size == 1:
+            return float(np.asarray(self.g.initializers[v]).reshape(-1)[0])
+        return None
 
     def eltwise(self, node: Node) -> None:
         ins = [i for i in node.inputs if i]
-        if node.op_type == "Add":
+        if node.op_type in ("Add", "Mul", "Div", "Sub") and len(ins) == 2:
+            c = self.scalar_const(ins[1]) if ins[0] not in self.g.initializers else self.scalar_const(ins[0])
+            if c is not None:  # x op scalar: one scalar Vector instruction per repeat
+                x = ins[0] if ins[1] in self.g.initializers else ins[1]
+                if node.op_type == "Div" and x != ins[0]:
+                    raise self.fail(node, "scalar / tensor is not supported yet")
+                if node.op_type == "Sub" and x != ins[0]:
+                    raise self.fail(node, "scalar - tensor is not supported yet")
+                op, val = {"Add": ("Adds", c), "Sub": ("Adds", -c), "Mul": ("Muls", c), "Div": ("Muls", 1.0 / c)}[node.op_type]
+                dv = self.act(node, x, self.storage[self.device[x]].layout)
+                attrs = {"shape": (prod(self.storage[dv].packed),), "activation": "", "bias": False, "scalar": val}
+                self.kernel(node, op, attrs, [dv], self.storage[dv].layout)
+                return
+        if node.op_type in ("Div", "Sub"):
+            raise self.fail(node, f"{node.op_type} of two tensors has no kernel yet")
+        if node.op_type in ("Add", "Mul"):
             if len(ins) != 2 or self.shape(ins[0]) != self.shape(ins[1]):
-                raise self.fail(node, "only Add of two activations of the same shape is supported yet (no broadcast)")
+                raise self.fail(node, f"only {node.op_type} of two activations of the same shape or with a scalar "
+                                      "constant is supported yet (no broadcast)")
         first = self.device.get(ins[0])
         layout = self.storage[first].layout if first else "ND"
         dev = [self.act(node, v, layout) for v in ins]
@@ -204,8 +243,143 @@ class _Lowerer:
         self.device[v] = self.new_value(v, Storage("ND", out_shape), alias_of=src)
         self.decisions.append(f"{node.name}: {node.op_type} is a view of {src}")
 
+    def batched_matmul(self, node: Node) -> None:
+        a, b = node.inputs[:2]
+        ash, bsh = self.shape(a), self.shape(node.inputs[1])
+        if len(ash) < 3 or ash[:-2] != bsh[:-2]:
+            raise self.fail(node, f"MatMul of two activations needs equal leading dims, got {list(ash)} x {list(bsh)}")
+        trans_b = b in self.trans_b_values
+        batch, m, k, n = prod(ash[:-2]), ash[-2], ash[-1], bsh[-1]
+        ins = [self.act(node, a, "ND"), self.device[b]]
+        self.kernel(node, "BatchedMatMul", dict(batch=batch, m=m, k=k, n=n, trans_b=trans_b, activation="", bias=False),
+                    ins, "ND")
+
+    def transpose(self, node: Node) -> None:
+        x, perm = node.inputs[0], tuple(node.attrs["perm"])
+        xs = self.shape(x)
+        if node.name in self.b_transposes:  # feeds a MatMul as B: store B^T = x.transpose(0,2,1,3)
+            out = node.outputs[0]
+            dv = self.new_value(f"{out}@bt", Storage("ND", (xs[0], xs[2], xs[1], xs[3])))
+            self.device[out] = dv
+            self.trans_b_values.add(out)
+            self.steps.append(Step("kernel", node.name, [node.name], ["Transpose"], [self.act(node, x, "ND")], dv,
+                                   instance=OpInstance(node.name, "Transpose0213", {"input": xs, "activation": "", "bias": False})))
+            self.decisions.append(f"{node.name}: perm {list(perm)} feeding a MatMul as B is read as B^T "
+                                  f"(perm 0,2,1,3 and a transposed-B GEMM)")
+            return
+        if len(xs) != 4 or perm != (0, 2, 1, 3):
+            raise self.fail(node, f"Transpose perm {list(perm)} of {list(xs)} has no kernel yet (supported: 0,2,1,3)")
+        self.kernel(node, "Transpose0213", {"input": xs, "activation": "", "bias": False}, [self.act(node, x, "ND")], "ND")
+
+    def row_op(self, node: Node) -> None:
+        x = node.inputs[0]
+        xs = self.shape(x)
+        axis = node.attrs.get("axis", -1)
+        if axis not in (-1, len(xs) - 1):
+            raise self.fail(node, f"{node.op_type} over axis {axis} of {list(xs)}: only the last axis is supported")
+        attrs = {"rows": prod(xs[:-1]), "length": xs[-1], "activation": "", "bias": False}
+        ins = [self.act(node, x, "ND")]
+        if node.op_type == "LayerNormalization":
+            attrs["epsilon"] = float(node.attrs.get("epsilon", 1e-5))
+            gamma = self.const(node, node.inputs[1]).reshape(-1)
+            beta = self.const(node, node.inputs[2]).reshape(-1) if len(node.inputs) > 2 and node.inputs[2] else \
+                np.zeros_like(gamma)
+            ins += [self.weight(f"{node.name}.gamma", gamma.astype(np.float32)),
+                    self.weight(f"{node.name}.beta", beta.astype(np.float32))]
+        self.kernel(node, node.op_type, attrs, ins, "ND")
+
+    def gelu(self, node: Node) -> None:
+        """A GELU: the native op, or a decomposed chain matched by find_gelu_chains (node is its last op)."""
+        x = self.gelu_input.get(node.name, node.inputs[0])
+        dv = self.act(node, x, self.storage[self.device[x]].layout)
+        if node.name in self.gelu_chain:
+            node = Node(node.name, "Gelu", [x], node.outputs, {}, self.gelu_chain[node.name])
+        self.kernel(node, "Gelu", {"shape": (prod(self.storage[dv].packed),), "activation": "", "bias": False},
+                    [dv], self.storage[dv].layout)
+
     LOWER = {"Conv": conv, "Gemm": gemm, "MatMul": gemm, "Relu": eltwise, "Clip": eltwise, "Add": eltwise,
-             "MaxPool": pool, "GlobalAveragePool": pool, "Flatten": reshape, "Reshape": reshape}
+             "Mul": eltwise, "Div": eltwise, "Sub": eltwise, "MaxPool": pool, "GlobalAveragePool": pool,
+             "Flatten": reshape, "Reshape": reshape, "Transpose": transpose, "Softmax": row_op,
+             "LayerNormalization": row_op, "Gelu": gelu}
+
+    # ---- patterns found before lowering ------------------------------------
+    def find_patterns(self) -> None:
+        g = self.g
+        consumers: dict[str, list[Node]] = {}
+        for n in g.nodes:
+            for i in n.inputs:
+                consumers.setdefault(i, []).append(n)
+        outputs = {v.name for v in g.outputs}
+        for n in g.nodes:
+            # MatMul(x, W) + Add(constant row of N): the Add is the GEMM's bias
+            if n.op_type == "MatMul" and n.inputs[1] in g.initializers and n.outputs[0] not in outputs:
+                cs = consumers.get(n.outputs[0], [])
+                if len(cs) == 1 and cs[0].op_type == "Add":
+                    other = [i for i in cs[0].inputs if i != n.outputs[0]]
+                    n_out = self.shape(n.outputs[0])[-1]
+                    if len(other) == 1 and other[0] in g.initializers and g.initializers[other[0]].size == n_out:
+                        self.bias_add[n.name] = cs[0]
+                        self.skip.add(cs[0].name)
+            # Transpose feeding only a MatMul as B, whose perm with the last two axes swapped is 0,2,1,3
+            if n.op_type == "Transpose":
+                perm = tuple(n.attrs["perm"])
+                cs = consumers.get(n.outputs[0], [])
+                if (len(perm) == 4 and perm[:2] + (perm[3], perm[2]) == (0, 2, 1, 3) and len(cs) == 1
+                        and cs[0].op_type == "MatMul" and cs[0].inputs[1] == n.outputs[0]
+                        and cs[0].inputs[0] != n.outputs[0]):
+                    self.b_transposes.add(n.name)
+        self.find_gelu_chains(consumers, outputs)
+
+    def find_gelu_chains(self, consumers, outputs) -> None:
+        """Decomposed GELU (exporters write x*0.5*(1+erf(x/sqrt 2)) in several orders): the elementwise
+        nodes between x and one output, around an Erf, are accepted if they compute GELU numerically."""
+        g = self.g
+        elementwise = {"Mul", "Div", "Add", "Sub", "Erf"}
+        for erf in (n for n in g.nodes if n.op_type == "Erf"):
+            pre = g.producer(erf.inputs[0])
+            if pre is None or pre.op_type not in ("Div", "Mul"):
+                continue
+            xs = [i for i in pre.inputs if i not in g.initializers]
+            if len(xs) != 1:
+                continue
+            x = xs[0]
+            grown, values = [], {x}
+            for n in g.nodes:  # topological: elementwise nodes fed only by x, constants and each other
+                if n.op_type in elementwise and any(i in values for i in n.inputs) \
+                        and all(i in values or i in g.initializers for i in n.inputs):
+                    grown.append(n)
+                    values.update(n.outputs)
+            for end in grown:  # the smallest sub-chain ending at `end` that computes GELU
+                needed, chain = {end.outputs[0]}, []
+                for n in reversed(grown[: grown.index(end) + 1]):
+                    if n.outputs[0] in needed:
+                        chain.insert(0, n)
+                        needed.update(i for i in n.inputs if i != x and i not in g.initializers)
+                if erf not in chain:
+                    continue
+                leaving = [n for n in chain if n.outputs[0] in outputs or
+                           any(c not in chain for c in consumers.get(n.outputs[0], []))]
+                if leaving != [end] or not self.computes_gelu(chain, x):
+                    continue
+                self.gelu_chain[end.name] = [n.name for n in chain]
+                self.gelu_input[end.name] = x
+                for n in chain[:-1]:
+                    self.skip.add(n.name)
+                self.decisions.append(f"{end.name}: {len(chain)} nodes ({', '.join(n.op_type for n in chain)}) "
+                                      f"compute GELU; one gelu kernel")
+                break
+
+    def computes_gelu(self, chain: list[Node], x: str) -> bool:
+        from math import erf, sqrt
+        t = np.linspace(-4, 4, 33)
+        env = {x: t}
+        fns = {"Mul": np.multiply, "Div": np.divide, "Add": np.add, "Sub": np.subtract}
+        for n in chain:
+            args = [env[i] if i in env else np.asarray(self.g.initializers[i], np.float64).reshape(-1)[0]
+                    for i in n.inputs]
+            env[n.outputs[0]] = np.vectorize(erf)(args[0]) if n.op_type == "Erf" else fns[n.op_type](*args)
+        want = 0.5 * t * (1 + np.vectorize(erf)(t / sqrt(2)))
+        return bool(np.allclose(env[chain[-1].outputs[0]], want, rtol=1e-5, atol=1e-6))
 
     def run(self) -> LoweredModel:
         g = self.g
@@ -217,13 +391,20 @@ class _Lowerer:
             self.steps.append(Step("glue", f"input {v.name}", [], ["Input"], [v.name], dv,
                                    glue="input_nchw" if layout == "NC1HWC0" else "input_nd",
                                    params=list(shape)))
-        unsupported = [n for n in g.nodes if n.op_type not in self.LOWER]
+        self.find_patterns()
+        unsupported = [n for n in g.nodes if n.op_type not in self.LOWER and n.name not in self.skip
+                       and n.name not in self.gelu_chain]
         if unsupported:
             lines = "; ".join(f"node '{n.name}' ({n.op_type})" for n in unsupported[:10])
             raise KilnError("lowering", self.model, f"no kernel yet for {len(unsupported)} node(s): {lines}. "
                             f"Lowered ops: {', '.join(sorted(self.LOWER))}")
         for n in g.nodes:
-            self.LOWER[n.op_type](self, n)
+            if n.name in self.skip:
+                continue
+            if n.name in self.gelu_chain:
+                self.gelu(n)
+            else:
+                self.LOWER[n.op_type](self, n)
         outs = []
         for v in g.outputs:
             dv = self.device[v.name]

@@ -191,9 +191,19 @@ class GemmSpec:
         return 1 - (self.m * self.k * self.n) / (c1(self.m) * c1(self.k) * c1(self.n) * C0 ** 3)
 
 
+def f32(v: float) -> float:
+    """Float attributes are kept as the float32 value the kernel computes with."""
+    import numpy as np
+    return float(np.float32(v))
+
+
 def _num(v: float) -> str:
-    """A float as an identifier fragment: 6 -> 6, 0.5 -> 0p5, -1 -> m1."""
-    return f"{v:g}".replace("-", "m").replace(".", "p")
+    """A float32 as an identifier fragment, injective: the shortest repr that round-trips float32
+    (6 -> 6, 0.5 -> 0p5, -1 -> m1, 1e-12 -> 1em12, inf -> inf)."""
+    import numpy as np
+    text = np.format_float_scientific(np.float32(v), unique=True, trim="-") if v and (abs(v) < 1e-4 or abs(v) >= 1e6) \
+        else np.format_float_positional(np.float32(v), unique=True, trim="-")
+    return text.replace("-", "m").replace(".", "p").replace("+", "")
 
 
 BINARY_ELTWISE = ("add", "mul")
@@ -303,7 +313,7 @@ class RowSpec:
 
     @property
     def name(self) -> str:
-        eps = f"_eps{self.eps:g}".replace("-", "m").replace(".", "p").replace("+", "") if self.op == "layernorm" else ""
+        eps = f"_eps{_num(self.eps)}" if self.op == "layernorm" else ""
         return f"{self.op}_{self.rows}x{self.length}{eps}"
 
     @property
@@ -406,16 +416,17 @@ def opspec_of(op: OpInstance) -> Opspec:
         lo, hi = a.get("min", 0.0), a.get("max", 0.0)
         if op.type in ("Relu", "Gelu"):
             return EltwiseSpec(op.type.lower(), numel)
+        lo, hi = f32(max(lo, -65504.0)), f32(min(hi, 65504.0))  # fp16 data: clip bounds beyond its range are no-ops
         if op.type == "Clip":
             return EltwiseSpec("clip", numel, "", lo, hi)
         if op.type in ("Muls", "Adds"):
-            return EltwiseSpec(op.type.lower(), numel, scalar=float(a["scalar"]))
+            return EltwiseSpec(op.type.lower(), numel, scalar=f32(a["scalar"]))
         return EltwiseSpec(op.type.lower(), numel, act, lo if act == "clip" else 0.0, hi if act == "clip" else 0.0)
     if op.type in ("Softmax", "LayerNormalization"):
         rows, length = a["rows"], a["length"]
         if op.type == "Softmax":
             return RowSpec("softmax", rows, length)
-        return RowSpec("layernorm", rows, length, float(a["epsilon"]))
+        return RowSpec("layernorm", rows, length, f32(a["epsilon"]))
     if op.type == "BatchedMatMul":
         return BatchedGemmSpec(a["batch"], a["m"], a["k"], a["n"], bool(a["trans_b"]))
     if op.type == "Transpose0213":

@@ -53,7 +53,7 @@ OPTIONS: tuple[OptionSpec, ...] = (
                allowed=("ON", "OFF", "AUTO")),
     OptionSpec("FORCE_DIRECT_CONV", "bool", "OFF", "Direct Cube (img2col) convolution everywhere"),
     OptionSpec("DEBUG_OPTIMIZATION_PATH", "bool", "OFF", "Write the [OPT] optimisation-path log"),
-    OptionSpec("KILN_MODELS", "list_models", "resnet50;mobilenet_v2", "Models to bake: zoo names or .onnx paths"),
+    OptionSpec("KILN_MODELS", "list_models", "resnet50;mobilenet_v2;bert_layer", "Models to bake: zoo names or .onnx paths"),
     OptionSpec("KILN_KERNEL_LIST", "path", "", "TOML list of op instances to bake (default kernels/default.toml)"),
     OptionSpec("KILN_TARGET", "enum", "ascend910b", "Hardware profile for tiling, cost and emulation",
                allowed=tuple(PROFILES)),

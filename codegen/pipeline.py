@@ -135,8 +135,12 @@ def plan(options: Options, source_dir: Path, work_dir: Path | None = None, progr
     kernels = list(by_spec.values())
     for k in kernels:
         k.variant = choose_variant(k.spec, profile, log)
-    symbols = [k.symbol for k in kernels]
-    assert len(set(symbols)) == len(symbols), "kernel names must be unique"
+    seen: dict[str, KernelPlan] = {}
+    for k in kernels:
+        if k.symbol in seen:
+            raise KilnError("opspec", k.symbol, f"two different specs share this kernel name: {seen[k.symbol].spec} "
+                            f"and {k.spec} (instances {seen[k.symbol].instances} and {k.instances})")
+        seen[k.symbol] = k
     model_plans = []
     for name, path, lowered, steps in models:
         mem = plan_arena(lowered)

@@ -106,7 +106,19 @@ def _env(template_dir: Path) -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(template_dir)), undefined=jinja2.StrictUndefined,
                              keep_trailing_newline=True)
     env.filters["extract"] = lambda key, mapping: mapping[key]
+    env.filters["cfloat"] = cfloat
     return env
+
+
+def cfloat(v: float) -> str:
+    """A C++ float literal that is exactly v (as float32), including the infinities."""
+    import math
+    v = float(v)
+    if math.isinf(v):
+        return "INFINITY" if v > 0 else "-INFINITY"
+    if math.isnan(v):
+        raise ValueError("NaN is not a valid kernel constant")
+    return repr(v) + "f" if ("." in repr(v) or "e" in repr(v)) else repr(v) + ".0f"
 
 
 def kernel_record(k: KernelPlan) -> dict:

@@ -24,7 +24,7 @@ def test_kernels_json_lists_every_kernel_with_spec_and_variant():
     assert names == [k.name for k in kiln.kernels()]
     for k in data["kernels"]:
         assert k["spec"] and k["tiling"] and k["variant"].startswith(k["family"])
-        assert k["instances"] and k["features"]["flops"] > 0
+        assert k["instances"] and k["features"]["bytes"] > 0 and k["features"]["flops"] >= 0
 
 
 def test_kernels_table_and_info():
@@ -63,8 +63,18 @@ def test_analyze_reports_model_and_unsupported(tmp_path):
     zoo.write("bert_layer", path)
     r = run([kiln_cmd(), "analyze", str(path), "--json"])
     d = json.loads(r.stdout)
-    assert r.returncode == 1 and d["nodes"] == 33 and d["flops"] > 1e9
-    assert any(u["op_type"] == "Softmax" for u in d["unsupported"])
+    assert r.returncode == 0 and d["nodes"] == 33 and d["flops"] > 1e9 and d["unsupported"] == []
+    assert d["would_bake"]["kernel_launches"] == 20
+    from onnx import TensorProto, helper
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8])
+    m = helper.make_model(helper.make_graph([helper.make_node("Hardmax", ["x"], ["y"], name="pick")], "g", [x], [y]),
+                          opset_imports=[helper.make_opsetid("", 17)])
+    bad = tmp_path / "hardmax.onnx"
+    onnx.save(m, str(bad))
+    r = run([kiln_cmd(), "analyze", str(bad), "--json"])
+    d = json.loads(r.stdout)
+    assert r.returncode == 1 and d["unsupported"][0]["node"] == "pick" and d["unsupported"][0]["op_type"] == "Hardmax"
     shared = tmp_path.parent / "missing.onnx"
     r = run([kiln_cmd(), "analyze", str(shared)])
     assert r.returncode == 2 and "missing.onnx" in r.stderr

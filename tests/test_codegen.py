@@ -53,7 +53,7 @@ def write(tmp_path, text) -> Path:
 
 
 @pytest.mark.parametrize("body,expect", [
-    ('type = "Softmax"\nshape = [4, 4]', r"'bad'.*unsupported op type 'Softmax'.*Supported: Conv"),
+    ('type = "Hardmax"\nshape = [4, 4]', r"'bad'.*unsupported op type 'Hardmax'.*Supported: Conv"),
     ('type = "Conv"\ninput = [1, 32, 8, 8]\nweight = [64, 8, 3, 3]\ngroup = 4',
      r"'bad'.*group=4 is not supported"),
     ('type = "Conv"\ninput = [1, 16, 8, 8]\nweight = [16, 8, 3, 3]', r"'bad'.*expects 8 input channels"),

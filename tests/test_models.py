@@ -80,7 +80,8 @@ def test_every_kernel_output_matches_onnxruntime(name):
     from kiln.validate import COSINE_MIN, per_kernel
     m = kiln.load(name)
     rows = per_kernel(m)
-    assert len(rows) == m.kernel_launches
+    device_only = sum(1 for s in m.record["steps"] if s["kind"] == "kernel" and "@" in s["value"])
+    assert len(rows) == m.kernel_launches - device_only
     bad = [r for r in rows if r["cosine"] < COSINE_MIN]
     assert not bad, bad[:3]
     # intermediates carry signal: no kernel output is all zero in ONNX Runtime or in kiln
