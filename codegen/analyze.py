@@ -106,10 +106,10 @@ def analyze(path: str | Path, batch: int = 1) -> dict[str, Any]:
 def _bake_preview(path, batch: int, report: dict[str, Any]) -> dict[str, Any]:
     """What a build would bake: kernel launches and unique kernels, or the nodes no kernel serves yet."""
     from . import KilnError
-    from .lowering import _Lowerer, lower
+    from .lowering import lower, unsupported_nodes
     from .opspec import opspec_of
     graph = onnx_frontend.load_onnx(path, batch)
-    missing = [n for n in graph.nodes if n.op_type not in _Lowerer.LOWER]
+    missing = unsupported_nodes(graph, Path(path).stem)
     if missing:
         report["unsupported"] = [{"node": n.name, "op_type": n.op_type,
                                   "reason": f"no kernel lowers {n.op_type} yet (the frontend accepts it)"}

@@ -381,6 +381,11 @@ class _Lowerer:
         want = 0.5 * t * (1 + np.vectorize(erf)(t / sqrt(2)))
         return bool(np.allclose(env[chain[-1].outputs[0]], want, rtol=1e-5, atol=1e-6))
 
+    def unsupported_nodes(self) -> list[Node]:
+        """Nodes no rule lowers, after the patterns absorbed what they could (call find_patterns first)."""
+        return [n for n in self.g.nodes if n.op_type not in self.LOWER and n.name not in self.skip
+                and n.name not in self.gelu_chain]
+
     def run(self) -> LoweredModel:
         g = self.g
         for v in g.inputs:
@@ -392,8 +397,7 @@ class _Lowerer:
                                    glue="input_nchw" if layout == "NC1HWC0" else "input_nd",
                                    params=list(shape)))
         self.find_patterns()
-        unsupported = [n for n in g.nodes if n.op_type not in self.LOWER and n.name not in self.skip
-                       and n.name not in self.gelu_chain]
+        unsupported = self.unsupported_nodes()
         if unsupported:
             lines = "; ".join(f"node '{n.name}' ({n.op_type})" for n in unsupported[:10])
             raise KilnError("lowering", self.model, f"no kernel yet for {len(unsupported)} node(s): {lines}. "
@@ -420,3 +424,9 @@ class _Lowerer:
 
 def lower(g: Graph, model: str) -> LoweredModel:
     return _Lowerer(g, model).run()
+
+
+def unsupported_nodes(g: Graph, model: str) -> list[Node]:
+    lw = _Lowerer(g, model)
+    lw.find_patterns()
+    return lw.unsupported_nodes()
