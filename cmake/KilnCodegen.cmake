@@ -38,8 +38,16 @@ function(kiln_bake_kernels target)
   if(NOT kernel_list)
     set(kernel_list "${KILN_SOURCE_DIR}/kernels/default.toml")
   endif()
-  # The set of generated files depends on the kernel list and the codegen: reconfigure when they change.
-  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${kernel_list}" ${codegen_modules})
+  # ONNX files named in KILN_MODELS (relative paths are relative to the source dir, where the codegen runs).
+  set(model_files "")
+  foreach(model IN LISTS KILN_MODELS)
+    if(model MATCHES "\\.onnx$")
+      get_filename_component(model "${model}" ABSOLUTE BASE_DIR "${KILN_SOURCE_DIR}")
+      list(APPEND model_files "${model}")
+    endif()
+  endforeach()
+  # The set of generated files depends on the kernel list, the models and the codegen: reconfigure when they change.
+  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${kernel_list}" ${model_files} ${codegen_modules})
 
   set(stamp "${ARG_OUTPUT_DIR}/.codegen.stamp")
   add_custom_command(
@@ -47,7 +55,7 @@ function(kiln_bake_kernels target)
     BYPRODUCTS ${outputs}
     COMMAND ${codegen} generate "${ARG_OPTIONS_FILE}" "${ARG_OUTPUT_DIR}"
             --stamp "${stamp}"
-    DEPENDS ${codegen_modules} ${templates} "${ARG_OPTIONS_FILE}" "${kernel_list}"
+    DEPENDS ${codegen_modules} ${templates} "${ARG_OPTIONS_FILE}" "${kernel_list}" ${model_files}
     WORKING_DIRECTORY "${KILN_SOURCE_DIR}"
     COMMENT "kiln: generating kernels (codegen)"
     VERBATIM)

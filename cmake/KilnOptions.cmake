@@ -38,7 +38,22 @@ function(kiln_write_options path)
     string(JSON json SET "${json}" "${name}" "\"${value}\"")
   endforeach()
   string(JSON json SET "${json}" "KILN_ISA_RESOLVED" "\"${KILN_ISA_RESOLVED}\"")
-  file(CONFIGURE OUTPUT "${path}" CONTENT "${json}\n" @ONLY)
+  # Rewritten only when a value changed: its timestamp is what makes the codegen rerun.
+  set(old "")
+  if(EXISTS "${path}")
+    file(READ "${path}" old)
+  endif()
+  if(NOT old STREQUAL "${json}\n")
+    file(WRITE "${path}" "${json}\n")
+  endif()
+  if(KILN_MODELS)
+    execute_process(COMMAND "${Python_EXECUTABLE}" -c "import onnx, numpy" RESULT_VARIABLE no_onnx ERROR_QUIET)
+    if(no_onnx)
+      message(FATAL_ERROR "kiln: KILN_MODELS='${KILN_MODELS}' needs the onnx and numpy packages in the Python that "
+                          "runs the codegen (${Python_EXECUTABLE}): `${Python_EXECUTABLE} -m pip install onnx numpy`, "
+                          "or build with `pip install .`, or set -DKILN_MODELS= to bake only the kernel list.")
+    endif()
+  endif()
   execute_process(
     COMMAND "${Python_EXECUTABLE}" -m codegen check-options "${path}"
     WORKING_DIRECTORY "${KILN_SOURCE_DIR}"

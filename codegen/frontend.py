@@ -72,7 +72,9 @@ def _parse_op(idx: int, raw: dict[str, Any]) -> OpInstance:
         a.update(input=x, weight=w, strides=_ints(entry, "strides", raw.get("strides", [1, 1]), 2, lo=1),
                  pads=_ints(entry, "pads", raw.get("pads", [0, 0, 0, 0]), 4),
                  dilations=_ints(entry, "dilations", raw.get("dilations", [1, 1]), 2, lo=1),
-                 group=int(raw.get("group", 1)))
+                 group=raw.get("group", 1))
+        if not isinstance(a["group"], int) or isinstance(a["group"], bool) or a["group"] < 1:
+            raise KilnError("frontend", entry, f"'group' must be a positive integer, got {a['group']!r}")
         g = a["group"]
         if g == 1:
             if w[1] != x[1]:
@@ -85,8 +87,9 @@ def _parse_op(idx: int, raw: dict[str, Any]) -> OpInstance:
         wo = (x[3] + pl + pr - dw * (w[3] - 1) - 1) // sw + 1
         if ho < 1 or wo < 1:
             raise KilnError("frontend", entry, f"output would be {ho}x{wo}: kernel larger than the padded input")
-        if max(pt, pl, pb, pr) >= max(w[2], w[3]) * max(dh, dw):
-            raise KilnError("frontend", entry, f"pads {list(a['pads'])} must be smaller than the dilated kernel")
+        if max(pt, pb) > dh * (w[2] - 1) + 1 or max(pl, pr) > dw * (w[3] - 1) + 1:
+            raise KilnError("frontend", entry, f"pads {list(a['pads'])} larger than the dilated kernel extent "
+                            f"({dh * (w[2] - 1) + 1}x{dw * (w[3] - 1) + 1}) are not supported")
     elif op in ("Gemm", "MatMul"):
         av = _ints(entry, "a", raw.get("a"), 2, lo=1)
         bv = _ints(entry, "b", raw.get("b"), 2, lo=1)

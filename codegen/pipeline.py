@@ -112,9 +112,9 @@ def plan(options: Options, source_dir: Path, work_dir: Path | None = None, progr
     names: set[str] = set()
     for entry in options.kiln_models:
         from .onnx_frontend import load_onnx  # imports onnx: only when models are baked
-        if work_dir is None:  # never build zoo files into the caller's cwd (it may be the source tree)
-            import tempfile
-            work_dir = Path(tempfile.mkdtemp(prefix="kiln-codegen-"))
+        if work_dir is None:  # never build zoo files into the caller's cwd (it may be the source tree);
+            import tempfile  # one shared cache: zoo files are reused by key, not rebuilt per call
+            work_dir = Path(tempfile.gettempdir()) / "kiln-codegen-cache"
         name, path = model_onnx(entry, work_dir)
         if name in names:
             raise KilnError("frontend", entry, f"two KILN_MODELS entries are both named '{name}'")

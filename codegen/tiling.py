@@ -94,12 +94,12 @@ def conv_tile_rows(spec: Conv2dSpec, base_m: int) -> list[tuple[int, int, int]]:
         ho0, ho1 = p0 // spec.wo, (p0 + m - 1) // spec.wo
         lo = max(0, ho0 * spec.sh - spec.pt)
         hi = min(spec.h - 1, ho1 * spec.sh - spec.pt + (spec.kh - 1) * spec.dh)
-        out.append((p0, m, lo, hi - lo + 1))
+        out.append((p0, m, lo, max(0, hi - lo + 1)))  # 0 rows: the tile reads only padding
     return out
 
 
 def _conv_buffers(spec: Conv2dSpec, base_m: int, base_n: int, base_k1: int, c1_step: int) -> dict[str, int]:
-    rows = max(r for *_, r in conv_tile_rows(spec, base_m))
+    rows = max(1, max(r for *_, r in conv_tile_rows(spec, base_m)))
     return {
         "L1": 2 * c1_step * rows * spec.w * 32 + 2 * c1_step * spec.kh * spec.kw * (base_n // 16) * 512
               + (base_n * 4 if spec.bias else 0),
@@ -114,22 +114,26 @@ def _conv_variant(spec: Conv2dSpec, profile: Profile, log: OptLog) -> Variant:
     M, C1, CO1 = spec.ho * spec.wo, c1(spec.cin), c1(spec.cout)
     K1 = C1 * spec.kh * spec.kw
     cores = profile.cores_for("cube")
-    base_n = min(256, CO1 * 16)
     best, limit = None, None
-    for base_m in (128, 64, 32, 16):
-        base_m = min(base_m, _r16(M))
-        base_k1 = min(4, K1)
-        for c1_step in range(C1, 0, -1):
-            bufs = _conv_buffers(spec, base_m, base_n, base_k1, c1_step)
-            limit = _fits(profile, bufs)
-            if limit is None:
-                best = dict(base_m=base_m, base_n=base_n, base_k1=base_k1, c1_step=c1_step)
+    base_n = min(256, CO1 * 16)
+    while best is None:  # largest N tile first, then M tile, then channel blocks per L1 chunk
+        for base_m in (128, 64, 32, 16):
+            base_m = min(base_m, _r16(M))
+            base_k1 = min(4, K1)
+            for c1_step in range(C1, 0, -1):
+                bufs = _conv_buffers(spec, base_m, base_n, base_k1, c1_step)
+                limit = _fits(profile, bufs)
+                if limit is None:
+                    best = dict(base_m=base_m, base_n=base_n, base_k1=base_k1, c1_step=c1_step)
+                    break
+            if best:
                 break
-        if best:
-            break
-    if best is None:
-        raise KilnError("tiling", spec.name, f"no tile fits {limit} of {profile.name}: one input row of "
-                        f"{spec.w} pixels x {spec.kh} kernel rows is too large for L1")
+        if best is None:
+            if base_n == 16:
+                raise KilnError("tiling", spec.name, f"no tile fits {limit} of {profile.name} even at 16x16 with one "
+                                f"channel block: {_conv_buffers(spec, 16, 16, 1, 1)}")
+            base_n = _half16(base_n)
+            log.add("tiling", spec.name, f"base_n={base_n}", "tile_shrunk", limit=limit)
     # Spread over the cores: narrower N tiles first (keeps the img2col reuse), then M.
     def blocks(v):
         return spec.n * ceil(M / v["base_m"]) * ceil(CO1 * 16 / v["base_n"])
@@ -142,7 +146,7 @@ def _conv_variant(spec: Conv2dSpec, profile: Profile, log: OptLog) -> Variant:
         log.add("tiling", spec.name, f"base_m={best['base_m']},base_n={best['base_n']}", "balance_cores",
                 blocks_before=before, blocks=blocks(best), cores=cores)
     bufs = _conv_buffers(spec, best["base_m"], best["base_n"], best["base_k1"], best["c1_step"])
-    best["slab_rows"] = max(r for *_, r in conv_tile_rows(spec, best["base_m"]))
+    best["slab_rows"] = max(1, max(r for *_, r in conv_tile_rows(spec, best["base_m"])))
     return Variant("conv2d_cube_img2col", best, blocks(best), bufs)
 
 

@@ -253,6 +253,9 @@ class InteractiveCore {
   // One level-0 vector instruction. strides: dst_blk, src0_blk, src1_blk, dst_rep, src0_rep, src1_rep.
   void vector(const std::string& op, const Handle& dst, const Handle& src0, py::object src1, unsigned repeat,
               unsigned mask, float scalar, py::dict strides) {
+    for (const Handle* h : {&dst, &src0})
+      if (h->dtype == "bfloat16")
+        throw py::type_error("vector ops take float16 or float32 tensors; '" + h->name + "' is bfloat16 (Cube input only)");
     Repeat rp;
     rp.times = repeat;
     for (auto item : strides) {
@@ -387,6 +390,13 @@ class PyExecutor {
         throw py::type_error("model '" + model_ + "': inputs must be C-contiguous float32");
       in.push_back(static_cast<const float*>(a.data()));
     }
+    if (outputs.size() != out_shapes_.size())
+      throw py::value_error("model '" + model_ + "' has " + std::to_string(out_shapes_.size()) + " outputs, got " +
+                            std::to_string(outputs.size()) + " output arrays");
+    for (std::size_t i = 0; i < outputs.size(); ++i)
+      for (std::size_t j = 0; j < i; ++j)
+        if (outputs[i].data() == outputs[j].data())
+          throw py::value_error("model '" + model_ + "': output arrays must be distinct");
     for (std::size_t i = 0; i < outputs.size(); ++i) {
       py::array a = outputs[i];
       std::vector<std::size_t> s(a.shape(), a.shape() + a.ndim());

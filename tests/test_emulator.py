@@ -196,5 +196,38 @@ def test_fixpipe_to_ub_only_on_coupled_profiles():
                 core.alloc("UB", 256, "float32", "u")
             continue
         c, u = core.alloc("L0C", 256, "float32", "c"), core.alloc("UB", 256, "float32", "u")
+        a0, b0 = core.alloc("L0A", 256, name="a"), core.alloc("L0B", 256, name="b")
+        a1, b1 = core.alloc("L1", 256, name="a1"), core.alloc("L1", 256, name="b1")
+        rng = np.random.default_rng(3)
+        a, b = rng.standard_normal((16, 16)).astype(np.float16), rng.standard_normal((16, 16)).astype(np.float16)
+        core.copy_in(a1, pack_zz(a))
+        core.copy_in(b1, pack_zn(b))
+        core.load2d(a0, a1, 1)
+        core.load2d(b0, b1, 1)
+        core.mmad(c, a0, b0, 16, 16, 16)
         core.fixpipe_to_ub(u, c, 256, relu=True)
-        assert core.stats()["pipes"]["FIX"]["bytes"] == 1024
+        want = np.maximum(a.astype(np.float64) @ b.astype(np.float64), 0)
+        np.testing.assert_allclose(unpack_nz(core.peek(u), 16, 16), want, rtol=1e-5, atol=1e-5)
+        assert (core.peek(u) == 0).any() and core.stats()["pipes"]["FIX"]["bytes"] == 1024
+
+
+@pytest.mark.parametrize("call", [
+    lambda c: c.alloc("UB", 2 ** 63, name="huge"),
+    lambda c: c.alloc("UB", 2 ** 62, "float32", name="huge32"),
+    lambda c: c.at("UB", 2 ** 64 - 64, 32, name="wrapped"),
+    lambda c: c.at("UB", 0, 2 ** 62, name="long"),
+])
+def test_absurd_sizes_are_capacity_errors_not_crashes(call):
+    with pytest.raises(kiln.CapacityError):
+        call(kiln.Core("ascend910b", "AIV"))
+
+
+def test_absurd_strides_are_errors_not_crashes():
+    core = kiln.Core("ascend910b", "AIV")
+    h = core.alloc("UB", 256, name="h")
+    with pytest.raises(kiln.EmulationError):
+        core.vector("dup", h, h, repeat=255, strides={"dst_rep": 255})
+    aic = kiln.Core("ascend910b", "AIC")
+    src, dst = aic.alloc("L1", 512, name="src"), aic.alloc("L0A", 512, name="dst")
+    with pytest.raises(kiln.EmulationError):
+        aic.load2d(dst, src, repeat=2, src_stride=2 ** 56 - 1)

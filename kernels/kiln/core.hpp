@@ -146,11 +146,12 @@ class Core {
       fail<CapacityError>(std::string(pos_name(pos)) + " does not exist on this core (" + core_kind_name() +
                           " of " + prof_.name + "); cannot allocate '" + what + "'");
     const std::uint32_t off = round_up(top_[p], prof_.alignment[p]);
+    // Compared without forming count*sizeof(T) or off+bytes, which could wrap for huge counts.
+    if (count > cap_[p] / sizeof(T) || off > cap_[p] || count * sizeof(T) > cap_[p] - off)
+      fail<CapacityError>(std::string(pos_name(pos)) + " overflow: '" + what + "' needs " + std::to_string(count) +
+                          " x " + std::to_string(sizeof(T)) + " B at offset " + std::to_string(off) + ", capacity " +
+                          std::to_string(cap_[p]) + " B on " + prof_.name);
     const std::size_t bytes = count * sizeof(T);
-    if (off + bytes > cap_[p])
-      fail<CapacityError>(std::string(pos_name(pos)) + " overflow: '" + what + "' needs " + std::to_string(bytes) +
-                          " B at offset " + std::to_string(off) + ", capacity " + std::to_string(cap_[p]) + " B on " +
-                          prof_.name);
     top_[p] = off + static_cast<std::uint32_t>(bytes);
     return Local<T>{reinterpret_cast<T*>(mem_[p].get() + off), pos, off, count, what};
   }
@@ -159,11 +160,10 @@ class Core {
   template <class T>
   Local<T> at(Pos pos, std::size_t byte_off, std::size_t count, const char* what) {
     const int p = static_cast<int>(pos);
-    const std::size_t bytes = count * sizeof(T);
-    if (!cap_[p] || byte_off + bytes > cap_[p])
-      fail<CapacityError>(std::string(pos_name(pos)) + " overflow: '" + what + "' spans bytes [" +
-                          std::to_string(byte_off) + ", " + std::to_string(byte_off + bytes) + "), capacity " +
-                          std::to_string(cap_[p]) + " B on " + prof_.name);
+    if (!cap_[p] || byte_off > cap_[p] || count > (cap_[p] - byte_off) / sizeof(T))
+      fail<CapacityError>(std::string(pos_name(pos)) + " overflow: '" + what + "' of " + std::to_string(count) +
+                          " x " + std::to_string(sizeof(T)) + " B at byte " + std::to_string(byte_off) +
+                          " does not fit, capacity " + std::to_string(cap_[p]) + " B on " + prof_.name);
     return Local<T>{reinterpret_cast<T*>(mem_[p].get() + byte_off), pos, static_cast<std::uint32_t>(byte_off), count,
                     what};
   }
@@ -202,11 +202,11 @@ class Core {
                         std::size_t burst, std::size_t src_stride, std::size_t dst_stride) {
     if (dst.pos != Pos::L1 && dst.pos != Pos::UB) fail<EmulationError>("copy_gm_to_local: destination must be L1 or UB");
     if (nburst == 0 || burst == 0) return;
-    check_local(dst, doff, (nburst - 1) * dst_stride + burst, "copy_gm_to_local", "dst");
+    check_local(dst, doff, span(nburst, dst_stride, burst), "copy_gm_to_local", "dst");
     if ((dst_stride * sizeof(T)) % 32 && nburst > 1)
       fail<AlignmentError>("copy_gm_to_local: destination burst stride " + std::to_string(dst_stride * sizeof(T)) +
                            " B is not a multiple of 32 B");
-    check_global(src, soff, (nburst - 1) * src_stride + burst, "copy_gm_to_local", "src");
+    check_global(src, soff, span(nburst, src_stride, burst), "copy_gm_to_local", "src");
     for (std::size_t b = 0; b < nburst; ++b)
       std::memcpy(dst.ptr + doff + b * dst_stride, src.ptr + soff + b * src_stride, burst * sizeof(T));
     const std::uint64_t bytes = nburst * burst * sizeof(T);
@@ -245,8 +245,8 @@ class Core {
                      std::size_t burst, std::size_t src_stride, std::size_t dst_stride) {
     if (src.pos != Pos::UB) fail<EmulationError>("copy_ub_to_gm: source must be UB");
     if (nburst == 0 || burst == 0) return;
-    check_local(src, soff, (nburst - 1) * src_stride + burst, "copy_ub_to_gm", "src");
-    check_global(dst, doff, (nburst - 1) * dst_stride + burst, "copy_ub_to_gm", "dst");
+    check_local(src, soff, span(nburst, src_stride, burst), "copy_ub_to_gm", "src");
+    check_global(dst, doff, span(nburst, dst_stride, burst), "copy_ub_to_gm", "dst");
     for (std::size_t b = 0; b < nburst; ++b)
       std::memcpy(dst.ptr + doff + b * dst_stride, src.ptr + soff + b * src_stride, burst * sizeof(T));
     const std::uint64_t bytes = nburst * burst * sizeof(T);
@@ -262,8 +262,11 @@ class Core {
     if (src.pos != Pos::L1 || (dst.pos != Pos::L0A && dst.pos != Pos::L0B))
       fail<EmulationError>("load2d: moves L1 -> L0A/L0B");
     if (!repeat) return;
-    check_local(src, soff, (repeat - 1) * src_stride * 256 + 256, "load2d", "src");
-    check_local(dst, doff, (repeat - 1) * dst_stride * 256 + 256, "load2d", "dst");
+    if (repeat > 65535) fail<EmulationError>("load2d: repeat must be <= 65535");
+    check_local(src, soff, span(repeat, src_stride > (std::size_t(1) << 40) ? (std::size_t(1) << 40) : src_stride * 256, 256),
+                "load2d", "src");
+    check_local(dst, doff, span(repeat, dst_stride > (std::size_t(1) << 40) ? (std::size_t(1) << 40) : dst_stride * 256, 256),
+                "load2d", "dst");
     for (std::size_t r = 0; r < repeat; ++r) {
       const f16* s = src.ptr + soff + r * src_stride * 256;
       f16* d = dst.ptr + doff + r * dst_stride * 256;
@@ -288,7 +291,8 @@ class Core {
     check_local(dst, doff, std::size_t(m1_count) * k1_count * 256, "load3d", "dst");
     check_local(fm, foff, std::size_t(g.slab_c1) * g.slab_h * g.fm_w * 16, "load3d", "src");
     const int taps = g.kh * g.kw;
-    if (k1_start + k1_count > g.slab_c1 * taps) fail<BoundsError>("load3d: K fractal range beyond the slab's channels");
+    if (taps <= 0 || g.out_w <= 0 || k1_start < 0 || k1_count < 0 || m1_count < 0 || k1_start + k1_count > g.slab_c1 * taps)
+      fail<BoundsError>("load3d: K fractal range beyond the slab's channels, or an empty geometry");
     for (int mi = 0; mi < m1_count; ++mi) {
       for (int r = 0; r < 16; ++r) {
         const long p = m_start + mi * 16 + r;
@@ -413,6 +417,7 @@ class Core {
                         int n, int m1_stride, bool relu) {
     if (c.pos != Pos::L0C) fail<EmulationError>("fixpipe: source must be L0C");
     const int N1 = (n + 15) / 16;
+    if (m <= 0 || n <= 0 || m > 16 * m1_stride) fail<EmulationError>("fixpipe_nz_to_nd: m must be in 1..16*m1_stride");
     check_local(c, coff, std::size_t(N1) * m1_stride * 256, "fixpipe_nz_to_nd", "src");
     check_global(dst, doff, std::size_t(m - 1) * ld + n, "fixpipe_nz_to_nd", "dst");
     for (int i = 0; i < m; ++i) {
@@ -431,6 +436,8 @@ class Core {
   void fixpipe_nz_to_nc1hwc0(Global<f16> dst, std::size_t doff, std::size_t plane, Local<float> c, std::size_t coff,
                              int m, int n1_count, int m1_stride, bool relu) {
     if (c.pos != Pos::L0C) fail<EmulationError>("fixpipe: source must be L0C");
+    if (m <= 0 || n1_count <= 0 || m > 16 * m1_stride)
+      fail<EmulationError>("fixpipe_nz_to_nc1hwc0: m must be in 1..16*m1_stride");
     check_local(c, coff, std::size_t(n1_count) * m1_stride * 256, "fixpipe_nz_to_nc1hwc0", "src");
     check_global(dst, doff, std::size_t(n1_count - 1) * plane + std::size_t(m) * 16, "fixpipe_nz_to_nc1hwc0", "dst");
     float tmp[16];
@@ -522,6 +529,7 @@ class Core {
   template <class T>
   void vreduce(VecOp op, Local<T> dst, std::size_t doff, Local<T> src, std::size_t soff, Mask mask, Repeat rp) {
     if (op != VecOp::ReduceSum && op != VecOp::ReduceMax) fail<EmulationError>("vreduce: not a reduction");
+    if (rp.times < 1 || rp.times > 255) fail<EmulationError>("vreduce: repeat must be 1..255");
     check_ub(dst, "vreduce");
     check_local(dst, doff, rp.times, "vreduce", "dst");
     vec_operand(rp, "vreduce", src, soff, rp.src0_blk, rp.src0_rep, mask.extent(256 / sizeof(T)));
@@ -597,10 +605,18 @@ class Core {
     issue(Pipe::FIX, prof_.fix_head + double(elems) / prof_.fix_elems_pc, elems * sizeof(f16));
   }
 
+  // (count - 1) * stride + last, saturating instead of wrapping, so absurd strides fail the bounds check.
+  static std::size_t span(std::size_t count, std::size_t stride, std::size_t last) {
+    if (count == 0) return 0;
+    const std::size_t limit = std::size_t(1) << 48;
+    if (stride && (count - 1) > limit / stride) return limit;
+    return std::min(limit, (count - 1) * stride + last);
+  }
+
   template <class T>
   void check_local(const Local<T>& t, std::size_t off, std::size_t n, const char* instr, const char* operand) const {
     if (!t.ptr) fail<EmulationError>(std::string(instr) + ": operand " + operand + " is not allocated");
-    if (off + n > t.count)
+    if (n > t.count || off > t.count - n)
       fail<BoundsError>(std::string(instr) + ": operand " + operand + " ('" + t.name + "' in " + pos_name(t.pos) +
                         ") accesses elements [" + std::to_string(off) + ", " + std::to_string(off + n) +
                         ") of a tensor of " + std::to_string(t.count));
@@ -613,7 +629,7 @@ class Core {
   }
   template <class T>
   void check_global(const Global<T>& t, std::size_t off, std::size_t n, const char* instr, const char* operand) const {
-    if (off + n > t.count)
+    if (n > t.count || off > t.count - n)
       fail<BoundsError>(std::string(instr) + ": operand " + operand + " (GM '" + t.name + "') accesses elements [" +
                         std::to_string(off) + ", " + std::to_string(off + n) + ") of " + std::to_string(t.count));
   }
@@ -634,6 +650,8 @@ class Core {
                    unsigned lanes = 256 / sizeof(T)) const {
     check_ub(t, instr);
     if (lanes == 0) fail<EmulationError>(std::string(instr) + ": mask enables no lane");
+    if (blk > 255 || rep > 65535)
+      fail<EmulationError>(std::string(instr) + ": block stride must be <= 255 and repeat stride <= 65535");
     const std::size_t E = 32 / sizeof(T);
     const std::size_t blocks = (lanes + E - 1) / E;
     const std::size_t last = (lanes - 1) % E + 1;  // lanes used in the last block

@@ -106,12 +106,17 @@ def _validate(args) -> int:
 def _run(args) -> int:
     import numpy as np
     import kiln
-    model = kiln.load(args.model)
-    if args.input:
-        x = np.load(args.input)
-    else:
-        x = np.random.default_rng(0).standard_normal(model.inputs[0][1]).astype(np.float32)
-    y = model.run(x)
+    try:
+        model = kiln.load(args.model)
+        x = np.load(args.input) if args.input else \
+            np.random.default_rng(0).standard_normal(model.inputs[0][1]).astype(np.float32)
+        y = model.run(x)
+    except KeyError as e:
+        print(f"kiln: {e.args[0]}", file=sys.stderr)
+        return 2
+    except (OSError, ValueError, TypeError) as e:
+        print(f"kiln run: {e}", file=sys.stderr)
+        return 2
     y = y if isinstance(y, np.ndarray) else y[0]
     if args.output:
         np.save(args.output, y)
