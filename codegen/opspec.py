@@ -37,6 +37,14 @@ def _act(relu: bool) -> str:
     return "_relu" if relu else ""
 
 
+def _window(sh: int, sw: int, pads: tuple[int, int, int, int], dh: int = 1, dw: int = 1) -> str:
+    """Stride, pads and dilation of a sliding window as a name fragment: s2_p1, s1x2_p2x1x3x0_d2x1."""
+    s = f"s{sh}" if sh == sw else f"s{sh}x{sw}"
+    p = f"p{pads[0]}" if len(set(pads)) == 1 else "p" + "x".join(map(str, pads))
+    d = "" if (dh, dw) == (1, 1) else (f"_d{dh}" if dh == dw else f"_d{dh}x{dw}")
+    return f"{s}_{p}{d}"
+
+
 @dataclass(frozen=True)
 class Conv2dSpec:
     n: int
@@ -68,11 +76,8 @@ class Conv2dSpec:
 
     @property
     def name(self) -> str:
-        s = f"s{self.sh}" if self.sh == self.sw else f"s{self.sh}x{self.sw}"
-        pads = (self.pt, self.pl, self.pb, self.pr)
-        p = f"p{self.pt}" if len(set(pads)) == 1 else "p" + "x".join(map(str, pads))
-        d = "" if (self.dh, self.dw) == (1, 1) else (f"_d{self.dh}" if self.dh == self.dw else f"_d{self.dh}x{self.dw}")
-        return (f"conv2d_{self.n}x{self.cin}x{self.h}x{self.w}_o{self.cout}_k{self.kh}x{self.kw}_{s}_{p}{d}"
+        win = _window(self.sh, self.sw, (self.pt, self.pl, self.pb, self.pr), self.dh, self.dw)
+        return (f"conv2d_{self.n}x{self.cin}x{self.h}x{self.w}_o{self.cout}_k{self.kh}x{self.kw}_{win}"
                 f"{'_bias' if self.bias else ''}{_act(self.relu)}")
 
     @property
@@ -125,11 +130,8 @@ class DwConv2dSpec:
 
     @property
     def name(self) -> str:
-        s = f"s{self.sh}" if self.sh == self.sw else f"s{self.sh}x{self.sw}"
-        pads = (self.pt, self.pl, self.pb, self.pr)
-        p = f"p{self.pt}" if len(set(pads)) == 1 else "p" + "x".join(map(str, pads))
-        d = "" if (self.dh, self.dw) == (1, 1) else f"_d{self.dh}x{self.dw}"
-        return (f"dwconv2d_{self.n}x{self.c}x{self.h}x{self.w}_k{self.kh}x{self.kw}_{s}_{p}{d}"
+        win = _window(self.sh, self.sw, (self.pt, self.pl, self.pb, self.pr), self.dh, self.dw)
+        return (f"dwconv2d_{self.n}x{self.c}x{self.h}x{self.w}_k{self.kh}x{self.kw}_{win}"
                 f"{'_bias' if self.bias else ''}{_act(self.relu)}")
 
     @property
@@ -275,10 +277,8 @@ class Pool2dSpec:
     def name(self) -> str:
         if self.is_global:
             return f"pool2d_global{self.op}_{self.n}x{self.c}x{self.h}x{self.w}"
-        s = f"s{self.sh}" if self.sh == self.sw else f"s{self.sh}x{self.sw}"
-        pads = (self.pt, self.pl, self.pb, self.pr)
-        p = f"p{self.pt}" if len(set(pads)) == 1 else "p" + "x".join(map(str, pads))
-        return f"pool2d_{self.op}_{self.n}x{self.c}x{self.h}x{self.w}_k{self.kh}x{self.kw}_{s}_{p}"
+        win = _window(self.sh, self.sw, (self.pt, self.pl, self.pb, self.pr))
+        return f"pool2d_{self.op}_{self.n}x{self.c}x{self.h}x{self.w}_k{self.kh}x{self.kw}_{win}"
 
     @property
     def flops(self) -> int:
