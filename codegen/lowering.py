@@ -84,6 +84,7 @@ class _Lowerer:
         self.trans_b_values: set[str] = set()       # IR values held as B^T on the device
         self.gelu_chain: dict[str, list[str]] = {}  # last node of a GELU chain -> the chain's node names
         self.gelu_input: dict[str, str] = {}
+        self.layernorm_chain: dict[str, tuple] = {}  # last node -> (names, x, gamma, beta, eps)
 
     def fail(self, node: Node, why: str) -> KilnError:
         return KilnError("lowering", f"node '{node.name}' ({node.op_type}) of {self.model}", why)
@@ -328,6 +329,7 @@ class _Lowerer:
                         and cs[0].op_type == "MatMul" and cs[0].inputs[1] == n.outputs[0]
                         and cs[0].inputs[0] != n.outputs[0]):
                     self.b_transposes.add(n.name)
+        self.find_layernorm_chains(consumers, outputs)
         self.find_gelu_chains(consumers, outputs)
 
     def find_gelu_chains(self, consumers, outputs) -> None:
@@ -369,6 +371,92 @@ class _Lowerer:
                                       f"compute GELU; one gelu kernel")
                 break
 
+    def find_layernorm_chains(self, consumers, outputs) -> None:
+        """Decomposed LayerNormalization (ReduceMean, Sub, Pow or Mul, ReduceMean, Add eps, Sqrt, Div, then
+        Mul gamma, Add beta), in whatever order an exporter wrote it: the nodes between x and one output are
+        accepted if, evaluated on random rows, they compute layernorm with the gamma, beta and eps they hold."""
+        g = self.g
+        ops = {"ReduceMean", "Sub", "Pow", "Mul", "Add", "Sqrt", "Div"}
+        for first in (n for n in g.nodes if n.op_type == "ReduceMean"):
+            x = first.inputs[0]
+            if x in g.initializers or x not in g.values or not self.shape(x):
+                continue
+            L = self.shape(x)[-1]
+            grown, values = [], {x}
+            for n in g.nodes:
+                if n.op_type in ops and any(i in values for i in n.inputs) \
+                        and all(i in values or i in g.initializers for i in n.inputs if i):
+                    grown.append(n)
+                    values.update(n.outputs)
+            if sum(n.op_type == "ReduceMean" for n in grown) < 2 or first not in grown:
+                continue
+            for end in reversed(grown):  # the longest chain first: it includes gamma and beta
+                needed, chain = {end.outputs[0]}, []
+                for n in reversed(grown[: grown.index(end) + 1]):
+                    if n.outputs[0] in needed:
+                        chain.insert(0, n)
+                        needed.update(i for i in n.inputs if i and i != x and i not in g.initializers)
+                leaving = [n for n in chain if n.outputs[0] in outputs or
+                           any(c not in chain for c in consumers.get(n.outputs[0], []))]
+                if first not in chain or leaving != [end] or any(n.name in self.skip for n in chain):
+                    continue
+                params = self.layernorm_params(chain, x, L)
+                if params is None:
+                    continue
+                self.layernorm_chain[end.name] = ([n.name for n in chain], x, *params)
+                for n in chain[:-1]:
+                    self.skip.add(n.name)
+                self.decisions.append(f"{end.name}: {len(chain)} nodes ({', '.join(n.op_type for n in chain)}) "
+                                      f"compute LayerNormalization (eps {params[2]:g}); one layernorm kernel")
+                break
+
+    def eval_chain(self, chain: list[Node], x: str, xv: np.ndarray) -> np.ndarray:
+        env = {x: xv}
+        for n in chain:
+            a = [env[i] if i in env else np.asarray(self.g.initializers[i], np.float64) for i in n.inputs if i]
+            if n.op_type == "ReduceMean":
+                axes = tuple(n.attrs.get("axes", [-1]))
+                env[n.outputs[0]] = a[0].mean(axis=axes, keepdims=bool(n.attrs.get("keepdims", 1)))
+            elif n.op_type == "Sqrt":
+                env[n.outputs[0]] = np.sqrt(a[0])
+            elif n.op_type == "Erf":
+                from math import erf
+                env[n.outputs[0]] = np.vectorize(erf)(a[0])
+            else:
+                env[n.outputs[0]] = {"Sub": np.subtract, "Pow": np.power, "Mul": np.multiply, "Add": np.add,
+                                     "Div": np.divide}[n.op_type](*a)
+        return env[chain[-1].outputs[0]]
+
+    def layernorm_params(self, chain: list[Node], x: str, L: int):
+        """(gamma, beta, eps) if the chain is a layernorm over the last axis, else None."""
+        g = self.g
+        vecs = {n.op_type: np.asarray(g.initializers[i], np.float64).reshape(-1) for n in chain for i in n.inputs
+                if i in g.initializers and g.initializers[i].size == L and n.op_type in ("Mul", "Add")}
+        scalars = [float(np.asarray(g.initializers[i]).reshape(-1)[0]) for n in chain if n.op_type == "Add"
+                   for i in n.inputs if i in g.initializers and g.initializers[i].size == 1]
+        if len(scalars) != 1 or not 0 < scalars[0] < 1e-2:
+            return None
+        gamma, beta, eps = vecs.get("Mul", np.ones(L)), vecs.get("Add", np.zeros(L)), scalars[0]
+        shape = self.shape(x)
+        xv = np.random.default_rng(0).standard_normal((1,) * (len(shape) - 2) + (min(3, prod(shape[:-1])), L)) * 2 + 0.5
+        try:
+            with np.errstate(all="ignore"):
+                got = self.eval_chain(chain, x, xv)
+        except (KeyError, ValueError):
+            return None
+        mu = xv.mean(-1, keepdims=True)
+        want = (xv - mu) / np.sqrt(((xv - mu) ** 2).mean(-1, keepdims=True) + eps) * gamma + beta
+        return (gamma, beta, eps) if got.shape == want.shape and np.allclose(got, want, rtol=1e-6, atol=1e-7) else None
+
+    def layernorm_decomposed(self, node: Node) -> None:
+        names, x, gamma, beta, eps = self.layernorm_chain[node.name]
+        xs = self.shape(x)
+        fused = Node(node.name, "LayerNormalization", [x], node.outputs, {"epsilon": eps}, names)
+        ins = [self.act(node, x, "ND"), self.weight(f"{node.name}.gamma", gamma.astype(np.float32)),
+               self.weight(f"{node.name}.beta", beta.astype(np.float32))]
+        self.kernel(fused, "LayerNormalization", {"rows": prod(xs[:-1]), "length": xs[-1], "epsilon": eps,
+                                                  "activation": "", "bias": False}, ins, "ND")
+
     def computes_gelu(self, chain: list[Node], x: str) -> bool:
         from math import erf, sqrt
         t = np.linspace(-4, 4, 33)
@@ -384,7 +472,7 @@ class _Lowerer:
     def unsupported_nodes(self) -> list[Node]:
         """Nodes no rule lowers, after the patterns absorbed what they could (call find_patterns first)."""
         return [n for n in self.g.nodes if n.op_type not in self.LOWER and n.name not in self.skip
-                and n.name not in self.gelu_chain]
+                and n.name not in self.gelu_chain and n.name not in self.layernorm_chain]
 
     def run(self) -> LoweredModel:
         g = self.g
@@ -407,6 +495,8 @@ class _Lowerer:
                 continue
             if n.name in self.gelu_chain:
                 self.gelu(n)
+            elif n.name in self.layernorm_chain:
+                self.layernorm_decomposed(n)
             else:
                 self.LOWER[n.op_type](self, n)
         outs = []

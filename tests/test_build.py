@@ -214,15 +214,20 @@ def test_configure_rejects_onnx_with_unsupported_op(tmp_path):
 
 @pytest.fixture(scope="module")
 def shared_mobilenet(tmp_path_factory):
-    """A build of the real torchvision export in shared/models (BN folded by the exporter)."""
+    """One build of two real-exporter models: the torchvision MobileNetV2 export in shared/models (BN
+    folded by the exporter) and a BERT layer as the torch exporter writes it (decomposed LayerNorm and
+    GELU, view chains, Dropout; small dims)."""
     onnx_file = REPO.parent / "shared" / "models" / "mobilenet_v2.onnx"
     if not onnx_file.is_file():
         pytest.skip(f"{onnx_file} not present")
+    pytest.importorskip("onnx")
+    from test_frontend import bert_layer
     root = tmp_path_factory.mktemp("shared_mobilenet")
+    bert = bert_layer(root, 17)
     kl = root / "one.toml"
     kl.write_text('[[op]]\nlabel = "x"\ntype = "Relu"\nshape = [16]\n')
     build = root / "build"
-    r = configure(REPO, build, f"KILN_MODELS={onnx_file}", f"KILN_KERNEL_LIST={kl}")
+    r = configure(REPO, build, f"KILN_MODELS={onnx_file};{bert}", f"KILN_KERNEL_LIST={kl}")
     assert r.returncode == 0, r.stderr
     r = build_cmd(build)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr
@@ -236,15 +241,17 @@ def shared_mobilenet(tmp_path_factory):
     return pkg.parent
 
 
-def test_shared_mobilenet_export_validates(shared_mobilenet, tmp_path):
+@pytest.mark.parametrize("model", ["mobilenet_v2", "bert_torch"])
+def test_real_exports_validate(shared_mobilenet, tmp_path, model):
     pytest.importorskip("onnxruntime")
-    script = textwrap.dedent("""
+    script = textwrap.dedent(f"""
         import json, kiln
         from kiln.validate import validate
-        m = kiln.load("mobilenet_v2")
+        names = kiln.models()
+        m = kiln.load([n for n in names if n not in ("mobilenet_v2",)][0] if "{model}" != "mobilenet_v2" else "mobilenet_v2")
         r = validate(m, seeds=(0, 1))
-        print(json.dumps({"passed": r["passed"], "cosine": r["outputs"][0]["cosine"],
-                          "launches": m.kernel_launches}))
+        print(json.dumps({{"passed": r["passed"], "cosine": r["outputs"][0]["cosine"],
+                          "launches": m.kernel_launches}}))
     """)
     env = dict(os.environ, PYTHONPATH=str(shared_mobilenet))
     r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=tmp_path)

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 COSINE_MIN = 0.999
+LOW_SIGNAL_STD = 1e-3  # a reference output with less spread than this says little: check every kernel
 
 
 def onnx_path_of(record: dict) -> Path:
@@ -62,7 +63,7 @@ def validate(model, seeds=(0, 1, 2)) -> dict:
     sess = ort_session(path)
     ort_inputs = [i.name for i in sess.get_inputs()]
     outputs: dict[str, dict] = {}
-    top1 = []
+    top1, low_signal = [], [float("inf")]
     for seed in seeds:
         rng = np.random.default_rng(seed)
         xs = [rng.standard_normal(shape).astype(np.float32) for _, shape in model.inputs]
@@ -70,6 +71,7 @@ def validate(model, seeds=(0, 1, 2)) -> dict:
         got = [got] if isinstance(got, np.ndarray) else got
         want = sess.run([n for n, _ in model.outputs], dict(zip(ort_inputs, xs)))
         for (name, _), g, w in zip(model.outputs, got, want):
+            low_signal.append(float(np.std(w)))
             c = compare(g, w)
             o = outputs.setdefault(name, {"name": name, "cosine": 1.0, "max_abs_err": 0.0, "max_rel_err": 0.0})
             o["cosine"] = min(o["cosine"], c["cosine"])
@@ -79,8 +81,14 @@ def validate(model, seeds=(0, 1, 2)) -> dict:
                 top1.append(bool(np.array_equal(g.reshape(-1, 1000).argmax(1), w.reshape(-1, 1000).argmax(1))))
     outs = list(outputs.values())
     passed = all(o["cosine"] >= COSINE_MIN for o in outs) and all(top1)
-    return {"model": model.name, "onnx": str(path), "passed": passed, "seeds": list(seeds), "outputs": outs,
-            "top1_agreement": (sum(top1) / len(top1)) if top1 else None, "thresholds": {"cosine": COSINE_MIN}}
+    report = {"model": model.name, "onnx": str(path), "passed": passed, "seeds": list(seeds), "outputs": outs,
+              "top1_agreement": (sum(top1) / len(top1)) if top1 else None, "thresholds": {"cosine": COSINE_MIN}}
+    if min(low_signal) < LOW_SIGNAL_STD:
+        # The final output barely depends on anything: agreement there proves little, so every kernel is compared.
+        report["low_signal_output"] = True
+        report["kernels"] = per_kernel(model, seeds[0])
+        report["passed"] = passed and all(k["cosine"] >= COSINE_MIN for k in report["kernels"])
+    return report
 
 
 def per_kernel(model, seed: int = 0) -> list[dict]:
