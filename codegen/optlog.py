@@ -17,7 +17,8 @@ REASONS = {
     "balance_cores": "tile reduced so the blocks cover more AI cores",
     "option": "a build option decided this",
     "view_or_relayout": "a reshape shares its input's bytes, or a layout change needs a host relayout step",
-    "memory_plan": "arena placement of the model's intermediate tensors (greedy by size over lifetimes)",
+    "memory_plan": "arena placement of the model's intermediate tensors: the smaller of greedy-by-size and best-fit",
+    "in_place": "an elementwise or row-wise kernel writes its output over its first input, which dies there",
     "frontend_pass": "a frontend graph pass (constant folding, BN folding, Identity removal)",
 }
 

@@ -143,8 +143,11 @@ def plan(options: Options, source_dir: Path, work_dir: Path | None = None, progr
         seen[k.symbol] = k
     model_plans = []
     for name, path, lowered, steps in models:
-        mem = plan_arena(lowered)
+        mem = plan_arena(lowered, profile.gm_alignment)
+        for out, src in mem.in_place:
+            log.add("memory", name, f"{out}->in_place({src})", "in_place")
         log.add("memory", name, f"arena={mem.arena_bytes}", "memory_plan", lower_bound=mem.lower_bound_bytes,
-                naive=mem.naive_bytes, strategy=mem.strategy)
+                naive=mem.naive_bytes, strategy=mem.strategy,
+                **{f"tried_{k}": v for k, v in mem.strategies.items()})
         model_plans.append(ModelPlan(name, str(path), lowered, mem, steps))
     return Plan(options, profile, kernels, log, model_plans)

@@ -51,6 +51,7 @@ class Profile:
     vec_head: int
     vec_cpr_f16: tuple[float, ...] = field(default=())
     vec_cpr_f32: tuple[float, ...] = field(default=())
+    gm_alignment: int = 128  # bytes; arena offsets (GM bursts split at 128/256/512 B, AD-HC)
 
     def cores_for(self, unit: str) -> int:
         """AI cores a kernel on `unit` ("cube" or "vector") can be split over."""

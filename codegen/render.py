@@ -73,9 +73,12 @@ def model_record(m: ModelPlan, kernel_symbols: dict[int, str], windex: dict[str,
             return [SPACE_INPUT, inputs.index(v), int(np.prod(shape)) * 4]
         if v in outputs:
             return [SPACE_OUTPUT, outputs.index(v), low.storage[v].nbytes]
-        root = low.aliases.get(v, v)
-        return [SPACE_ARENA, mem.placements[root].offset, low.storage[v].nbytes]
+        return [SPACE_ARENA, mem.placements[mem.roots[v]].offset, low.storage[v].nbytes]
 
+    frees: dict[int, list[list[int]]] = {}  # step -> arena regions whose tensor is dead after it
+    for p in mem.placements.values():
+        frees.setdefault(p.last, []).append([p.offset, p.nbytes])
+    names = [s.name for s in low.steps]
     steps = []
     for i, s in enumerate(low.steps):
         st = low.storage[s.output]
@@ -85,6 +88,7 @@ def model_record(m: ModelPlan, kernel_symbols: dict[int, str], windex: dict[str,
             "inputs": [ref(v) for v in s.inputs], "output": ref(s.output),
             # the ONNX value this step produces, as held on the device (for per-kernel checks)
             "value": s.output, "layout": st.layout, "shape": list(st.logical),
+            "frees": sorted(frees.get(i, [])),
         })
     return {
         "name": m.name,
@@ -94,8 +98,14 @@ def model_record(m: ModelPlan, kernel_symbols: dict[int, str], windex: dict[str,
         "weights_file": f"models/{m.name}.weights.bin",
         "weights_bytes": blob_bytes,
         "arena_bytes": mem.arena_bytes,
-        "memory": {"lower_bound_bytes": mem.lower_bound_bytes, "naive_bytes": mem.naive_bytes,
-                   "strategy": mem.strategy},
+        "memory": {
+            "lower_bound_bytes": mem.lower_bound_bytes, "naive_bytes": mem.naive_bytes, "strategy": mem.strategy,
+            "strategies": mem.strategies, "fragmentation": round(mem.fragmentation, 6), "alignment": mem.alignment,
+            "in_place": [{"output": o, "input": i} for o, i in mem.in_place],
+            "tensors": [{"name": p.value, "offset": p.offset, "bytes": p.nbytes, "first_kernel": names[p.first],
+                         "last_kernel": names[p.last], "first_step": p.first, "last_step": p.last}
+                        for p in sorted(mem.placements.values(), key=lambda p: (p.offset, p.first))],
+        },
         "kernel_launches": sum(1 for s in low.steps if s.kind == "kernel"),
         "unique_kernels": len(set(kernel_symbols.values())),
         "steps": steps,

@@ -353,6 +353,12 @@ class PyExecutor {
       };
       for (py::handle r : d["inputs"].cast<py::list>()) s.inputs.push_back(ref(r));
       s.output = ref(d["output"]);
+      for (py::handle f : d["frees"].cast<py::list>()) {
+        auto t = f.cast<std::vector<std::size_t>>();
+        if (t.size() != 2 || t[0] + t[1] > arena_bytes)
+          throw py::value_error("model '" + model + "', step '" + s.name + "': freed region out of the arena");
+        s.frees.emplace_back(t[0], t[1]);
+      }
       if (!d["kernel"].is_none()) {
         s.kernel = &find_kernel(d["kernel"].cast<std::string>());
         if (s.inputs.size() != s.kernel->inputs.size())
@@ -374,7 +380,8 @@ class PyExecutor {
     exec_ = std::make_unique<Executor>(std::move(plan), arena_bytes, weights.data(), wbytes);
   }
 
-  py::list run(const std::vector<py::array>& inputs, const std::vector<py::array>& outputs, bool capture) {
+  py::list run(const std::vector<py::array>& inputs, const std::vector<py::array>& outputs, bool capture,
+               bool poison) {
     if (inputs.size() != in_shapes_.size())
       throw py::value_error("model '" + model_ + "' takes " + std::to_string(in_shapes_.size()) + " inputs, got " +
                             std::to_string(inputs.size()));
@@ -409,7 +416,7 @@ class PyExecutor {
     std::vector<StepResult> res;
     {
       py::gil_scoped_release release;
-      res = exec_->run(in, out, capture);
+      res = exec_->run(in, out, capture, poison);
     }
     py::list steps;
     for (const auto& r : res) {
@@ -507,6 +514,7 @@ PYBIND11_MODULE(_core, m) {
            py::arg("model"), py::arg("steps"), py::arg("arena_bytes"), py::arg("weights"), py::arg("input_shapes"),
            py::arg("output_shapes"))
       .def("run", &PyExecutor::run, py::arg("inputs"), py::arg("outputs"), py::arg("capture") = false,
+           py::arg("poison") = false,
            "Runs every step; returns per step the simulated cycles of a kernel (None for glue steps), "
            "or (cycles, output bytes) with capture=True.")
       .def_property_readonly("arena_bytes", &PyExecutor::arena_bytes);

@@ -6,6 +6,7 @@
 #pragma once
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -33,6 +34,7 @@ struct StepPlan {
   std::vector<TensorRef> inputs;
   TensorRef output;
   std::string name;
+  std::vector<std::pair<std::size_t, std::size_t>> frees;  // arena (offset, bytes) dead after this step
 };
 
 struct StepResult {
@@ -50,8 +52,10 @@ class Executor {
 
   // inputs/outputs: host fp32 buffers in the model's logical shapes.
   // capture: keep a copy of every kernel step's output (for per-kernel validation).
+  // poison: after each step, fill the arena bytes of tensors that just died with 0xFF (fp16 NaN),
+  // so a kernel that reads a dead tensor produces NaNs (a debugging check of the memory plan).
   std::vector<StepResult> run(const std::vector<const float*>& inputs, const std::vector<float*>& outputs,
-                              bool capture = false) const {
+                              bool capture = false, bool poison = false) const {
     struct Free {
       void operator()(std::uint8_t* p) const { std::free(p); }
     };
@@ -76,6 +80,8 @@ class Executor {
       } else {
         run_glue(s, in_ptrs[0], out);
       }
+      if (poison)
+        for (const auto& [off, bytes] : s.frees) std::memset(arena.get() + off, 0xFF, bytes);
     }
     return results;
   }

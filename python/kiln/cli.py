@@ -125,6 +125,38 @@ def _run(args) -> int:
     return 0
 
 
+def _plan(args) -> int:
+    """`kiln plan MODEL`: the arena plan, with a text timeline of offsets over the kernel order."""
+    import kiln
+    try:
+        rec = kiln.load(args.model).record
+    except KeyError as e:
+        print(f"kiln: {e.args[0]}", file=sys.stderr)
+        return 2
+    mem = rec["memory"]
+    report = {"model": rec["name"], "arena_bytes": rec["arena_bytes"], "lower_bound_bytes": mem["lower_bound_bytes"],
+              "naive_bytes": mem["naive_bytes"], "fragmentation": mem["fragmentation"], "strategy": mem["strategy"],
+              "strategies": mem["strategies"], "alignment": mem["alignment"], "in_place": mem["in_place"],
+              "tensors": mem["tensors"]}
+    if args.json:
+        json.dump(report, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+        return 0
+    steps = len(rec["steps"])
+    print(f"{rec['name']}: arena {rec['arena_bytes']} B, lower bound {mem['lower_bound_bytes']} B "
+          f"(fragmentation {100 * mem['fragmentation']:.2f}%), no reuse {mem['naive_bytes']} B "
+          f"({mem['naive_bytes'] / max(1, rec['arena_bytes']):.1f}x); strategy {mem['strategy']} of "
+          f"{', '.join(f'{k} {v} B' for k, v in mem['strategies'].items())}; {len(mem['in_place'])} outputs in place; "
+          f"alignment {mem['alignment']} B")
+    width = min(steps, 72)
+    print(f"{'offset':>10} {'bytes':>9}  {'lifetime over ' + str(steps) + ' steps':<{width}}  tensor")
+    for t in mem["tensors"]:
+        a, b = t["first_step"] * width // steps, t["last_step"] * width // steps
+        bar = "." * a + "#" * (b - a + 1) + "." * (width - b - 1)
+        print(f"{t['offset']:>10} {t['bytes']:>9}  {bar}  {t['name']}")
+    return 0
+
+
 def _info(args) -> int:
     import kiln
     json.dump(kiln.build_info(), sys.stdout, indent=1)
@@ -153,6 +185,10 @@ def main(argv: list[str] | None = None) -> int:
     v.add_argument("--per-kernel", action="store_true",
                    help="also compare every kernel's output with the same tensor from ONNX Runtime")
     v.set_defaults(fn=_validate)
+    pl = sub.add_parser("plan", help="a baked model's memory plan: arena, lower bound, offsets over time")
+    pl.add_argument("model")
+    pl.add_argument("--json", action="store_true")
+    pl.set_defaults(fn=_plan)
     r = sub.add_parser("run", help="run a baked model once")
     r.add_argument("model")
     r.add_argument("--input", help=".npy input (default: seeded random)")

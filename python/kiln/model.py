@@ -47,17 +47,22 @@ class Model:
         return (f"<kiln.Model {self.name}: {self.kernel_launches} kernel launches, "
                 f"{len({k.kernel for k in self.kernels})} unique kernels, arena {self.arena_bytes} B>")
 
-    def run(self, *inputs: np.ndarray, out: np.ndarray | list[np.ndarray] | None = None):
+    def run(self, *inputs: np.ndarray, out: np.ndarray | list[np.ndarray] | None = None,
+            poison_freed: bool = False):
         """fp32 in, fp32 out, in the ONNX model's shapes. Returns one array per output
-        (a single array when the model has one output)."""
-        outs, _ = self._run(inputs, out, capture=False)
+        (a single array when the model has one output); with `out`, fills the caller's arrays.
+        The boundary always converts (fp32 <-> fp16 and the device layouts), so inputs are read and
+        outputs written once by the first and last step; nothing else copies them.
+        poison_freed: a debugging check of the memory plan: every arena region is overwritten with
+        NaNs as soon as its tensor is dead, so a read of a dead tensor shows in the result."""
+        outs, _ = self._run(inputs, out, capture=False, poison=poison_freed)
         return outs[0] if len(outs) == 1 else outs
 
     def run_capture(self, *inputs: np.ndarray) -> tuple[list[np.ndarray], dict[str, np.ndarray]]:
         """Runs and also returns every kernel's output: {ONNX value name: fp32 array in its ONNX shape}."""
         return self._run(inputs, None, capture=True)
 
-    def _run(self, inputs, out, capture: bool):
+    def _run(self, inputs, out, capture: bool, poison: bool = False):
         if len(inputs) != len(self.inputs):
             raise TypeError(f"model {self.name} takes {len(self.inputs)} input(s) "
                             f"({', '.join(n for n, _ in self.inputs)}), got {len(inputs)}")
@@ -71,7 +76,7 @@ class Model:
             outs = [np.empty(shape, np.float32) for _, shape in self.outputs]
         else:
             outs = [out] if isinstance(out, np.ndarray) else list(out)
-        results = self._exec.run(xs, outs, capture)
+        results = self._exec.run(xs, outs, capture, poison)
         ks = iter(self.kernels)
         captured: dict[str, np.ndarray] = {}
         for step, r in zip(self.record["steps"], results):
