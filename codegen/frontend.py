@@ -131,11 +131,11 @@ def _parse_op(idx: int, raw: dict[str, Any]) -> OpInstance:
             if not isinstance(v, (int, float)) or isinstance(v, bool):
                 raise KilnError("frontend", entry, f"{op} needs a number 'scalar', got {v!r}")
             a["scalar"] = float(v)
-        if op == "Clip" or act == "Clip":
-            lo, hi = raw.get("min"), raw.get("max")
-            if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (lo, hi)) or lo > hi:
-                raise KilnError("frontend", entry, f"Clip needs numbers min <= max, got min={lo!r} max={hi!r}")
-            a.update(min=float(lo), max=float(hi))
+    if act == "Clip" or op == "Clip":  # every op that takes an activation
+        lo, hi = raw.get("min"), raw.get("max")
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (lo, hi)) or lo > hi:
+            raise KilnError("frontend", entry, f"Clip needs numbers min <= max, got min={lo!r} max={hi!r}")
+        a.update(min=float(lo), max=float(hi))
     known = {"label", "type", "activation", "bias", "input", "weight", "strides", "pads", "dilations", "group",
              "a", "b", "shape", "min", "max", "kernel_shape", "scalar", "trans_b", "epsilon"}
     extra = sorted(set(raw) - known)

@@ -142,6 +142,15 @@ class _Lowerer:
                                instance=OpInstance(node.name, op_type, attrs)))
 
     # ---- rules -------------------------------------------------------------
+    @staticmethod
+    def epilogue(node: Node) -> dict:
+        """The activation the fusion stage attached to this node, as kernel attributes."""
+        act = node.attrs.get("activation", "")
+        out = {"activation": act}
+        if act == "Clip":
+            out.update(min=float(node.attrs["min"]), max=float(node.attrs["max"]))
+        return out
+
     def conv(self, node: Node) -> None:
         a = node.attrs
         x, w = node.inputs[0], self.const(node, node.inputs[1])
@@ -149,7 +158,7 @@ class _Lowerer:
         bias = len(node.inputs) > 2 and node.inputs[2] != ""
         group = a.get("group", 1)
         attrs = dict(input=xs, weight=tuple(w.shape), strides=tuple(a["strides"]), pads=tuple(a["pads"]),
-                     dilations=tuple(a["dilations"]), group=group, bias=bias, activation="")
+                     dilations=tuple(a["dilations"]), group=group, bias=bias, **self.epilogue(node))
         if group == 1:
             wname = self.weight(f"{node.name}.w", layouts.oihw_to_fractal_z(w))
         elif group == xs[1] == w.shape[0] and w.shape[1] == 1:
@@ -191,7 +200,7 @@ class _Lowerer:
         if node.name in self.bias_add:  # the GEMM writes the Add's output
             add = self.bias_add[node.name]
             node = Node(node.name, node.op_type, node.inputs, add.outputs, node.attrs, [node.name, add.name])
-        self.kernel(node, "Gemm", dict(a=xs, b=tuple(b.shape), bias=bias, activation=""), ins, "ND")
+        self.kernel(node, "Gemm", dict(a=xs, b=tuple(b.shape), bias=bias, **self.epilogue(node)), ins, "ND")
 
     def scalar_const(self, v: str) -> float | None:
         if v in self.g.initializers and self.g.initializers[v].size == 1:
@@ -223,7 +232,7 @@ class _Lowerer:
         layout = self.storage[first].layout if first else "ND"
         dev = [self.act(node, v, layout) for v in ins]
         numel = prod(self.storage[dev[0]].packed)
-        attrs = {"shape": (numel,), "activation": "", "bias": False}
+        attrs = {"shape": (numel,), "bias": False, **self.epilogue(node)}
         if node.op_type == "Clip":
             attrs.update(min=float(node.attrs.get("min", -65504.0)), max=float(node.attrs.get("max", 65504.0)))
         self.kernel(node, node.op_type, attrs, dev, layout)

@@ -123,6 +123,7 @@ class DwConv2dSpec:
     dw: int
     bias: bool
     relu: bool
+    clip_hi: float = 0.0  # > 0: the epilogue clips to [0, clip_hi] (ReLU6) instead of a ReLU
     kind = "dwconv2d"
 
     ho = Conv2dSpec.ho
@@ -131,8 +132,8 @@ class DwConv2dSpec:
     @property
     def name(self) -> str:
         win = _window(self.sh, self.sw, (self.pt, self.pl, self.pb, self.pr), self.dh, self.dw)
-        return (f"dwconv2d_{self.n}x{self.c}x{self.h}x{self.w}_k{self.kh}x{self.kw}_{win}"
-                f"{'_bias' if self.bias else ''}{_act(self.relu)}")
+        act = f"_clip_0_{_num(self.clip_hi)}" if self.clip_hi else _act(self.relu)
+        return f"dwconv2d_{self.n}x{self.c}x{self.h}x{self.w}_k{self.kh}x{self.kw}_{win}{'_bias' if self.bias else ''}{act}"
 
     @property
     def flops(self) -> int:
@@ -406,7 +407,8 @@ def opspec_of(op: OpInstance) -> Opspec:
         (pt, pl, pb, pr), (sh, sw), (dh, dw) = a["pads"], a["strides"], a["dilations"]
         if a["group"] == 1:
             return Conv2dSpec(n, cin, h, w, cout, kh, kw, sh, sw, pt, pl, pb, pr, dh, dw, a["bias"], relu)
-        return DwConv2dSpec(n, cin, h, w, kh, kw, sh, sw, pt, pl, pb, pr, dh, dw, a["bias"], relu)
+        clip_hi = f32(a["max"]) if a["activation"] == "Clip" else 0.0
+        return DwConv2dSpec(n, cin, h, w, kh, kw, sh, sw, pt, pl, pb, pr, dh, dw, a["bias"], relu, clip_hi)
     if op.type in ("Gemm", "MatMul"):
         (m, k), (_, n) = a["a"], a["b"]
         return GemmSpec(m, k, n, a["bias"], relu)

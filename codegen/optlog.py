@@ -20,6 +20,17 @@ REASONS = {
     "memory_plan": "arena placement of the model's intermediate tensors: the smaller of greedy-by-size and best-fit",
     "in_place": "an elementwise or row-wise kernel writes its output over its first input, which dies there",
     "frontend_pass": "a frontend graph pass (constant folding, BN folding, Identity removal)",
+    "epilogue_fixpipe": "the activation is applied by Fixpipe on the way out of L0C (Cube kernels)",
+    "epilogue_vector": "the activation is two more Vector instructions in the kernel's own pass over UB",
+    "vector_chain": "consecutive Vector operations run as one pass over UB",
+    "fixpipe_no_clip": "rejected: Fixpipe applies ReLU but not Clip/ReLU6; that needs a Vector pass no kernel has yet",
+    "fixpipe_no_gelu": "rejected: GELU is not a Fixpipe function; it needs a Vector pass no kernel has yet",
+    "fixpipe_no_relu": "rejected: (not used) Fixpipe has ReLU",
+    "epilogue_unsupported": "rejected: the producing kernel family has no such epilogue",
+    "no_epilogue": "rejected: the producing kernel family takes no epilogue",
+    "fusion_off": "rejected: ENABLE_FUSION=OFF",
+    "multiple_consumers": "rejected: the producer's output is read by another op too, so it must be stored",
+    "depth_limit": "rejected: the fused kernel would absorb more source ops than MAX_FUSION_DEPTH",
 }
 
 

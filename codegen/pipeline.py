@@ -10,6 +10,7 @@ from pathlib import Path
 
 from . import KilnError
 from .frontend import OpInstance, load_kernel_list
+from .fusion import FusionResult, fuse
 from .lowering import LoweredModel, lower
 from .memory import MemoryPlan, plan_arena
 from .opspec import Opspec, opspec_of
@@ -42,6 +43,7 @@ class ModelPlan:
     lowered: LoweredModel
     memory: MemoryPlan
     step_kernels: dict[int, KernelPlan]  # step index -> its kernel
+    fusion: FusionResult | None = None
 
 
 @dataclass
@@ -108,7 +110,7 @@ def plan(options: Options, source_dir: Path, work_dir: Path | None = None, progr
     for op in load_kernel_list(kernel_list):
         add_instance(op)
 
-    models: list[tuple[str, Path, LoweredModel, dict[int, KernelPlan]]] = []
+    models: list[tuple] = []
     names: set[str] = set()
     for entry in options.kiln_models:
         from .onnx_frontend import load_onnx  # imports onnx: only when models are baked
@@ -122,6 +124,7 @@ def plan(options: Options, source_dir: Path, work_dir: Path | None = None, progr
         if progress:
             progress(f"model {name}: frontend ({path})")
         graph = load_onnx(path)
+        fusion = fuse(graph, name, options.enable_fusion, options.max_fusion_depth, log)
         lowered = lower(graph, name)
         for d in lowered.decisions:
             log.add("lowering", name, d.split(":")[0], "view_or_relayout", detail=d.split(":", 1)[-1].strip())
@@ -130,7 +133,7 @@ def plan(options: Options, source_dir: Path, work_dir: Path | None = None, progr
             if st.kind == "kernel":
                 st.instance = OpInstance(f"{name}:{st.name}", st.instance.type, st.instance.attrs)
                 steps[i] = add_instance(st.instance)
-        models.append((name, path, lowered, steps))
+        models.append((name, path, lowered, steps, fusion))
 
     kernels = list(by_spec.values())
     for k in kernels:
@@ -142,12 +145,12 @@ def plan(options: Options, source_dir: Path, work_dir: Path | None = None, progr
                             f"and {k.spec} (instances {seen[k.symbol].instances} and {k.instances})")
         seen[k.symbol] = k
     model_plans = []
-    for name, path, lowered, steps in models:
+    for name, path, lowered, steps, fusion in models:
         mem = plan_arena(lowered, profile.gm_alignment)
         for out, src in mem.in_place:
             log.add("memory", name, f"{out}->in_place({src})", "in_place")
         log.add("memory", name, f"arena={mem.arena_bytes}", "memory_plan", lower_bound=mem.lower_bound_bytes,
                 naive=mem.naive_bytes, strategy=mem.strategy,
                 **{f"tried_{k}": v for k, v in mem.strategies.items()})
-        model_plans.append(ModelPlan(name, str(path), lowered, mem, steps))
+        model_plans.append(ModelPlan(name, str(path), lowered, mem, steps, fusion))
     return Plan(options, profile, kernels, log, model_plans)

@@ -107,6 +107,8 @@ def model_record(m: ModelPlan, kernel_symbols: dict[int, str], windex: dict[str,
                         for p in sorted(mem.placements.values(), key=lambda p: (p.offset, p.first))],
         },
         "kernel_launches": sum(1 for s in low.steps if s.kind == "kernel"),
+        "fusion": {"ir_ops_before": m.fusion.ops_before if m.fusion else None,
+                   "fused": m.fusion.fused if m.fusion else [], "audit": m.fusion.audit if m.fusion else []},
         "unique_kernels": len(set(kernel_symbols.values())),
         "steps": steps,
     }

@@ -65,7 +65,10 @@ def reference(k: kiln.Kernel, args, absolute=False):
     relu = s["relu"] and not absolute
     if kind in ("conv2d", "dwconv2d"):
         fn = ref.conv2d_nchw if kind == "conv2d" else ref.dwconv2d_nchw
-        return fn(q[0], q[1], bias, (s["sh"], s["sw"]), (s["pt"], s["pl"], s["pb"], s["pr"]), (s["dh"], s["dw"]), relu)
+        y = fn(q[0], q[1], bias, (s["sh"], s["sw"]), (s["pt"], s["pl"], s["pb"], s["pr"]), (s["dh"], s["dw"]), relu)
+        if s.get("clip_hi") and not absolute:  # fused ReLU6-style epilogue
+            y = np.clip(y, 0.0, s["clip_hi"])
+        return y
     return ref.gemm(q[0], q[1], bias, relu)
 
 

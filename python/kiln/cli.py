@@ -56,12 +56,24 @@ def _kernels(args) -> int:
 
 
 def _log(args) -> int:
+    """`kiln log [MODEL] [--grep RE]`: the build's [OPT] lines, those of one model, filtered."""
+    import re
     path = resources.files("kiln") / "optimization_path.log"
     if not path.is_file():
         print("kiln: this build has no optimisation-path log; rebuild with DEBUG_OPTIMIZATION_PATH=ON, e.g.\n"
               "  pip install . -Ccmake.define.DEBUG_OPTIMIZATION_PATH=ON", file=sys.stderr)
         return 1
-    sys.stdout.write(path.read_text())
+    lines = path.read_text().splitlines()
+    if args.model:
+        # a model's lines name it as the subject (`resnet50`) or prefix their node with it (`resnet50:relu`)
+        lines = [ln for ln in lines if re.match(rf"\[OPT\] \S+ {re.escape(args.model)}(:|\s)", ln)]
+        if not lines:
+            print(f"kiln: no log lines for model {args.model!r}", file=sys.stderr)
+            return 1
+    if args.grep:
+        pattern = re.compile(args.grep, re.IGNORECASE)
+        lines = [ln for ln in lines if pattern.search(ln)]
+    sys.stdout.write("\n".join(lines) + ("\n" if lines else ""))
     return 0
 
 
@@ -171,7 +183,10 @@ def main(argv: list[str] | None = None) -> int:
     k.add_argument("model", nargs="?", help="a baked model's name or ONNX path")
     k.add_argument("--json", action="store_true", help="machine-readable output")
     k.set_defaults(fn=_kernels)
-    sub.add_parser("log", help="print the optimisation-path log of this build").set_defaults(fn=_log)
+    lg = sub.add_parser("log", help="print the optimisation-path log of this build (of one model, filtered)")
+    lg.add_argument("model", nargs="?")
+    lg.add_argument("--grep", help="only lines matching this regular expression (case-insensitive)")
+    lg.set_defaults(fn=_log)
     sub.add_parser("info", help="build options, profile, host ISA").set_defaults(fn=_info)
     a = sub.add_parser("analyze", help="what an ONNX file holds and what kiln would bake from it")
     a.add_argument("file")
