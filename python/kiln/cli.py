@@ -210,7 +210,12 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--output", help="write the output here (.npy)")
     r.set_defaults(fn=_run)
     args = ap.parse_args(argv)
-    return args.fn(args)
+    try:
+        return args.fn(args)
+    except BrokenPipeError:  # `kiln ... | head`: the reader left; not an error of ours
+        import os
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":
