@@ -105,8 +105,23 @@ class Conv2dSpec:
         return 1 - useful / (c1(self.cin) * C0 * c1(self.cout) * C0)
 
 
+class _PerChannelWindow:
+    """What depthwise convolution and pooling share: a window per channel over NC1HWC0."""
+
+    def output(self) -> Tensor:
+        return Tensor("y", (self.n, c1(self.c), self.ho, self.wo, C0), "fp16", "NC1HWC0")
+
+    @property
+    def reduction_length(self) -> int:
+        return self.kh * self.kw
+
+    @property
+    def channel_padding(self) -> float:
+        return 1 - self.c / (c1(self.c) * C0)
+
+
 @dataclass(frozen=True)
-class DwConv2dSpec:
+class DwConv2dSpec(_PerChannelWindow):
     n: int
     c: int
     h: int
@@ -146,16 +161,6 @@ class DwConv2dSpec:
             t.append(Tensor("bias", (c1(self.c) * C0,), "fp32", "ND"))
         return t
 
-    def output(self) -> Tensor:
-        return Tensor("y", (self.n, c1(self.c), self.ho, self.wo, C0), "fp16", "NC1HWC0")
-
-    @property
-    def reduction_length(self) -> int:
-        return self.kh * self.kw
-
-    @property
-    def channel_padding(self) -> float:
-        return 1 - self.c / (c1(self.c) * C0)
 
 
 @dataclass(frozen=True)
@@ -248,7 +253,7 @@ class EltwiseSpec:
 
 
 @dataclass(frozen=True)
-class Pool2dSpec:
+class Pool2dSpec(_PerChannelWindow):
     """Max or average pooling over NC1HWC0; global pooling is kh=H, kw=W."""
     op: str  # max | avg
     n: int
@@ -288,16 +293,6 @@ class Pool2dSpec:
     def inputs(self) -> list[Tensor]:
         return [Tensor("x", (self.n, c1(self.c), self.h, self.w, C0), "fp16", "NC1HWC0")]
 
-    def output(self) -> Tensor:
-        return Tensor("y", (self.n, c1(self.c), self.ho, self.wo, C0), "fp16", "NC1HWC0")
-
-    @property
-    def reduction_length(self) -> int:
-        return self.kh * self.kw
-
-    @property
-    def channel_padding(self) -> float:
-        return 1 - self.c / (c1(self.c) * C0)
 
 
 @dataclass(frozen=True)
