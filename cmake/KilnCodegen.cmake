@@ -41,6 +41,7 @@ function(kiln_bake_kernels target)
   # ONNX files named in KILN_MODELS (relative paths are relative to the source dir, where the codegen runs).
   set(model_files "")
   foreach(model IN LISTS KILN_MODELS)
+    string(REGEX REPLACE "@[0-9]+$" "" model "${model}")  # an optional @BATCH suffix
     if(model MATCHES "\\.onnx$")
       get_filename_component(model "${model}" ABSOLUTE BASE_DIR "${KILN_SOURCE_DIR}")
       list(APPEND model_files "${model}")

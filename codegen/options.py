@@ -40,7 +40,8 @@ class OptionSpec:
         if self.kind == "list_int":
             return f"a ;-separated list of integers {self.lo}..{self.hi} (or empty)"
         if self.kind == "list_models":
-            return f"a ;-separated list of zoo names ({', '.join(ZOO_MODELS)}) or paths to .onnx files (or empty)"
+            return (f"a ;-separated list of zoo names ({', '.join(ZOO_MODELS)}) or paths to .onnx files, each "
+                    f"optionally with @BATCH (e.g. resnet50@32), or empty")
         if self.kind == "path":
             return "an existing file"
         return self.kind
@@ -109,7 +110,10 @@ def parse_value(spec: OptionSpec, raw: Any) -> Any:
             out.append(int(t))
         return tuple(sorted(set(out)))
     if spec.kind == "list_models":
-        for t in items:
+        for entry in items:
+            t, _, batch = entry.rpartition("@") if "@" in entry else (entry, "", "")
+            if batch and (not batch.isdigit() or not 1 <= int(batch) <= 4096):
+                raise _bad(spec, raw, f"entry {entry!r}: the batch after '@' must be an integer 1..4096")
             if t in ZOO_MODELS:
                 continue
             if not t.endswith(".onnx"):

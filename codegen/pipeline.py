@@ -59,13 +59,17 @@ def default_kernel_list(source_dir: Path) -> Path:
     return source_dir / "kernels" / "default.toml"
 
 
-def model_onnx(entry: str, work_dir: Path) -> tuple[str, Path]:
-    """(model name, ONNX path) for a KILN_MODELS entry: a zoo name is built into work_dir/models."""
+def model_onnx(entry: str, work_dir: Path) -> tuple[str, Path, int]:
+    """(model name, ONNX path, batch) for a KILN_MODELS entry `zoo_name` or `path.onnx`, optionally
+    `@BATCH`: a zoo name is built into work_dir/models; a batch other than 1 is part of the name."""
     from . import zoo  # imports onnx: only when models are baked
-    if entry in zoo.ZOO:
-        return entry, _zoo_cached(zoo, entry, work_dir / "models")
-    p = Path(entry)
-    return p.stem, p
+    source, _, batch = entry.rpartition("@") if "@" in entry else (entry, "", "1")
+    batch = int(batch)
+    suffix = "" if batch == 1 else f"_b{batch}"
+    if source in zoo.ZOO:
+        return source + suffix, _zoo_cached(zoo, source, work_dir / "models"), batch
+    p = Path(source)
+    return p.stem + suffix, p, batch
 
 
 ZOO_SEED = 0
@@ -117,13 +121,13 @@ def plan(options: Options, source_dir: Path, work_dir: Path | None = None, progr
         if work_dir is None:  # never build zoo files into the caller's cwd (it may be the source tree);
             import tempfile  # one shared cache: zoo files are reused by key, not rebuilt per call
             work_dir = Path(tempfile.gettempdir()) / "kiln-codegen-cache"
-        name, path = model_onnx(entry, work_dir)
+        name, path, batch = model_onnx(entry, work_dir)
         if name in names:
             raise KilnError("frontend", entry, f"two KILN_MODELS entries are both named '{name}'")
         names.add(name)
         if progress:
             progress(f"model {name}: frontend ({path})")
-        graph = load_onnx(path)
+        graph = load_onnx(path, batch=batch)
         fusion = fuse(graph, name, options.enable_fusion, options.max_fusion_depth, log)
         lowered = lower(graph, name)
         for d in lowered.decisions:

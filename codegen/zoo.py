@@ -93,14 +93,17 @@ class GraphBuilder:
 
     # --- graph plumbing -------------------------------------------------
 
-    def input(self, name: str, shape: tuple[int, ...], calib_batch: int = 1) -> T:
-        """The graph input (batch 1 in the model); its calibration value holds
+    def input(self, name: str, shape: tuple[int, ...], calib_batch: int = 1, symbolic_batch: bool = False) -> T:
+        """The graph input; with symbolic_batch its first dim is the symbol "batch" (bound when
+        the model is baked, e.g. KILN_MODELS=resnet50@32), else 1. Its calibration value holds
         ``calib_batch`` standard-normal samples along the batch axis."""
-        self.inputs.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, list(shape)))
+        self.symbolic_batch = symbolic_batch
+        dims = ["batch" if symbolic_batch else shape[0], *shape[1:]]
+        self.inputs.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, dims))
         return T(name, self.data_rng.standard_normal((calib_batch, *shape[1:])))
 
     def output(self, t: T) -> None:
-        shape = [1, *t.value.shape[1:]]
+        shape = ["batch" if getattr(self, "symbolic_batch", False) else 1, *t.value.shape[1:]]
         self.outputs.append(helper.make_tensor_value_info(t.name, TensorProto.FLOAT, shape))
 
     def const(self, name: str, array, dtype=np.float32) -> T:
@@ -284,7 +287,7 @@ _erf = np.vectorize(math.erf, otypes=[np.float64])
 
 def _resnet50(b: GraphBuilder) -> None:
     """torchvision resnet50 (v1.5: the stride sits on the 3x3 conv)."""
-    x = b.input("input", (1, 3, 224, 224), calib_batch=CNN_CALIB_BATCH)
+    x = b.input("input", (1, 3, 224, 224), calib_batch=CNN_CALIB_BATCH, symbolic_batch=True)
     x = b.relu("relu", b.bn("bn1", b.conv("conv1", x, 64, 7, stride=2)))
     x = b.maxpool("maxpool", x, 3, 2, 1)
     for li, (width, blocks, stride) in enumerate(zip((64, 128, 256, 512), (3, 4, 6, 3), (1, 2, 2, 2)), start=1):
@@ -309,7 +312,7 @@ MOBILENET_V2_SETTINGS = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4,
 def _mobilenet_v2(b: GraphBuilder) -> None:
     """torchvision mobilenet_v2, width 1.0; names follow its module tree
     (features.N.conv.J.K inside an InvertedResidual)."""
-    x = b.input("input", (1, 3, 224, 224), calib_batch=CNN_CALIB_BATCH)
+    x = b.input("input", (1, 3, 224, 224), calib_batch=CNN_CALIB_BATCH, symbolic_batch=True)
     x = b.relu6("features.0.2", b.bn("features.0.1", b.conv("features.0.0", x, 32, 3, stride=2)))
     cin, idx = 32, 1
     for t, c, n, s in MOBILENET_V2_SETTINGS:

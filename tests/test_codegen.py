@@ -170,3 +170,17 @@ def test_build_time_packers_match_runtime_layouts():
     np.testing.assert_array_equal(layouts.nchw_to_nc1hwc0(x).view(np.uint16), _core.nchw_to_nc1hwc0(x))
     back = _core.nc1hwc0_to_nchw(_core.nchw_to_nc1hwc0(x), 30).view(np.float16)
     np.testing.assert_array_equal(back, x.astype(np.float16))
+
+
+def test_model_entries_with_a_batch(tmp_path):
+    from kiln.codegen.pipeline import model_onnx
+    with pytest.raises(OptionError, match="batch after '@' must be an integer"):
+        parse_options({"KILN_MODELS": "resnet50@x"})
+    assert parse_options({"KILN_MODELS": "resnet50@32;mobilenet_v2"}).kiln_models == ("resnet50@32", "mobilenet_v2")
+    name, path, batch = model_onnx("mobilenet_v2@4", tmp_path)
+    assert (name, batch) == ("mobilenet_v2_b4", 4) and path.is_file()
+    p = plan(parse_options({"KILN_MODELS": "mobilenet_v2@2", "KILN_KERNEL_LIST": str(write(tmp_path, '[[op]]\ntype = "Relu"\nshape = [16]\n'))}),
+             SOURCE, tmp_path)
+    (m,) = p.models
+    assert m.name == "mobilenet_v2_b2" and m.lowered.graph_inputs[0][1] == (2, 3, 224, 224)
+    assert any(k.spec.kind == "conv2d" and k.spec.n == 2 for k in p.kernels)
