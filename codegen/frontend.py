@@ -75,6 +75,9 @@ def _parse_op(idx: int, raw: dict[str, Any]) -> OpInstance:
                  group=raw.get("group", 1))
         if not isinstance(a["group"], int) or isinstance(a["group"], bool) or a["group"] < 1:
             raise KilnError("frontend", entry, f"'group' must be a positive integer, got {a['group']!r}")
+        a["residual"] = raw.get("residual", False)
+        if not isinstance(a["residual"], bool) or (a["residual"] and raw.get("group", 1) != 1):
+            raise KilnError("frontend", entry, "'residual' must be true or false, and needs group 1")
         g = a["group"]
         if g == 1:
             if w[1] != x[1]:
@@ -137,7 +140,7 @@ def _parse_op(idx: int, raw: dict[str, Any]) -> OpInstance:
             raise KilnError("frontend", entry, f"Clip needs numbers min <= max, got min={lo!r} max={hi!r}")
         a.update(min=float(lo), max=float(hi))
     known = {"label", "type", "activation", "bias", "input", "weight", "strides", "pads", "dilations", "group",
-             "a", "b", "shape", "min", "max", "kernel_shape", "scalar", "trans_b", "epsilon"}
+             "a", "b", "shape", "min", "max", "kernel_shape", "scalar", "trans_b", "epsilon", "residual"}
     extra = sorted(set(raw) - known)
     if extra:
         raise KilnError("frontend", entry, f"unknown field(s) {extra}; known fields: {sorted(known)}")

@@ -45,8 +45,10 @@ def _epilogue_support(producer: Node, act: Node, g: Graph) -> tuple[bool, str, s
             if op == "Clip" and lo == 0.0 and hi > 0:
                 return True, "epilogue_vector", "Vector pass"
             return False, "epilogue_unsupported", f"{op} with min {lo} in the depthwise Vector pass"
-        if op == "Relu":
+        if op == "Relu" and not producer.attrs.get("residual"):
             return True, "epilogue_fixpipe", "Fixpipe"
+        if op == "Relu" or (op == "Clip" and lo == 0.0 and hi > 0):  # after the residual add, or a clip
+            return True, "epilogue_vector_core", "Vector-core pass after the Cube"
         return False, "fixpipe_no_" + op.lower(), "Fixpipe"
     if producer.op_type in ("Gemm", "MatMul"):
         if producer.op_type == "MatMul" and producer.inputs[1] not in g.initializers:
@@ -70,7 +72,11 @@ def fuse(g: Graph, model: str, enable: bool, max_depth: int, log: OptLog) -> Fus
     producer_of = {o: n for n in g.nodes for o in n.outputs}
     outputs = {v.name for v in g.outputs}
     removed: set[str] = set()
+    order = {n.name: i for i, n in enumerate(g.nodes)}
     for act in g.nodes:
+        if act.op_type == "Add":
+            _fuse_residual(act, g, model, enable, max_depth, log, res, consumers, producer_of, outputs, order, removed)
+            continue
         if act.op_type not in ACTIVATIONS or not act.inputs or act.inputs[0] not in producer_of:
             continue
         prod = producer_of[act.inputs[0]]
@@ -93,7 +99,7 @@ def fuse(g: Graph, model: str, enable: bool, max_depth: int, log: OptLog) -> Fus
             continue
         before = list(prod.source) or [prod.name]
         label = [prod.op_type] + ["BN"] * (len(before) - 1 - len(prod.attrs.get("fused", []))) + \
-            [producer_of_type for producer_of_type in prod.attrs.get("fused_types", [])] + [act.op_type]
+            list(prod.attrs.get("fused_types", [])) + [act.op_type]
         prod.attrs["activation"] = act.op_type
         if act.op_type == "Clip":
             prod.attrs["min"], prod.attrs["max"] = act.attrs.get("min", float("-inf")), act.attrs.get("max", float("inf"))
@@ -108,3 +114,46 @@ def fuse(g: Graph, model: str, enable: bool, max_depth: int, log: OptLog) -> Fus
         res.fused.append({"node": act.name, "into": prod.name, "pattern": pattern, "where": where})
     g.nodes = [n for n in g.nodes if n.name not in removed]
     return res
+
+
+def _fuse_residual(add: Node, g: Graph, model, enable, max_depth, log, res, consumers, producer_of, outputs, order,
+                   removed) -> None:
+    """Conv(+BN) + Add(residual): the add joins the later of the two producing convolutions, whose kernel
+    then ends with a Vector-core pass y = conv + residual (the other input exists by then)."""
+    ins = [i for i in add.inputs if i]
+    if len(ins) != 2 or any(i in g.initializers or i not in producer_of for i in ins):
+        return
+    prods = [producer_of[i] for i in ins]
+    convs = [p for p in prods if p.op_type == "Conv" and p.attrs.get("group", 1) == 1 and p.name not in removed]
+    if not convs or g.values[ins[0]].shape != g.values[ins[1]].shape:
+        return
+    prod = max(convs, key=lambda p: order[p.name])
+    other = ins[1] if producer_of[ins[0]] is prod else ins[0]
+    pattern, subject = "Conv+Add", f"{model}:{add.name}"
+    depth = len(prod.attrs.get("fused", [])) + 2
+    if not enable:
+        reason, detail = "fusion_off", "ENABLE_FUSION=OFF"
+    elif prod.attrs.get("activation"):
+        reason, detail = "epilogue_unsupported", f"{prod.name} already ends with {prod.attrs['activation']}"
+    elif len(consumers.get(prod.outputs[0], [])) != 1 or prod.outputs[0] in outputs:
+        reason, detail = "multiple_consumers", f"{prod.outputs[0]} is also read elsewhere"
+    elif depth > max_depth:
+        reason, detail = "depth_limit", f"depth {depth} > MAX_FUSION_DEPTH={max_depth}"
+    else:
+        reason, detail = "epilogue_vector_core", "Vector-core pass after the Cube"
+    if reason != "epilogue_vector_core":
+        log.add("fusion", subject, f"{pattern}:rejected", reason, detail=detail)
+        res.audit.append({"node": add.name, "into": prod.name, "pattern": pattern, "reason": reason, "detail": detail})
+        return
+    before = list(prod.source) or [prod.name]
+    prod.attrs["residual"] = other
+    prod.attrs.setdefault("fused", []).append(add.name)
+    prod.attrs.setdefault("fused_types", []).append("Add")
+    prod.source = before + [add.name]
+    prod.outputs = list(add.outputs)
+    producer_of[add.outputs[0]] = prod
+    removed.add(add.name)
+    label = ["Conv"] + ["BN"] * (len(before) - 1) + ["Add"]
+    log.add("fusion", subject, f"Fused({'+'.join(label)})", reason, into=prod.name, where=detail,
+            ops=len(prod.source))
+    res.fused.append({"node": add.name, "into": prod.name, "pattern": pattern, "where": detail})

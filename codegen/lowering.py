@@ -168,6 +168,9 @@ class _Lowerer:
         ins = [self.act(node, x, "NC1HWC0"), wname]
         if bias:
             ins.append(self.weight(f"{node.name}.b", layouts.pad_bias(self.const(node, node.inputs[2]))))
+        if node.attrs.get("residual"):  # fused residual add: y = act(conv + residual)
+            attrs["residual"] = True
+            ins.append(self.act(node, node.attrs["residual"], "NC1HWC0"))
         self.kernel(node, "Conv", attrs, ins, "NC1HWC0")
 
     def gemm(self, node: Node) -> None:

@@ -64,7 +64,14 @@ class Conv2dSpec:
     dw: int
     bias: bool
     relu: bool
+    residual: bool = False  # y = act(conv + residual), the add in a Vector-core pass after the Cube
+    clip_hi: float = 0.0    # > 0: act is a clip to [0, clip_hi] (ReLU6), also in the Vector pass
     kind = "conv2d"
+
+    @property
+    def vector_epilogue(self) -> bool:
+        """Fixpipe applies a plain ReLU; a residual add or a clip needs a pass on the Vector cores."""
+        return self.residual or self.clip_hi > 0
 
     @property
     def ho(self) -> int:
@@ -77,8 +84,9 @@ class Conv2dSpec:
     @property
     def name(self) -> str:
         win = _window(self.sh, self.sw, (self.pt, self.pl, self.pb, self.pr), self.dh, self.dw)
+        act = f"_clip_0_{_num(self.clip_hi)}" if self.clip_hi else _act(self.relu)
         return (f"conv2d_{self.n}x{self.cin}x{self.h}x{self.w}_o{self.cout}_k{self.kh}x{self.kw}_{win}"
-                f"{'_bias' if self.bias else ''}{_act(self.relu)}")
+                f"{'_bias' if self.bias else ''}{'_add' if self.residual else ''}{act}")
 
     @property
     def flops(self) -> int:
@@ -89,6 +97,8 @@ class Conv2dSpec:
              Tensor("w", (c1(self.cin) * self.kh * self.kw, c1(self.cout), C0, C0), "fp16", "FRACTAL_Z")]
         if self.bias:
             t.append(Tensor("bias", (c1(self.cout) * C0,), "fp32", "ND"))
+        if self.residual:
+            t.append(Tensor("residual", self.output().shape, "fp16", "NC1HWC0"))
         return t
 
     def output(self) -> Tensor:
@@ -401,7 +411,9 @@ def opspec_of(op: OpInstance) -> Opspec:
         (n, cin, h, w), (cout, _, kh, kw) = a["input"], a["weight"]
         (pt, pl, pb, pr), (sh, sw), (dh, dw) = a["pads"], a["strides"], a["dilations"]
         if a["group"] == 1:
-            return Conv2dSpec(n, cin, h, w, cout, kh, kw, sh, sw, pt, pl, pb, pr, dh, dw, a["bias"], relu)
+            clip_hi = f32(a["max"]) if a["activation"] == "Clip" else 0.0
+            return Conv2dSpec(n, cin, h, w, cout, kh, kw, sh, sw, pt, pl, pb, pr, dh, dw, a["bias"], relu,
+                              bool(a.get("residual", False)), clip_hi)
         clip_hi = f32(a["max"]) if a["activation"] == "Clip" else 0.0
         return DwConv2dSpec(n, cin, h, w, kh, kw, sh, sw, pt, pl, pb, pr, dh, dw, a["bias"], relu, clip_hi)
     if op.type in ("Gemm", "MatMul"):

@@ -23,6 +23,9 @@ REASONS = {
     "epilogue_fixpipe": "the activation is applied by Fixpipe on the way out of L0C (Cube kernels)",
     "epilogue_vector": "the activation is two more Vector instructions in the kernel's own pass over UB",
     "vector_chain": "consecutive Vector operations run as one pass over UB",
+    "epilogue_vector_core": "a residual add or a clip after a Cube kernel runs as a Vector-core pass in the same "
+                            "kernel (through GM/L2 on split profiles such as ascend910b)",
+    "vector_epilogue": "this Cube kernel ends with a Vector-core pass (residual add and/or clip)",
     "fixpipe_no_clip": "rejected: Fixpipe applies ReLU but not Clip/ReLU6; that needs a Vector pass no kernel has yet",
     "fixpipe_no_gelu": "rejected: GELU is not a Fixpipe function; it needs a Vector pass no kernel has yet",
     "fixpipe_no_relu": "rejected: (not used) Fixpipe has ReLU",

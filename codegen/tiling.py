@@ -43,7 +43,8 @@ def family_of(spec: Opspec) -> str:
     return FAMILY_OF_KIND[spec.kind]
 # One letter per tiling parameter, for variant tags.
 PARAM_LETTER = {"base_m": "m", "base_n": "n", "base_k1": "k", "c1_step": "c", "slab_rows": "r", "k1_step": "s",
-                "rows_per_block": "r", "tile_elems": "t", "chunk_pixels": "p", "rows_per_tile": "r", "planes_per_block": "p"}
+                "rows_per_block": "r", "tile_elems": "t", "chunk_pixels": "p", "rows_per_tile": "r", "planes_per_block": "p",
+                "epi_tile": "e"}
 UNIT_OF_FAMILY = {"conv2d_cube_img2col": "cube", "gemm_cube": "cube", "dwconv2d_vector": "vector",
                   "eltwise_vector": "vector", "maxpool2d_vector": "vector", "global_avgpool_vector": "vector",
                   "gelu_vector": "vector", "softmax_vector": "vector", "layernorm_vector": "vector",
@@ -147,6 +148,14 @@ def _conv_variant(spec: Conv2dSpec, profile: Profile, log: OptLog) -> Variant:
                 blocks_before=before, blocks=blocks(best), cores=cores)
     bufs = _conv_buffers(spec, best["base_m"], best["base_n"], best["base_k1"], best["c1_step"])
     best["slab_rows"] = max(1, max(r for *_, r in conv_tile_rows(spec, best["base_m"])))
+    if spec.vector_epilogue:  # the Vector-core pass over the output: y (and residual) in, y out, ping-pong
+        numel = spec.n * c1(spec.cout) * spec.ho * spec.wo * C0
+        vcores = profile.cores_for("vector")
+        tile = min((profile.capacity["UB"] // (2 * 3 * 2)) // 128 * 128, max(128, _r16(ceil(numel / vcores)) // 128 * 128 or 128))
+        best["epi_tile"] = tile
+        bufs["UB"] = 2 * 3 * tile * 2
+        log.add("tiling", spec.name, f"epilogue=vector_core,epi_tile={tile}", "vector_epilogue",
+                coupled=profile.coupled)
     return Variant("conv2d_cube_img2col", best, blocks(best), bufs)
 
 
@@ -161,7 +170,10 @@ def _conv_mte2(spec: Conv2dSpec, v: Variant) -> int:
                 c1n = min(p["c1_step"], C1 - c1a)
                 total += c1n * rows * spec.w * 32 + c1n * spec.kh * spec.kw * n1c * 512
             total += n1c * 64 if spec.bias else 0
-    return total * spec.n
+    epilogue = 0
+    if spec.vector_epilogue:  # the Vector pass reads the conv output (and the residual) back
+        epilogue = spec.output().nbytes * (2 if spec.residual else 1)
+    return total * spec.n + epilogue
 
 
 # ---------------------------------------------------------------- gemm (Cube)

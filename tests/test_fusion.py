@@ -65,26 +65,27 @@ def model_plan(tmp_path, **opts):
 
 def test_default_fuses_what_the_profile_allows(tmp_path):
     m, launches, lines = model_plan(tmp_path)
-    # 4 convs + relu + clip + clip + add + relu = 9 ops -> conv+bn+relu, dw+clip, pw, clip (rejected), c2, add+relu
-    assert launches == 6
+    # 4 convs + relu + clip + clip + add + relu = 9 ops -> 4 kernels:
+    # conv+bn+relu (Fixpipe), dw+clip (its Vector pass), pw+clip and c2+add+relu (Vector-core pass after the Cube)
+    assert launches == 4
     assert any(re.search(r"small:relu1 Fused\(Conv\+BN\+Relu\) reason=epilogue_fixpipe", ln) for ln in lines), lines
-    assert any("small:dw_relu6 Fused(Conv+Clip) reason=epilogue_vector" in ln for ln in lines)
-    assert any("small:relu_out Fused(Add+Relu) reason=vector_chain" in ln for ln in lines)
-    assert any("small:pw_relu6 Conv+Clip:rejected reason=fixpipe_no_clip" in ln for ln in lines)
-    assert [a["node"] for a in m.fusion.audit] == ["pw_relu6"]
+    assert any("small:dw_relu6 Fused(Conv+Clip) reason=epilogue_vector " in ln for ln in lines)
+    assert any("small:pw_relu6 Fused(Conv+Clip) reason=epilogue_vector_core" in ln for ln in lines)
+    assert any("small:residual Fused(Conv+Add) reason=epilogue_vector_core into=c2" in ln for ln in lines)
+    assert any("small:relu_out Fused(Conv+Add+Relu) reason=epilogue_vector_core" in ln for ln in lines)
+    assert m.fusion.audit == []
 
 
 def test_fusion_off_gives_one_kernel_per_op(tmp_path):
     m, launches, lines = model_plan(tmp_path, ENABLE_FUSION="OFF")
     assert launches == 9
-    assert all("reason=fusion_off" in ln for ln in lines) and len(lines) == 4
+    assert all("reason=fusion_off" in ln for ln in lines) and len(lines) == 5
 
 
 def test_depth_one_rejects_with_the_limit(tmp_path):
     m, launches, lines = model_plan(tmp_path, MAX_FUSION_DEPTH="1")
     assert launches == 9
-    assert sum("reason=depth_limit" in ln for ln in lines) == 3  # the fourth is rejected by the profile first
-    assert any("reason=fixpipe_no_clip" in ln for ln in lines)
+    assert sum("reason=depth_limit" in ln for ln in lines) == 5 == len(lines)
 
 
 def test_log_is_byte_identical_across_runs(tmp_path):

@@ -88,4 +88,26 @@ KernelStats launch(const Profile& p, CoreKind kind, const char* kernel, int bloc
   return ks;
 }
 
+// Two launches of one kernel that run one after the other (a Cube phase, then a
+// Vector-core pass that waits for every Cube block through a cross-core flag):
+// the cycles add up and the counters are summed over both sets of cores.
+inline KernelStats then(KernelStats first, const KernelStats& second) {
+  first.cycles += second.cycles;
+  first.blocks += second.blocks;
+  first.cores = std::max(first.cores, second.cores);
+  first.cores_available += second.cores_available;
+  for (int i = 0; i < kNumPipes; ++i) {
+    first.total.pipe[i].instrs += second.total.pipe[i].instrs;
+    first.total.pipe[i].bytes += second.total.pipe[i].bytes;
+    first.total.pipe[i].busy += second.total.pipe[i].busy;
+  }
+  first.total.cube_macs += second.total.cube_macs;
+  first.total.cube_useful_macs += second.total.cube_useful_macs;
+  first.total.vec_repeats += second.total.vec_repeats;
+  first.total.blocks += second.total.blocks;
+  first.total.end_cycle = first.cycles;
+  first.per_core.insert(first.per_core.end(), second.per_core.begin(), second.per_core.end());
+  return first;
+}
+
 }  // namespace kiln::emu

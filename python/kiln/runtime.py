@@ -62,6 +62,8 @@ class Kernel:
             packed = [x, w]
             if s["bias"]:
                 packed.append(_pad_bias(args[2], self.record["inputs"][2]["shape"][0]))
+            if s.get("residual"):
+                packed.append(_as_f16(_core.nchw_to_nc1hwc0(np.asarray(args[-1], np.float32))))
             return packed
         if kind == "dwconv2d":
             x = _as_f16(_core.nchw_to_nc1hwc0(np.asarray(args[0], np.float32)))
