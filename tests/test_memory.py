@@ -61,7 +61,9 @@ def test_model_plan_is_sound_and_near_the_lower_bound(name):
                 assert a["offset"] + a["bytes"] <= b["offset"] or b["offset"] + b["bytes"] <= a["offset"], (a, b)
     assert m.arena_bytes <= 1.02 * mem["lower_bound_bytes"]
     assert mem["naive_bytes"] > m.arena_bytes
-    assert mem["in_place"], "elementwise kernels after convolutions/GEMMs should run in place"
+    capable = {"Relu", "Clip", "Add", "Mul", "Gelu", "Softmax", "LayerNormalization"}
+    if any(s["kind"] == "kernel" and set(s["op_types"]) & capable for s in m.record["steps"]):
+        assert mem["in_place"], "elementwise/row kernels whose input dies there should run in place"
 
 
 @needs_models
