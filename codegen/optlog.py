@@ -16,7 +16,8 @@ REASONS = {
     "tile_shrunk": "a larger tile did not fit a buffer; the named buffer was the limit",
     "balance_cores": "tile reduced so the blocks cover more AI cores",
     "option": "a build option decided this",
-    "view_or_relayout": "a reshape shares its input's bytes, or a layout change needs a host relayout step",
+    "view_or_relayout": "a lowering decision: a reshape shares its input's bytes, a layout change needs a host "
+                        "relayout step, or a pattern (bias, transposed B, GELU, LayerNorm) became one kernel",
     "memory_plan": "arena placement of the model's intermediate tensors: the smaller of greedy-by-size and best-fit",
     "in_place": "an elementwise or row-wise kernel writes its output over its first input, which dies there",
     "frontend_pass": "a frontend graph pass (constant folding, BN folding, Identity removal)",

@@ -98,9 +98,7 @@ def plan(options: Options, source_dir: Path, work_dir: Path | None = None, progr
     def add_instance(op: OpInstance) -> KernelPlan:
         try:
             spec = opspec_of(op)
-        except KilnError:
-            raise
-        except (KeyError, ValueError, TypeError) as e:
+        except (KeyError, ValueError, TypeError) as e:  # a lowering rule left an attribute out
             raise KilnError("opspec", op.label, f"cannot describe this op as a kernel: {e}") from None
         if spec in by_spec:
             log.add("opspec", op.label, spec.name, "dedup")
@@ -131,7 +129,8 @@ def plan(options: Options, source_dir: Path, work_dir: Path | None = None, progr
         fusion = fuse(graph, name, options.enable_fusion, options.max_fusion_depth, log)
         lowered = lower(graph, name)
         for d in lowered.decisions:
-            log.add("lowering", name, d.split(":")[0], "view_or_relayout", detail=d.split(":", 1)[-1].strip())
+            node, _, detail = d.partition(":")
+            log.add("lowering", f"{name}:{node}", "decision", "view_or_relayout", detail=detail.strip())
         steps: dict[int, KernelPlan] = {}
         for i, st in enumerate(lowered.steps):
             if st.kind == "kernel":
