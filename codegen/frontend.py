@@ -139,6 +139,12 @@ def _parse_op(idx: int, raw: dict[str, Any]) -> OpInstance:
         if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (lo, hi)) or lo > hi:
             raise KilnError("frontend", entry, f"Clip needs numbers min <= max, got min={lo!r} max={hi!r}")
         a.update(min=float(lo), max=float(hi))
+    takes = {"Conv": ("", "Relu", "Clip"), "Gemm": ("", "Relu"), "Add": ("", "Relu", "Clip")}
+    if act and act not in takes.get(op, ("",)):
+        raise KilnError("frontend", entry, f"{op} takes activation {takes.get(op, ('',))}, not {act!r}")
+    if op == "Conv" and act == "Clip" and not (a["min"] == 0.0 and a["max"] > 0):
+        raise KilnError("frontend", entry, "a Conv's Clip epilogue must be min 0, max > 0 (ReLU6-like), got "
+                        f"min={a['min']} max={a['max']}")
     known = {"label", "type", "activation", "bias", "input", "weight", "strides", "pads", "dilations", "group",
              "a", "b", "shape", "min", "max", "kernel_shape", "scalar", "trans_b", "epsilon", "residual"}
     extra = sorted(set(raw) - known)

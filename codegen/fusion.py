@@ -57,6 +57,11 @@ def _epilogue_support(producer: Node, act: Node, g: Graph) -> tuple[bool, str, s
             return True, "epilogue_fixpipe", "Fixpipe"
         return False, "fixpipe_no_" + op.lower(), "Fixpipe"
     if producer.op_type == "Add":
+        ins = [i for i in producer.inputs if i]
+        two_tensors = (len(ins) == 2 and not any(i in g.initializers for i in ins)
+                       and g.values[ins[0]].shape == g.values[ins[1]].shape)
+        if not two_tensors:  # a bias or scalar add: lowering folds it elsewhere, with no epilogue
+            return False, "epilogue_unsupported", "Add with a constant operand"
         if op in ("Relu", "Clip"):
             return True, "vector_chain", "Vector pass"
         return False, "epilogue_unsupported", f"{op} after Add"
@@ -88,6 +93,8 @@ def fuse(g: Graph, model: str, enable: bool, max_depth: int, log: OptLog) -> Fus
         subject = f"{model}:{act.name}"
         if not enable:
             ok, reason, where = False, "fusion_off", "ENABLE_FUSION=OFF"
+        elif ok and prod.attrs.get("activation"):
+            ok, reason, where = False, "activation_taken", f"{prod.name} already ends with {prod.attrs['activation']}"
         elif ok and (len(consumers.get(prod.outputs[0], [])) != 1 or prod.outputs[0] in outputs):
             ok, reason, where = False, "multiple_consumers", f"{prod.outputs[0]} is also read elsewhere"
         elif ok and depth > max_depth:
@@ -121,20 +128,36 @@ def _fuse_residual(add: Node, g: Graph, model, enable, max_depth, log, res, cons
     """Conv(+BN) + Add(residual): the add joins the later of the two producing convolutions, whose kernel
     then ends with a Vector-core pass y = conv + residual (the other input exists by then)."""
     ins = [i for i in add.inputs if i]
-    if len(ins) != 2 or any(i in g.initializers or i not in producer_of for i in ins):
+    if len(ins) != 2 or any(i in g.initializers for i in ins) or ins[0] == ins[1]:
         return
-    prods = [producer_of[i] for i in ins]
-    convs = [p for p in prods if p.op_type == "Conv" and p.attrs.get("group", 1) == 1 and p.name not in removed]
-    if not convs or g.values[ins[0]].shape != g.values[ins[1]].shape:
+    if g.values[ins[0]].shape != g.values[ins[1]].shape:
         return
-    prod = max(convs, key=lambda p: order[p.name])
-    other = ins[1] if producer_of[ins[0]] is prod else ins[0]
+
+    def ready_before(value: str, node: Node) -> bool:  # a graph input, or computed before `node`
+        p = producer_of.get(value)
+        return p is None or order[p.name] < order[node.name]
+
+    # the conv that takes the add: the latest one whose other operand already exists when it runs
+    convs = [(producer_of[i], ins[1 - k]) for k, i in enumerate(ins) if i in producer_of
+             and producer_of[i].op_type == "Conv" and producer_of[i].attrs.get("group", 1) == 1
+             and producer_of[i].name not in removed]
+    convs = [(p, other) for p, other in convs if ready_before(other, p)]
+    if not convs:
+        if any(i in producer_of and producer_of[i].op_type == "Conv" for i in ins):
+            log.add("fusion", f"{model}:{add.name}", "Conv+Add:rejected", "operand_order",
+                    detail="the other operand is computed after the convolution")
+            res.audit.append({"node": add.name, "into": "", "pattern": "Conv+Add", "reason": "operand_order",
+                              "detail": "the other operand is computed after the convolution"})
+        return
+    prod, other = max(convs, key=lambda pc: order[pc[0].name])
     pattern, subject = "Conv+Add", f"{model}:{add.name}"
     depth = len(prod.attrs.get("fused", [])) + 2
     if not enable:
         reason, detail = "fusion_off", "ENABLE_FUSION=OFF"
     elif prod.attrs.get("activation"):
-        reason, detail = "epilogue_unsupported", f"{prod.name} already ends with {prod.attrs['activation']}"
+        reason, detail = "activation_taken", f"{prod.name} already ends with {prod.attrs['activation']}"
+    elif prod.attrs.get("residual"):
+        reason, detail = "residual_taken", f"{prod.name} already adds {prod.attrs['residual']}"
     elif len(consumers.get(prod.outputs[0], [])) != 1 or prod.outputs[0] in outputs:
         reason, detail = "multiple_consumers", f"{prod.outputs[0]} is also read elsewhere"
     elif depth > max_depth:

@@ -263,7 +263,7 @@ class _Lowerer:
             raise self.fail(node, f"MatMul of two activations needs equal leading dims, got {list(ash)} x {list(bsh)}")
         trans_b = b in self.trans_b_values
         batch, m, k, n = prod(ash[:-2]), ash[-2], ash[-1], bsh[-1]
-        ins = [self.act(node, a, "ND"), self.device[b]]
+        ins = [self.act(node, a, "ND"), self.device[b] if trans_b else self.act(node, b, "ND")]
         self.kernel(node, "BatchedMatMul", dict(batch=batch, m=m, k=k, n=n, trans_b=trans_b, activation="", bias=False),
                     ins, "ND")
 
@@ -325,7 +325,8 @@ class _Lowerer:
         outputs = {v.name for v in g.outputs}
         for n in g.nodes:
             # MatMul(x, W) + Add(constant row of N): the Add is the GEMM's bias
-            if n.op_type == "MatMul" and n.inputs[1] in g.initializers and n.outputs[0] not in outputs:
+            if (n.op_type == "MatMul" and n.inputs[1] in g.initializers and n.outputs[0] not in outputs
+                    and not n.attrs.get("activation")):  # relu(xW) + b is not relu(xW + b)
                 cs = consumers.get(n.outputs[0], [])
                 if len(cs) == 1 and cs[0].op_type == "Add":
                     other = [i for i in cs[0].inputs if i != n.outputs[0]]
@@ -338,6 +339,7 @@ class _Lowerer:
                 perm = tuple(n.attrs["perm"])
                 cs = consumers.get(n.outputs[0], [])
                 if (len(perm) == 4 and perm[:2] + (perm[3], perm[2]) == (0, 2, 1, 3) and len(cs) == 1
+                        and n.outputs[0] not in outputs
                         and cs[0].op_type == "MatMul" and cs[0].inputs[1] == n.outputs[0]
                         and cs[0].inputs[0] != n.outputs[0]):
                     self.b_transposes.add(n.name)
@@ -471,6 +473,8 @@ class _Lowerer:
 
     def computes_gelu(self, chain: list[Node], x: str) -> bool:
         from math import erf, sqrt
+        if any(i in self.g.initializers and self.g.initializers[i].size != 1 for n in chain for i in n.inputs):
+            return False  # the probe below evaluates scalars only
         t = np.linspace(-4, 4, 33)
         env = {x: t}
         fns = {"Mul": np.multiply, "Div": np.divide, "Add": np.add, "Sub": np.subtract}

@@ -84,8 +84,7 @@ def intervals(m: LoweredModel) -> tuple[dict[str, Interval], dict[str, str], lis
         if s.kind != "kernel" or s.instance.type not in IN_PLACE_OPS or not s.inputs or s.inputs[0] not in m.storage:
             continue
         src, out = r(s.inputs[0]), s.output
-        if (src in root or out in boundary_outputs or m.storage[src].nbytes != m.storage[out].nbytes
-                or any(u > i for u in uses.get(src, []))):
+        if m.storage[src].nbytes != m.storage[out].nbytes or any(u > i for u in uses.get(src, [])):
             continue
         root[out] = src  # the output takes the input's bytes from here on
         uses.setdefault(src, []).extend(uses.pop(out, []))

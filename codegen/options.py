@@ -111,8 +111,8 @@ def parse_value(spec: OptionSpec, raw: Any) -> Any:
         return tuple(sorted(set(out)))
     if spec.kind == "list_models":
         for entry in items:
-            t, _, batch = entry.rpartition("@") if "@" in entry else (entry, "", "")
-            if batch and (not batch.isdigit() or not 1 <= int(batch) <= 4096):
+            t, at, batch = entry.rpartition("@") if "@" in entry else (entry, "", "")
+            if at and (not batch.isdigit() or not 1 <= int(batch) <= 4096):
                 raise _bad(spec, raw, f"entry {entry!r}: the batch after '@' must be an integer 1..4096")
             if t in ZOO_MODELS:
                 continue

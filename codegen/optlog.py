@@ -35,6 +35,9 @@ REASONS = {
     "fusion_off": "rejected: ENABLE_FUSION=OFF",
     "multiple_consumers": "rejected: the producer's output is read by another op too, so it must be stored",
     "depth_limit": "rejected: the fused kernel would absorb more source ops than MAX_FUSION_DEPTH",
+    "activation_taken": "rejected: the producing kernel already ends with an activation",
+    "residual_taken": "rejected: the producing convolution already adds a residual",
+    "operand_order": "rejected: the add's other operand is computed after the convolution that would take it",
 }
 
 

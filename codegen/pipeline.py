@@ -126,6 +126,9 @@ def plan(options: Options, source_dir: Path, work_dir: Path | None = None, progr
         if progress:
             progress(f"model {name}: frontend ({path})")
         graph = load_onnx(path, batch=batch)
+        if batch != 1 and any(v.shape and v.shape[0] != batch for v in graph.inputs):
+            raise KilnError("frontend", entry, f"{path} has a fixed batch dimension, so it cannot be baked at batch "
+                            f"{batch}; only models whose first input dim is symbolic take @BATCH")
         fusion = fuse(graph, name, options.enable_fusion, options.max_fusion_depth, log)
         lowered = lower(graph, name)
         for d in lowered.decisions:

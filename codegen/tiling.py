@@ -348,7 +348,8 @@ def _row_variant(spec: RowSpec, profile: Profile, log: OptLog) -> Variant:
     if spec.length > 4096:
         raise KilnError("tiling", spec.name, f"rows of {spec.length} > 4096 values are not supported yet")
     cores = profile.cores_for("vector")
-    rpt = max(1, ceil(spec.rows / cores))
+    # rows start 32-byte aligned in UB only when a row is a multiple of 16 fp16 values
+    rpt = max(1, ceil(spec.rows / cores)) if spec.length % 16 == 0 else 1
     while rpt > 1 and _fits(profile, _row_buffers(spec, rpt)):
         rpt = ceil(rpt / 2)
     if _fits(profile, _row_buffers(spec, rpt)):

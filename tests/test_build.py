@@ -222,12 +222,14 @@ def shared_mobilenet(tmp_path_factory):
         pytest.skip(f"{onnx_file} not present")
     pytest.importorskip("onnx")
     from test_frontend import bert_layer
+    from test_fusion import small_cnn
     root = tmp_path_factory.mktemp("shared_mobilenet")
     bert = bert_layer(root, 17)
+    small = small_cnn(root / "small_fused.onnx")  # every fusion kind: Fixpipe, Vector pass, Vector-core pass
     kl = root / "one.toml"
     kl.write_text('[[op]]\nlabel = "x"\ntype = "Relu"\nshape = [16]\n')
     build = root / "build"
-    r = configure(REPO, build, f"KILN_MODELS={onnx_file};{bert}", f"KILN_KERNEL_LIST={kl}")
+    r = configure(REPO, build, f"KILN_MODELS={onnx_file};{bert};{small}", f"KILN_KERNEL_LIST={kl}")
     assert r.returncode == 0, r.stderr
     r = build_cmd(build)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr
@@ -241,15 +243,19 @@ def shared_mobilenet(tmp_path_factory):
     return pkg.parent
 
 
-@pytest.mark.parametrize("model", ["mobilenet_v2", "bert_torch"])
+@pytest.mark.parametrize("model", ["mobilenet_v2", "bert_torch", "small_fused"])
 def test_real_exports_validate(shared_mobilenet, tmp_path, model):
     pytest.importorskip("onnxruntime")
     script = textwrap.dedent(f"""
         import json, kiln
-        from kiln.validate import validate
+        from kiln.validate import validate, per_kernel
         names = kiln.models()
-        m = kiln.load([n for n in names if n not in ("mobilenet_v2",)][0] if "{model}" != "mobilenet_v2" else "mobilenet_v2")
+        pick = {{"mobilenet_v2": "mobilenet_v2", "small_fused": "small_fused"}}.get("{model}")
+        m = kiln.load(pick or [n for n in names if n not in ("mobilenet_v2", "small_fused")][0])
         r = validate(m, seeds=(0, 1))
+        if m.name == "small_fused":  # every fusion kind, checked kernel by kernel (shallow: no compounding)
+            bad = [k for k in per_kernel(m) if k["cosine"] < 0.9999]
+            assert not bad, bad
         print(json.dumps({{"passed": r["passed"], "cosine": r["outputs"][0]["cosine"],
                           "launches": m.kernel_launches}}))
     """)

@@ -92,3 +92,59 @@ def test_log_is_byte_identical_across_runs(tmp_path):
     a = model_plan(tmp_path / "a" if (tmp_path / "a").mkdir() is None else None)[2]
     b = model_plan(tmp_path / "b" if (tmp_path / "b").mkdir() is None else None)[2]
     assert [re.sub(r"/tmp\S*", "", x) for x in a] == [re.sub(r"/tmp\S*", "", x) for x in b]
+
+
+def plan_graph(tmp_path, nodes, inputs, outputs, inits, **opts):
+    g = helper.make_graph(nodes, "g", inputs, outputs, inits)
+    path = tmp_path / "g.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    (tmp_path / "k.toml").write_text('[[op]]\nlabel = "k"\ntype = "Relu"\nshape = [16]\n')
+    p = plan(parse_options({"KILN_MODELS": str(path), "KILN_KERNEL_LIST": str(tmp_path / "k.toml"), **opts}),
+             REPO, tmp_path)
+    return p.models[0], [ln for ln in p.log.lines if ln.startswith("[OPT] fusion")]
+
+
+def t(name, shape):
+    return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+
+
+def wts(name, shape):
+    return numpy_helper.from_array((RNG.standard_normal(shape) * 0.2).astype(np.float32), name)
+
+
+def test_one_activation_and_one_residual_per_kernel(tmp_path):
+    six = [numpy_helper.from_array(np.array(v, np.float32), n) for n, v in (("zero", 0.0), ("six", 6.0))]
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["a"], name="ca"),
+             helper.make_node("Conv", ["x", "w1"], ["b"], name="cb"),
+             helper.make_node("Conv", ["x", "w2"], ["c"], name="cc"),
+             helper.make_node("Add", ["c", "a"], ["s1"], name="add1"),
+             helper.make_node("Add", ["s1", "b"], ["s2"], name="add2"),  # c already takes a residual
+             helper.make_node("Clip", ["s2", "zero", "six"], ["r6"], name="clip"),
+             helper.make_node("Relu", ["r6"], ["y"], name="relu")]
+    m, lines = plan_graph(tmp_path, nodes, [t("x", [1, 16, 6, 6])], [t("y", [1, 16, 6, 6])],
+                          [wts("w0", (16, 16, 1, 1)), wts("w1", (16, 16, 1, 1)), wts("w2", (16, 16, 1, 1))] + six)
+    assert any("add1 Fused(Conv+Add)" in ln for ln in lines)
+    assert not any("add2 Fused" in ln for ln in lines)  # no second residual on cc
+    kernels = [s for s in m.lowered.steps if s.kind == "kernel"]
+    assert sum(1 for s in kernels if s.instance.attrs.get("residual")) == 1
+
+
+def test_residual_operand_computed_later_is_rejected_not_crashing(tmp_path):
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["c"], name="conv"),
+             helper.make_node("Relu", ["x"], ["rx"], name="relu_x"),     # listed after the conv
+             helper.make_node("Add", ["c", "rx"], ["y"], name="add")]
+    m, lines = plan_graph(tmp_path, nodes, [t("x", [1, 16, 6, 6])], [t("y", [1, 16, 6, 6])], [wts("w0", (16, 16, 1, 1))])
+    assert any("add Conv+Add:rejected reason=operand_order" in ln for ln in lines), lines
+    assert sum(1 for s in m.lowered.steps if s.kind == "kernel") == 3
+
+
+def test_stacked_activations_keep_the_second_as_its_own_kernel(tmp_path):
+    six = [numpy_helper.from_array(np.array(v, np.float32), n) for n, v in (("zero", 0.0), ("six", 6.0))]
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["c"], name="conv"),
+             helper.make_node("Clip", ["c", "zero", "six"], ["c6"], name="clip"),
+             helper.make_node("Relu", ["c6"], ["y"], name="relu")]
+    m, lines = plan_graph(tmp_path, nodes, [t("x", [1, 16, 6, 6])], [t("y", [1, 16, 6, 6])],
+                          [wts("w0", (16, 16, 1, 1))] + six)
+    assert any("relu Conv+Relu:rejected reason=activation_taken" in ln for ln in lines), lines
+    types = [s.instance.type for s in m.lowered.steps if s.kind == "kernel"]
+    assert types == ["Conv", "Relu"]

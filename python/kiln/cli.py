@@ -71,7 +71,11 @@ def _log(args) -> int:
             print(f"kiln: no log lines for model {args.model!r}", file=sys.stderr)
             return 1
     if args.grep:
-        pattern = re.compile(args.grep, re.IGNORECASE)
+        try:
+            pattern = re.compile(args.grep, re.IGNORECASE)
+        except re.error as e:
+            print(f"kiln log: --grep {args.grep!r} is not a valid regular expression: {e}", file=sys.stderr)
+            return 2
         lines = [ln for ln in lines if pattern.search(ln)]
     sys.stdout.write("\n".join(lines) + ("\n" if lines else ""))
     return 0
@@ -196,7 +200,8 @@ def main(argv: list[str] | None = None) -> int:
     v = sub.add_parser("validate", help="compare a baked model with ONNX Runtime on the same ONNX file")
     v.add_argument("model", help="baked model name or the ONNX path it was baked from")
     v.add_argument("--json", action="store_true")
-    v.add_argument("--seeds", type=int, default=3, help="number of random inputs (seeds 0..N-1)")
+    v.add_argument("--seeds", type=int, default=3, choices=range(1, 101), metavar="N",
+                   help="number of random inputs (seeds 0..N-1), 1..100")
     v.add_argument("--per-kernel", action="store_true",
                    help="also compare every kernel's output with the same tensor from ONNX Runtime")
     v.set_defaults(fn=_validate)

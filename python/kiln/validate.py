@@ -121,7 +121,7 @@ def format_text(r: dict) -> str:
                      f"max rel err {o['max_rel_err']:.3g}")
     if r["top1_agreement"] is not None:
         lines.append(f"  top-1 agreement {100 * r['top1_agreement']:.0f}%")
-    if "kernels" in r:
+    if r.get("kernels"):
         bad = [k for k in r["kernels"] if k["cosine"] < COSINE_MIN]
         worst = min(r["kernels"], key=lambda k: k["cosine"])
         lines.append(f"  per kernel: {len(r['kernels'])} kernel outputs compared, worst cosine {worst['cosine']:.6f} "
