@@ -80,6 +80,12 @@ def _r16(x: int) -> int:
     return ceil(x / 16) * 16
 
 
+def _share128(numel: int, cores: int, max_tile: int) -> int:
+    """Elements per tile so that every core gets at most one tile: the per-core share rounded *up* to
+    whole 128-element repeats (rounding down leaves one core a second tile), capped by the UB budget."""
+    return max(128, min(max_tile, ceil(ceil(numel / cores) / 128) * 128))
+
+
 def _half16(x: int) -> int:
     """Half a tile edge, kept a multiple of 16 (the fractal edge)."""
     return max(16, (x // 2) // 16 * 16)
@@ -151,7 +157,7 @@ def _conv_variant(spec: Conv2dSpec, profile: Profile, log: OptLog) -> Variant:
     if spec.vector_epilogue:  # the Vector-core pass over the output: y (and residual) in, y out, ping-pong
         numel = spec.n * c1(spec.cout) * spec.ho * spec.wo * C0
         vcores = profile.cores_for("vector")
-        tile = min((profile.capacity["UB"] // (2 * 3 * 2)) // 128 * 128, max(128, _r16(ceil(numel / vcores)) // 128 * 128 or 128))
+        tile = _share128(numel, vcores, (profile.capacity["UB"] // (2 * 3 * 2)) // 128 * 128)
         best["epi_tile"] = tile
         bufs["UB"] = 2 * 3 * tile * 2
         log.add("tiling", spec.name, f"epilogue=vector_core,epi_tile={tile}", "vector_epilogue",
@@ -278,11 +284,11 @@ def _elt_variant(spec: EltwiseSpec, profile: Profile, log: OptLog) -> Variant:
     if spec.op == "gelu":
         # fp16 x and z ping-pong (2 x 2 x 2 B) + four fp32 temporaries (16 B) per element
         per_elem = 8 + 16
-        tile = min((profile.capacity["UB"] // per_elem) // 128 * 128, max(128, _r16(ceil(spec.numel / cores)) // 128 * 128 or 128))
+        tile = _share128(spec.numel, cores, (profile.capacity["UB"] // per_elem) // 128 * 128)
         return Variant("gelu_vector", {"tile_elems": tile}, min(cores, ceil(spec.numel / tile)), {"UB": per_elem * tile})
     tensors = 3 if spec.op in ("add", "mul") else 2  # ping-pong buffers of x (and y) and z
     max_tile = (profile.capacity["UB"] // (2 * tensors * 2)) // 128 * 128
-    tile = min(max_tile, max(128, _r16(ceil(spec.numel / cores)) // 128 * 128 or 128))
+    tile = _share128(spec.numel, cores, max_tile)
     tiles = ceil(spec.numel / tile)
     blocks = min(cores, tiles)
     return Variant("eltwise_vector", {"tile_elems": tile}, blocks, {"UB": 2 * tensors * tile * 2})

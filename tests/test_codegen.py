@@ -184,3 +184,19 @@ def test_model_entries_with_a_batch(tmp_path):
     (m,) = p.models
     assert m.name == "mobilenet_v2_b2" and m.lowered.graph_inputs[0][1] == (2, 3, 224, 224)
     assert any(k.spec.kind == "conv2d" and k.spec.n == 2 for k in p.kernels)
+
+
+def test_vector_passes_give_each_core_at_most_one_tile(tmp_path):
+    from math import ceil
+    prof = PROFILES["ascend910b"]
+    p = plan(parse_options({}), SOURCE, tmp_path)
+    checked = 0
+    for k in p.kernels:
+        tile = k.variant.params.get("tile_elems") or k.variant.params.get("epi_tile")
+        if not tile:
+            continue
+        numel = k.spec.numel if k.spec.kind == "eltwise" else k.spec.output().nbytes // 2
+        ub_cap = tile >= (prof.capacity["UB"] // 24) // 128 * 128  # the UB budget bounds the tile instead
+        assert ceil(numel / tile) <= prof.cores_for("vector") or ub_cap, (k.symbol, numel, tile)
+        checked += 1
+    assert checked > 5
