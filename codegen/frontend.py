@@ -8,6 +8,7 @@ field is checked here; an error names the entry and the field.
 from __future__ import annotations
 
 import tomllib
+from math import prod
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -113,7 +114,7 @@ def _parse_op(idx: int, raw: dict[str, Any]) -> OpInstance:
         a["input"] = _ints(entry, "input", raw.get("input"), 4, lo=1)
     elif op in ("Softmax", "LayerNormalization"):
         shape = _ints(entry, "shape", raw.get("shape"), None, lo=1)
-        a.update(rows=int(__import__("math").prod(shape[:-1])), length=shape[-1],
+        a.update(rows=prod(shape[:-1]), length=shape[-1],
                  epsilon=float(raw.get("epsilon", 1e-5)))
     elif op in ("MaxPool", "GlobalAveragePool"):
         a["input"] = _ints(entry, "input", raw.get("input"), 4, lo=1)

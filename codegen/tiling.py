@@ -80,6 +80,11 @@ def _r16(x: int) -> int:
     return ceil(x / 16) * 16
 
 
+def _r32(nbytes: int) -> int:
+    """Bytes rounded up to the 32-byte UB block."""
+    return ceil(nbytes / 32) * 32
+
+
 def _share128(numel: int, cores: int, max_tile: int) -> int:
     """Elements per tile so that every core gets at most one tile: the per-core share rounded *up* to
     whole 128-element repeats (rounding down leaves one core a second tile), capped by the UB budget."""
@@ -245,9 +250,8 @@ def _dw_slab_rows(spec: DwConv2dSpec, rows_out: int) -> int:
 def _dw_buffers(spec: DwConv2dSpec, rows_per_block: int) -> dict[str, int]:
     wp = spec.w + spec.pl + spec.pr
     taps = spec.kh * spec.kw
-    r32 = lambda b: ceil(b / 32) * 32  # noqa: E731
-    ub = (r32(_dw_slab_rows(spec, rows_per_block) * wp * 32) + r32(taps * 32) + r32(taps * 64) + taps * 256
-          + (64 + 256 if spec.bias else 0) + 2 * r32(spec.wo * 64) + 2 * r32(spec.wo * 32))
+    ub = (_r32(_dw_slab_rows(spec, rows_per_block) * wp * 32) + _r32(taps * 32) + _r32(taps * 64) + taps * 256
+          + (64 + 256 if spec.bias else 0) + 2 * _r32(spec.wo * 64) + 2 * _r32(spec.wo * 32))
     return {"UB": ub}
 
 
@@ -303,7 +307,7 @@ def _elt_mte2(spec: EltwiseSpec, v: Variant) -> int:
 def _maxpool_buffers(spec: Pool2dSpec, rows_per_block: int) -> dict[str, int]:
     wp = spec.w + spec.pl + spec.pr
     slab = ((rows_per_block - 1) * spec.sh + spec.kh) * wp * 32
-    return {"UB": ceil(slab / 32) * 32 + 2 * ceil(spec.wo * 32 / 32) * 32}
+    return {"UB": _r32(slab) + 2 * _r32(spec.wo * 32)}
 
 
 def _pool_variant(spec: Pool2dSpec, profile: Profile, log: OptLog) -> Variant:
@@ -340,13 +344,12 @@ def _pool_mte2(spec: Pool2dSpec, v: Variant) -> int:
 
 def _row_buffers(spec: RowSpec, rows_per_tile: int) -> dict[str, int]:
     L = spec.length
-    r32 = lambda b: ceil(b / 32) * 32  # noqa: E731
-    partials = r32(4 * ceil(L / 64))
+    partials = _r32(4 * ceil(L / 64))
     padded = ceil(L / 64) * 64
     # in and out ping-pong (fp16), fp32 row (+ squares for layernorm), partials
-    ub = 2 * r32(rows_per_tile * L * 2) * 2 + r32(padded * 4) + max(32, partials)
+    ub = 2 * _r32(rows_per_tile * L * 2) * 2 + _r32(padded * 4) + max(32, partials)
     if spec.op == "layernorm":
-        ub += r32(padded * 4) + 2 * r32(L * 4)  # squares, gamma, beta
+        ub += _r32(padded * 4) + 2 * _r32(L * 4)  # squares, gamma, beta
     return {"UB": ub}
 
 
@@ -416,7 +419,7 @@ def _transpose_variant(spec: TransposeSpec, profile: Profile, log: OptLog) -> Va
     cores = profile.cores_for("vector")
     planes = spec.d0 * spec.d1
     ppb = max(1, ceil(planes / cores))
-    return Variant("transpose_mte", {"planes_per_block": ppb}, ceil(planes / ppb), {"UB": 2 * ceil(plane / 32) * 32})
+    return Variant("transpose_mte", {"planes_per_block": ppb}, ceil(planes / ppb), {"UB": 2 * _r32(plane)})
 
 
 def _transpose_mte2(spec: TransposeSpec, v: Variant) -> int:

@@ -8,7 +8,7 @@ import pytest
 from kiln.codegen import KilnError
 from kiln.codegen import __main__ as cli
 from kiln.codegen.frontend import load_kernel_list
-from kiln.codegen.opspec import Conv2dSpec, GemmSpec, opspec_of
+from kiln.codegen.opspec import Conv2dSpec, GemmSpec
 from kiln.codegen.options import OPTIONS, OptionError, parse_options
 from kiln.codegen.optlog import REASONS
 from kiln.codegen.pipeline import plan
