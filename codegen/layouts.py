@@ -50,3 +50,27 @@ def pad_bias(b: np.ndarray) -> np.ndarray:
     out = np.zeros(_c1(b.size) * C0, np.float32)
     out[: b.size] = b
     return out
+
+
+def fractal_z_to_oihw(p: np.ndarray, cout: int, cin: int, kh: int, kw: int) -> np.ndarray:
+    """Inverse of oihw_to_fractal_z (drops the channel padding)."""
+    q = np.asarray(p).reshape(_c1(cin), kh, kw, _c1(cout), C0, C0).transpose(3, 4, 0, 5, 1, 2)
+    return np.ascontiguousarray(q.reshape(_c1(cout) * C0, _c1(cin) * C0, kh, kw)[:cout, :cin])
+
+
+def oihw_to_winograd(w: np.ndarray, tile: int) -> np.ndarray:
+    """3x3 conv weight (Cout, Cin, 3, 3) -> Winograd F(tile, 3) weights: U[xi] = G g G^T per position xi,
+    computed in float64 from the fp16 weights and rounded to fp16 once, each U[xi] in FRACTAL_Z:
+    (XI*Cin1, Cout1, 16 cout, 16 cin)."""
+    from .winograd import transform_weights
+    co, ci = w.shape[:2]
+    u = transform_weights(np.asarray(w, np.float16).astype(np.float64), tile).astype(np.float16)  # (XI, Cout, Cin)
+    xi = u.shape[0]
+    p = np.zeros((xi, _c1(co) * C0, _c1(ci) * C0), np.float16)
+    p[:, :co, :ci] = u
+    p = p.reshape(xi, _c1(co), C0, _c1(ci), C0).transpose(0, 3, 1, 2, 4)
+    return np.ascontiguousarray(p.reshape(xi * _c1(ci), _c1(co), C0, C0))
+
+
+def fractal_z_to_winograd(p: np.ndarray, cout: int, cin: int, tile: int) -> np.ndarray:
+    return oihw_to_winograd(fractal_z_to_oihw(p, cout, cin, 3, 3), tile)

@@ -50,8 +50,8 @@ class OptionSpec:
 OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("ENABLE_FUSION", "bool", "ON", "Fuse operators into larger kernels"),
     OptionSpec("MAX_FUSION_DEPTH", "int", "3", "Most ops in one fused kernel", lo=1, hi=8),
-    OptionSpec("USE_WINOGRAD", "enum", "AUTO", "Winograd convolution: force where legal, never, or cost model",
-               allowed=("ON", "OFF", "AUTO")),
+    OptionSpec("USE_WINOGRAD", "enum", "AUTO", "Winograd convolution: force where legal (ON: fastest tile; F2/F4: "
+               "that tile), never, or cost model", allowed=("ON", "OFF", "AUTO", "F2", "F4")),
     OptionSpec("FORCE_DIRECT_CONV", "bool", "OFF", "Direct Cube (img2col) convolution everywhere"),
     OptionSpec("DEBUG_OPTIMIZATION_PATH", "bool", "OFF", "Write the [OPT] optimisation-path log"),
     OptionSpec("KILN_MODELS", "list_models", "resnet50;mobilenet_v2;bert_layer", "Models to bake: zoo names or .onnx paths"),

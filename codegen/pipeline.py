@@ -10,6 +10,7 @@ from pathlib import Path
 
 from . import KilnError
 from .frontend import OpInstance, load_kernel_list
+from .costmodel import Prediction, predict
 from .fusion import FusionResult, fuse
 from .lowering import LoweredModel, lower
 from .memory import MemoryPlan, plan_arena
@@ -17,7 +18,7 @@ from .opspec import Opspec, opspec_of
 from .options import Options
 from .optlog import OptLog
 from .profiles import Profile, get_profile
-from .tiling import Variant, choose_variant, mte2_bytes
+from .tiling import Variant, choose_variant, kernel_inputs, mte2_bytes
 
 
 @dataclass
@@ -25,11 +26,17 @@ class KernelPlan:
     spec: Opspec
     variant: Variant | None = None
     instances: list[str] = field(default_factory=list)
+    prediction: Prediction | None = None  # the cost model's, for the chosen variant
 
     @property
     def symbol(self) -> str:
         """C++ symbol and public name: the family, then the spec's dims."""
         return self.variant.family + self.spec.name[len(self.spec.kind):]
+
+    @property
+    def inputs(self) -> list:
+        """Packed input tensors of the generated kernel (the variant may change a weight layout)."""
+        return kernel_inputs(self.spec, self.variant)
 
     @property
     def mte2_bytes(self) -> int:
@@ -143,7 +150,8 @@ def plan(options: Options, source_dir: Path, work_dir: Path | None = None, progr
 
     kernels = list(by_spec.values())
     for k in kernels:
-        k.variant = choose_variant(k.spec, profile, log)
+        k.variant = choose_variant(k.spec, profile, log, options)
+        k.prediction = predict(k.spec, k.variant.family, k.variant.params, profile)
     seen: dict[str, KernelPlan] = {}
     for k in kernels:
         if k.symbol in seen:

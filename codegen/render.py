@@ -16,11 +16,12 @@ from pathlib import Path
 
 import jinja2
 
-from . import KilnError
+from . import KilnError, layouts, winograd
 from .opspec import features, render_opspec
 import numpy as np
 
 from .pipeline import KernelPlan, ModelPlan, Plan
+from .tiling import algorithm_of
 from .profiles import POSITIONS, PROFILES, VEC_OPS
 
 TEMPLATE_DIR = Path(__file__).resolve().parent.parent / "templates"
@@ -45,10 +46,22 @@ SPACE_ARENA, SPACE_WEIGHTS, SPACE_INPUT, SPACE_OUTPUT = 0, 1, 2, 3
 WEIGHT_ALIGN = 64
 
 
+def packed_weights(m: ModelPlan) -> dict[str, np.ndarray]:
+    """The model's weights in the layouts its chosen kernels read: lowering packs FRACTAL_Z, and a conv whose
+    variant is Winograd gets its weights transformed (G g G^T) here, once, at build time."""
+    weights = dict(m.lowered.weights)
+    for i, k in m.step_kernels.items():
+        if k.variant.family == "conv2d_winograd":
+            name = m.lowered.steps[i].inputs[1]
+            weights[name] = layouts.fractal_z_to_winograd(weights[name], k.spec.cout, k.spec.cin,
+                                                          k.variant.params["tile"])
+    return weights
+
+
 def weights_blob(m: ModelPlan) -> tuple[bytes, dict[str, tuple[int, int]]]:
     """All packed weights of a model in one blob: name -> (offset, bytes)."""
     parts, index, off = [], {}, 0
-    for name, arr in m.lowered.weights.items():
+    for name, arr in packed_weights(m).items():
         data = arr.astype(np.float16 if arr.dtype == np.float16 else np.float32).tobytes()
         pad = (-off) % WEIGHT_ALIGN
         parts.append(b"\0" * pad)
@@ -119,6 +132,7 @@ def _env(template_dir: Path) -> jinja2.Environment:
                              keep_trailing_newline=True)
     env.filters["extract"] = lambda key, mapping: mapping[key]
     env.filters["cfloat"] = cfloat
+    env.globals["winograd_program"] = lambda tile, which: winograd.linear_program(getattr(winograd.tile(tile), which))
     return env
 
 
@@ -147,10 +161,23 @@ def kernel_record(k: KernelPlan) -> dict:
         "buffers": {p: b for p, b in k.variant.buffers.items() if b},
         "features": features(k.spec),
         "mte2_bytes": k.mte2_bytes,
-        "inputs": [t(x) for x in k.spec.inputs()],
+        "algorithm": algorithm_of(k.variant),
+        "compared_cycles": dict(k.variant.notes.get("compared_cycles", {})),
+        **prediction_record(k),
+        "inputs": [t(x) for x in k.inputs],
         "output": t(k.spec.output()),
         "instances": list(k.instances),
     }
+
+
+def prediction_record(k: KernelPlan) -> dict:
+    """The cost model's prediction for the chosen variant (None where the family has no replay yet)."""
+    p = k.prediction
+    if p is None:
+        return {"predicted_cycles": None, "predicted_pipes": None, "bound_unit": None}
+    return {"predicted_cycles": round(p.cycles, 3), "bound_unit": p.bound_unit(),
+            "predicted_pipes": {name: {"instrs": c.instrs, "bytes": c.bytes, "busy": round(c.busy, 3)}
+                                for name, c in p.pipes.items() if c.instrs}}
 
 
 def manifest(plan: Plan, blobs: dict[str, tuple[bytes, dict]] | None = None) -> dict:

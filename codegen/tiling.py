@@ -9,7 +9,7 @@ counters are tested against it and the cost model will use it.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from math import ceil
 
 from . import KilnError
@@ -44,8 +44,8 @@ def family_of(spec: Opspec) -> str:
 # One letter per tiling parameter, for variant tags.
 PARAM_LETTER = {"base_m": "m", "base_n": "n", "base_k1": "k", "c1_step": "c", "slab_rows": "r", "k1_step": "s",
                 "rows_per_block": "r", "tile_elems": "t", "chunk_pixels": "p", "rows_per_tile": "r", "planes_per_block": "p",
-                "epi_tile": "e"}
-UNIT_OF_FAMILY = {"conv2d_cube_img2col": "cube", "gemm_cube": "cube", "dwconv2d_vector": "vector",
+                "epi_tile": "e", "tile": "f", "tile_batch": "b", "c1_block": "i", "co1_block": "o"}
+UNIT_OF_FAMILY = {"conv2d_cube_img2col": "cube", "conv2d_winograd": "cube", "gemm_cube": "cube", "dwconv2d_vector": "vector",
                   "eltwise_vector": "vector", "maxpool2d_vector": "vector", "global_avgpool_vector": "vector",
                   "gelu_vector": "vector", "softmax_vector": "vector", "layernorm_vector": "vector",
                   "batched_gemm_cube": "cube", "transpose_mte": "vector"}
@@ -57,6 +57,7 @@ class Variant:
     params: dict[str, int] = field(hash=False)
     blocks: int = 0
     buffers: dict[str, int] = field(default_factory=dict, hash=False)  # bytes used per position
+    notes: dict = field(default_factory=dict, hash=False, compare=False)  # how it was chosen (algorithm, cycles)
 
     @property
     def unit(self) -> str:
@@ -185,6 +186,105 @@ def _conv_mte2(spec: Conv2dSpec, v: Variant) -> int:
     if spec.vector_epilogue:  # the Vector pass reads the conv output (and the residual) back
         epilogue = spec.output().nbytes * (2 if spec.residual else 1)
     return total * spec.n + epilogue
+
+
+# ---------------------------------------------------------------- conv2d (Winograd F(m x m, 3 x 3))
+
+WINOGRAD_TILES = (2, 4)
+
+
+def winograd_legal(spec: Conv2dSpec) -> str | None:
+    """Why Winograd cannot implement this conv, or None (3x3, stride 1, dilation 1; any padding)."""
+    if (spec.kh, spec.kw) != (3, 3):
+        return f"kernel {spec.kh}x{spec.kw} is not 3x3"
+    if (spec.sh, spec.sw) != (1, 1):
+        return f"stride {spec.sh}x{spec.sw} is not 1"
+    if (spec.dh, spec.dw) != (1, 1):
+        return f"dilation {spec.dh}x{spec.dw} is not 1"
+    return None
+
+
+@dataclass(frozen=True)
+class WinogradGeometry:
+    tile: int
+    th: int   # tile rows
+    tw: int   # tile columns
+    p: int    # tiles over the batch: the GEMM's M
+
+    @property
+    def alpha(self) -> int:
+        return self.tile + 2
+
+    @property
+    def positions(self) -> int:
+        return self.alpha * self.alpha
+
+    @property
+    def p_pad(self) -> int:
+        return _r16(self.p)
+
+
+def winograd_geometry(spec: Conv2dSpec, tile: int) -> WinogradGeometry:
+    th, tw = ceil(spec.ho / tile), ceil(spec.wo / tile)
+    return WinogradGeometry(tile, th, tw, spec.n * th * tw)
+
+
+def winograd_tile_waste(spec: Conv2dSpec, tile: int) -> float:
+    """Share of computed output pixels that fall outside the image (partial tiles at the edges)."""
+    g = winograd_geometry(spec, tile)
+    return 1.0 - (spec.ho * spec.wo) / (g.th * g.tw * tile * tile)
+
+
+def _winograd_ub(tile: int, tb: int, residual: bool, bias: bool) -> tuple[int, int]:
+    """UB bytes of the input-transform and the output-transform passes (the template's allocations)."""
+    alpha = tile + 2
+    xi, plane32 = alpha * alpha, tb * 16 * 4
+    raw = alpha * (tb * tile + 2) * 32
+    p1 = 2 * raw + 2 * xi * plane32 + alpha * plane32 + 2 * xi * tb * 32
+    out_row = tile * tb * tile * 32
+    p3 = 2 * xi * plane32 + tile * alpha * plane32 + tile * tile * plane32 + alpha * plane32 + 2 * out_row
+    p3 += (2 * 256 if bias else 0) + (2 * out_row if residual else 0)
+    return p1, p3
+
+
+def _winograd_variant(spec: Conv2dSpec, profile: Profile, tile: int) -> Variant | None:
+    """The Winograd variant with tile `tile`, or None if no tile batch fits UB."""
+    g = winograd_geometry(spec, tile)
+    C1, CO1 = c1(spec.cin), c1(spec.cout)
+    vcores, ccores = profile.cores_for("vector"), profile.cores_for("cube")
+    tb = None
+    for cand in range(min(64, ceil(g.tw / 4) * 4), 0, -4):  # widest row chunk whose buffers fit
+        if max(_winograd_ub(tile, cand, spec.residual, spec.bias)) <= profile.capacity["UB"]:
+            tb = cand
+            break
+    if tb is None:
+        return None
+    rows = spec.n * g.th * ceil(g.tw / tb)  # Vector blocks before splitting channels
+    c1_block = ceil(C1 / min(C1, ceil(vcores / rows)))    # enough channel groups to cover the Vector cores
+    co1_block = ceil(CO1 / min(CO1, ceil(vcores / rows)))
+    base_m, base_n, base_k1 = min(128, _r16(g.p)), min(256, CO1 * 16), min(4, C1)
+
+    def gemm_bufs(bm, bn, step):
+        return {"L1": 2 * step * bm * 32 + 2 * step * (bn // 16) * 512, "L0A": 2 * (bm // 16) * base_k1 * 512,
+                "L0B": 2 * base_k1 * (bn // 16) * 512, "L0C": (bm // 16) * (bn // 16) * 1024}
+
+    def gemm_blocks(bm, bn):
+        return g.positions * ceil(g.p / bm) * ceil(CO1 * 16 / bn)
+    while _fits(profile, gemm_bufs(base_m, base_n, 1)) and base_n > 16:
+        base_n = _half16(base_n)
+    while gemm_blocks(base_m, base_n) < ccores and base_n > 64:
+        base_n = _half16(base_n)
+    c1_step = next(st for st in range(C1, 0, -1) if _fits(profile, gemm_bufs(base_m, base_n, st)) is None)
+    p1, p3 = _winograd_ub(tile, tb, spec.residual, spec.bias)
+    params = dict(tile=tile, tile_batch=tb, c1_block=c1_block, co1_block=co1_block, base_m=base_m, base_n=base_n,
+                  base_k1=base_k1, c1_step=c1_step)
+    bufs = gemm_bufs(base_m, base_n, c1_step)
+    bufs["UB"] = max(p1, p3)
+    return Variant("conv2d_winograd", params, gemm_blocks(base_m, base_n), bufs)
+
+
+def winograd_weight_shape(spec: Conv2dSpec, tile: int) -> tuple[int, int, int, int]:
+    return ((tile + 2) ** 2 * c1(spec.cin), c1(spec.cout), C0, C0)
 
 
 # ---------------------------------------------------------------- gemm (Cube)
@@ -433,11 +533,14 @@ _RULES = {"conv2d": (_conv_variant, _conv_mte2), "gemm": (_gemm_variant, _gemm_m
           "transpose": (_transpose_variant, _transpose_mte2)}
 
 
-def choose_variant(spec: Opspec, profile: Profile, log: OptLog) -> Variant:
+def choose_variant(spec: Opspec, profile: Profile, log: OptLog, options=None) -> Variant:
     rule, _ = _RULES[spec.kind]
-    family = family_of(spec)
-    log.add("tiling", spec.name, family, "family_rule", unit=UNIT_OF_FAMILY[family])
-    v = rule(spec, profile, log)
+    if spec.kind == "conv2d":
+        v = choose_conv_algorithm(spec, profile, log, options)
+    else:
+        family = family_of(spec)
+        log.add("tiling", spec.name, family, "family_rule", unit=UNIT_OF_FAMILY[family])
+        v = rule(spec, profile, log)
     for key in ("base_m", "base_n"):
         if key in v.params and v.params[key] % 16:
             raise KilnError("tiling", spec.name, f"{key}={v.params[key]} is not a multiple of 16 (rule bug)")
@@ -450,6 +553,96 @@ def choose_variant(spec: Opspec, profile: Profile, log: OptLog) -> Variant:
     return v
 
 
+# Largest relative error (of the output's scale) a Winograd kernel may add; beyond it the tile is rejected.
+# The bounds per tile and reduction length come from docs/winograd-numerics.md (codegen/winograd.py).
+WINOGRAD_MAX_ERROR = 0.02
+
+
+def algorithm_of(v: Variant) -> str:
+    """The algorithm a variant implements, as reported in the manifest and `kiln kernels --json`."""
+    if v.family == "conv2d_winograd":
+        return f"winograd_f{v.params['tile']}"
+    if v.family == "conv2d_cube_img2col":
+        return "direct_img2col"
+    return v.family
+
+
+def choose_conv_algorithm(spec: Conv2dSpec, profile: Profile, log: OptLog, options=None) -> Variant:
+    """Direct img2col or Winograd F(2,3)/F(4,3): USE_WINOGRAD=ON forces the fastest legal Winograd tile (F2/F4:
+    that tile, even past the error tolerance), OFF (or FORCE_DIRECT_CONV=ON) never uses it, AUTO keeps the variant
+    with the fewest predicted cycles."""
+    from . import costmodel, winograd
+    mode = "AUTO" if options is None else ("OFF" if options.force_direct_conv else options.use_winograd)
+    direct = _conv_variant(spec, profile, log)
+    illegal = winograd_legal(spec)
+    if mode == "OFF" or illegal:
+        why = dict(detail=illegal) if illegal else dict(USE_WINOGRAD=options.use_winograd,
+                                                        FORCE_DIRECT_CONV=options.force_direct_conv)
+        log.add("algorithm", spec.name, "direct_img2col", "winograd_illegal" if illegal else "option", **why)
+        return replace(direct, notes={"algorithm": "direct_img2col"})
+    cycles = {"direct_img2col": costmodel.predict(spec, direct.family, direct.params, profile).cycles}
+    cands: dict[str, Variant] = {}
+    forced_tile = int(mode[1:]) if mode in ("F2", "F4") else None
+    for tile in WINOGRAD_TILES:
+        name = f"winograd_f{tile}"
+        if forced_tile and tile != forced_tile:
+            continue
+        err = winograd.error_bound(tile, spec.reduction_length)
+        if err > WINOGRAD_MAX_ERROR and forced_tile:
+            log.add("algorithm", spec.name, f"{name}:kept", "option", USE_WINOGRAD=mode, error_bound=err,
+                    tolerance=WINOGRAD_MAX_ERROR)
+        elif err > WINOGRAD_MAX_ERROR:
+            log.add("algorithm", spec.name, f"{name}:rejected", "winograd_error_bound", error_bound=err,
+                    tolerance=WINOGRAD_MAX_ERROR)
+            continue
+        v = _winograd_variant(spec, profile, tile)
+        if v is None:
+            log.add("algorithm", spec.name, f"{name}:rejected", "tile_shrunk", limit="UB")
+            continue
+        cands[name] = v
+        cycles[name] = costmodel.predict(spec, v.family, v.params, profile).cycles
+    forced = mode != "AUTO"
+    pool = dict(cands) if forced and cands else {"direct_img2col": direct, **cands}
+    best = min(pool, key=lambda a: (cycles[a], a))
+    facts = {f"{a}_cycles": round(c) for a, c in cycles.items()}
+    facts.update({f"waste_f{t}": round(winograd_tile_waste(spec, t), 4) for t in WINOGRAD_TILES})
+    reason = "option" if forced else "cost_model"
+    log.add("algorithm", spec.name, best, reason, **({"USE_WINOGRAD": mode} if forced else {}), **facts)
+    for a in cands:
+        if a != best and mode == "AUTO" and cycles[a] > cycles[best]:
+            log.add("algorithm", spec.name, f"{a}:rejected", _winograd_loss_reason(spec, cands[a]),
+                    cycles=round(cycles[a]), best=best, best_cycles=round(cycles[best]),
+                    waste=round(winograd_tile_waste(spec, cands[a].params["tile"]), 4),
+                    tiles=winograd_geometry(spec, cands[a].params["tile"]).p, cin=spec.cin, cout=spec.cout)
+    chosen = direct if best == "direct_img2col" else cands[best]
+    return replace(chosen, notes={"algorithm": best, "compared_cycles": {a: round(c) for a, c in cycles.items()}})
+
+
+def _winograd_loss_reason(spec: Conv2dSpec, v: Variant) -> str:
+    """Names what most plausibly made a Winograd variant lose on cycles (the choice itself is the cost model's)."""
+    tile = v.params["tile"]
+    if winograd_tile_waste(spec, tile) >= 0.15:
+        return "winograd_tile_waste"
+    if min(spec.cin, spec.cout) < 16 or spec.cin % 16 or spec.cout % 16:
+        return "winograd_channels"
+    if winograd_geometry(spec, tile).p < 64:
+        return "winograd_small_map"
+    return "winograd_slower"
+
+
 def mte2_bytes(spec: Opspec, variant: Variant) -> int:
     """GM -> L1/UB bytes the variant's kernel moves (what the MTE2 counter must show)."""
+    if variant.family == "conv2d_winograd":  # three phases: the cost model's replay counts them
+        from .costmodel import predict
+        from .profiles import PROFILES
+        return predict(spec, variant.family, variant.params, PROFILES["ascend910b"]).pipes["MTE2"].bytes
     return _RULES[spec.kind][1](spec, variant)
+
+
+def kernel_inputs(spec: Opspec, variant: Variant) -> list:
+    """The kernel's packed inputs: the spec's, except where the variant changes a layout (Winograd weights)."""
+    ins = spec.inputs()
+    if variant.family == "conv2d_winograd":
+        from .opspec import Tensor
+        ins[1] = Tensor("u", winograd_weight_shape(spec, variant.params["tile"]), "fp16", "WINOGRAD_FRACTAL_Z")
+    return ins

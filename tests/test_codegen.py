@@ -23,7 +23,7 @@ SOURCE = Path(__file__).resolve().parent.parent
 @pytest.mark.parametrize("name,value,expect", [
     ("MAX_FUSION_DEPTH", "abc", "MAX_FUSION_DEPTH='abc' is not valid: expected an integer 1..8"),
     ("MAX_FUSION_DEPTH", "9", "out of range"),
-    ("USE_WINOGRAD", "MAYBE", "USE_WINOGRAD='MAYBE' is not valid: expected one of ON, OFF, AUTO"),
+    ("USE_WINOGRAD", "MAYBE", "USE_WINOGRAD='MAYBE' is not valid: expected one of ON, OFF, AUTO, F2, F4"),
     ("KILN_TARGET", "ascend999", "expected one of ascend910b, ascend310p"),
     ("ENABLE_FUSION", "perhaps", "expected ON or OFF"),
     ("KILN_SHAPE_BUCKETS", "224;x", "entry 'x'"),

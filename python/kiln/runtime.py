@@ -58,7 +58,11 @@ class Kernel:
             raise TypeError(f"kernel {self.name} takes {want} arguments ({names}), got {len(args)}")
         if kind == "conv2d":
             x = _as_f16(_core.nchw_to_nc1hwc0(np.asarray(args[0], np.float32)))
-            w = _as_f16(_core.oihw_to_fractal_z(np.asarray(args[1], np.float32)))
+            if self.record["inputs"][1]["layout"] == "WINOGRAD_FRACTAL_Z":  # G g G^T, as the build bakes it
+                from .codegen.layouts import oihw_to_winograd
+                w = oihw_to_winograd(np.asarray(args[1], np.float32).astype(np.float16), self.record["tiling"]["tile"])
+            else:
+                w = _as_f16(_core.oihw_to_fractal_z(np.asarray(args[1], np.float32)))
             packed = [x, w]
             if s["bias"]:
                 packed.append(_pad_bias(args[2], self.record["inputs"][2]["shape"][0]))
