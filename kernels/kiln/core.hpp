@@ -450,6 +450,22 @@ class Core {
     fixpipe_cost(std::uint64_t(m) * n1_count * 16);
   }
 
+  // Channel-blocked fp32 out (a GM workspace that a Vector pass reads back): block n1, row i of the NZ
+  // tile -> dst[doff + n1*plane + i*16 + c0], unrounded. No activation: the consumer applies it.
+  void fixpipe_nz_to_blocked_f32(Global<float> dst, std::size_t doff, std::size_t plane, Local<float> c,
+                                 std::size_t coff, int m, int n1_count, int m1_stride) {
+    if (c.pos != Pos::L0C) fail<EmulationError>("fixpipe: source must be L0C");
+    if (m <= 0 || n1_count <= 0 || m > 16 * m1_stride)
+      fail<EmulationError>("fixpipe_nz_to_blocked_f32: m must be in 1..16*m1_stride");
+    check_local(c, coff, std::size_t(n1_count) * m1_stride * 256, "fixpipe_nz_to_blocked_f32", "src");
+    check_global(dst, doff, std::size_t(n1_count - 1) * plane + std::size_t(m) * 16, "fixpipe_nz_to_blocked_f32", "dst");
+    for (int n1 = 0; n1 < n1_count; ++n1)  // an NZ block's rows are already 16 contiguous channels
+      std::memcpy(dst.ptr + doff + n1 * plane, c.ptr + coff + std::size_t(n1) * m1_stride * 256,
+                  std::size_t(m) * 16 * sizeof(float));
+    issue(Pipe::FIX, prof_.fix_head + double(std::uint64_t(m) * n1_count * 16) / prof_.fix_elems_pc,
+          std::uint64_t(m) * n1_count * 16 * sizeof(float));
+  }
+
   // ---- Vector (UB only) ----------------------------------------------------
   template <class T>
   void vbinary(VecOp op, Local<T> dst, std::size_t doff, Local<T> s0, std::size_t s0off, Local<T> s1,
