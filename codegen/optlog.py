@@ -39,7 +39,7 @@ REASONS = {
     "residual_taken": "rejected: the producing convolution already adds a residual",
     "cost_model": "the variant with the fewest cycles predicted by the pipe cost model (codegen/costmodel.py)",
     "winograd_illegal": "Winograd needs a 3x3 kernel, stride 1 and dilation 1; direct convolution",
-    "winograd_error_bound": "rejected: the tile's fp16 error bound for this reduction length exceeds the tolerance",
+    "winograd_error_bound": "rejected: the tile's expected fp16 error (codegen/winograd.py expected_error) exceeds the tolerance",
     "winograd_tile_waste": "rejected by the cost model: partial edge tiles waste work (output not a multiple of the tile)",
     "winograd_channels": "rejected by the cost model: channels do not fill the Cube's 16-wide fractals",
     "winograd_small_map": "rejected by the cost model: too few tiles to fill the Cube and cover the transform overhead",

@@ -1,0 +1,31 @@
+"""The pipe cost model (codegen/costmodel.py) against the emulator, for every baked kernel whose family the
+model replays: the same instructions and bytes on every pipe, and the same cycles, since both apply the
+profile's per-instruction costs and the same pipe/flag timing rules."""
+import numpy as np
+import pytest
+
+import kiln
+from kiln.codegen.costmodel import predict
+from kiln.codegen.opspec import Conv2dSpec
+from kiln.codegen.profiles import PROFILES
+
+REPLAYED = [k for k in kiln.kernels() if k.record.get("predicted_cycles") is not None]
+
+
+def test_the_default_build_has_replayed_kernels_of_both_conv_algorithms():
+    algos = {k.record["algorithm"] for k in REPLAYED}
+    assert "direct_img2col" in algos and any(a.startswith("winograd") for a in algos), algos
+
+
+@pytest.mark.parametrize("k", REPLAYED, ids=[k.name for k in REPLAYED])
+def test_prediction_equals_the_emulator(k):
+    ins = [np.zeros(t["shape"], np.float16 if t["dtype"] == "fp16" else np.float32) for t in k.record["inputs"]]
+    k.run_packed(*ins)
+    st = k.last_stats
+    p = predict(Conv2dSpec(**k.spec), k.record["family"], k.record["tiling"], PROFILES[st["profile"]])
+    for pipe, got in st["pipes"].items():
+        assert (p.pipes[pipe].instrs, p.pipes[pipe].bytes) == (got["instructions"], got["bytes"]), pipe
+        assert p.pipes[pipe].busy == pytest.approx(got["busy_cycles"], rel=1e-9), pipe
+    assert p.cycles == pytest.approx(st["cycles"], rel=1e-9)
+    assert k.record["predicted_cycles"] == pytest.approx(st["cycles"], rel=1e-6)
+    assert p.cube_macs == st["cube_macs"]
