@@ -36,6 +36,9 @@ SUPPORTED = {
 ACTIVATIONS = ("", "Relu", "Clip")
 
 
+CONV_ALGORITHMS = ("", "direct_img2col", "winograd_f2", "winograd_f4")  # "": the build's options decide
+
+
 @dataclass(frozen=True)
 class OpInstance:
     label: str
@@ -76,6 +79,10 @@ def _parse_op(idx: int, raw: dict[str, Any]) -> OpInstance:
                  group=raw.get("group", 1))
         if not isinstance(a["group"], int) or isinstance(a["group"], bool) or a["group"] < 1:
             raise KilnError("frontend", entry, f"'group' must be a positive integer, got {a['group']!r}")
+        a["algorithm"] = raw.get("algorithm", "")  # pins the algorithm, like a tuning record (benchmarks, tests)
+        if a["algorithm"] not in CONV_ALGORITHMS:
+            raise KilnError("frontend", entry, f"algorithm {a['algorithm']!r} is not one of "
+                            f"{', '.join(repr(x) for x in CONV_ALGORITHMS)}")
         a["residual"] = raw.get("residual", False)
         if not isinstance(a["residual"], bool) or (a["residual"] and raw.get("group", 1) != 1):
             raise KilnError("frontend", entry, "'residual' must be true or false, and needs group 1")
@@ -147,7 +154,7 @@ def _parse_op(idx: int, raw: dict[str, Any]) -> OpInstance:
         raise KilnError("frontend", entry, "a Conv's Clip epilogue must be min 0, max > 0 (ReLU6-like), got "
                         f"min={a['min']} max={a['max']}")
     known = {"label", "type", "activation", "bias", "input", "weight", "strides", "pads", "dilations", "group",
-             "a", "b", "shape", "min", "max", "kernel_shape", "scalar", "trans_b", "epsilon", "residual"}
+             "a", "b", "shape", "min", "max", "kernel_shape", "scalar", "trans_b", "epsilon", "residual", "algorithm"}
     extra = sorted(set(raw) - known)
     if extra:
         raise KilnError("frontend", entry, f"unknown field(s) {extra}; known fields: {sorted(known)}")

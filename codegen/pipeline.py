@@ -27,11 +27,15 @@ class KernelPlan:
     variant: Variant | None = None
     instances: list[str] = field(default_factory=list)
     prediction: Prediction | None = None  # the cost model's, for the chosen variant
+    pinned: str = ""  # algorithm fixed by a kernel-list entry ("" = chosen by the options and the cost model)
 
     @property
     def symbol(self) -> str:
-        """C++ symbol and public name: the family, then the spec's dims."""
-        return self.variant.family + self.spec.name[len(self.spec.kind):]
+        """C++ symbol and public name: the family (and Winograd tile), then the spec's dims."""
+        family = self.variant.family
+        if family == "conv2d_winograd":
+            family += f"_f{self.variant.params['tile']}"
+        return family + self.spec.name[len(self.spec.kind):]
 
     @property
     def inputs(self) -> list:
@@ -100,20 +104,21 @@ def plan(options: Options, source_dir: Path, work_dir: Path | None = None, progr
     log = OptLog()
     profile = get_profile(options.kiln_target)
     log.add("options", "build", f"target={profile.name}", "option", isa=options.isa_resolved or options.kiln_isa)
-    by_spec: dict[Opspec, KernelPlan] = {}
+    by_spec: dict[tuple[Opspec, str], KernelPlan] = {}
 
     def add_instance(op: OpInstance) -> KernelPlan:
         try:
             spec = opspec_of(op)
         except (KeyError, ValueError, TypeError) as e:  # a lowering rule left an attribute out
             raise KilnError("opspec", op.label, f"cannot describe this op as a kernel: {e}") from None
-        if spec in by_spec:
+        key = (spec, op.attrs.get("algorithm", ""))
+        if key in by_spec:
             log.add("opspec", op.label, spec.name, "dedup")
         else:
-            by_spec[spec] = KernelPlan(spec)
+            by_spec[key] = KernelPlan(spec, pinned=key[1])
             log.add("opspec", op.label, spec.name, "new_kernel")
-        by_spec[spec].instances.append(op.label)
-        return by_spec[spec]
+        by_spec[key].instances.append(op.label)
+        return by_spec[key]
 
     kernel_list = Path(options.kiln_kernel_list) if options.kiln_kernel_list else default_kernel_list(source_dir)
     for op in load_kernel_list(kernel_list):
@@ -150,14 +155,24 @@ def plan(options: Options, source_dir: Path, work_dir: Path | None = None, progr
 
     kernels = list(by_spec.values())
     for k in kernels:
-        k.variant = choose_variant(k.spec, profile, log, options)
+        k.variant = choose_variant(k.spec, profile, log, options, pinned=k.pinned)
         k.prediction = predict(k.spec, k.variant.family, k.variant.params, profile)
     seen: dict[str, KernelPlan] = {}
+    merged: dict[int, KernelPlan] = {}  # a pinned instance that came out as an unpinned kernel: one kernel
     for k in kernels:
-        if k.symbol in seen:
-            raise KilnError("opspec", k.symbol, f"two different specs share this kernel name: {seen[k.symbol].spec} "
-                            f"and {k.spec} (instances {seen[k.symbol].instances} and {k.instances})")
-        seen[k.symbol] = k
+        first = seen.get(k.symbol)
+        if first is not None and first.spec == k.spec and first.variant.tag == k.variant.tag:
+            first.instances += k.instances
+            merged[id(k)] = first
+        elif first is not None:
+            raise KilnError("opspec", k.symbol, f"two different specs share this kernel name: {first.spec} "
+                            f"and {k.spec} (instances {first.instances} and {k.instances})")
+        else:
+            seen[k.symbol] = k
+    kernels = list(seen.values())
+    for _, _, _, steps, _ in models:
+        for i, k in steps.items():
+            steps[i] = merged.get(id(k), k)
     model_plans = []
     for name, path, lowered, steps, fusion in models:
         mem = plan_arena(lowered, profile.gm_alignment)

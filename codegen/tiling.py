@@ -533,10 +533,10 @@ _RULES = {"conv2d": (_conv_variant, _conv_mte2), "gemm": (_gemm_variant, _gemm_m
           "transpose": (_transpose_variant, _transpose_mte2)}
 
 
-def choose_variant(spec: Opspec, profile: Profile, log: OptLog, options=None) -> Variant:
+def choose_variant(spec: Opspec, profile: Profile, log: OptLog, options=None, pinned: str = "") -> Variant:
     rule, _ = _RULES[spec.kind]
     if spec.kind == "conv2d":
-        v = choose_conv_algorithm(spec, profile, log, options)
+        v = choose_conv_algorithm(spec, profile, log, options, pinned)
     else:
         family = family_of(spec)
         log.add("tiling", spec.name, family, "family_rule", unit=UNIT_OF_FAMILY[family])
@@ -568,17 +568,21 @@ def algorithm_of(v: Variant) -> str:
     return v.family
 
 
-def choose_conv_algorithm(spec: Conv2dSpec, profile: Profile, log: OptLog, options=None) -> Variant:
+def choose_conv_algorithm(spec: Conv2dSpec, profile: Profile, log: OptLog, options=None, pinned: str = "") -> Variant:
     """Direct img2col or Winograd F(2,3)/F(4,3): USE_WINOGRAD=ON forces the fastest legal Winograd tile (F2/F4:
     that tile, even past the error tolerance), OFF (or FORCE_DIRECT_CONV=ON) never uses it, AUTO keeps the variant
     with the fewest predicted cycles."""
     from . import costmodel, winograd
     mode = "AUTO" if options is None else ("OFF" if options.force_direct_conv else options.use_winograd)
+    if pinned:  # a kernel-list entry fixed the algorithm
+        mode = {"direct_img2col": "OFF", "winograd_f2": "F2", "winograd_f4": "F4"}[pinned]
+        if pinned != "direct_img2col" and winograd_legal(spec):
+            raise KilnError("tiling", spec.name, f"algorithm {pinned} was pinned but {winograd_legal(spec)}")
     direct = _conv_variant(spec, profile, log)
     illegal = winograd_legal(spec)
     if mode == "OFF" or illegal:
-        why = dict(detail=illegal) if illegal else dict(USE_WINOGRAD=options.use_winograd,
-                                                        FORCE_DIRECT_CONV=options.force_direct_conv)
+        why = dict(detail=illegal) if illegal else dict(pinned=pinned) if pinned else dict(
+            USE_WINOGRAD=options.use_winograd, FORCE_DIRECT_CONV=options.force_direct_conv)
         log.add("algorithm", spec.name, "direct_img2col", "winograd_illegal" if illegal else "option", **why)
         return replace(direct, notes={"algorithm": "direct_img2col"})
     cycles = {"direct_img2col": costmodel.predict(spec, direct.family, direct.params, profile).cycles}
@@ -608,7 +612,8 @@ def choose_conv_algorithm(spec: Conv2dSpec, profile: Profile, log: OptLog, optio
     facts = {f"{a}_cycles": round(c) for a, c in cycles.items()}
     facts.update({f"waste_f{t}": round(winograd_tile_waste(spec, t), 4) for t in WINOGRAD_TILES})
     reason = "option" if forced else "cost_model"
-    log.add("algorithm", spec.name, best, reason, **({"USE_WINOGRAD": mode} if forced else {}), **facts)
+    how = {"pinned": pinned} if pinned else {"USE_WINOGRAD": mode} if forced else {}
+    log.add("algorithm", spec.name, best, reason, **how, **facts)
     for a in cands:
         if a != best and mode == "AUTO" and cycles[a] > cycles[best]:
             log.add("algorithm", spec.name, f"{a}:rejected", _winograd_loss_reason(spec, cands[a]),
