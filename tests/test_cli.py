@@ -52,8 +52,22 @@ def test_model_kernels_json_contract():
         assert key in d
     assert d["kernel_launches"] == len(d["kernels"]) and d["unique_kernels"] <= d["kernel_launches"]
     for k in d["kernels"]:
-        assert {"name", "ops", "op_types", "algorithm", "opspec", "tiling", "simulated_cycles"} <= set(k)
+        assert {"name", "ops", "op_types", "algorithm", "opspec", "tiling", "simulated_cycles", "predicted_cycles",
+                "bound_unit", "compared_cycles"} <= set(k)
         assert k["simulated_cycles"] > 0
+        if k["predicted_cycles"] is not None:  # families the cost model replays: prediction == simulation
+            assert k["predicted_cycles"] == pytest.approx(k["simulated_cycles"], rel=1e-6)
+        if k["compared_cycles"]:  # a 3x3 stride-1 conv: the algorithm with the fewest cycles was kept
+            assert k["algorithm"] == min(k["compared_cycles"], key=lambda a: (k["compared_cycles"][a], a))
+
+
+def test_resnet50_mixes_direct_and_winograd_convolutions_under_auto():
+    import kiln
+    if "resnet50" not in kiln.models() or kiln.manifest()["options"]["USE_WINOGRAD"] != "AUTO":
+        pytest.skip("needs the default build")
+    r = run([kiln_cmd(), "kernels", "resnet50", "--json"])
+    algos = {k["algorithm"] for k in json.loads(r.stdout)["kernels"] if k["op_types"][0] == "Conv"}
+    assert "direct_img2col" in algos and algos & {"winograd_f2", "winograd_f4"}, algos
 
 
 def test_analyze_reports_model_and_unsupported(tmp_path):

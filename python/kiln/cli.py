@@ -15,9 +15,12 @@ def _model_kernels(args) -> int:
     rng = np.random.default_rng(0)
     model.run(*[rng.standard_normal(shape).astype(np.float32) for _, shape in model.inputs])
     recs = {k["name"]: k for k in kiln.manifest()["kernels"]}
-    rows = [{"name": k.kernel, "ops": k.ops, "op_types": k.op_types, "algorithm": recs[k.kernel]["family"],
-             "opspec": recs[k.kernel]["opspec"], "variant": recs[k.kernel]["variant"],
-             "tiling": recs[k.kernel]["tiling"], "simulated_cycles": k.simulated_cycles} for k in model.kernels]
+    rows = [{"name": k.kernel, "ops": k.ops, "op_types": k.op_types, "algorithm": recs[k.kernel]["algorithm"],
+             "family": recs[k.kernel]["family"], "opspec": recs[k.kernel]["opspec"],
+             "variant": recs[k.kernel]["variant"], "tiling": recs[k.kernel]["tiling"],
+             "simulated_cycles": k.simulated_cycles, "predicted_cycles": recs[k.kernel]["predicted_cycles"],
+             "bound_unit": recs[k.kernel]["bound_unit"], "compared_cycles": recs[k.kernel]["compared_cycles"]}
+            for k in model.kernels]
     report = {"model": model.name, "profile": kiln.build_info()["profile"],
               "kernel_launches": model.kernel_launches, "unique_kernels": len({r["name"] for r in rows}),
               "arena_bytes": model.arena_bytes, "simulated_cycles": model.simulated_cycles, "kernels": rows}
