@@ -151,11 +151,16 @@ CHECK = textwrap.dedent("""
 """)
 
 
+# The 19x19 conv pinned to direct convolution, so each build also runs the variant Winograd competes with.
+MAP19_DIRECT = conv("w.map19.direct", 1, 64, 19, 19, 64).replace('activation = "Relu"',
+                                                                    'activation = "Relu"\nalgorithm = "direct_img2col"')
+
+
 @pytest.fixture(scope="module", params=["F2", "F4"])
 def winograd_build(request, tmp_path_factory):
     """A build baking KERNELS with one forced Winograd tile, and the results of running each kernel."""
     root = tmp_path_factory.mktemp(f"winograd_{request.param}")
-    kl = kernel_list(root, KERNELS)
+    kl = kernel_list(root, KERNELS + MAP19_DIRECT)
     build = root / "build"
     gen = ["-G", "Ninja"] if shutil.which("ninja") else []
     r = run([cmake_exe(), "-S", REPO, "-B", build, *gen, f"-DPython_EXECUTABLE={sys.executable}", "-DKILN_MODELS=",
@@ -171,14 +176,19 @@ def winograd_build(request, tmp_path_factory):
     env = dict(os.environ, PYTHONPATH=str(pkg.parent))
     r = subprocess.run([sys.executable, "-c", CHECK], capture_output=True, text=True, env=env, cwd=root)
     assert r.returncode == 0, r.stdout + r.stderr
-    return request.param, {k["name"]: k for k in json.loads(r.stdout)}
+    results = {k["name"]: k for k in json.loads(r.stdout)}
+    SIMULATED[request.param] = results
+    return request.param, results
+
+
+SIMULATED: dict[str, dict] = {}  # build mode -> kernel results, filled by the fixture
 
 
 def test_forced_tile_is_baked_where_legal(winograd_build):
     mode, ks = winograd_build
     for name, k in ks.items():
-        want = "direct_img2col" if "_s2_" in name or "_s2x2" in name else f"winograd_{mode.lower()}"
-        assert k["algorithm"] == want, name
+        direct = "_s2_" in name or "_s2x2" in name or name.startswith("conv2d_cube_img2col_1x64x19x19")
+        assert k["algorithm"] == ("direct_img2col" if direct else f"winograd_{mode.lower()}"), name
 
 
 def test_winograd_kernels_match_the_reference_within_the_error_bound(winograd_build):
@@ -201,3 +211,18 @@ def test_cost_model_replays_the_emulator_exactly(winograd_build):
             assert [instrs, nbytes] == k["predicted_pipes"][pipe], (name, pipe)
         assert k["predicted"] == pytest.approx(k["cycles"], rel=1e-9), name
         assert k["manifest_predicted"] == pytest.approx(k["cycles"], rel=1e-6), name
+
+
+def test_auto_on_the_19x19_map_picks_the_variant_with_the_fewest_simulated_cycles(tmp_path, winograd_build):
+    """Simulated (emulator) cycles of direct, F(2,3) and F(4,3) for the 19x19 conv, from the two builds; the
+    choice AUTO plans must be the fastest of them (it comes from the cost model, not from a rule about 19)."""
+    if len(SIMULATED) < 2:
+        pytest.skip("runs after both builds")
+    cycles = {}
+    for mode, ks in SIMULATED.items():
+        for name, k in ks.items():
+            if "1x64x19x19" in name:
+                cycles[k["algorithm"]] = k["cycles"]
+    assert set(cycles) == {"direct_img2col", "winograd_f2", "winograd_f4"}
+    ks, log = planned(tmp_path, USE_WINOGRAD="AUTO")
+    assert algorithm_of(ks["w.map19"].variant) == min(cycles, key=cycles.get), cycles
