@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +29,11 @@ class OptionSpec:
     allowed: tuple[str, ...] = ()
     lo: int | None = None
     hi: int | None = None
+    by_level: bool = False  # empty (the default) takes the value KILN_OPT_LEVEL implies
 
     def allowed_text(self) -> str:
+        if self.by_level:
+            return replace(self, by_level=False).allowed_text() + ", or empty to follow KILN_OPT_LEVEL"
         if self.kind == "bool":
             return "ON or OFF"
         if self.kind == "enum":
@@ -48,10 +51,10 @@ class OptionSpec:
 
 
 OPTIONS: tuple[OptionSpec, ...] = (
-    OptionSpec("ENABLE_FUSION", "bool", "ON", "Fuse operators into larger kernels"),
-    OptionSpec("MAX_FUSION_DEPTH", "int", "3", "Most ops in one fused kernel", lo=1, hi=8),
-    OptionSpec("USE_WINOGRAD", "enum", "AUTO", "Winograd convolution: force where legal (ON: fastest tile; F2/F4: "
-               "that tile), never, or cost model", allowed=("ON", "OFF", "AUTO", "F2", "F4")),
+    OptionSpec("ENABLE_FUSION", "bool", "", "Fuse operators into larger kernels", by_level=True),
+    OptionSpec("MAX_FUSION_DEPTH", "int", "", "Most ops in one fused kernel", lo=1, hi=8, by_level=True),
+    OptionSpec("USE_WINOGRAD", "enum", "", "Winograd convolution: force where legal (ON: fastest tile; F2/F4: "
+               "that tile), never, or cost model", allowed=("ON", "OFF", "AUTO", "F2", "F4"), by_level=True),
     OptionSpec("FORCE_DIRECT_CONV", "bool", "OFF", "Direct Cube (img2col) convolution everywhere"),
     OptionSpec("DEBUG_OPTIMIZATION_PATH", "bool", "OFF", "Write the [OPT] optimisation-path log"),
     OptionSpec("KILN_MODELS", "list_models", "resnet50;mobilenet_v2;bert_layer", "Models to bake: zoo names or .onnx paths"),
@@ -59,13 +62,22 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("KILN_TARGET", "enum", "ascend910b", "Hardware profile for tiling, cost and emulation",
                allowed=tuple(PROFILES)),
     OptionSpec("KILN_SHAPE_BUCKETS", "list_int", "", "Input sizes that get specialised kernels", lo=1, hi=8192),
-    OptionSpec("KILN_OPT_LEVEL", "enum", "O2", "Graded optimisation, for bisecting a wrong result",
-               allowed=("O0", "O1", "O2", "O3")),
+    OptionSpec("KILN_OPT_LEVEL", "enum", "O2", "Graded optimisation, for bisecting a wrong result; sets the "
+               "options left empty (see OPT_LEVELS)", allowed=("O0", "O1", "O2", "O3")),
     OptionSpec("USE_FLASH_ATTENTION", "bool", "ON", "Fused attention for transformer blocks"),
     OptionSpec("MAX_SEQ_LEN", "int", "512", "Longest sequence the attention kernels are built for", lo=1, hi=65536),
     OptionSpec("KILN_ISA", "enum", "auto", "Host instruction set for the emulator", allowed=ISAS),
 )
 OPTION_BY_NAME = {o.name: o for o in OPTIONS}
+
+# What each KILN_OPT_LEVEL implies for the options left empty; an option given explicitly wins. Build the
+# same model at two levels and compare `kiln validate MODEL --per-kernel` to find the first kernel that diverges.
+OPT_LEVELS: dict[str, dict[str, str]] = {
+    "O0": {"ENABLE_FUSION": "OFF", "MAX_FUSION_DEPTH": "1", "USE_WINOGRAD": "OFF"},   # one kernel per op, direct conv
+    "O1": {"ENABLE_FUSION": "ON", "MAX_FUSION_DEPTH": "3", "USE_WINOGRAD": "OFF"},    # + fusion
+    "O2": {"ENABLE_FUSION": "ON", "MAX_FUSION_DEPTH": "3", "USE_WINOGRAD": "AUTO"},   # + Winograd by the cost model
+    "O3": {"ENABLE_FUSION": "ON", "MAX_FUSION_DEPTH": "8", "USE_WINOGRAD": "AUTO"},   # + the deepest fusion
+}
 
 _TRUE = {"ON", "TRUE", "YES", "Y", "1"}
 _FALSE = {"OFF", "FALSE", "NO", "N", "0", ""}
@@ -144,6 +156,7 @@ class Options:
     max_seq_len: int
     kiln_isa: str
     isa_resolved: str = ""  # what configure picked for KILN_ISA=auto
+    from_level: tuple[str, ...] = ()  # options that took KILN_OPT_LEVEL's value (left empty)
 
     def as_dict(self) -> dict[str, Any]:
         d = {o.name: getattr(self, o.name.lower()) for o in OPTIONS}
@@ -156,15 +169,20 @@ def parse_options(raw: dict[str, Any]) -> Options:
     unknown = sorted(set(raw) - set(OPTION_BY_NAME) - {"KILN_ISA_RESOLVED"})
     if unknown:
         raise OptionError(f"unknown option(s) {', '.join(unknown)}; known: {', '.join(OPTION_BY_NAME)}")
-    values, errors = {}, []
+    values, errors, from_level = {}, [], []
+    level = str(raw.get("KILN_OPT_LEVEL", "O2")).strip().upper() or "O2"
     for spec in OPTIONS:
+        value = raw.get(spec.name, spec.default)
+        if spec.by_level and str(value).strip() == "":
+            value = OPT_LEVELS.get(level, OPT_LEVELS["O2"])[spec.name]  # a bad level is reported below
+            from_level.append(spec.name)
         try:
-            values[spec.name.lower()] = parse_value(spec, raw.get(spec.name, spec.default))
+            values[spec.name.lower()] = parse_value(spec, value)
         except OptionError as e:
             errors.append(str(e))
     if errors:
         raise OptionError("\n".join(errors))
-    return Options(**values, isa_resolved=str(raw.get("KILN_ISA_RESOLVED", "")))
+    return Options(**values, isa_resolved=str(raw.get("KILN_ISA_RESOLVED", "")), from_level=tuple(from_level))
 
 
 def load_options(path: str | os.PathLike) -> Options:
@@ -180,7 +198,7 @@ def cmake_declarations() -> str:
     """CMake cache declarations for every option (included by cmake/KilnOptions.cmake)."""
     lines = ["# Generated by `python -m codegen options-cmake` from codegen/options.py. Do not edit."]
     for o in OPTIONS:
-        kind = "BOOL" if o.kind == "bool" else ("FILEPATH" if o.kind == "path" else "STRING")
+        kind = "BOOL" if o.kind == "bool" and not o.by_level else ("FILEPATH" if o.kind == "path" else "STRING")
         doc = f"{o.doc}: {o.allowed_text()}".replace('"', "'")
         lines.append(f'set({o.name} "{o.default}" CACHE {kind} "{doc}")')
         if o.kind == "enum":

@@ -104,6 +104,8 @@ def plan(options: Options, source_dir: Path, work_dir: Path | None = None, progr
     log = OptLog()
     profile = get_profile(options.kiln_target)
     log.add("options", "build", f"target={profile.name}", "option", isa=options.isa_resolved or options.kiln_isa)
+    for name in options.from_level:
+        log.add("options", "build", f"{name}={options.as_dict()[name]}", "opt_level", KILN_OPT_LEVEL=options.kiln_opt_level)
     by_spec: dict[tuple[Opspec, str], KernelPlan] = {}
 
     def add_instance(op: OpInstance) -> KernelPlan:

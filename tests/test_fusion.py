@@ -88,6 +88,24 @@ def test_depth_one_rejects_with_the_limit(tmp_path):
     assert sum("reason=depth_limit" in ln for ln in lines) == 5 == len(lines)
 
 
+@pytest.mark.parametrize("level,launches,fusion,winograd", [
+    ("O0", 9, False, "OFF"), ("O1", 4, True, "OFF"), ("O2", 4, True, "AUTO"), ("O3", 4, True, "AUTO")])
+def test_opt_levels_imply_their_options(tmp_path, level, launches, fusion, winograd):
+    path = small_cnn(tmp_path / "small.onnx")
+    (tmp_path / "k.toml").write_text('[[op]]\nlabel = "k"\ntype = "Relu"\nshape = [16]\n')
+    p = plan(parse_options({"KILN_MODELS": str(path), "KILN_KERNEL_LIST": str(tmp_path / "k.toml"),
+                            "KILN_OPT_LEVEL": level}), REPO, tmp_path)
+    assert sum(1 for s in p.models[0].lowered.steps if s.kind == "kernel") == launches
+    assert (p.options.enable_fusion, p.options.use_winograd) == (fusion, winograd)
+    assert f"[OPT] options build USE_WINOGRAD={winograd} reason=opt_level KILN_OPT_LEVEL={level}" in p.log.lines
+
+
+def test_an_explicit_option_overrides_the_level(tmp_path):
+    o = parse_options({"KILN_OPT_LEVEL": "O0", "ENABLE_FUSION": "ON", "USE_WINOGRAD": "F2"})
+    assert (o.enable_fusion, o.max_fusion_depth, o.use_winograd) == (True, 1, "F2")
+    assert o.from_level == ("MAX_FUSION_DEPTH",)
+
+
 def test_log_is_byte_identical_across_runs(tmp_path):
     a = model_plan(tmp_path / "a" if (tmp_path / "a").mkdir() is None else None)[2]
     b = model_plan(tmp_path / "b" if (tmp_path / "b").mkdir() is None else None)[2]
