@@ -8,7 +8,7 @@ It needs no data and no compiled code, so the codegen can rank variants before a
 tests hold its per-pipe instruction and byte counts equal to the emulator's and its cycles to the
 emulator's simulated cycles.
 
-Families without a replay yet return None from `predict`.
+Every kernel family has a replay; `predict` returns None for an unknown family.
 """
 from __future__ import annotations
 
@@ -120,6 +120,9 @@ class SimCore:
     def vec(self, op: str, fp32: bool, times: int) -> None:
         cpr = (self.p.vec_cpr_f32 if fp32 else self.p.vec_cpr_f16)[_VEC_INDEX[op]]
         self.issue("V", self.p.vec_head + cpr * times, times * 256)
+
+    def scalar_read(self, esize: int = 4) -> None:
+        self.issue("S", 1, esize)
 
     def vec_flat(self, n: int, lanes: int, ops: list[tuple[str, bool]]) -> None:
         """ops over n contiguous elements split as kiln::emu::vec_flat does (full repeats, a masked tail)."""
@@ -445,7 +448,368 @@ def _conv_winograd(spec: Conv2dSpec, params: dict, profile: Profile) -> Predicti
                 launch(profile, "vector", rows * co1_groups, output_transform))
 
 
-_REPLAYS = {"conv2d_cube_img2col": _conv_img2col, "conv2d_winograd": _conv_winograd}
+# ---------------------------------------------------------------- gemm_cube, batched_gemm_cube
+
+def _gemm_k_loop(core: SimCore, m: int, n_cols: int, chunks: list[tuple[int, list[tuple[int, int]], list[int]]],
+                 bk1: int, b_loads) -> None:
+    """The shared Cube main loop: per L1 chunk its MTE2 copies ((nburst, burst) in fp16 elements) and the
+    L0B load pattern b_loads(kc) -> list of load2d repeats; A goes as one load2d per fractal row."""
+    m1 = ceil(m / 16)
+    l1, l0 = PingPongSim(core, "MTE2", "MTE1", 0), PingPongSim(core, "MTE1", "M", 2)
+    it = 0
+    for ci, (k1n, copies, _) in enumerate(chunks):
+        s = l1.slot(ci)
+        l1.acquire_for_write(s)
+        for nburst, burst in copies:
+            core.copy_gm(nburst, burst, 2, "L1")
+        l1.written(s)
+        l1.acquire_for_read(s)
+        for kb in range(0, k1n, bk1):
+            kc, t = min(bk1, k1n - kb), l0.slot(it)
+            l0.acquire_for_write(t)
+            for _ in range(m1):
+                core.load2d(kc, "L0A")
+            for rep in b_loads(kc, k1n):
+                core.load2d(rep, "L0B")
+            l0.written(t)
+            l0.acquire_for_read(t)
+            core.mmad(m, n_cols, kc * 16)
+            l0.released(t)
+            it += 1
+        l1.released(s)
+    l1.drain()
+    l0.drain()
+
+
+def _gemm(spec, params: dict, profile: Profile) -> Prediction:
+    bm, bn, bk1, step = params["base_m"], params["base_n"], params["base_k1"], params["k1_step"]
+    K1, N1 = ceil(spec.k / 16), ceil(spec.n / 16)
+    m_tiles, n_tiles = ceil(spec.m / bm), ceil(N1 * 16 / bn)
+
+    def block(core: SimCore, b: int) -> None:
+        ni, mi = b % n_tiles, b // n_tiles
+        m = min(bm, spec.m - mi * bm)
+        n1_0 = ni * (bn // 16)
+        n1_cnt = min(bn // 16, N1 - n1_0)
+        n = min(n1_cnt * 16, spec.n - n1_0 * 16)
+        if core.blocks > 0:
+            core.wait_flag("FIX", "M", 0)
+        if spec.bias:
+            core.copy_gm(1, n1_cnt * 16, 4, "L1")
+            core.set_flag("MTE2", "MTE1", 4)
+            core.wait_flag("MTE2", "MTE1", 4)
+            core.load_bias_table(n1_cnt * 16)
+        chunks = []
+        for k1a in range(0, K1, step):
+            k1n = min(step, K1 - k1a)
+            cols = min(k1n * 16, spec.k - k1a * 16)
+            chunks.append((k1n, [(1, m * cols), (k1n, n1_cnt * 256)], []))
+        _gemm_k_loop(core, m, n1_cnt * 16, chunks, bk1, lambda kc, k1n: [kc * n1_cnt])
+        core.set_flag("M", "FIX", 0)
+        core.wait_flag("M", "FIX", 0)
+        core.fixpipe(m * n)
+        core.set_flag("FIX", "M", 0)
+
+    return launch(profile, "cube", m_tiles * n_tiles, block)
+
+
+def _bgemm(spec, params: dict, profile: Profile) -> Prediction:
+    bm, bn, bk1, step = params["base_m"], params["base_n"], params["base_k1"], params["k1_step"]
+    K1 = ceil(spec.k / 16)
+    m_tiles, n_tiles = ceil(spec.m / bm), ceil(spec.n / bn)
+
+    def block(core: SimCore, b: int) -> None:
+        ni, mi = b % n_tiles, (b // n_tiles) % m_tiles
+        m = min(bm, spec.m - mi * bm)
+        n = min(bn, spec.n - ni * bn)
+        n1 = ceil(n / 16)
+        if core.blocks > 0:
+            core.wait_flag("FIX", "M", 0)
+        chunks = []
+        for k1a in range(0, K1, step):
+            k1n = min(step, K1 - k1a)
+            cols = min(k1n * 16, spec.k - k1a * 16)
+            chunks.append((k1n, [(1, m * cols), (1, n * cols)], []))
+        if spec.trans_b:
+            b_loads = lambda kc, k1n: [kc * n1]  # noqa: E731
+        else:
+            b_loads = lambda kc, k1n: [n1] * kc  # noqa: E731  one transposing load per ZN row
+        _gemm_k_loop(core, m, n1 * 16, chunks, bk1, b_loads)
+        core.set_flag("M", "FIX", 0)
+        core.wait_flag("M", "FIX", 0)
+        core.fixpipe(m * n)
+        core.set_flag("FIX", "M", 0)
+
+    return launch(profile, "cube", spec.batch * m_tiles * n_tiles, block)
+
+
+# ---------------------------------------------------------------- streaming Vector kernels
+
+def _stream(profile: Profile, numel: int, tile: int, blocks: int, inputs: int, ops: list[tuple[str, bool]],
+            lanes: int = 128) -> Prediction:
+    """Tiles of a flat tensor split over `blocks` Vector cores; per tile: `inputs` GM->UB copies, the ops
+    over the tile (vec_flat), one UB->GM copy, with ping-pong queues (eltwise_vector and the conv epilogue)."""
+    ntiles = ceil(numel / tile)
+
+    def block(core: SimCore, b: int) -> None:
+        t0, t1 = ntiles * b // blocks, ntiles * (b + 1) // blocks
+        inq, outq = PingPongSim(core, "MTE2", "V", 0), PingPongSim(core, "V", "MTE3", 2)
+        for t in range(t0, t1):
+            n = min(tile, numel - t * tile)
+            s = inq.slot(t - t0)
+            inq.acquire_for_write(s)
+            for _ in range(inputs):
+                core.copy_gm(1, n, 2, "UB")
+            inq.written(s)
+            inq.acquire_for_read(s)
+            outq.acquire_for_write(s)
+            core.vec_flat(n, lanes, ops)
+            inq.released(s)
+            outq.written(s)
+            outq.acquire_for_read(s)
+            core.copy_ub_to_gm(1, n, 2)
+            outq.released(s)
+        inq.drain()
+        outq.drain()
+
+    return launch(profile, "vector", blocks, block)
+
+
+def _eltwise(spec, params: dict, profile: Profile) -> Prediction:
+    from .tiling import choose_blocks_eltwise
+    binary = spec.op in ("add", "mul")
+    ops = []
+    if binary:
+        ops.append(("Mul" if spec.op == "mul" else "Add", False))
+    if spec.op in ("muls", "adds"):
+        ops.append(("Muls" if spec.op == "muls" else "Adds", False))
+    if "relu" in (spec.act, spec.op):
+        ops.append(("Relu", False))
+    if "clip" in (spec.act, spec.op):
+        ops += [("Maxs", False), ("Mins", False)]
+    tile = params["tile_elems"]
+    return _stream(profile, spec.numel, tile, choose_blocks_eltwise(spec.numel, tile, profile), 2 if binary else 1,
+                   ops)
+
+
+# GELU as erf by Abramowitz-Stegun 7.1.26, one fp32 instruction chain per repeat (templates/gelu_vector.cpp.j2).
+_GELU_OPS = [("Cast", True), ("Abs", True), ("Muls", True), ("Muls", True), ("Adds", True), ("Reciprocal", True),
+             ("Muls", True)] + [("Adds", True), ("Mul", True)] * 4 + [
+             ("Mul", True), ("Muls", True), ("Exp", True), ("Mul", True), ("Muls", True), ("Adds", True),
+             ("Abs", True), ("Mul", True), ("Add", True), ("Muls", True), ("Cast", True)]
+
+
+def _gelu(spec, params: dict, profile: Profile) -> Prediction:
+    tile = params["tile_elems"]
+    return _stream(profile, spec.numel, tile, choose_blocks_stream(spec.numel, tile, profile), 1, _GELU_OPS, 64)
+
+
+def choose_blocks_stream(numel: int, tile: int, profile: Profile) -> int:
+    from .tiling import choose_blocks_eltwise
+    return choose_blocks_eltwise(numel, tile, profile)
+
+
+def _row_reduce(core: SimCore, op: str, length: int, pad_first: bool) -> None:
+    """A row reduction to one scalar (softmax/layernorm templates): whole repeats, then the partials, read by S."""
+    partials = ceil(length / 64)
+    if pad_first and partials * 64 != length:
+        core.vec("Dup", True, 1)
+    core.vec(op, True, partials)
+    core.vec(op, True, 1)
+    core.set_flag("V", "S", 0)
+    core.wait_flag("V", "S", 0)
+    core.scalar_read()
+    core.set_flag("S", "V", 0)
+    core.wait_flag("S", "V", 0)
+
+
+def _rows(spec, params: dict, profile: Profile) -> Prediction:
+    from .tiling import row_blocks
+    rpt, L = params["rows_per_tile"], spec.length
+    tiles = ceil(spec.rows / rpt)
+    blocks = row_blocks(spec, rpt, profile)
+    padded = ceil(L / 64) * 64
+
+    def block(core: SimCore, b: int) -> None:
+        t0, t1 = tiles * b // blocks, tiles * (b + 1) // blocks
+        if spec.op == "layernorm":
+            if padded != L:
+                core.vec("Dup", True, 1)
+                core.vec("Dup", True, 1)
+            if t0 < t1:
+                core.copy_gm(1, L, 4, "UB")
+                core.copy_gm(1, L, 4, "UB")
+        inq, outq = PingPongSim(core, "MTE2", "V", 0), PingPongSim(core, "V", "MTE3", 2)
+        for t in range(t0, t1):
+            nrows = min(rpt, spec.rows - t * rpt)
+            s = inq.slot(t - t0)
+            inq.acquire_for_write(s)
+            core.copy_gm(1, nrows * L, 2, "UB")
+            inq.written(s)
+            inq.acquire_for_read(s)
+            outq.acquire_for_write(s)
+            for _ in range(nrows):
+                core.vec_flat(L, 64, [("Cast", True)])
+                if spec.op == "softmax":
+                    _row_reduce(core, "ReduceMax", L, True)
+                    core.vec_flat(L, 64, [("Adds", True), ("Exp", True)])
+                    _row_reduce(core, "ReduceSum", L, True)
+                    core.vec_flat(L, 64, [("Muls", True), ("Cast", True)])
+                else:
+                    _row_reduce(core, "ReduceSum", L, False)
+                    core.vec_flat(L, 64, [("Adds", True), ("Mul", True)])
+                    _row_reduce(core, "ReduceSum", L, False)
+                    core.vec_flat(L, 64, [("Muls", True), ("Mul", True), ("Add", True), ("Cast", True)])
+            inq.released(s)
+            outq.written(s)
+            outq.acquire_for_read(s)
+            core.copy_ub_to_gm(1, nrows * L, 2)
+            outq.released(s)
+        inq.drain()
+        outq.drain()
+
+    return launch(profile, "vector", blocks, block)
+
+
+# ---------------------------------------------------------------- windowed Vector kernels (dwconv, maxpool)
+
+def _window_block_prologue(core: SimCore, spec, rows_out: int, r0: int, dilation_h: int) -> None:
+    """Zero/-inf fill of the padded slab (when padding is touched) and the valid rows GM->UB."""
+    slab_rows = (rows_out - 1) * spec.sh + (spec.kh - 1) * dilation_h + 1
+    img_row0 = r0 * spec.sh - spec.pt
+    lo, hi = max(0, img_row0), min(spec.h, img_row0 + slab_rows)
+    wp = spec.w + spec.pl + spec.pr
+    if core.blocks > 0:
+        core.wait_flag("V", "MTE2", 1)
+    if spec.pl or spec.pr or lo != img_row0 or hi != img_row0 + slab_rows:
+        core.vec_flat(slab_rows * wp * 16, 128, [("Dup", False)])
+        core.set_flag("V", "MTE2", 0)
+        core.wait_flag("V", "MTE2", 0)
+    if hi > lo:
+        core.copy_gm(hi - lo, spec.w * 16, 2, "UB")
+
+
+def _dwconv(spec, params: dict, profile: Profile) -> Prediction:
+    rpb = params["rows_per_block"]
+    bands, c1s, taps, row = ceil(spec.ho / rpb), c1(spec.c), spec.kh * spec.kw, spec.wo * 16
+
+    def block(core: SimCore, b: int) -> None:
+        r0 = (b % bands) * rpb
+        rows_out = min(rpb, spec.ho - r0)
+        _window_block_prologue(core, spec, rows_out, r0, spec.dh)
+        core.copy_gm(1, taps * 16, 2, "UB")
+        if spec.bias:
+            core.copy_gm(1, 16, 4, "UB")
+        core.set_flag("MTE2", "V", 0)
+        core.wait_flag("MTE2", "V", 0)
+        core.vec_flat(taps * 16, 64, [("Cast", True)])
+        for _ in range(taps + (1 if spec.bias else 0)):
+            core.vec("Copy", True, 4)
+        outq = PingPongSim(core, "V", "MTE3", 2)
+        for ro in range(rows_out):
+            core.vec_flat(row, 64, [("Copy" if spec.bias else "Dup", True)])
+            for _ in range(taps):
+                core.vec_flat(row, 64, [("Cast", True)])
+                core.vec_flat(row, 64, [("MulAddDst", True)])
+            if spec.clip_hi > 0:
+                core.vec_flat(row, 64, [("Maxs", True), ("Mins", True)])
+            if spec.relu:
+                core.vec_flat(row, 64, [("Relu", True)])
+            q = outq.slot(ro)
+            outq.acquire_for_write(q)
+            core.vec_flat(row, 64, [("Cast", True)])
+            outq.written(q)
+            outq.acquire_for_read(q)
+            core.copy_ub_to_gm(1, row, 2)
+            outq.released(q)
+        outq.drain()
+        core.set_flag("V", "MTE2", 1)
+
+    return launch(profile, "vector", spec.n * c1s * bands, block)
+
+
+def _maxpool(spec, params: dict, profile: Profile) -> Prediction:
+    rpb = params["rows_per_block"]
+    bands, c1s, row = ceil(spec.ho / rpb), c1(spec.c), spec.wo * 16
+
+    def block(core: SimCore, b: int) -> None:
+        r0 = (b % bands) * rpb
+        rows_out = min(rpb, spec.ho - r0)
+        _window_block_prologue(core, spec, rows_out, r0, 1)
+        core.set_flag("MTE2", "V", 0)
+        core.wait_flag("MTE2", "V", 0)
+        outq = PingPongSim(core, "V", "MTE3", 2)
+        for ro in range(rows_out):
+            q = outq.slot(ro)
+            outq.acquire_for_write(q)
+            for t in range(spec.kh * spec.kw):
+                core.vec_flat(row, 128, [("Copy" if t == 0 else "Max", False)])
+            outq.written(q)
+            outq.acquire_for_read(q)
+            core.copy_ub_to_gm(1, row, 2)
+            outq.released(q)
+        outq.drain()
+        core.set_flag("V", "MTE2", 1)
+
+    return launch(profile, "vector", spec.n * c1s * bands, block)
+
+
+def _global_avgpool(spec, params: dict, profile: Profile) -> Prediction:
+    chunk, hw = params["chunk_pixels"], spec.h * spec.w
+
+    def block(core: SimCore, b: int) -> None:
+        if core.blocks > 0:
+            core.wait_flag("MTE3", "V", 1)
+        core.vec("Dup", True, 1)
+        inq = PingPongSim(core, "MTE2", "V", 0)
+        for ci, p0 in enumerate(range(0, hw, chunk)):
+            px, s = min(chunk, hw - p0), inq.slot(ci)
+            inq.acquire_for_write(s)
+            core.copy_gm(1, px * 16, 2, "UB")
+            inq.written(s)
+            inq.acquire_for_read(s)
+            core.vec_flat(px * 16, 64, [("Cast", True)])
+            inq.released(s)
+            count = px
+            while count > 1:  # pairwise halving
+                half = count // 2
+                core.vec_flat(half * 16, 64, [("Add", True)])
+                count -= half
+            core.vec("Add", True, 1)
+        inq.drain()
+        core.vec("Muls", True, 1)
+        core.vec("Cast", True, 1)
+        core.set_flag("V", "MTE3", 0)
+        core.wait_flag("V", "MTE3", 0)
+        core.copy_ub_to_gm(1, 16, 2)
+        core.set_flag("MTE3", "V", 1)
+
+    return launch(profile, "vector", spec.n * c1(spec.c), block)
+
+
+def _transpose(spec, params: dict, profile: Profile) -> Prediction:
+    ppb, planes, plane = params["planes_per_block"], spec.d0 * spec.d1, spec.d2 * spec.d3
+
+    def block(core: SimCore, b: int) -> None:
+        q = PingPongSim(core, "MTE2", "MTE3", 0)
+        p0 = b * ppb
+        for p in range(p0, min(planes, p0 + ppb)):
+            s = q.slot(p - p0)
+            q.acquire_for_write(s)
+            core.copy_gm(1, plane, 2, "UB")
+            q.written(s)
+            q.acquire_for_read(s)
+            core.copy_ub_to_gm(spec.d2, spec.d3, 2)
+            q.released(s)
+        q.drain()
+
+    return launch(profile, "vector", ceil(planes / ppb), block)
+
+
+_REPLAYS = {"conv2d_cube_img2col": _conv_img2col, "conv2d_winograd": _conv_winograd, "gemm_cube": _gemm,
+            "batched_gemm_cube": _bgemm, "eltwise_vector": _eltwise, "gelu_vector": _gelu,
+            "softmax_vector": _rows, "layernorm_vector": _rows, "dwconv2d_vector": _dwconv,
+            "maxpool2d_vector": _maxpool, "global_avgpool_vector": _global_avgpool, "transpose_mte": _transpose}
 
 
 def predict(spec, family: str, params: dict, profile: Profile) -> Prediction | None:

@@ -389,13 +389,18 @@ def _elt_variant(spec: EltwiseSpec, profile: Profile, log: OptLog) -> Variant:
         # fp16 x and z ping-pong (2 x 2 x 2 B) + four fp32 temporaries (16 B) per element
         per_elem = 8 + 16
         tile = _share128(spec.numel, cores, (profile.capacity["UB"] // per_elem) // 128 * 128)
-        return Variant("gelu_vector", {"tile_elems": tile}, min(cores, ceil(spec.numel / tile)), {"UB": per_elem * tile})
+        return Variant("gelu_vector", {"tile_elems": tile}, choose_blocks_eltwise(spec.numel, tile, profile),
+                       {"UB": per_elem * tile})
     tensors = 3 if spec.op in ("add", "mul") else 2  # ping-pong buffers of x (and y) and z
     max_tile = (profile.capacity["UB"] // (2 * tensors * 2)) // 128 * 128
     tile = _share128(spec.numel, cores, max_tile)
-    tiles = ceil(spec.numel / tile)
-    blocks = min(cores, tiles)
-    return Variant("eltwise_vector", {"tile_elems": tile}, blocks, {"UB": 2 * tensors * tile * 2})
+    return Variant("eltwise_vector", {"tile_elems": tile}, choose_blocks_eltwise(spec.numel, tile, profile),
+                   {"UB": 2 * tensors * tile * 2})
+
+
+def choose_blocks_eltwise(numel: int, tile: int, profile: Profile) -> int:
+    """Vector blocks of a streaming kernel: one per tile, at most one per Vector core."""
+    return min(profile.cores_for("vector"), ceil(numel / tile))
 
 
 def _elt_mte2(spec: EltwiseSpec, v: Variant) -> int:
@@ -463,8 +468,12 @@ def _row_variant(spec: RowSpec, profile: Profile, log: OptLog) -> Variant:
         rpt = ceil(rpt / 2)
     if _fits(profile, _row_buffers(spec, rpt)):
         raise KilnError("tiling", spec.name, f"one row of {spec.length} does not fit UB of {profile.name}")
-    return Variant(f"{spec.op}_vector", {"rows_per_tile": rpt}, min(cores, ceil(spec.rows / rpt)),
-                   _row_buffers(spec, rpt))
+    return Variant(f"{spec.op}_vector", {"rows_per_tile": rpt}, row_blocks(spec, rpt, profile), _row_buffers(spec, rpt))
+
+
+def row_blocks(spec: RowSpec, rows_per_tile: int, profile: Profile) -> int:
+    """Vector blocks of a row kernel: one per tile of rows, at most one per Vector core."""
+    return min(profile.cores_for("vector"), ceil(spec.rows / rows_per_tile))
 
 
 def _row_mte2(spec: RowSpec, v: Variant) -> int:
