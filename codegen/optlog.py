@@ -38,7 +38,8 @@ REASONS = {
     "depth_limit": "rejected: the fused kernel would absorb more source ops than MAX_FUSION_DEPTH",
     "activation_taken": "rejected: the producing kernel already ends with an activation",
     "residual_taken": "rejected: the producing convolution already adds a residual",
-    "cost_model": "the variant with the fewest cycles predicted by the pipe cost model (codegen/costmodel.py)",
+    "cost_model": "the variant with the fewest cycles predicted by the pipe cost model (codegen/costmodel.py); for a "
+                  "tiling search: candidates enumerated, those that fit the buffers ranked, the best replayed exactly",
     "winograd_illegal": "Winograd needs a 3x3 kernel, stride 1 and dilation 1; direct convolution",
     "winograd_error_bound": "rejected: the tile's expected fp16 error (codegen/winograd.py expected_error) exceeds the tolerance",
     "winograd_tile_waste": "rejected by the cost model: partial edge tiles waste work (output not a multiple of the tile)",

@@ -123,7 +123,7 @@ def _conv_buffers(spec: Conv2dSpec, base_m: int, base_n: int, base_k1: int, c1_s
     }
 
 
-def _conv_variant(spec: Conv2dSpec, profile: Profile, log: OptLog) -> Variant:
+def _conv_variant(spec: Conv2dSpec, profile: Profile, log: OptLog, search: bool = False) -> Variant:
     M, C1, CO1 = spec.ho * spec.wo, c1(spec.cin), c1(spec.cout)
     K1 = C1 * spec.kh * spec.kw
     cores = profile.cores_for("cube")
@@ -158,16 +158,22 @@ def _conv_variant(spec: Conv2dSpec, profile: Profile, log: OptLog) -> Variant:
     if blocks(best) != before:
         log.add("tiling", spec.name, f"base_m={best['base_m']},base_n={best['base_n']}", "balance_cores",
                 blocks_before=before, blocks=blocks(best), cores=cores)
-    bufs = _conv_buffers(spec, best["base_m"], best["base_n"], best["base_k1"], best["c1_step"])
     best["slab_rows"] = max(1, max(r for *_, r in conv_tile_rows(spec, best["base_m"])))
+    epi_ub = 0
     if spec.vector_epilogue:  # the Vector-core pass over the output: y (and residual) in, y out, ping-pong
         numel = spec.n * c1(spec.cout) * spec.ho * spec.wo * C0
         vcores = profile.cores_for("vector")
         tile = _share128(numel, vcores, (profile.capacity["UB"] // (2 * 3 * 2)) // 128 * 128)
         best["epi_tile"] = tile
-        bufs["UB"] = 2 * 3 * tile * 2
+        epi_ub = 2 * 3 * tile * 2
         log.add("tiling", spec.name, f"epilogue=vector_core,epi_tile={tile}", "vector_epilogue",
                 coupled=profile.coupled)
+    if search:  # the rule's tiling is the baseline the search must beat
+        from .search import search_conv
+        best = search_conv(spec, best, profile, log, _conv_buffers)
+    bufs = _conv_buffers(spec, best["base_m"], best["base_n"], best["base_k1"], best["c1_step"])
+    if epi_ub:
+        bufs["UB"] = epi_ub
     return Variant("conv2d_cube_img2col", best, blocks(best), bufs)
 
 
@@ -299,7 +305,7 @@ def _gemm_buffers(spec: GemmSpec, base_m: int, base_n: int, base_k1: int, k1_ste
     }
 
 
-def _gemm_variant(spec: GemmSpec, profile: Profile, log: OptLog) -> Variant:
+def _gemm_variant(spec: GemmSpec, profile: Profile, log: OptLog, search: bool = False) -> Variant:
     K1, N1 = c1(spec.k), c1(spec.n)
     cores = profile.cores_for("cube")
     base_m, base_n, base_k1 = min(128, _r16(spec.m)), min(256, N1 * 16), min(4, K1)
@@ -322,7 +328,11 @@ def _gemm_variant(spec: GemmSpec, profile: Profile, log: OptLog) -> Variant:
     if k1_step is None:
         raise KilnError("tiling", spec.name, f"no K step fits L1 of {profile.name}")
     p = dict(base_m=base_m, base_n=base_n, base_k1=base_k1, k1_step=k1_step)
-    return Variant("gemm_cube", p, blocks(base_m, base_n), _gemm_buffers(spec, base_m, base_n, base_k1, k1_step))
+    if search:  # the rule's tiling is the baseline the search must beat
+        from .search import search_gemm
+        p = search_gemm(spec, p, profile, log, _gemm_buffers)
+    return Variant("gemm_cube", p, blocks(p["base_m"], p["base_n"]),
+                   _gemm_buffers(spec, p["base_m"], p["base_n"], p["base_k1"], p["k1_step"]))
 
 
 def _gemm_mte2(spec: GemmSpec, v: Variant) -> int:
@@ -544,8 +554,12 @@ _RULES = {"conv2d": (_conv_variant, _conv_mte2), "gemm": (_gemm_variant, _gemm_m
 
 def choose_variant(spec: Opspec, profile: Profile, log: OptLog, options=None, pinned: str = "") -> Variant:
     rule, _ = _RULES[spec.kind]
+    search = options is not None and options.kiln_opt_level != "O0"  # O0: the plain rule tiling
     if spec.kind == "conv2d":
-        v = choose_conv_algorithm(spec, profile, log, options, pinned)
+        v = choose_conv_algorithm(spec, profile, log, options, pinned, search)
+    elif spec.kind == "gemm":
+        log.add("tiling", spec.name, "gemm_cube", "family_rule", unit="cube")
+        v = _gemm_variant(spec, profile, log, search)
     else:
         family = family_of(spec)
         log.add("tiling", spec.name, family, "family_rule", unit=UNIT_OF_FAMILY[family])
@@ -577,7 +591,8 @@ def algorithm_of(v: Variant) -> str:
     return v.family
 
 
-def choose_conv_algorithm(spec: Conv2dSpec, profile: Profile, log: OptLog, options=None, pinned: str = "") -> Variant:
+def choose_conv_algorithm(spec: Conv2dSpec, profile: Profile, log: OptLog, options=None, pinned: str = "",
+                          search: bool = False) -> Variant:
     """Direct img2col or Winograd F(2,3)/F(4,3): USE_WINOGRAD=ON forces the fastest legal Winograd tile (F2/F4:
     that tile, even past the error tolerance), OFF (or FORCE_DIRECT_CONV=ON) never uses it, AUTO keeps the variant
     with the fewest predicted cycles."""
@@ -587,7 +602,7 @@ def choose_conv_algorithm(spec: Conv2dSpec, profile: Profile, log: OptLog, optio
         mode = {"direct_img2col": "OFF", "winograd_f2": "F2", "winograd_f4": "F4"}[pinned]
         if pinned != "direct_img2col" and winograd_legal(spec):
             raise KilnError("tiling", spec.name, f"algorithm {pinned} was pinned but {winograd_legal(spec)}")
-    direct = _conv_variant(spec, profile, log)
+    direct = _conv_variant(spec, profile, log, search)
     illegal = winograd_legal(spec)
     if mode == "OFF" or illegal:
         why = dict(detail=illegal) if illegal else dict(pinned=pinned) if pinned else dict(

@@ -39,3 +39,23 @@ def test_prediction_equals_the_emulator(k):
     if k.record.get("predicted_cycles") is not None:  # what the build recorded in the manifest
         assert k.record["predicted_cycles"] == pytest.approx(st["cycles"], rel=1e-6)
     assert p.cube_macs == st["cube_macs"]
+
+
+CUBE = [k for k in kiln.kernels() if k.record["family"] in ("conv2d_cube_img2col", "conv2d_winograd", "gemm_cube")]
+
+
+@pytest.mark.parametrize("k", CUBE, ids=[k.name for k in CUBE])
+def test_chosen_variant_is_never_slower_than_the_rule_tiling(k):
+    """The searched (and, for convs, algorithm-chosen) variant against the foundation's fixed rule tiling:
+    the rule's cycles come from the cost model, which equals the emulator (test above)."""
+    from kiln.codegen.optlog import OptLog
+    from kiln.codegen import tiling
+    spec = spec_of(k)
+    if k.record["features"]["kind"] == "gemm":
+        rule = tiling._gemm_variant(spec, PROFILE, OptLog(), search=False)
+    else:
+        rule = tiling._conv_variant(spec, PROFILE, OptLog(), search=False)
+    rule_cycles = predict(spec, rule.family, rule.params, PROFILE).cycles
+    ins = [np.zeros(t["shape"], np.float16 if t["dtype"] == "fp16" else np.float32) for t in k.record["inputs"]]
+    k.run_packed(*ins)
+    assert k.last_stats["cycles"] <= rule_cycles + 1e-6, (k.last_stats["cycles"], rule_cycles)

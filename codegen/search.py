@@ -1,0 +1,95 @@
+"""Variant search for the Cube families: tilings ranked by the pipe cost model.
+
+For a direct convolution or a GEMM, every combination of the template's tiling parameters
+(baseM, baseN, baseK and the L1 step) is a candidate; those whose buffers (double-buffered) do not
+fit the profile are pruned, the rest are ranked by a quick two-core replay of the cost model, and the
+best few are replayed exactly. The foundation's rule tiling is always among the exact replays, so the
+chosen variant is never predicted slower than it. One log line per kernel gives the counts and cycles.
+"""
+from __future__ import annotations
+
+from math import ceil
+
+from . import costmodel
+from .opspec import Conv2dSpec, GemmSpec, c1
+from .optlog import OptLog
+from .profiles import Profile
+
+TILE_EDGES = (16, 32, 64, 128, 256)
+K_FRACTALS = (1, 2, 4, 8)
+EXACT_REPLAYS = 6  # candidates replayed on every core after the quick ranking
+
+
+def _steps(total: int) -> list[int]:
+    """L1 step sizes worth trying for `total` K blocks: powers of two below it, and all of it."""
+    out, s = [], 1
+    while s < total:
+        out.append(s)
+        s *= 2
+    return out + [total]
+
+
+def _pick(spec, family: str, rule_params: dict, cands: list[dict], fit, profile: Profile, log: OptLog,
+          total: int) -> dict:
+    """The candidate with the fewest exactly replayed cycles (the rule is always replayed)."""
+    fitting = [p for p in cands if fit(p)]
+    quick = sorted(fitting, key=lambda p: (costmodel.predict(spec, family, p, profile, sample=True).cycles,
+                                           sorted(p.items())))
+    finalists = [rule_params] + [p for p in quick[:EXACT_REPLAYS] if p != rule_params]
+    exact = [(costmodel.predict(spec, family, p, profile).cycles, i, p) for i, p in enumerate(finalists)]
+    best_cycles, _, best = min(exact, key=lambda e: (e[0], e[1]))
+    from .tiling import PARAM_LETTER
+    log.add("search", spec.name, family + "_" + "".join(f"{PARAM_LETTER[k]}{v}" for k, v in best.items()),
+            "cost_model", candidates=total, fitting=len(fitting), replayed=len(exact),
+            rule_cycles=round(exact[0][0]), best_cycles=round(best_cycles))
+    return best
+
+
+def search_conv(spec: Conv2dSpec, rule_params: dict, profile: Profile, log: OptLog, buffers) -> dict:
+    """Tiling of conv2d_cube_img2col: base_m x base_n x base_k1 x c1_step; `buffers(spec, m, n, k1, step)`
+    gives the on-chip bytes of a candidate (tiling's own accounting)."""
+    from .tiling import conv_tile_rows
+    M, C1, CO1 = spec.ho * spec.wo, c1(spec.cin), c1(spec.cout)
+    K1 = C1 * spec.kh * spec.kw
+    extra = {k: v for k, v in rule_params.items() if k in ("epi_tile",)}
+    cands = []
+    for bm in TILE_EDGES:
+        if bm > ceil(M / 16) * 16 and bm != 16:
+            continue
+        for bn in TILE_EDGES:
+            if bn > CO1 * 16 and bn != 16:
+                continue
+            for bk in K_FRACTALS:
+                if bk > K1:
+                    continue
+                for step in _steps(C1):
+                    rows = max(1, max(r for *_, r in conv_tile_rows(spec, bm)))
+                    cands.append(dict(base_m=bm, base_n=bn, base_k1=bk, c1_step=step, slab_rows=rows, **extra))
+
+    def fit(p):
+        bufs = buffers(spec, p["base_m"], p["base_n"], p["base_k1"], p["c1_step"])
+        return all(b <= profile.capacity[pos] for pos, b in bufs.items())
+    return _pick(spec, "conv2d_cube_img2col", rule_params, cands, fit, profile, log, len(cands))
+
+
+def search_gemm(spec: GemmSpec, rule_params: dict, profile: Profile, log: OptLog, buffers) -> dict:
+    K1, N1 = c1(spec.k), c1(spec.n)
+    cands = []
+    for bm in TILE_EDGES:
+        if bm > ceil(spec.m / 16) * 16 and bm != 16:
+            continue
+        for bn in TILE_EDGES:
+            if bn > N1 * 16 and bn != 16:
+                continue
+            for bk in K_FRACTALS:
+                if bk > K1:
+                    continue
+                for step in _steps(K1):
+                    if step % bk and step != K1:
+                        continue
+                    cands.append(dict(base_m=bm, base_n=bn, base_k1=bk, k1_step=step))
+
+    def fit(p):
+        bufs = buffers(spec, p["base_m"], p["base_n"], p["base_k1"], p["k1_step"])
+        return all(b <= profile.capacity[pos] for pos, b in bufs.items())
+    return _pick(spec, "gemm_cube", rule_params, cands, fit, profile, log, len(cands))
