@@ -306,6 +306,22 @@ def _run_program(core: SimCore, ops: list[list[tuple[str, bool]]], length: int) 
 
 
 def _conv_winograd(spec: Conv2dSpec, params: dict, profile: Profile) -> Prediction:
+    return winograd_phases(spec, params, profile, (1, 2, 3))
+
+
+def winograd_phases(spec: Conv2dSpec, params: dict, profile: Profile, which: tuple[int, ...],
+                    sample: bool = False) -> Prediction:
+    """The Winograd kernel's launches `which` (1 input transform, 2 GEMMs, 3 output transform), chained:
+    the search tunes the GEMM and the Vector passes separately since their parameters do not interact."""
+    global _SAMPLE
+    _SAMPLE = sample
+    try:
+        return _winograd_launches(spec, params, profile, which)
+    finally:
+        _SAMPLE = False
+
+
+def _winograd_launches(spec: Conv2dSpec, params: dict, profile: Profile, which: tuple[int, ...]) -> Prediction:
     from . import winograd
     from .tiling import winograd_geometry
     tile, tb = params["tile"], params["tile_batch"]
@@ -447,9 +463,10 @@ def _conv_winograd(spec: Conv2dSpec, params: dict, profile: Profile) -> Predicti
         outq.drain()
 
     rows = spec.n * g.th * twc
-    return then(launch(profile, "vector", rows * c1_groups, input_transform),
-                launch(profile, "cube", xi * m_tiles * n_tiles, gemm),
-                launch(profile, "vector", rows * co1_groups, output_transform))
+    phases = {1: lambda: launch(profile, "vector", rows * c1_groups, input_transform),
+              2: lambda: launch(profile, "cube", xi * m_tiles * n_tiles, gemm),
+              3: lambda: launch(profile, "vector", rows * co1_groups, output_transform)}
+    return then(*(phases[i]() for i in which))
 
 
 # ---------------------------------------------------------------- gemm_cube, batched_gemm_cube

@@ -93,3 +93,55 @@ def search_gemm(spec: GemmSpec, rule_params: dict, profile: Profile, log: OptLog
         bufs = buffers(spec, p["base_m"], p["base_n"], p["base_k1"], p["k1_step"])
         return all(b <= profile.capacity[pos] for pos, b in bufs.items())
     return _pick(spec, "gemm_cube", rule_params, cands, fit, profile, log, len(cands))
+
+
+def search_winograd(spec: Conv2dSpec, rule_params: dict, profile: Profile, log: OptLog, gemm_buffers,
+                    vector_ub) -> dict:
+    """Tiling of conv2d_winograd: the GEMM phase (base_m x base_n x base_k1 x c1_step, ranked on that phase
+    alone) and the Vector passes (tiles per step x channel blocks per block, on phases 1 and 3)."""
+    from .tiling import winograd_geometry
+    g = winograd_geometry(spec, rule_params["tile"])
+    C1, CO1 = c1(spec.cin), c1(spec.cout)
+    p = dict(rule_params)
+
+    def phase_cycles(params, which, sample):
+        return costmodel.winograd_phases(spec, params, profile, which, sample).cycles
+
+    gemm = []
+    for bm in TILE_EDGES:
+        if bm > ceil(g.p / 16) * 16 and bm != 16:
+            continue
+        for bn in TILE_EDGES:
+            if bn > CO1 * 16 and bn != 16:
+                continue
+            for bk in K_FRACTALS:
+                if bk > C1:
+                    continue
+                for step in _steps(C1):
+                    cand = dict(p, base_m=bm, base_n=bn, base_k1=bk, c1_step=step)
+                    bufs = gemm_buffers(bm, bn, bk, step)
+                    if all(b <= profile.capacity[pos] for pos, b in bufs.items()):
+                        gemm.append(cand)
+    vec = []
+    for tb in range(4, min(64, ceil(g.tw / 4) * 4) + 1, 4):
+        if vector_ub(tb) > profile.capacity["UB"]:
+            continue
+        for cb in sorted({1, 2, 4, 8, C1} & set(range(1, C1 + 1))):
+            for ob in sorted({1, 2, 4, 8, CO1} & set(range(1, CO1 + 1))):
+                vec.append(dict(tile_batch=tb, c1_block=cb, co1_block=ob))
+    quick = sorted(gemm, key=lambda c: (phase_cycles(c, (2,), True), sorted(c.items())))[:EXACT_REPLAYS]
+    best_gemm = min([p] + quick, key=lambda c: phase_cycles(c, (2,), False))
+    quickv = sorted(vec, key=lambda v: (phase_cycles(dict(p, **v), (1, 3), True), sorted(v.items())))[:EXACT_REPLAYS]
+    best_vec = min([{k: p[k] for k in ("tile_batch", "c1_block", "co1_block")}] + quickv,
+                   key=lambda v: phase_cycles(dict(p, **v), (1, 3), False))
+    best = dict(p, **{k: best_gemm[k] for k in ("base_m", "base_n", "base_k1", "c1_step")}, **best_vec)
+    rule_cycles = costmodel.predict(spec, "conv2d_winograd", p, profile).cycles
+    best_cycles = costmodel.predict(spec, "conv2d_winograd", best, profile).cycles
+    if best_cycles > rule_cycles:  # cannot happen when the phases are independent; keep the rule if it does
+        best, best_cycles = p, rule_cycles
+    from .tiling import PARAM_LETTER
+    log.add("search", spec.name, "conv2d_winograd_" + "".join(f"{PARAM_LETTER[k]}{v}" for k, v in best.items()),
+            "cost_model", candidates=len(gemm) + len(vec), fitting=len(gemm) + len(vec),
+            replayed=2 * (len(quick) + 1 + len(quickv) + 1), rule_cycles=round(rule_cycles),
+            best_cycles=round(best_cycles))
+    return best

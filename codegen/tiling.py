@@ -253,7 +253,8 @@ def _winograd_ub(tile: int, tb: int, residual: bool, bias: bool) -> tuple[int, i
     return p1, p3
 
 
-def _winograd_variant(spec: Conv2dSpec, profile: Profile, tile: int) -> Variant | None:
+def _winograd_variant(spec: Conv2dSpec, profile: Profile, tile: int, log: OptLog | None = None,
+                      search: bool = False) -> Variant | None:
     """The Winograd variant with tile `tile`, or None if no tile batch fits UB."""
     g = winograd_geometry(spec, tile)
     C1, CO1 = c1(spec.cin), c1(spec.cout)
@@ -281,12 +282,22 @@ def _winograd_variant(spec: Conv2dSpec, profile: Profile, tile: int) -> Variant 
     while gemm_blocks(base_m, base_n) < ccores and base_n > 64:
         base_n = _half16(base_n)
     c1_step = next(st for st in range(C1, 0, -1) if _fits(profile, gemm_bufs(base_m, base_n, st)) is None)
-    p1, p3 = _winograd_ub(tile, tb, spec.residual, spec.bias)
     params = dict(tile=tile, tile_batch=tb, c1_block=c1_block, co1_block=co1_block, base_m=base_m, base_n=base_n,
                   base_k1=base_k1, c1_step=c1_step)
-    bufs = gemm_bufs(base_m, base_n, c1_step)
-    bufs["UB"] = max(p1, p3)
-    return Variant("conv2d_winograd", params, gemm_blocks(base_m, base_n), bufs)
+    if search:
+        from .search import search_winograd
+
+        def gemm_buffers(bm, bn, bk, step):
+            return {"L1": 2 * step * bm * 32 + 2 * step * (bn // 16) * 512, "L0A": 2 * (bm // 16) * bk * 512,
+                    "L0B": 2 * bk * (bn // 16) * 512, "L0C": (bm // 16) * (bn // 16) * 1024}
+        params = search_winograd(spec, params, profile, log, gemm_buffers,
+                                 lambda t: max(_winograd_ub(tile, t, spec.residual, spec.bias)))
+    bufs = {"L1": 2 * params["c1_step"] * params["base_m"] * 32 + 2 * params["c1_step"] * (params["base_n"] // 16) * 512,
+            "L0A": 2 * (params["base_m"] // 16) * params["base_k1"] * 512,
+            "L0B": 2 * params["base_k1"] * (params["base_n"] // 16) * 512,
+            "L0C": (params["base_m"] // 16) * (params["base_n"] // 16) * 1024,
+            "UB": max(_winograd_ub(tile, params["tile_batch"], spec.residual, spec.bias))}
+    return Variant("conv2d_winograd", params, gemm_blocks(params["base_m"], params["base_n"]), bufs)
 
 
 def winograd_weight_shape(spec: Conv2dSpec, tile: int) -> tuple[int, int, int, int]:
@@ -624,7 +635,7 @@ def choose_conv_algorithm(spec: Conv2dSpec, profile: Profile, log: OptLog, optio
             log.add("algorithm", spec.name, f"{name}:rejected", "winograd_error_bound", error_bound=err,
                     tolerance=WINOGRAD_MAX_ERROR)
             continue
-        v = _winograd_variant(spec, profile, tile)
+        v = _winograd_variant(spec, profile, tile, log, search)
         if v is None:
             log.add("algorithm", spec.name, f"{name}:rejected", "tile_shrunk", limit="UB")
             continue
