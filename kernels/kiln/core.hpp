@@ -20,6 +20,7 @@
 
 #include "kiln/arch.hpp"
 #include "kiln/half.hpp"
+#include "kiln/simd.hpp"
 
 namespace kiln::emu {
 
@@ -270,12 +271,8 @@ class Core {
     for (std::size_t r = 0; r < repeat; ++r) {
       const f16* s = src.ptr + soff + r * src_stride * 256;
       f16* d = dst.ptr + doff + r * dst_stride * 256;
-      if (!transpose) {
-        std::memcpy(d, s, 512);
-      } else {
-        for (int i = 0; i < 16; ++i)
-          for (int j = 0; j < 16; ++j) d[i * 16 + j] = s[j * 16 + i];
-      }
+      if (!transpose) std::memcpy(d, s, 512);
+      else simd::transpose_fractal16(s, d);
     }
     const std::uint64_t bytes = repeat * 512;
     const double rate = dst.pos == Pos::L0A ? prof_.l1_to_l0a_bpc : prof_.l1_to_l0b_bpc;
@@ -293,27 +290,98 @@ class Core {
     const int taps = g.kh * g.kw;
     if (taps <= 0 || g.out_w <= 0 || k1_start < 0 || k1_count < 0 || m1_count < 0 || k1_start + k1_count > g.slab_c1 * taps)
       fail<BoundsError>("load3d: K fractal range beyond the slab's channels, or an empty geometry");
-    for (int mi = 0; mi < m1_count; ++mi) {
-      for (int r = 0; r < 16; ++r) {
-        const long p = m_start + mi * 16 + r;
-        const bool valid_pixel = p < g.m_total;
-        const int ho = valid_pixel ? int(p / g.out_w) : 0;
-        const int wo = valid_pixel ? int(p % g.out_w) : 0;
+    const int c1_0 = k1_start / taps, t0 = k1_start % taps;
+    const f16* fm0 = fm.ptr + foff;
+    // Fast path when no image row that these pixels' taps can reach lies outside
+    // the slab (so the slab error below cannot fire): fractal by fractal, each run
+    // of pixels on one output row reads C0 rows stride_w apart (one block copy for
+    // stride_w 1), zeros where the taps fall in the padding.
+    bool fast = m_start >= 0 && g.kh > 0 && g.kw > 0 && g.stride_h > 0 && g.stride_w > 0 && g.dil_h > 0 && g.dil_w > 0;
+    const long p_end = std::min<long>(m_start + long(m1_count) * 16, g.m_total);
+    if (fast && p_end > m_start) {
+      const long ho_lo = m_start / g.out_w, ho_hi = (p_end - 1) / g.out_w;
+      const long h_lo = std::max<long>(0, ho_lo * g.stride_h - g.pad_top);
+      const long h_hi = std::min<long>(g.fm_h - 1, ho_hi * g.stride_h - g.pad_top + long(g.kh - 1) * g.dil_h);
+      fast = h_lo > h_hi || (h_lo >= g.slab_row0 && h_hi < long(g.slab_row0) + g.slab_h);
+    }
+    if (fast) {
+      struct Run { int rb, re, h0, w0; bool valid; };  // fractal rows [rb, re): pixels on one output row
+      for (int mi = 0; mi < m1_count; ++mi) {
+        Run runs[16];
+        int nruns = 0;
+        for (int r = 0; r < 16;) {
+          const long p = m_start + mi * 16 + r;
+          if (p >= g.m_total) {  // padding rows of the fractal
+            runs[nruns++] = {r, 16, 0, 0, false};
+            break;
+          }
+          const int ho = int(p / g.out_w), wo = int(p % g.out_w);
+          const int len = int(std::min<long>({16 - r, g.out_w - wo, g.m_total - p}));
+          runs[nruns++] = {r, r + len, ho * g.stride_h - g.pad_top, wo * g.stride_w - g.pad_left, true};
+          r += len;
+        }
+        int c1 = c1_0, i = t0 / g.kw, j = t0 % g.kw;
         for (int ki = 0; ki < k1_count; ++ki) {
-          f16* d = dst.ptr + doff + (std::size_t(mi) * k1_count + ki) * 256 + r * 16;
-          const int k1 = k1_start + ki;
-          const int c1 = k1 / taps, t = k1 % taps, i = t / g.kw, j = t % g.kw;
-          const int hi = ho * g.stride_h - g.pad_top + i * g.dil_h;
-          const int wi = wo * g.stride_w - g.pad_left + j * g.dil_w;
-          if (!valid_pixel || hi < 0 || hi >= g.fm_h || wi < 0 || wi >= g.fm_w) {
-            std::memset(d, 0, 32);
+          f16* frac = dst.ptr + doff + (std::size_t(mi) * k1_count + ki) * 256;
+          for (int q = 0; q < nruns; ++q) {
+            const Run& u = runs[q];
+            f16* d = frac + u.rb * 16;
+            const int len = u.re - u.rb, hi = u.h0 + i * g.dil_h, wi = u.w0 + j * g.dil_w;
+            // Pixels [a, b) of the run read image columns wi + t*stride_w inside the image.
+            const int sw = g.stride_w;
+            int a = len, b = len;
+            if (u.valid && hi >= 0 && hi < g.fm_h) {
+              a = wi >= 0 ? 0 : std::min(len, (-wi + sw - 1) / sw);
+              b = std::max(a, g.fm_w - wi <= 0 ? 0 : std::min(len, (g.fm_w - wi + sw - 1) / sw));
+            }
+            if (a) std::memset(d, 0, std::size_t(a) * 32);
+            if (b > a) {
+              const f16* src = fm0 + ((std::size_t(c1) * g.slab_h + (hi - g.slab_row0)) * g.fm_w + wi + a * sw) * 16;
+              if (sw == 1)
+                std::memcpy(d + a * 16, src, std::size_t(b - a) * 32);
+              else
+                for (int t = a; t < b; ++t, src += sw * 16) std::memcpy(d + t * 16, src, 32);
+            }
+            if (b < len) std::memset(d + b * 16, 0, std::size_t(len - b) * 32);
+          }
+          if (++j == g.kw) {  // next tap: column, then row, then channel block
+            j = 0;
+            if (++i == g.kh) i = 0, ++c1;
+          }
+        }
+      }
+    } else {
+      // Checked path, in the original visiting order (pixel rows, then k) so the
+      // same slab error comes first; (ho, wo) once per pixel, taps stepped incrementally.
+      for (int mi = 0; mi < m1_count; ++mi) {
+        for (int r = 0; r < 16; ++r) {
+          const long p = m_start + mi * 16 + r;
+          f16* drow = dst.ptr + doff + std::size_t(mi) * k1_count * 256 + r * 16;  // k fractal ki at + ki*256
+          if (p >= g.m_total) {  // padding row of the fractal
+            for (int ki = 0; ki < k1_count; ++ki) std::memset(drow + std::size_t(ki) * 256, 0, 32);
             continue;
           }
-          const int hs = hi - g.slab_row0;
-          if (hs < 0 || hs >= g.slab_h)
-            fail<BoundsError>("load3d: image row " + std::to_string(hi) + " is not in the L1 slab (rows " +
-                              std::to_string(g.slab_row0) + ".." + std::to_string(g.slab_row0 + g.slab_h - 1) + ")");
-          std::memcpy(d, fm.ptr + foff + ((std::size_t(c1) * g.slab_h + hs) * g.fm_w + wi) * 16, 32);
+          const int ho = int(p / g.out_w), wo = int(p % g.out_w);
+          const int h0 = ho * g.stride_h - g.pad_top, w0 = wo * g.stride_w - g.pad_left;
+          int c1 = c1_0, i = t0 / g.kw, j = t0 % g.kw;
+          for (int ki = 0; ki < k1_count; ++ki) {
+            f16* d = drow + std::size_t(ki) * 256;
+            const int hi = h0 + i * g.dil_h, wi = w0 + j * g.dil_w;
+            if (hi < 0 || hi >= g.fm_h || wi < 0 || wi >= g.fm_w) {
+              std::memset(d, 0, 32);
+            } else {
+              const int hs = hi - g.slab_row0;
+              if (hs < 0 || hs >= g.slab_h)
+                fail<BoundsError>("load3d: image row " + std::to_string(hi) + " is not in the L1 slab (rows " +
+                                  std::to_string(g.slab_row0) + ".." + std::to_string(g.slab_row0 + g.slab_h - 1) +
+                                  ")");
+              std::memcpy(d, fm0 + ((std::size_t(c1) * g.slab_h + hs) * g.fm_w + wi) * 16, 32);
+            }
+            if (++j == g.kw) {  // next tap: column, then row, then channel block
+              j = 0;
+              if (++i == g.kh) i = 0, ++c1;
+            }
+          }
         }
       }
     }
@@ -351,6 +419,19 @@ class Core {
     }
     // Operands are converted to fp32 once per instruction (exact for fp16), B is
     // transposed inside its fractals so the inner loop is a 16-wide FMA row.
+#if KILN_SIMD_BITS
+    // Register-blocked AVX-512/AVX2 microkernel (simd.hpp): per output element the
+    // same FMAs in the same k order as the plain loop below (which -mfma contracts
+    // to FMAs), so results are bit-identical. Portable builds keep the plain loop.
+    {
+      float* afp = simd::scratch64(scratch_a_, std::size_t(M1) * K1 * 256);
+      float* bfp = simd::scratch64(scratch_b_, std::size_t(K1) * N1 * 256);
+      const bool bf16 = in_type == CubeIn::BF16;
+      simd::widen_a(a.ptr + aoff, afp, std::size_t(M1) * K1 * 256, bf16);
+      simd::widen_b_t(b.ptr + boff, bfp, std::size_t(K1) * N1, bf16);
+      simd::mmad_f32(c.ptr + coff, afp, bfp, M1, N1, K1, init, bias ? bias->ptr + bias_off : nullptr);
+    }
+#else
     std::vector<float>& af = scratch_a_;
     std::vector<float>& bf = scratch_b_;
     af.resize(std::size_t(M1) * K1 * 256);
@@ -386,6 +467,7 @@ class Core {
         std::memcpy(cf, acc, sizeof(acc));
       }
     }
+#endif
     const std::uint64_t fractals = std::uint64_t(M1) * N1 * K1;
     stats_.cube_macs += fractals * 4096;
     stats_.cube_useful_macs += std::uint64_t(m) * n * k;
@@ -420,13 +502,13 @@ class Core {
     if (m <= 0 || n <= 0 || m > 16 * m1_stride) fail<EmulationError>("fixpipe_nz_to_nd: m must be in 1..16*m1_stride");
     check_local(c, coff, std::size_t(N1) * m1_stride * 256, "fixpipe_nz_to_nd", "src");
     check_global(dst, doff, std::size_t(m - 1) * ld + n, "fixpipe_nz_to_nd", "dst");
+    // Row i of the output is 16-column pieces of row i%16 in fractals (j1, i/16):
+    // vector converts of 16 (ReLU then round to nearest even, as f32_to_f16).
     for (int i = 0; i < m; ++i) {
-      const int m1 = i / 16, r = i % 16;
-      for (int j = 0; j < n; ++j) {
-        float v = c.ptr[coff + (std::size_t(j / 16) * m1_stride + m1) * 256 + r * 16 + (j % 16)];
-        if (relu && !(v > 0.f)) v = 0.f;
-        dst.ptr[doff + std::size_t(i) * ld + j] = f32_to_f16(v);
-      }
+      const float* src = c.ptr + coff + std::size_t(i / 16) * 256 + (i % 16) * 16;
+      f16* out = dst.ptr + doff + std::size_t(i) * ld;
+      for (int j1 = 0; j1 < N1; ++j1)
+        simd::f32_to_f16_run(src + std::size_t(j1) * m1_stride * 256, out + j1 * 16, std::min(16, n - j1 * 16), relu);
     }
     fixpipe_cost(std::uint64_t(m) * n);
   }
@@ -440,13 +522,11 @@ class Core {
       fail<EmulationError>("fixpipe_nz_to_nc1hwc0: m must be in 1..16*m1_stride");
     check_local(c, coff, std::size_t(n1_count) * m1_stride * 256, "fixpipe_nz_to_nc1hwc0", "src");
     check_global(dst, doff, std::size_t(n1_count - 1) * plane + std::size_t(m) * 16, "fixpipe_nz_to_nc1hwc0", "dst");
-    float tmp[16];
+    // The m rows of an NZ block are m pixels x 16 channels, contiguous on both
+    // sides: one fp32 -> fp16 run (ReLU first) per channel block.
     for (int n1 = 0; n1 < n1_count; ++n1)
-      for (int i = 0; i < m; ++i) {
-        const float* src = c.ptr + coff + (std::size_t(n1) * m1_stride + i / 16) * 256 + (i % 16) * 16;
-        for (int q = 0; q < 16; ++q) tmp[q] = relu ? (src[q] > 0.f ? src[q] : 0.f) : src[q];
-        f32_to_f16(tmp, dst.ptr + doff + n1 * plane + std::size_t(i) * 16, 16);
-      }
+      simd::f32_to_f16_run(c.ptr + coff + std::size_t(n1) * m1_stride * 256, dst.ptr + doff + n1 * plane,
+                           std::size_t(m) * 16, relu);
     fixpipe_cost(std::uint64_t(m) * n1_count * 16);
   }
 
@@ -474,21 +554,26 @@ class Core {
     vec_prologue(rp, "vbinary", dst, doff, rp.dst_blk, rp.dst_rep, ext);
     vec_operand(rp, "vbinary", s0, s0off, rp.src0_blk, rp.src0_rep, ext);
     vec_operand(rp, "vbinary", s1, s1off, rp.src1_blk, rp.src1_rep, ext);
-    vec_apply<T, T>(rp, mask, [&](std::size_t d, std::size_t i0, std::size_t i1) {
-      const float a = load(s0.ptr[s0off + i0]), b = load(s1.ptr[s1off + i1]);
-      float r;
-      switch (op) {
-        case VecOp::Add: r = a + b; break;
-        case VecOp::Sub: r = a - b; break;
-        case VecOp::Mul: r = a * b; break;
-        case VecOp::Div: r = a / b; break;
-        case VecOp::Max: r = a > b ? a : b; break;
-        case VecOp::Min: r = a < b ? a : b; break;
-        case VecOp::MulAddDst: r = std::fma(a, b, load(dst.ptr[doff + d])); break;
-        default: fail<EmulationError>("vbinary: not a binary op"); r = 0;
-      }
-      dst.ptr[doff + d] = store<T>(r);
-    });
+    // The op is picked once per instruction (simd.hpp kernels), not per lane.
+    // Contiguous lanes (prefix mask, runs per block or repeat) go as whole
+    // vectors; any other mask/stride/overlap pattern walks lane by lane.
+    const simd::VecKernel<T> k = simd::binary_kernel<T>(op);
+    if (!k.run) fail<EmulationError>("vbinary: not a binary op");
+    const simd::RunOperand ops[3] = {{dst.ptr + doff, sizeof(T), rp.dst_blk, rp.dst_rep},
+                                     {s0.ptr + s0off, sizeof(T), rp.src0_blk, rp.src0_rep},
+                                     {s1.ptr + s1off, sizeof(T), rp.src1_blk, rp.src1_rep}};
+    const simd::Runs runs = simd::plan_runs(mask.prefix(256 / sizeof(T)), rp.times, ops, 3);
+    if (runs.ok) {
+      simd::for_runs(runs, rp.times, [&](std::size_t d, std::size_t i0, std::size_t i1, std::size_t n) {
+        k.run(k, dst.ptr + doff + d, s0.ptr + s0off + i0, s1.ptr + s1off + i1, n);
+      });
+      stats_.vec_repeats += rp.times;
+    } else {
+      vec_apply<T, T>(rp, mask, [&](std::size_t d, std::size_t i0, std::size_t i1) {
+        const float c = k.reads_dst ? load(dst.ptr[doff + d]) : 0.f;
+        dst.ptr[doff + d] = store<T>(k.lane(k, load(s0.ptr[s0off + i0]), load(s1.ptr[s1off + i1]), c));
+      });
+    }
     vec_cost<T>(op, rp);
   }
 
@@ -499,23 +584,22 @@ class Core {
     const unsigned ext = mask.extent(256 / sizeof(T));
     vec_prologue(rp, "vunary", dst, doff, rp.dst_blk, rp.dst_rep, ext);
     vec_operand(rp, "vunary", src, soff, rp.src0_blk, rp.src0_rep, ext);
-    vec_apply<T, T>(rp, mask, [&](std::size_t d, std::size_t i0, std::size_t) {
-      const float a = load(src.ptr[soff + i0]);
-      float r;
-      switch (op) {
-        case VecOp::Relu: r = a > 0.f ? a : 0.f; break;
-        case VecOp::Exp: r = std::exp(a); break;
-        case VecOp::Abs: r = std::fabs(a); break;
-        case VecOp::Reciprocal: r = 1.0f / a; break;
-        case VecOp::Copy: r = a; break;
-        case VecOp::Adds: r = a + scalar; break;
-        case VecOp::Muls: r = a * scalar; break;
-        case VecOp::Maxs: r = a > scalar ? a : scalar; break;
-        case VecOp::Mins: r = a < scalar ? a : scalar; break;
-        default: fail<EmulationError>("vunary: not a unary op"); r = 0;
-      }
-      dst.ptr[doff + d] = store<T>(r);
-    });
+    // As vbinary: op picked once, contiguous lanes as whole vectors, else lane by lane.
+    const simd::VecKernel<T> k = simd::unary_kernel<T>(op, scalar);
+    if (!k.run) fail<EmulationError>("vunary: not a unary op");
+    const simd::RunOperand ops[2] = {{dst.ptr + doff, sizeof(T), rp.dst_blk, rp.dst_rep},
+                                     {src.ptr + soff, sizeof(T), rp.src0_blk, rp.src0_rep}};
+    const simd::Runs runs = simd::plan_runs(mask.prefix(256 / sizeof(T)), rp.times, ops, 2);
+    if (runs.ok) {
+      simd::for_runs(runs, rp.times, [&](std::size_t d, std::size_t i0, std::size_t, std::size_t n) {
+        k.run(k, dst.ptr + doff + d, src.ptr + soff + i0, nullptr, n);
+      });
+      stats_.vec_repeats += rp.times;
+    } else {
+      vec_apply<T, T>(rp, mask, [&](std::size_t d, std::size_t i0, std::size_t) {
+        dst.ptr[doff + d] = store<T>(k.lane(k, load(src.ptr[soff + i0]), 0.f, 0.f));
+      });
+    }
     vec_cost<T>(op, rp);
   }
 
@@ -535,9 +619,20 @@ class Core {
     const unsigned ext = mask.extent(64);
     vec_prologue(rp, "vcast", dst, doff, rp.dst_blk, rp.dst_rep, ext);
     vec_operand(rp, "vcast", src, soff, rp.src0_blk, rp.src0_rep, ext);
-    vec_apply<D, S>(rp, mask, [&](std::size_t d, std::size_t i0, std::size_t) {
-      dst.ptr[doff + d] = store<D>(load(src.ptr[soff + i0]));
-    }, 64);
+    // Contiguous lanes convert as whole vectors (same rounding), else lane by lane.
+    const simd::RunOperand ops[2] = {{dst.ptr + doff, sizeof(D), rp.dst_blk, rp.dst_rep},
+                                     {src.ptr + soff, sizeof(S), rp.src0_blk, rp.src0_rep}};
+    const simd::Runs runs = simd::plan_runs(mask.prefix(64), rp.times, ops, 2);
+    if (runs.ok) {
+      simd::for_runs(runs, rp.times, [&](std::size_t d, std::size_t i0, std::size_t, std::size_t n) {
+        simd::run_unary(simd::OpCopy{}, dst.ptr + doff + d, src.ptr + soff + i0, n);
+      });
+      stats_.vec_repeats += rp.times;
+    } else {
+      vec_apply<D, S>(rp, mask, [&](std::size_t d, std::size_t i0, std::size_t) {
+        dst.ptr[doff + d] = store<D>(load(src.ptr[soff + i0]));
+      }, 64);
+    }
     vec_cost<float>(VecOp::Cast, rp);
   }
 
@@ -679,18 +774,21 @@ class Core {
   template <class D, class S, class F>
   void vec_apply(const Repeat& rp, Mask mask, F&& f, unsigned lanes = 256 / sizeof(D)) {
     const std::size_t Ed = 32 / sizeof(D), Es = 32 / sizeof(S);
-    const int prefix = mask.prefix(lanes);
+    // The enabled lanes and their offsets inside a repeat, once per instruction
+    // rather than a mask test and block arithmetic per lane and repeat.
+    std::uint32_t od[128], oa[128], ob[128];
+    unsigned n = 0;
+    for (unsigned i = 0; i < lanes && i < 128; ++i) {
+      if (!mask.test(i)) continue;
+      od[n] = std::uint32_t((i / Ed) * rp.dst_blk * Ed + i % Ed);
+      oa[n] = std::uint32_t((i / Es) * rp.src0_blk * Es + i % Es);
+      ob[n] = std::uint32_t((i / Es) * rp.src1_blk * Es + i % Es);
+      ++n;
+    }
     for (unsigned r = 0; r < rp.times; ++r) {
       const std::size_t d0 = std::size_t(r) * rp.dst_rep * Ed, a0 = std::size_t(r) * rp.src0_rep * Es,
                         b0 = std::size_t(r) * rp.src1_rep * Es;
-      for (unsigned i = 0; i < lanes; ++i) {
-        if (prefix >= 0 ? i >= unsigned(prefix) : !mask.test(i)) {
-          if (prefix >= 0) break;
-          continue;
-        }
-        f(d0 + (i / Ed) * rp.dst_blk * Ed + i % Ed, a0 + (i / Es) * rp.src0_blk * Es + i % Es,
-          b0 + (i / Es) * rp.src1_blk * Es + i % Es);
-      }
+      for (unsigned j = 0; j < n; ++j) f(d0 + od[j], a0 + oa[j], b0 + ob[j]);
     }
     stats_.vec_repeats += rp.times;
   }
