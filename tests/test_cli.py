@@ -56,7 +56,7 @@ def test_model_kernels_json_contract():
                 "bound_unit", "compared_cycles"} <= set(k)
         assert k["simulated_cycles"] > 0
         if k["predicted_cycles"] is not None:  # families the cost model replays: prediction == simulation
-            assert k["predicted_cycles"] == pytest.approx(k["simulated_cycles"], rel=1e-6)
+            assert k["predicted_cycles"] == pytest.approx(k["simulated_cycles"], abs=1e-3)
         if k["compared_cycles"]:  # a 3x3 stride-1 conv: the algorithm with the fewest cycles was kept
             assert k["algorithm"] == min(k["compared_cycles"], key=lambda a: (k["compared_cycles"][a], a))
 

@@ -37,7 +37,7 @@ def test_prediction_equals_the_emulator(k):
         assert p.pipes[pipe].busy == pytest.approx(got["busy_cycles"], rel=1e-9), pipe
     assert p.cycles == pytest.approx(st["cycles"], rel=1e-9)
     if k.record.get("predicted_cycles") is not None:  # what the build recorded in the manifest
-        assert k.record["predicted_cycles"] == pytest.approx(st["cycles"], rel=1e-6)
+        assert k.record["predicted_cycles"] == pytest.approx(st["cycles"], abs=1e-3)
     assert p.cube_macs == st["cube_macs"]
 
 
@@ -46,13 +46,16 @@ CUBE = [k for k in kiln.kernels() if k.record["family"] in ("conv2d_cube_img2col
 
 @pytest.mark.parametrize("k", CUBE, ids=[k.name for k in CUBE])
 def test_chosen_variant_is_never_slower_than_the_rule_tiling(k):
-    """The searched (and, for convs, algorithm-chosen) variant against the foundation's fixed rule tiling:
-    the rule's cycles come from the cost model, which equals the emulator (test above)."""
+    """The searched variant against the foundation's fixed rule tiling of the same algorithm (AUTO's choice
+    between algorithms is tested in test_winograd): the rule's cycles come from the cost model, which equals
+    the emulator (test above)."""
     from kiln.codegen.optlog import OptLog
     from kiln.codegen import tiling
     spec = spec_of(k)
     if k.record["features"]["kind"] == "gemm":
         rule = tiling._gemm_variant(spec, PROFILE, OptLog(), search=False)
+    elif k.record["family"] == "conv2d_winograd":  # same algorithm: what the search started from
+        rule = tiling._winograd_variant(spec, PROFILE, k.tiling["tile"])
     else:
         rule = tiling._conv_variant(spec, PROFILE, OptLog(), search=False)
     rule_cycles = predict(spec, rule.family, rule.params, PROFILE).cycles

@@ -210,7 +210,7 @@ def test_cost_model_replays_the_emulator_exactly(winograd_build):
         for pipe, (instrs, nbytes) in k["pipes"].items():
             assert [instrs, nbytes] == k["predicted_pipes"][pipe], (name, pipe)
         assert k["predicted"] == pytest.approx(k["cycles"], rel=1e-9), name
-        assert k["manifest_predicted"] == pytest.approx(k["cycles"], rel=1e-6), name
+        assert k["manifest_predicted"] == pytest.approx(k["cycles"], abs=1e-3), name
 
 
 def test_auto_on_the_19x19_map_picks_the_variant_with_the_fewest_simulated_cycles(tmp_path, winograd_build):
