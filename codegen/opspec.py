@@ -467,19 +467,3 @@ def features(spec: Opspec) -> dict:
         "reduction_length": spec.reduction_length,
         "c0_padding_waste": round(spec.channel_padding, 4),
     }
-
-
-def render_opspec(spec: Opspec, instances: list[str]) -> str:
-    """The .opspec feature file: `key = value` lines, stable order."""
-    lines = [f"name = {spec.name}", f"kind = {spec.kind}"]
-    for k, v in spec.__dict__.items():
-        lines.append(f"dim.{k} = {int(v) if isinstance(v, bool) else v}")
-    for k, v in features(spec).items():
-        if k != "kind":
-            lines.append(f"feature.{k} = {v}")
-    for t in spec.inputs():
-        lines.append(f"input.{t.name} = {t.dtype} {t.layout} {'x'.join(map(str, t.shape))}")
-    o = spec.output()
-    lines.append(f"output.{o.name} = {o.dtype} {o.layout} {'x'.join(map(str, o.shape))}")
-    lines.append(f"instances = {', '.join(instances)}")
-    return "\n".join(lines) + "\n"

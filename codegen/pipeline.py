@@ -105,7 +105,9 @@ def plan(options: Options, source_dir: Path, work_dir: Path | None = None, progr
     profile = get_profile(options.kiln_target)
     log.add("options", "build", f"target={profile.name}", "option", isa=options.isa_resolved or options.kiln_isa)
     for name in options.from_level:
-        log.add("options", "build", f"{name}={options.as_dict()[name]}", "opt_level", KILN_OPT_LEVEL=options.kiln_opt_level)
+        value = options.as_dict()[name]
+        value = ("ON" if value else "OFF") if isinstance(value, bool) else value
+        log.add("options", "build", f"{name}={value}", "opt_level", KILN_OPT_LEVEL=options.kiln_opt_level)
     by_spec: dict[tuple[Opspec, str], KernelPlan] = {}
 
     def add_instance(op: OpInstance) -> KernelPlan:
