@@ -153,8 +153,16 @@ def _parse_op(idx: int, raw: dict[str, Any]) -> OpInstance:
     if op == "Conv" and act == "Clip" and not (a["min"] == 0.0 and a["max"] > 0):
         raise KilnError("frontend", entry, "a Conv's Clip epilogue must be min 0, max > 0 (ReLU6-like), got "
                         f"min={a['min']} max={a['max']}")
+    if "tiling" in raw:  # pins the variant's tiling parameters (`kiln tune` bakes candidates this way)
+        t = raw["tiling"]
+        if op not in ("Conv", "Gemm") or not isinstance(t, dict) or not t or not all(
+                isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v > 0 for k, v in t.items()):
+            raise KilnError("frontend", entry, "'tiling' must be a table of positive integers (Conv and Gemm only), "
+                            f"e.g. {{ base_m = 64, base_n = 64, base_k1 = 4, c1_step = 2 }}; got {t!r}")
+        a["tiling"] = tuple(sorted(t.items()))
     known = {"label", "type", "activation", "bias", "input", "weight", "strides", "pads", "dilations", "group",
-             "a", "b", "shape", "min", "max", "kernel_shape", "scalar", "trans_b", "epsilon", "residual", "algorithm"}
+             "a", "b", "shape", "min", "max", "kernel_shape", "scalar", "trans_b", "epsilon", "residual", "algorithm",
+             "tiling"}
     extra = sorted(set(raw) - known)
     if extra:
         raise KilnError("frontend", entry, f"unknown field(s) {extra}; known fields: {sorted(known)}")

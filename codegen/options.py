@@ -61,6 +61,8 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("KILN_KERNEL_LIST", "path", "", "TOML list of op instances to bake (default kernels/default.toml)"),
     OptionSpec("KILN_TARGET", "enum", "ascend910b", "Hardware profile for tiling, cost and emulation",
                allowed=tuple(PROFILES)),
+    OptionSpec("KILN_TUNING_RECORDS", "path", "", "Tuning records from `kiln tune` (JSON): kernels whose opspec hash "
+               "has a record use its variant instead of the search"),
     OptionSpec("KILN_SHAPE_BUCKETS", "list_int", "", "Input sizes that get specialised kernels", lo=1, hi=8192),
     OptionSpec("KILN_OPT_LEVEL", "enum", "O2", "Graded optimisation, for bisecting a wrong result; sets the "
                "options left empty (see OPT_LEVELS)", allowed=("O0", "O1", "O2", "O3")),
@@ -150,6 +152,7 @@ class Options:
     kiln_models: tuple[str, ...]
     kiln_kernel_list: str
     kiln_target: str
+    kiln_tuning_records: str
     kiln_shape_buckets: tuple[int, ...]
     kiln_opt_level: str
     use_flash_attention: bool

@@ -16,6 +16,7 @@ REASONS = {
     "tile_shrunk": "a larger tile did not fit a buffer; the named buffer was the limit",
     "balance_cores": "tile reduced so the blocks cover more AI cores",
     "option": "a build option decided this",
+    "tuning_record": "the variant comes from KILN_TUNING_RECORDS (measured on the emulator by `kiln tune`), no search",
     "opt_level": "the option was left empty, so KILN_OPT_LEVEL set it (codegen/options.py OPT_LEVELS)",
     "view_or_relayout": "a lowering decision: a reshape shares its input's bytes, a layout change needs a host "
                         "relayout step, or a pattern (bias, transposed B, GELU, LayerNorm) became one kernel",

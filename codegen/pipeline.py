@@ -19,6 +19,7 @@ from .options import Options
 from .optlog import OptLog
 from .profiles import Profile, get_profile
 from .tiling import Variant, choose_variant, kernel_inputs, mte2_bytes
+from .tuning import load_records
 
 
 @dataclass
@@ -28,6 +29,7 @@ class KernelPlan:
     instances: list[str] = field(default_factory=list)
     prediction: Prediction | None = None  # the cost model's, for the chosen variant
     pinned: str = ""  # algorithm fixed by a kernel-list entry ("" = chosen by the options and the cost model)
+    pinned_tiling: tuple = ()  # tiling parameters fixed by a kernel-list entry: ((name, value), ...)
 
     @property
     def symbol(self) -> str:
@@ -35,7 +37,8 @@ class KernelPlan:
         family = self.variant.family
         if family == "conv2d_winograd":
             family += f"_f{self.variant.params['tile']}"
-        return family + self.spec.name[len(self.spec.kind):]
+        pinned = "__" + self.variant.tag[len(self.variant.family) + 1:] if self.pinned_tiling else ""
+        return family + self.spec.name[len(self.spec.kind):] + pinned
 
     @property
     def inputs(self) -> list:
@@ -108,18 +111,18 @@ def plan(options: Options, source_dir: Path, work_dir: Path | None = None, progr
         value = options.as_dict()[name]
         value = ("ON" if value else "OFF") if isinstance(value, bool) else value
         log.add("options", "build", f"{name}={value}", "opt_level", KILN_OPT_LEVEL=options.kiln_opt_level)
-    by_spec: dict[tuple[Opspec, str], KernelPlan] = {}
+    by_spec: dict[tuple[Opspec, str, tuple], KernelPlan] = {}
 
     def add_instance(op: OpInstance) -> KernelPlan:
         try:
             spec = opspec_of(op)
         except (KeyError, ValueError, TypeError) as e:  # a lowering rule left an attribute out
             raise KilnError("opspec", op.label, f"cannot describe this op as a kernel: {e}") from None
-        key = (spec, op.attrs.get("algorithm", ""))
+        key = (spec, op.attrs.get("algorithm", ""), op.attrs.get("tiling", ()))
         if key in by_spec:
             log.add("opspec", op.label, spec.name, "dedup")
         else:
-            by_spec[key] = KernelPlan(spec, pinned=key[1])
+            by_spec[key] = KernelPlan(spec, pinned=key[1], pinned_tiling=key[2])
             log.add("opspec", op.label, spec.name, "new_kernel")
         by_spec[key].instances.append(op.label)
         return by_spec[key]
@@ -158,8 +161,10 @@ def plan(options: Options, source_dir: Path, work_dir: Path | None = None, progr
         models.append((name, path, lowered, steps, fusion))
 
     kernels = list(by_spec.values())
+    records = load_records(options.kiln_tuning_records, profile) if options.kiln_tuning_records else {}
     for k in kernels:
-        k.variant = choose_variant(k.spec, profile, log, options, pinned=k.pinned)
+        k.variant = choose_variant(k.spec, profile, log, options, pinned=k.pinned, pinned_tiling=dict(k.pinned_tiling),
+                                   records=records)
         k.prediction = predict(k.spec, k.variant.family, k.variant.params, profile)
     seen: dict[str, KernelPlan] = {}
     merged: dict[int, KernelPlan] = {}  # a pinned instance that came out as an unpinned kernel: one kernel

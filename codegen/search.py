@@ -29,25 +29,41 @@ def _steps(total: int) -> list[int]:
     return out + [total]
 
 
-def _pick(spec, family: str, rule_params: dict, cands: list[dict], fit, profile: Profile, log: OptLog,
-          total: int) -> dict:
-    """The candidate with the fewest exactly replayed cycles (the rule is always replayed)."""
+def ranked(spec, family: str, rule_params: dict, cands: list[dict], fit, profile: Profile,
+           replays: int = EXACT_REPLAYS) -> tuple[list[tuple[float, dict]], int]:
+    """(exact cycles, params) of the rule and the best `replays` quick-ranked candidates, fastest first; and
+    how many candidates fit the buffers."""
     fitting = [p for p in cands if fit(p)]
     quick = sorted(fitting, key=lambda p: (costmodel.predict(spec, family, p, profile, sample=True).cycles,
                                            sorted(p.items())))
-    finalists = [rule_params] + [p for p in quick[:EXACT_REPLAYS] if p != rule_params]
+    finalists = [rule_params] + [p for p in quick[:replays] if p != rule_params]
     exact = [(costmodel.predict(spec, family, p, profile).cycles, i, p) for i, p in enumerate(finalists)]
-    best_cycles, _, best = min(exact, key=lambda e: (e[0], e[1]))
+    exact.sort(key=lambda e: (e[0], e[1]))
+    return [(c, p) for c, _, p in exact], len(fitting)
+
+
+def _pick(spec, family: str, rule_params: dict, cands: list[dict], fit, profile: Profile, log: OptLog,
+          total: int) -> dict:
+    """The candidate with the fewest exactly replayed cycles (the rule is always replayed)."""
+    exact, fitting = ranked(spec, family, rule_params, cands, fit, profile)
+    best_cycles, best = exact[0]
+    rule_cycles = next(c for c, p in exact if p is rule_params)
     from .tiling import PARAM_LETTER
     log.add("search", spec.name, family + "_" + "".join(f"{PARAM_LETTER[k]}{v}" for k, v in best.items()),
-            "cost_model", candidates=total, fitting=len(fitting), replayed=len(exact),
-            rule_cycles=round(exact[0][0]), best_cycles=round(best_cycles))
+            "cost_model", candidates=total, fitting=fitting, replayed=len(exact),
+            rule_cycles=round(rule_cycles), best_cycles=round(best_cycles))
     return best
 
 
 def search_conv(spec: Conv2dSpec, rule_params: dict, profile: Profile, log: OptLog, buffers) -> dict:
     """Tiling of conv2d_cube_img2col: base_m x base_n x base_k1 x c1_step; `buffers(spec, m, n, k1, step)`
     gives the on-chip bytes of a candidate (tiling's own accounting)."""
+    cands, fit = conv_candidates(spec, rule_params, profile, buffers)
+    return _pick(spec, "conv2d_cube_img2col", rule_params, cands, fit, profile, log, len(cands))
+
+
+def conv_candidates(spec: Conv2dSpec, rule_params: dict, profile: Profile, buffers):
+    """(every tiling candidate of a direct conv, the buffer-fit predicate)."""
     from .tiling import conv_tile_rows
     M, C1, CO1 = spec.ho * spec.wo, c1(spec.cin), c1(spec.cout)
     K1 = C1 * spec.kh * spec.kw
@@ -69,10 +85,16 @@ def search_conv(spec: Conv2dSpec, rule_params: dict, profile: Profile, log: OptL
     def fit(p):
         bufs = buffers(spec, p["base_m"], p["base_n"], p["base_k1"], p["c1_step"])
         return all(b <= profile.capacity[pos] for pos, b in bufs.items())
-    return _pick(spec, "conv2d_cube_img2col", rule_params, cands, fit, profile, log, len(cands))
+    return cands, fit
 
 
 def search_gemm(spec: GemmSpec, rule_params: dict, profile: Profile, log: OptLog, buffers) -> dict:
+    cands, fit = gemm_candidates(spec, profile, buffers)
+    return _pick(spec, "gemm_cube", rule_params, cands, fit, profile, log, len(cands))
+
+
+def gemm_candidates(spec: GemmSpec, profile: Profile, buffers):
+    """(every tiling candidate of a GEMM, the buffer-fit predicate)."""
     K1, N1 = c1(spec.k), c1(spec.n)
     cands = []
     for bm in TILE_EDGES:
@@ -92,7 +114,20 @@ def search_gemm(spec: GemmSpec, rule_params: dict, profile: Profile, log: OptLog
     def fit(p):
         bufs = buffers(spec, p["base_m"], p["base_n"], p["base_k1"], p["k1_step"])
         return all(b <= profile.capacity[pos] for pos, b in bufs.items())
-    return _pick(spec, "gemm_cube", rule_params, cands, fit, profile, log, len(cands))
+    return cands, fit
+
+
+def top_candidates(spec, family: str, profile: Profile, k: int) -> list[tuple[float, dict]]:
+    """The k fastest tilings of a direct conv or GEMM by the cost model (for `kiln tune` to measure)."""
+    from . import tiling
+    from .optlog import OptLog
+    if family == "gemm_cube":
+        rule = tiling._gemm_variant(spec, profile, OptLog()).params
+        cands, fit = gemm_candidates(spec, profile, tiling._gemm_buffers)
+    else:
+        rule = tiling._conv_variant(spec, profile, OptLog()).params
+        cands, fit = conv_candidates(spec, rule, profile, tiling._conv_buffers)
+    return ranked(spec, family, rule, cands, fit, profile, replays=max(k, EXACT_REPLAYS))[0][:k]
 
 
 def search_winograd(spec: Conv2dSpec, rule_params: dict, profile: Profile, log: OptLog, gemm_buffers,

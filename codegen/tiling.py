@@ -563,10 +563,74 @@ _RULES = {"conv2d": (_conv_variant, _conv_mte2), "gemm": (_gemm_variant, _gemm_m
           "transpose": (_transpose_variant, _transpose_mte2)}
 
 
-def choose_variant(spec: Opspec, profile: Profile, log: OptLog, options=None, pinned: str = "") -> Variant:
+TUNABLE = {"conv2d_cube_img2col": ("base_m", "base_n", "base_k1", "c1_step"),
+           "gemm_cube": ("base_m", "base_n", "base_k1", "k1_step"),
+           "conv2d_winograd": ("tile_batch", "c1_block", "co1_block", "base_m", "base_n", "base_k1", "c1_step")}
+
+
+def variant_from_params(spec: Opspec, profile: Profile, family: str, params: dict, source: str) -> Variant:
+    """The variant of `family` with the tunable parameters given by a pin or a tuning record (checked)."""
+    if family not in TUNABLE or (family == "gemm_cube") != (spec.kind == "gemm"):
+        raise KilnError("tiling", spec.name, f"{source}: family {family!r} cannot implement a {spec.kind} kernel; "
+                        f"tunable families: {', '.join(TUNABLE)}")
+    want = set(TUNABLE[family]) | ({"tile"} if family == "conv2d_winograd" else set())
+    if set(params) != want:
+        raise KilnError("tiling", spec.name, f"{source}: tiling {sorted(params)} must set exactly {sorted(want)}")
+    for key in ("base_m", "base_n"):
+        if params[key] % 16:
+            raise KilnError("tiling", spec.name, f"{source}: {key}={params[key]} is not a multiple of 16")
+    if family == "gemm_cube":
+        base = _gemm_variant(spec, profile, OptLog())
+        p = dict(base.params, **params)
+        bufs = _gemm_buffers(spec, p["base_m"], p["base_n"], p["base_k1"], p["k1_step"])
+        blocks = ceil(spec.m / p["base_m"]) * ceil(c1(spec.n) * 16 / p["base_n"])
+    elif family == "conv2d_winograd":
+        if winograd_legal(spec) or params["tile"] not in WINOGRAD_TILES:
+            raise KilnError("tiling", spec.name, f"{source}: Winograd F({params['tile']},3) cannot implement this "
+                            f"conv: {winograd_legal(spec) or 'tile must be 2 or 4'}")
+        base = _winograd_variant(spec, profile, params["tile"])
+        p = dict(base.params, **params)
+        if p["tile_batch"] % 4:
+            raise KilnError("tiling", spec.name, f"{source}: tile_batch={p['tile_batch']} is not a multiple of 4")
+        bufs = {"L1": 2 * p["c1_step"] * p["base_m"] * 32 + 2 * p["c1_step"] * (p["base_n"] // 16) * 512,
+                "L0A": 2 * (p["base_m"] // 16) * p["base_k1"] * 512, "L0B": 2 * p["base_k1"] * (p["base_n"] // 16) * 512,
+                "L0C": (p["base_m"] // 16) * (p["base_n"] // 16) * 1024,
+                "UB": max(_winograd_ub(p["tile"], p["tile_batch"], spec.residual, spec.bias))}
+        g = winograd_geometry(spec, p["tile"])
+        blocks = g.positions * ceil(g.p / p["base_m"]) * ceil(c1(spec.cout) * 16 / p["base_n"])
+    else:
+        base = _conv_variant(spec, profile, OptLog())
+        p = dict(base.params, **params)
+        p["slab_rows"] = max(1, max(r for *_, r in conv_tile_rows(spec, p["base_m"])))
+        bufs = _conv_buffers(spec, p["base_m"], p["base_n"], p["base_k1"], p["c1_step"])
+        if "UB" in base.buffers:
+            bufs["UB"] = base.buffers["UB"]
+        blocks = spec.n * ceil(spec.ho * spec.wo / p["base_m"]) * ceil(c1(spec.cout) * 16 / p["base_n"])
+    over = _fits(profile, bufs)
+    if over:
+        raise KilnError("tiling", spec.name, f"{source}: tiling {params} needs {bufs[over]} B of {over}, "
+                        f"{profile.name} has {profile.capacity[over]} B")
+    return Variant(family, p, blocks, bufs, notes={"algorithm": algorithm_of(Variant(family, p))})
+
+
+def choose_variant(spec: Opspec, profile: Profile, log: OptLog, options=None, pinned: str = "",
+                   pinned_tiling: dict | None = None, records: dict | None = None) -> Variant:
+    from .opspec_file import spec_hash
     rule, _ = _RULES[spec.kind]
     search = options is not None and options.kiln_opt_level != "O0"  # O0: the plain rule tiling
-    if spec.kind == "conv2d":
+    record = None if (pinned or pinned_tiling) else (records or {}).get(spec_hash(spec))
+    if pinned_tiling:
+        family = ("gemm_cube" if spec.kind == "gemm" else "conv2d_winograd" if pinned.startswith("winograd")
+                  else "conv2d_cube_img2col")
+        params = dict(pinned_tiling, **({"tile": int(pinned[-1])} if family == "conv2d_winograd" else {}))
+        v = variant_from_params(spec, profile, family, params, "kernel-list tiling")
+        log.add("search", spec.name, v.tag, "option", pinned="tiling")
+    elif record is not None:
+        v = variant_from_params(spec, profile, record["family"], record["params"],
+                                f"tuning record {record['opspec']}")
+        log.add("search", spec.name, v.tag, "tuning_record", simulated_cycles=record["simulated_cycles"],
+                records=options.kiln_tuning_records)
+    elif spec.kind == "conv2d":
         v = choose_conv_algorithm(spec, profile, log, options, pinned, search)
     elif spec.kind == "gemm":
         log.add("tiling", spec.name, "gemm_cube", "family_rule", unit="cube")

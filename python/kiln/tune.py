@@ -1,0 +1,131 @@
+"""`kiln tune MODEL`: measure the cost model's best tilings on the emulator and keep the winners.
+
+For every direct convolution and GEMM kernel of a baked model, the k fastest tilings by the cost model
+(codegen/search.py) are baked side by side into a scratch build (a kernel list pinning each tiling),
+run on the emulator, and the one with the fewest simulated cycles is written as a tuning record keyed by
+the kernel's opspec hash (codegen/tuning.py). A later build with -DKILN_TUNING_RECORDS=<file> uses the
+records instead of searching.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+TUNED_FAMILIES = ("conv2d_cube_img2col", "gemm_cube")
+
+RUN_CANDIDATES = """
+import json, numpy as np, kiln
+out = {}
+for k in kiln.kernels():
+    ins = [np.zeros(t["shape"], np.float16 if t["dtype"] == "fp16" else np.float32) for t in k.record["inputs"]]
+    k.run_packed(*ins)
+    for label in k.record["instances"]:
+        out[label] = {"kernel": k.name, "cycles": k.last_stats["cycles"], "tiling": k.record["tiling"]}
+print(json.dumps(out))
+"""
+
+
+def _entry(label: str, spec: dict, kind: str, tiling: dict) -> str:
+    """A kernel-list [[op]] table for `spec` with its tiling pinned."""
+    t = ", ".join(f"{k} = {v}" for k, v in tiling.items())
+    if kind == "gemm":
+        body = [f'type = "Gemm"', f"a = [{spec['m']}, {spec['k']}]", f"b = [{spec['k']}, {spec['n']}]",
+                f"bias = {str(spec['bias']).lower()}", f'activation = "{"Relu" if spec["relu"] else ""}"']
+    else:
+        act = "Clip" if spec["clip_hi"] else "Relu" if spec["relu"] else ""
+        body = ['type = "Conv"', f"input = [{spec['n']}, {spec['cin']}, {spec['h']}, {spec['w']}]",
+                f"weight = [{spec['cout']}, {spec['cin']}, {spec['kh']}, {spec['kw']}]",
+                f"strides = [{spec['sh']}, {spec['sw']}]", f"pads = [{spec['pt']}, {spec['pl']}, {spec['pb']}, {spec['pr']}]",
+                f"dilations = [{spec['dh']}, {spec['dw']}]", f"bias = {str(spec['bias']).lower()}",
+                f"residual = {str(spec['residual']).lower()}", f'activation = "{act}"', 'algorithm = "direct_img2col"']
+        if act == "Clip":
+            body += ["min = 0.0", f"max = {spec['clip_hi']}"]
+    return "\n".join(["[[op]]", f'label = "{label}"', *body, f"tiling = {{ {t} }}", ""]) + "\n"
+
+
+def tune(model: str, out: str, k: int = 3, build_dir: str | None = None, progress=print) -> dict:
+    import kiln
+    from .codegen.opspec import Conv2dSpec, GemmSpec
+    from .codegen.profiles import get_profile
+    from .codegen.search import top_candidates
+    from .codegen.tiling import TUNABLE
+    from .codegen.tuning import write_records
+
+    man = kiln.manifest()
+    rec = next((m for m in man["models"] if m["name"] == model), None)
+    if rec is None:
+        raise ValueError(f"no baked model {model!r}; baked: {', '.join(kiln.models()) or 'none'}")
+    profile = get_profile(man["profile"])
+    kernels = {k["name"]: k for k in man["kernels"]}
+    used = [kernels[n] for n in dict.fromkeys(s["kernel"] for s in rec["steps"] if s["kernel"])]
+    todo = [kr for kr in used if kr["family"] in TUNED_FAMILIES]
+    lines, cands = [], {}
+    for i, kr in enumerate(todo):
+        spec = (GemmSpec if kr["features"]["kind"] == "gemm" else Conv2dSpec)(**kr["spec"])
+        top = top_candidates(spec, kr["family"], profile, k)
+        cands[kr["opspec"]] = (kr, top)
+        for j, (_, params) in enumerate(top):
+            tiling = {name: params[name] for name in TUNABLE[kr["family"]]}
+            lines.append(_entry(f"{kr['opspec']}#{j}", kr["spec"], kr["features"]["kind"], tiling))
+        progress(f"[{i + 1}/{len(todo)}] {kr['name']}: {len(top)} candidates")
+    work = Path(build_dir) if build_dir else Path(tempfile.mkdtemp(prefix=f"kiln-tune-{model}-"))
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "candidates.toml").write_text("".join(lines))
+    measured = _build_and_run(work, profile.name, progress)
+    records = []
+    for h, (kr, top) in cands.items():
+        runs = [(measured[f"{h}#{j}"]["cycles"], j, top[j][1]) for j in range(len(top))]
+        best_cycles, _, best = min(runs, key=lambda r: (r[0], r[1]))
+        records.append({"opspec": h, "name": kr["opspec_name"], "family": kr["family"],
+                        "params": {n: best[n] for n in TUNABLE[kr["family"]]}, "simulated_cycles": best_cycles,
+                        "candidates": [{"params": {n: p[n] for n in TUNABLE[kr["family"]]}, "simulated_cycles": c,
+                                        "predicted_cycles": top[j][0]} for c, j, p in runs]})
+    write_records(out, profile, records)
+    progress(f"wrote {len(records)} records to {out}")
+    return {"records": len(records), "file": out, "build_dir": str(work)}
+
+
+def _build_and_run(work: Path, target: str, progress) -> dict:
+    """Bakes candidates.toml from the source tree next to the installed package or the repo, runs every kernel."""
+    repo = _source_tree()
+    gen = ["-G", "Ninja"] if shutil.which("ninja") else []
+    for cmd in (["cmake", "-S", str(repo), "-B", str(work / "build"), *gen, f"-DPython_EXECUTABLE={sys.executable}",
+                 "-DKILN_MODELS=", f"-DKILN_KERNEL_LIST={work / 'candidates.toml'}", f"-DKILN_TARGET={target}"],
+                ["cmake", "--build", str(work / "build"), "-j", str(os.cpu_count() or 2)]):
+        progress("$ " + " ".join(cmd[:4]) + " ...")
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode:
+            raise RuntimeError(f"{' '.join(cmd[:3])} failed:\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
+    pkg = work / "pkg" / "kiln"
+    if pkg.exists():
+        shutil.rmtree(pkg)
+    shutil.copytree(repo / "python" / "kiln", pkg)
+    shutil.copytree(repo / "codegen", pkg / "codegen", ignore=shutil.ignore_patterns("__pycache__"))
+    for so in (work / "build").glob("_core*"):
+        shutil.copy(so, pkg)
+    env = dict(os.environ, PYTHONPATH=str(pkg.parent))
+    r = subprocess.run([sys.executable, "-c", RUN_CANDIDATES], capture_output=True, text=True, env=env)
+    if r.returncode:
+        raise RuntimeError(f"running the candidates failed:\n{r.stderr[-2000:]}")
+    return json.loads(r.stdout)
+
+
+def _source_tree() -> Path:
+    """kiln's source tree (CMakeLists.txt, codegen/, templates/, kernels/): KILN_SOURCE_DIR, or the checkout
+    this package was installed from if it is still there."""
+    env = os.environ.get("KILN_SOURCE_DIR")
+    cands = [Path(env)] if env else []
+    import kiln
+    info = kiln.manifest().get("source_dir")
+    if info:
+        cands.append(Path(info))
+    for c in cands:
+        if (c / "CMakeLists.txt").is_file() and (c / "codegen").is_dir():
+            return c
+    raise RuntimeError("kiln tune needs kiln's source tree to bake the candidates: set KILN_SOURCE_DIR to the "
+                       "checkout (the directory with CMakeLists.txt)")
