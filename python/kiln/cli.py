@@ -68,11 +68,14 @@ def _log(args) -> int:
         return 1
     lines = path.read_text().splitlines()
     if args.model:
-        # a model's lines name it as the subject (`resnet50`) or prefix their node with it (`resnet50:relu`)
-        lines = [ln for ln in lines if re.match(rf"\[OPT\] \S+ {re.escape(args.model)}(:|\s)", ln)]
-        if not lines:
-            print(f"kiln: no log lines for model {args.model!r}", file=sys.stderr)
+        # the model's own log: build-wide lines, its nodes' lines and its kernels' tiling/algorithm lines
+        own = resources.files("kiln") / "logs" / f"{args.model}.log"
+        if not own.is_file():
+            import kiln
+            print(f"kiln: no log for model {args.model!r}; baked models: {', '.join(kiln.models()) or 'none'}",
+                  file=sys.stderr)
             return 1
+        lines = own.read_text().splitlines()
     if args.grep:
         try:
             pattern = re.compile(args.grep, re.IGNORECASE)
@@ -176,6 +179,72 @@ def _plan(args) -> int:
     return 0
 
 
+def _bench(args) -> int:
+    """`kiln bench MODEL`: kiln and the installed peers on the same ONNX file, each in its own process."""
+    from . import bench
+    try:
+        report = bench.run(args.model, batch=args.batch, threads=args.threads, peers=bench.parse_peers(args.peers),
+                           repeat=args.repeat, warmup=args.warmup, rounds=args.rounds)
+    except bench.BenchError as e:
+        print(f"kiln bench: {e}", file=sys.stderr)
+        return 2
+    if args.json:
+        json.dump(report, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        print(bench.format_text(report))
+    return 0
+
+
+def _opspec(args) -> int:
+    """`kiln opspec MODEL [--json]`: the .opspec feature files of a model's kernels, each checked on reading."""
+    import kiln
+    from .codegen import KilnError
+    from .codegen.opspec_file import parse_opspec
+    from .codegen.profiles import get_profile
+    man = kiln.manifest()
+    rec = next((m for m in man["models"] if m["name"] == args.model), None)
+    if rec is None:
+        print(f"kiln opspec: no baked model {args.model!r}; baked: {', '.join(kiln.models()) or 'none'}",
+              file=sys.stderr)
+        return 1
+    by_name = {k["name"]: k for k in man["kernels"]}
+    used = list(dict.fromkeys(s["kernel"] for s in rec["steps"] if s["kernel"]))
+    profile = get_profile(man["profile"])
+    rows = []
+    for name in used:
+        h = by_name[name]["opspec"]
+        path = resources.files("kiln") / "opspecs" / f"{h}.opspec"
+        try:
+            parsed = parse_opspec(path.read_text(), profile, source=str(path))
+        except (OSError, KilnError) as e:
+            print(f"kiln opspec: {e}", file=sys.stderr)
+            return 1
+        rows.append({"hash": h, "kernel": name, "features": parsed["features"]})
+    if args.json:
+        json.dump(rows, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+        return 0
+    for r in rows:
+        f = r["features"]
+        print(f"{r['hash']}  {r['kernel']:<64} {f['fused_chain']:<16} {int(f['flops']):>12} FLOP  "
+              f"AI {float(f['arithmetic_intensity']):8.2f} FLOP/B")
+    return 0
+
+
+def _tune(args) -> int:
+    """`kiln tune MODEL`: measure the best tilings on the emulator, write tuning records."""
+    from .tune import tune
+    try:
+        res = tune(args.model, args.output, k=args.k, build_dir=args.build_dir,
+                   progress=lambda m: print(f"[kiln tune] {m}", file=sys.stderr, flush=True))
+    except (ValueError, RuntimeError) as e:
+        print(f"kiln tune: {e}", file=sys.stderr)
+        return 1
+    print(f"{res['records']} tuning records in {res['file']}; build with -DKILN_TUNING_RECORDS={res['file']}")
+    return 0
+
+
 def _info(args) -> int:
     import kiln
     json.dump(kiln.build_info(), sys.stdout, indent=1)
@@ -195,6 +264,16 @@ def main(argv: list[str] | None = None) -> int:
     lg.add_argument("--grep", help="only lines matching this regular expression (case-insensitive)")
     lg.set_defaults(fn=_log)
     sub.add_parser("info", help="build options, profile, host ISA").set_defaults(fn=_info)
+    tn = sub.add_parser("tune", help="measure the cost model's best tilings on the emulator; write tuning records")
+    tn.add_argument("model")
+    tn.add_argument("-k", type=int, default=3, help="candidates per kernel (default 3)")
+    tn.add_argument("-o", "--output", default="kiln_tuning.json")
+    tn.add_argument("--build-dir", help="scratch build directory (default: a new temporary one)")
+    tn.set_defaults(fn=_tune)
+    op = sub.add_parser("opspec", help="the .opspec features of a baked model's kernels (docs/opspec.md)")
+    op.add_argument("model")
+    op.add_argument("--json", action="store_true")
+    op.set_defaults(fn=_opspec)
     a = sub.add_parser("analyze", help="what an ONNX file holds and what kiln would bake from it")
     a.add_argument("file")
     a.add_argument("--batch", type=int, default=1, help="value for a symbolic batch dimension")
@@ -217,6 +296,16 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--input", help=".npy input (default: seeded random)")
     r.add_argument("--output", help="write the output here (.npy)")
     r.set_defaults(fn=_run)
+    b = sub.add_parser("bench", help="time a baked model against ONNX Runtime / OpenVINO on the same ONNX file")
+    b.add_argument("model", help="baked model name or the ONNX path it was baked from")
+    b.add_argument("--batch", type=int, help="batch size (default: the baked one; NAME_bN must be baked for another)")
+    b.add_argument("--threads", type=int, help="threads for every engine (default: all cores)")
+    b.add_argument("--peers", help="comma-separated: ort, openvino, torch (default: ort,openvino)")
+    b.add_argument("--repeat", type=int, default=10, help="timed runs per engine per round (default 10)")
+    b.add_argument("--warmup", type=int, default=2, help="untimed runs before them (default 2)")
+    b.add_argument("--rounds", type=int, default=3, help="rounds over the engines, timings merged (default 3)")
+    b.add_argument("--json", action="store_true")
+    b.set_defaults(fn=_bench)
     args = ap.parse_args(argv)
     try:
         return args.fn(args)
