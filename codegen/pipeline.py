@@ -5,6 +5,7 @@ written until render. Identical Opspecs become one kernel.
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -162,10 +163,15 @@ def plan(options: Options, source_dir: Path, work_dir: Path | None = None, progr
 
     kernels = list(by_spec.values())
     records = load_records(options.kiln_tuning_records, profile) if options.kiln_tuning_records else {}
+    if progress:
+        progress(f"search: variants for {len(kernels)} kernels")
+    t0 = time.perf_counter()
     for k in kernels:
         k.variant = choose_variant(k.spec, profile, log, options, pinned=k.pinned, pinned_tiling=dict(k.pinned_tiling),
                                    records=records)
         k.prediction = predict(k.spec, k.variant.family, k.variant.params, profile)
+    if progress:  # wall time goes to the progress stream, never into the (byte-identical) log or manifest
+        progress(f"search: done in {time.perf_counter() - t0:.1f} s")
     seen: dict[str, KernelPlan] = {}
     merged: dict[int, KernelPlan] = {}  # a pinned instance that came out as an unpinned kernel: one kernel
     for k in kernels:

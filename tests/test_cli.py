@@ -48,12 +48,14 @@ def test_model_kernels_json_contract():
     r = run([kiln_cmd(), "kernels", name, "--json"])
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
-    for key in ("model", "kernel_launches", "unique_kernels", "arena_bytes", "kernels"):
+    for key in ("model", "kernel_launches", "unique_kernels", "arena_bytes", "kernels", "simulated_latency_ms",
+                "mean_cube_utilization"):
         assert key in d
     assert d["kernel_launches"] == len(d["kernels"]) and d["unique_kernels"] <= d["kernel_launches"]
     for k in d["kernels"]:
         assert {"name", "ops", "op_types", "algorithm", "opspec", "tiling", "simulated_cycles", "predicted_cycles",
-                "bound_unit", "compared_cycles"} <= set(k)
+                "bound_unit", "compared_cycles", "cube_utilization"} <= set(k)
+        assert 0.0 <= k["cube_utilization"] <= 1.0
         assert k["simulated_cycles"] > 0
         if k["predicted_cycles"] is not None:  # families the cost model replays: prediction == simulation
             assert k["predicted_cycles"] == pytest.approx(k["simulated_cycles"], abs=1e-3)

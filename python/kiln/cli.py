@@ -14,22 +14,35 @@ def _model_kernels(args) -> int:
     model = kiln.load(args.model)
     rng = np.random.default_rng(0)
     model.run(*[rng.standard_normal(shape).astype(np.float32) for _, shape in model.inputs])
+    from .codegen.profiles import get_profile
     recs = {k["name"]: k for k in kiln.manifest()["kernels"]}
+    prof = get_profile(kiln.build_info()["profile"])
+
+    def busy(rec, pipe):  # the cost model's per-pipe busy cycles, which tests hold equal to the emulator's
+        return ((rec["predicted_pipes"] or {}).get(pipe) or {}).get("busy", 0.0)
     rows = [{"name": k.kernel, "ops": k.ops, "op_types": k.op_types, "algorithm": recs[k.kernel]["algorithm"],
              "family": recs[k.kernel]["family"], "opspec": recs[k.kernel]["opspec"],
              "variant": recs[k.kernel]["variant"], "tiling": recs[k.kernel]["tiling"],
              "simulated_cycles": k.simulated_cycles, "predicted_cycles": recs[k.kernel]["predicted_cycles"],
-             "bound_unit": recs[k.kernel]["bound_unit"], "compared_cycles": recs[k.kernel]["compared_cycles"]}
+             "bound_unit": recs[k.kernel]["bound_unit"], "compared_cycles": recs[k.kernel]["compared_cycles"],
+             "cube_utilization": round(busy(recs[k.kernel], "M") / (k.simulated_cycles * prof.cube_cores), 4),
+             "vector_utilization": round(busy(recs[k.kernel], "V") / (k.simulated_cycles * prof.vector_cores), 4)}
             for k in model.kernels]
-    report = {"model": model.name, "profile": kiln.build_info()["profile"],
+    cube_busy = sum(busy(recs[k.kernel], "M") for k in model.kernels)
+    report = {"model": model.name, "profile": prof.name,
               "kernel_launches": model.kernel_launches, "unique_kernels": len({r["name"] for r in rows}),
-              "arena_bytes": model.arena_bytes, "simulated_cycles": model.simulated_cycles, "kernels": rows}
+              "arena_bytes": model.arena_bytes, "simulated_cycles": model.simulated_cycles,
+              "simulated_latency_ms": round(model.simulated_cycles / (prof.clock_ghz * 1e6), 6),
+              "mean_cube_utilization": round(cube_busy / (model.simulated_cycles * prof.cube_cores), 4),
+              "kernels": rows}
     if args.json:
         json.dump(report, sys.stdout, indent=1)
         sys.stdout.write("\n")
         return 0
     print(f"{model.name}: {report['kernel_launches']} kernel launches, {report['unique_kernels']} unique kernels, "
-          f"arena {model.arena_bytes} B, {model.simulated_cycles:.0f} simulated cycles on {report['profile']}")
+          f"arena {model.arena_bytes} B, {model.simulated_cycles:.0f} simulated cycles "
+          f"({report['simulated_latency_ms']:.3f} ms at {prof.clock_ghz} GHz) on {report['profile']}, "
+          f"Cube utilisation {100 * report['mean_cube_utilization']:.1f}%")
     for r in rows:
         print(f"  {r['simulated_cycles']:>9.0f}  {r['name']:<62} {', '.join(r['ops'])}")
     return 0
