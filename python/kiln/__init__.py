@@ -16,10 +16,34 @@ from ._core import AlignmentError, BoundsError, CapacityError, EmulationError, S
 from .model import Model
 from .runtime import Kernel
 
-__all__ = ["kernels", "kernel", "load", "models", "build_info", "manifest", "Kernel", "Model", "EmulationError",
+__all__ = ["kernels", "kernel", "load", "models", "build_info", "manifest", "set_num_threads", "Kernel", "Model",
+           "EmulationError",
            "CapacityError", "AlignmentError", "SyncError", "BoundsError", "Core"]
 
 Core = _core.Core  # an emulated AI core driven one instruction at a time
+
+
+def set_num_threads(n: int) -> None:
+    """Host threads the emulated AI cores run on (default: all CPU cores, or KILN_NUM_THREADS).
+    A kernel's blocks go to its virtual cores exactly as its variant split them (blockDim); the threads
+    only decide how many virtual cores run at once, so simulated figures do not depend on them."""
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise ValueError(f"number of threads must be a positive integer, got {n!r}")
+    _core.set_num_threads(n)
+
+
+def _threads_from_env() -> None:
+    import os
+    raw = os.environ.get("KILN_NUM_THREADS", "").strip()
+    if not raw:
+        return
+    if not raw.isdigit() or int(raw) < 1:
+        raise ValueError(f"KILN_NUM_THREADS={raw!r} is not valid: expected a positive integer (threads for the "
+                         f"emulated AI cores), or unset for all CPU cores")
+    _core.set_num_threads(int(raw))
+
+
+_threads_from_env()
 
 
 @lru_cache(maxsize=1)
