@@ -117,8 +117,9 @@ def gemm_candidates(spec: GemmSpec, profile: Profile, buffers):
     return cands, fit
 
 
-def top_candidates(spec, family: str, profile: Profile, k: int) -> list[tuple[float, dict]]:
-    """The k fastest tilings of a direct conv or GEMM by the cost model (for `kiln tune` to measure)."""
+def top_candidates(spec, family: str, profile: Profile, k: int, exhaustive: bool = False) -> list[tuple[float, dict]]:
+    """The k fastest tilings of a direct conv or GEMM by the cost model (for `kiln tune` to measure);
+    exhaustive=True replays every fitting candidate exactly instead of the quick-ranked few."""
     from . import tiling
     from .optlog import OptLog
     if family == "gemm_cube":
@@ -127,7 +128,8 @@ def top_candidates(spec, family: str, profile: Profile, k: int) -> list[tuple[fl
     else:
         rule = tiling._conv_variant(spec, profile, OptLog()).params
         cands, fit = conv_candidates(spec, rule, profile, tiling._conv_buffers)
-    return ranked(spec, family, rule, cands, fit, profile, replays=max(k, EXACT_REPLAYS))[0][:k]
+    return ranked(spec, family, rule, cands, fit, profile,
+                  replays=len(cands) if exhaustive else max(k, EXACT_REPLAYS))[0][:k]
 
 
 def search_winograd(spec: Conv2dSpec, rule_params: dict, profile: Profile, log: OptLog, gemm_buffers,
