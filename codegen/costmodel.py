@@ -61,11 +61,14 @@ class SimCore:
         self.blocks = 0
         self.cube_macs = 0
         self.useful_macs = 0
+        self.trace: list | None = None  # set by record(): (pipe, instr, bytes, start, end) per instruction
 
     # ---- timeline
-    def issue(self, pipe: str, cycles: float, nbytes: int) -> None:
+    def issue(self, pipe: str, cycles: float, nbytes: int, instr: str = "") -> None:
         start = max(self.free_at[pipe], self.wait_until[pipe])
         self.free_at[pipe] = start + cycles
+        if self.trace is not None:
+            self.trace.append((pipe, instr, nbytes, start, start + cycles))
         c = self.count[pipe]
         c.instrs += 1
         c.bytes += nbytes
@@ -86,43 +89,45 @@ class SimCore:
             return
         nbytes = nburst * burst * esize
         rate = self.p.gm_to_l1_bpc if to == "L1" else self.p.gm_to_ub_bpc
-        self.issue("MTE2", self.p.mte2_head + nbytes / rate, nbytes)
+        self.issue("MTE2", self.p.mte2_head + nbytes / rate, nbytes, "copy_gm_to_l1" if to == "L1" else "copy_gm_to_ub")
 
     def copy_ub_to_gm(self, nburst: int, burst: int, esize: int) -> None:
         if nburst == 0 or burst == 0:
             return
         nbytes = nburst * burst * esize
-        self.issue("MTE3", self.p.mte3_head + nbytes / self.p.ub_to_gm_bpc, nbytes)
+        self.issue("MTE3", self.p.mte3_head + nbytes / self.p.ub_to_gm_bpc, nbytes, "copy_ub_to_gm")
 
     def load2d(self, repeat: int, to: str) -> None:
         if not repeat:
             return
         nbytes = repeat * 512
         rate = self.p.l1_to_l0a_bpc if to == "L0A" else self.p.l1_to_l0b_bpc
-        self.issue("MTE1", self.p.mte1_head + nbytes / rate, nbytes)
+        self.issue("MTE1", self.p.mte1_head + nbytes / rate, nbytes,
+                   "load2d_to_l0a" if to == "L0A" else "load2d_to_l0b")
 
     def load3d(self, m1: int, k1: int) -> None:
         nbytes = m1 * k1 * 512
-        self.issue("MTE1", self.p.load3d_head + nbytes / self.p.load3d_bpc, nbytes)
+        self.issue("MTE1", self.p.load3d_head + nbytes / self.p.load3d_bpc, nbytes, "load3d_img2col")
 
     def load_bias_table(self, n: int) -> None:
-        self.issue("MTE1", self.p.bt_head + n * 4.0 / self.p.l1_to_bt_bpc, n * 4)
+        self.issue("MTE1", self.p.bt_head + n * 4.0 / self.p.l1_to_bt_bpc, n * 4, "load_bias_table")
 
     def mmad(self, m: int, n: int, k: int) -> None:
         fractals = ceil(m / 16) * ceil(n / 16) * ceil(k / 16)
         self.cube_macs += fractals * 4096
         self.useful_macs += m * n * k
-        self.issue("M", self.p.mmad_head + fractals, 0)
+        self.issue("M", self.p.mmad_head + fractals, 0, "mmad")
 
     def fixpipe(self, elems: int, esize: int = 2) -> None:
-        self.issue("FIX", self.p.fix_head + elems / self.p.fix_elems_pc, elems * esize)
+        self.issue("FIX", self.p.fix_head + elems / self.p.fix_elems_pc, elems * esize, "fixpipe")
 
     def vec(self, op: str, fp32: bool, times: int) -> None:
         cpr = (self.p.vec_cpr_f32 if fp32 else self.p.vec_cpr_f16)[_VEC_INDEX[op]]
-        self.issue("V", self.p.vec_head + cpr * times, times * 256)
+        self.issue("V", self.p.vec_head + cpr * times, times * 256,
+                   (op + (".f32" if fp32 else ".f16")) if self.trace is not None else "")
 
     def scalar_read(self, esize: int = 4) -> None:
-        self.issue("S", 1, esize)
+        self.issue("S", 1, esize, "scalar_read")
 
     def vec_flat(self, n: int, lanes: int, ops: list[tuple[str, bool]]) -> None:
         """ops over n contiguous elements split as kiln::emu::vec_flat does (full repeats, a masked tail)."""
@@ -164,6 +169,7 @@ class PingPongSim:
 
 
 _SAMPLE = False  # set by predict(sample=True): replay only the first core and the one with the last block
+_RECORD: list | None = None  # set by record(): launch() appends (unit, cycles, {core: SimCore.trace})
 
 
 def launch(profile: Profile, unit: str, blocks: int, body) -> Prediction:
@@ -172,8 +178,11 @@ def launch(profile: Profile, unit: str, blocks: int, body) -> Prediction:
     pipes = {p: PipeCount() for p in PIPES}
     cycles, macs, useful = 0.0, 0, 0
     # Core 0 holds the most blocks; the core with the last block holds the tail: a quick estimate for ranking.
+    traces = {} if _RECORD is not None else None
     for v in (sorted({0, (blocks - 1) % cores}) if _SAMPLE else range(cores)):
         core = SimCore(profile)
+        if traces is not None:
+            core.trace = traces[v] = []
         for b in range(v, blocks, cores):
             body(core, b)
             core.blocks += 1
@@ -184,6 +193,8 @@ def launch(profile: Profile, unit: str, blocks: int, body) -> Prediction:
             pipes[p].busy += core.count[p].busy
         macs += core.cube_macs
         useful += core.useful_macs
+    if traces is not None:
+        _RECORD.append((unit, cycles, traces))
     return Prediction(cycles, pipes, macs, useful, cores, [cycles])
 
 
@@ -218,35 +229,12 @@ def _conv_img2col(spec: Conv2dSpec, params: dict, profile: Profile) -> Predictio
             core.set_flag("MTE2", "MTE1", 4)
             core.wait_flag("MTE2", "MTE1", 4)
             core.load_bias_table(n1_cnt * 16)
-        l1 = PingPongSim(core, "MTE2", "MTE1", 0)
-        l0 = PingPongSim(core, "MTE1", "M", 2)
-        it = 0
-        for chunk, c1a in enumerate(range(0, C1, step)):
-            c1n, s = min(step, C1 - c1a), l1.slot(chunk)
-            l1.acquire_for_write(s)
-            if rows > 0:
-                core.copy_gm(c1n, rows * spec.w * 16, 2, "L1")
-            core.copy_gm(c1n * taps, n1_cnt * 256, 2, "L1")
-            l1.written(s)
-            l1.acquire_for_read(s)
-            k1n = c1n * taps
-            for kb in range(0, k1n, bk1):
-                kc, t = min(bk1, k1n - kb), l0.slot(it)
-                l0.acquire_for_write(t)
-                core.load3d(m1, kc)
-                core.load2d(kc * n1_cnt, "L0B")
-                l0.written(t)
-                l0.acquire_for_read(t)
-                core.mmad(m, n1_cnt * 16, kc * 16)
-                l0.released(t)
-                it += 1
-            l1.released(s)
-        l1.drain()
-        l0.drain()
-        core.set_flag("M", "FIX", 0)
-        core.wait_flag("M", "FIX", 0)
-        core.fixpipe(m * n1_cnt * 16)
-        core.set_flag("FIX", "M", 0)
+        chunks = []
+        for c1a in range(0, C1, step):
+            c1n = min(step, C1 - c1a)
+            chunks.append((c1n * taps, ([(c1n, rows * spec.w * 16)] if rows > 0 else []) + [(c1n * taps, n1_cnt * 256)]))
+        _cube_k_loop(core, m, n1_cnt * 16, chunks, bk1, lambda kc: core.load3d(m1, kc), lambda kc, k1n: [kc * n1_cnt])
+        _cube_drain(core, m * n1_cnt * 16)
 
     cube = launch(profile, "cube", spec.n * m_tiles * n_tiles, block)
     if not spec.vector_epilogue:
@@ -329,7 +317,7 @@ def _winograd_launches(spec: Conv2dSpec, params: dict, profile: Profile, which: 
     alpha, xi = g.alpha, g.positions
     C1, CO1 = c1(spec.cin), c1(spec.cout)
     twc = ceil(g.tw / tb)
-    raw_w, out_w, plane = tb * tile + 2, tb * tile, tb * 16
+    raw_w, plane = tb * tile + 2, tb * 16
     bt_ops = _program_ops(winograd.linear_program(winograd.tile(tile).BT))
     at_ops = _program_ops(winograd.linear_program(winograd.tile(tile).AT))
     c1_block, co1_block = params["c1_block"], params["co1_block"]
@@ -389,33 +377,10 @@ def _winograd_launches(spec: Conv2dSpec, params: dict, profile: Profile, which: 
         n1_cnt = min(bn // 16, CO1 - ni * (bn // 16))
         if core.blocks > 0:
             core.wait_flag("FIX", "M", 0)
-        l1, l0 = PingPongSim(core, "MTE2", "MTE1", 0), PingPongSim(core, "MTE1", "M", 2)
-        it = 0
-        for chunk_i, c1a in enumerate(range(0, C1, step)):
-            c1n, s = min(step, C1 - c1a), l1.slot(chunk_i)
-            l1.acquire_for_write(s)
-            core.copy_gm(c1n, m1 * 256, 2, "L1")
-            core.copy_gm(c1n, n1_cnt * 256, 2, "L1")
-            l1.written(s)
-            l1.acquire_for_read(s)
-            for kb in range(0, c1n, bk1):
-                kc, t = min(bk1, c1n - kb), l0.slot(it)
-                l0.acquire_for_write(t)
-                for _ in range(m1):
-                    core.load2d(kc, "L0A")
-                core.load2d(kc * n1_cnt, "L0B")
-                l0.written(t)
-                l0.acquire_for_read(t)
-                core.mmad(m, n1_cnt * 16, kc * 16)
-                l0.released(t)
-                it += 1
-            l1.released(s)
-        l1.drain()
-        l0.drain()
-        core.set_flag("M", "FIX", 0)
-        core.wait_flag("M", "FIX", 0)
-        core.fixpipe(m * n1_cnt * 16, 4)
-        core.set_flag("FIX", "M", 0)
+        chunks = [(min(step, C1 - c1a), [(min(step, C1 - c1a), m1 * 256), (min(step, C1 - c1a), n1_cnt * 256)])
+                  for c1a in range(0, C1, step)]
+        _cube_k_loop(core, m, n1_cnt * 16, chunks, bk1, _rows_load2d(core, m), lambda kc, k1n: [kc * n1_cnt])
+        _cube_drain(core, m * n1_cnt * 16, 4)
 
     epi = [("Maxs", True), ("Mins", True)] if spec.clip_hi > 0 else [("Relu", True)] if spec.relu else []
 
@@ -471,14 +436,14 @@ def _winograd_launches(spec: Conv2dSpec, params: dict, profile: Profile, which: 
 
 # ---------------------------------------------------------------- gemm_cube, batched_gemm_cube
 
-def _gemm_k_loop(core: SimCore, m: int, n_cols: int, chunks: list[tuple[int, list[tuple[int, int]], list[int]]],
-                 bk1: int, b_loads) -> None:
-    """The shared Cube main loop: per L1 chunk its MTE2 copies ((nburst, burst) in fp16 elements) and the
-    L0B load pattern b_loads(kc) -> list of load2d repeats; A goes as one load2d per fractal row."""
-    m1 = ceil(m / 16)
+def _cube_k_loop(core: SimCore, m: int, n_cols: int, chunks: list[tuple[int, list[tuple[int, int]]]], bk1: int,
+                 a_load, b_loads) -> None:
+    """The Cube main loop every Cube template shares: per L1 chunk its GM->L1 copies ((nburst, burst) in fp16
+    elements, ping-pong), then per BASE_K1 slice the L0A loads a_load(kc), the L0B loads b_loads(kc, k1n)
+    (load2d repeats), one mmad (ping-pong)."""
     l1, l0 = PingPongSim(core, "MTE2", "MTE1", 0), PingPongSim(core, "MTE1", "M", 2)
     it = 0
-    for ci, (k1n, copies, _) in enumerate(chunks):
+    for ci, (k1n, copies) in enumerate(chunks):
         s = l1.slot(ci)
         l1.acquire_for_write(s)
         for nburst, burst in copies:
@@ -488,8 +453,7 @@ def _gemm_k_loop(core: SimCore, m: int, n_cols: int, chunks: list[tuple[int, lis
         for kb in range(0, k1n, bk1):
             kc, t = min(bk1, k1n - kb), l0.slot(it)
             l0.acquire_for_write(t)
-            for _ in range(m1):
-                core.load2d(kc, "L0A")
+            a_load(kc)
             for rep in b_loads(kc, k1n):
                 core.load2d(rep, "L0B")
             l0.written(t)
@@ -500,6 +464,22 @@ def _gemm_k_loop(core: SimCore, m: int, n_cols: int, chunks: list[tuple[int, lis
         l1.released(s)
     l1.drain()
     l0.drain()
+
+
+def _cube_drain(core: SimCore, elems: int, esize: int = 2) -> None:
+    """The block's end: Fixpipe waits for the Cube, drains L0C, and frees it for the next block."""
+    core.set_flag("M", "FIX", 0)
+    core.wait_flag("M", "FIX", 0)
+    core.fixpipe(elems, esize)
+    core.set_flag("FIX", "M", 0)
+
+
+def _rows_load2d(core: SimCore, m: int):
+    """L0A loads of an NZ A tile: one LoadData2D per 16-row fractal row."""
+    def load(kc: int) -> None:
+        for _ in range(ceil(m / 16)):
+            core.load2d(kc, "L0A")
+    return load
 
 
 def _gemm(spec, params: dict, profile: Profile) -> Prediction:
@@ -524,12 +504,9 @@ def _gemm(spec, params: dict, profile: Profile) -> Prediction:
         for k1a in range(0, K1, step):
             k1n = min(step, K1 - k1a)
             cols = min(k1n * 16, spec.k - k1a * 16)
-            chunks.append((k1n, [(1, m * cols), (k1n, n1_cnt * 256)], []))
-        _gemm_k_loop(core, m, n1_cnt * 16, chunks, bk1, lambda kc, k1n: [kc * n1_cnt])
-        core.set_flag("M", "FIX", 0)
-        core.wait_flag("M", "FIX", 0)
-        core.fixpipe(m * n)
-        core.set_flag("FIX", "M", 0)
+            chunks.append((k1n, [(1, m * cols), (k1n, n1_cnt * 256)]))
+        _cube_k_loop(core, m, n1_cnt * 16, chunks, bk1, _rows_load2d(core, m), lambda kc, k1n: [kc * n1_cnt])
+        _cube_drain(core, m * n)
 
     return launch(profile, "cube", m_tiles * n_tiles, block)
 
@@ -550,16 +527,13 @@ def _bgemm(spec, params: dict, profile: Profile) -> Prediction:
         for k1a in range(0, K1, step):
             k1n = min(step, K1 - k1a)
             cols = min(k1n * 16, spec.k - k1a * 16)
-            chunks.append((k1n, [(1, m * cols), (1, n * cols)], []))
+            chunks.append((k1n, [(1, m * cols), (1, n * cols)]))
         if spec.trans_b:
             b_loads = lambda kc, k1n: [kc * n1]  # noqa: E731
         else:
             b_loads = lambda kc, k1n: [n1] * kc  # noqa: E731  one transposing load per ZN row
-        _gemm_k_loop(core, m, n1 * 16, chunks, bk1, b_loads)
-        core.set_flag("M", "FIX", 0)
-        core.wait_flag("M", "FIX", 0)
-        core.fixpipe(m * n)
-        core.set_flag("FIX", "M", 0)
+        _cube_k_loop(core, m, n1 * 16, chunks, bk1, _rows_load2d(core, m), b_loads)
+        _cube_drain(core, m * n)
 
     return launch(profile, "cube", spec.batch * m_tiles * n_tiles, block)
 
@@ -845,3 +819,15 @@ def predict(spec, family: str, params: dict, profile: Profile, sample: bool = Fa
         return replay(spec, params, profile)
     finally:
         _SAMPLE = False
+
+
+def record(spec, family: str, params: dict, profile: Profile) -> tuple[Prediction | None, list]:
+    """predict() with every instruction recorded (for `kiln trace` and the report): (prediction, launches),
+    the launches in the order they chain, each (unit, cycles, {core: [(pipe, instr, bytes, start, end)]}) with
+    start/end in cycles from that launch's start (launch i begins when launches 0..i-1 have ended)."""
+    global _RECORD
+    _RECORD = launches = []
+    try:
+        return predict(spec, family, params, profile), launches
+    finally:
+        _RECORD = None

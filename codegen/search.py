@@ -16,6 +16,7 @@ from .optlog import OptLog
 from .profiles import Profile
 
 TILE_EDGES = (16, 32, 64, 128, 256)
+ALL_EDGES = tuple(range(16, 257, 16))  # every fractal multiple: the exhaustive search of `kiln optimize`
 K_FRACTALS = (1, 2, 4, 8)
 EXACT_REPLAYS = 6  # candidates replayed on every core after the quick ranking
 
@@ -62,17 +63,17 @@ def search_conv(spec: Conv2dSpec, rule_params: dict, profile: Profile, log: OptL
     return _pick(spec, "conv2d_cube_img2col", rule_params, cands, fit, profile, log, len(cands))
 
 
-def conv_candidates(spec: Conv2dSpec, rule_params: dict, profile: Profile, buffers):
+def conv_candidates(spec: Conv2dSpec, rule_params: dict, profile: Profile, buffers, edges=TILE_EDGES):
     """(every tiling candidate of a direct conv, the buffer-fit predicate)."""
     from .tiling import conv_tile_rows
     M, C1, CO1 = spec.ho * spec.wo, c1(spec.cin), c1(spec.cout)
     K1 = C1 * spec.kh * spec.kw
     extra = {k: v for k, v in rule_params.items() if k in ("epi_tile",)}
     cands = []
-    for bm in TILE_EDGES:
+    for bm in edges:
         if bm > ceil(M / 16) * 16 and bm != 16:
             continue
-        for bn in TILE_EDGES:
+        for bn in edges:
             if bn > CO1 * 16 and bn != 16:
                 continue
             for bk in K_FRACTALS:
@@ -93,14 +94,14 @@ def search_gemm(spec: GemmSpec, rule_params: dict, profile: Profile, log: OptLog
     return _pick(spec, "gemm_cube", rule_params, cands, fit, profile, log, len(cands))
 
 
-def gemm_candidates(spec: GemmSpec, profile: Profile, buffers):
+def gemm_candidates(spec: GemmSpec, profile: Profile, buffers, edges=TILE_EDGES):
     """(every tiling candidate of a GEMM, the buffer-fit predicate)."""
     K1, N1 = c1(spec.k), c1(spec.n)
     cands = []
-    for bm in TILE_EDGES:
+    for bm in edges:
         if bm > ceil(spec.m / 16) * 16 and bm != 16:
             continue
-        for bn in TILE_EDGES:
+        for bn in edges:
             if bn > N1 * 16 and bn != 16:
                 continue
             for bk in K_FRACTALS:
@@ -119,15 +120,17 @@ def gemm_candidates(spec: GemmSpec, profile: Profile, buffers):
 
 def top_candidates(spec, family: str, profile: Profile, k: int, exhaustive: bool = False) -> list[tuple[float, dict]]:
     """The k fastest tilings of a direct conv or GEMM by the cost model (for `kiln tune` to measure);
-    exhaustive=True replays every fitting candidate exactly instead of the quick-ranked few."""
+    exhaustive=True also tries every multiple of 16 for baseM/baseN and replays every fitting candidate
+    exactly instead of the quick-ranked few (`kiln optimize`)."""
     from . import tiling
     from .optlog import OptLog
+    edges = ALL_EDGES if exhaustive else TILE_EDGES
     if family == "gemm_cube":
         rule = tiling._gemm_variant(spec, profile, OptLog()).params
-        cands, fit = gemm_candidates(spec, profile, tiling._gemm_buffers)
+        cands, fit = gemm_candidates(spec, profile, tiling._gemm_buffers, edges)
     else:
         rule = tiling._conv_variant(spec, profile, OptLog()).params
-        cands, fit = conv_candidates(spec, rule, profile, tiling._conv_buffers)
+        cands, fit = conv_candidates(spec, rule, profile, tiling._conv_buffers, edges)
     return ranked(spec, family, rule, cands, fit, profile,
                   replays=len(cands) if exhaustive else max(k, EXACT_REPLAYS))[0][:k]
 

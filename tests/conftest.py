@@ -26,3 +26,26 @@ def run(cmd, **kw) -> subprocess.CompletedProcess:
 
 def python_exe() -> str:
     return sys.executable
+
+
+def build_package(root: Path, *defines: str) -> Path:
+    """Configures and builds this checkout into root/build with the given -D defines (no models unless
+    they name some), and lays out an importable `kiln` package under root/pkg; returns root/pkg, the
+    directory to put on PYTHONPATH of a subprocess (one process can import only one kiln build)."""
+    import shutil as _sh
+    gen = ["-G", "Ninja"] if _sh.which("ninja") else []
+    models = [] if any(d.startswith("KILN_MODELS=") for d in defines) else ["-DKILN_MODELS="]
+    build = root / "build"
+    r = run([cmake_exe(), "-S", REPO, "-B", build, *gen, f"-DPython_EXECUTABLE={sys.executable}", *models,
+             *[f"-D{d}" for d in defines]])
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = run([cmake_exe(), "--build", build, "-j", "2"])
+    assert r.returncode == 0, r.stdout + r.stderr
+    pkg = root / "pkg" / "kiln"
+    if pkg.exists():
+        _sh.rmtree(pkg)
+    _sh.copytree(REPO / "python" / "kiln", pkg)
+    _sh.copytree(REPO / "codegen", pkg / "codegen", ignore=_sh.ignore_patterns("__pycache__"))
+    for so in build.glob("_core*"):
+        _sh.copy(so, pkg)
+    return pkg.parent

@@ -5,7 +5,6 @@ portable path (no FMA: a multiply then an add) must stay within the fp32-accumul
 reference. The thread count must not change results or simulated cycles."""
 import json
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -13,7 +12,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from conftest import REPO, cmake_exe, run
+from conftest import build_package
 
 KERNELS = textwrap.dedent("""
     [[op]]
@@ -98,26 +97,15 @@ def results(tmp_path_factory):
     root = tmp_path_factory.mktemp("isa")
     kl = root / "kernels.toml"
     kl.write_text(KERNELS)
-    gen = ["-G", "Ninja"] if shutil.which("ninja") else []
     out = {}
     for isa, supported in ISAS:
         if not supported:
             continue
-        build = root / isa
-        r = run([cmake_exe(), "-S", REPO, "-B", build, *gen, f"-DPython_EXECUTABLE={sys.executable}", "-DKILN_MODELS=",
-                 f"-DKILN_KERNEL_LIST={kl}", f"-DKILN_ISA={isa}"])
-        assert r.returncode == 0, r.stdout + r.stderr
-        r = run([cmake_exe(), "--build", build, "-j", "2"])
-        assert r.returncode == 0, r.stdout + r.stderr
-        pkg = root / f"pkg_{isa}" / "kiln"
-        shutil.copytree(REPO / "python" / "kiln", pkg)
-        shutil.copytree(REPO / "codegen", pkg / "codegen", ignore=shutil.ignore_patterns("__pycache__"))
-        for so in build.glob("_core*"):
-            shutil.copy(so, pkg)
+        pkg_root = build_package(root / isa, f"KILN_KERNEL_LIST={kl}", f"KILN_ISA={isa}")
         for threads in ("1", "2"):
             dest = root / f"out_{isa}_{threads}"
             dest.mkdir()
-            env = dict(os.environ, PYTHONPATH=str(pkg.parent))
+            env = dict(os.environ, PYTHONPATH=str(pkg_root))
             p = subprocess.run([sys.executable, "-c", RUN, str(dest), threads], capture_output=True, text=True,
                                env=env)
             assert p.returncode == 0, p.stderr

@@ -3,13 +3,12 @@ plain rule tiling) get suggestions from the cost model, the loop rebuilds and me
 emulator, keeps those that are faster as tuning records, and a build given the records uses them."""
 import json
 import os
-import shutil
 import subprocess
 import sys
 
 import pytest
 
-from conftest import REPO, cmake_exe, run
+from conftest import REPO, build_package
 
 sys.path.insert(0, str(REPO))
 from test_fusion import small_cnn  # noqa: E402
@@ -20,18 +19,7 @@ def o0_package(tmp_path_factory):
     root = tmp_path_factory.mktemp("optimize")
     model = small_cnn(root / "small.onnx")
     (root / "k.toml").write_text('[[op]]\nlabel = "k"\ntype = "Relu"\nshape = [16]\n')
-    gen = ["-G", "Ninja"] if shutil.which("ninja") else []
-    build = root / "build"
-    r = run([cmake_exe(), "-S", REPO, "-B", build, *gen, f"-DPython_EXECUTABLE={sys.executable}",
-             f"-DKILN_MODELS={model}", f"-DKILN_KERNEL_LIST={root / 'k.toml'}", "-DKILN_OPT_LEVEL=O0"])
-    assert r.returncode == 0, r.stdout + r.stderr
-    r = run([cmake_exe(), "--build", build, "-j", "2"])
-    assert r.returncode == 0, r.stdout + r.stderr
-    pkg = root / "pkg" / "kiln"
-    shutil.copytree(REPO / "python" / "kiln", pkg)
-    shutil.copytree(REPO / "codegen", pkg / "codegen", ignore=shutil.ignore_patterns("__pycache__"))
-    for so in build.glob("_core*"):
-        shutil.copy(so, pkg)
+    build_package(root, f"KILN_MODELS={model}", f"KILN_KERNEL_LIST={root / 'k.toml'}", "KILN_OPT_LEVEL=O0")
     return root, model
 
 

@@ -4,7 +4,6 @@ nothing compiled), and the F(2,3) and F(4,3) kernels themselves, baked in two sm
 of docs/winograd-numerics.md, and against the cost model's per-pipe counts and cycles."""
 import json
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -12,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, cmake_exe, run
+from conftest import REPO, build_package
 
 sys.path.insert(0, str(REPO))
 from codegen.options import parse_options  # noqa: E402
@@ -161,19 +160,8 @@ def winograd_build(request, tmp_path_factory):
     """A build baking KERNELS with one forced Winograd tile, and the results of running each kernel."""
     root = tmp_path_factory.mktemp(f"winograd_{request.param}")
     kl = kernel_list(root, KERNELS + MAP19_DIRECT)
-    build = root / "build"
-    gen = ["-G", "Ninja"] if shutil.which("ninja") else []
-    r = run([cmake_exe(), "-S", REPO, "-B", build, *gen, f"-DPython_EXECUTABLE={sys.executable}", "-DKILN_MODELS=",
-             f"-DKILN_KERNEL_LIST={kl}", f"-DUSE_WINOGRAD={request.param}"])
-    assert r.returncode == 0, r.stdout + r.stderr
-    r = run([cmake_exe(), "--build", build, "-j", "2"])
-    assert r.returncode == 0, r.stdout + r.stderr
-    pkg = root / "pkg" / "kiln"
-    shutil.copytree(REPO / "python" / "kiln", pkg)
-    shutil.copytree(REPO / "codegen", pkg / "codegen", ignore=shutil.ignore_patterns("__pycache__"))
-    for so in build.glob("_core*"):
-        shutil.copy(so, pkg)
-    env = dict(os.environ, PYTHONPATH=str(pkg.parent))
+    pkg_root = build_package(root, f"KILN_KERNEL_LIST={kl}", f"USE_WINOGRAD={request.param}")
+    env = dict(os.environ, PYTHONPATH=str(pkg_root))
     r = subprocess.run([sys.executable, "-c", CHECK], capture_output=True, text=True, env=env, cwd=root)
     assert r.returncode == 0, r.stdout + r.stderr
     results = {k["name"]: k for k in json.loads(r.stdout)}

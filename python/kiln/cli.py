@@ -258,6 +258,70 @@ def _tune(args) -> int:
     return 0
 
 
+def _trace(args) -> int:
+    """`kiln trace MODEL --kernel NAME`: one kernel's instruction stream from the cost model's replay."""
+    from . import trace
+    try:
+        _, steps, rec = trace.find_kernel(args.model, args.kernel)
+        tr = trace.replay(rec)
+    except trace.TraceError as e:
+        print(f"kiln trace: {e}", file=sys.stderr)
+        return 2
+    if args.chrome:
+        with open(args.chrome, "w") as f:
+            json.dump(trace.chrome_trace(tr, args.model), f)
+    print(trace.format_text(tr, steps, limit=args.limit, core=args.core))
+    if args.chrome:
+        print(f"\nwrote {len(tr.events)} instructions to {args.chrome} (Chrome/Perfetto trace: pid = core, tid = pipe, "
+              f"microseconds at {tr.profile.clock_ghz} GHz); open it in ui.perfetto.dev or chrome://tracing")
+    return 0
+
+
+def _visualize(args) -> int:
+    """`kiln visualize MODEL`: a self-contained HTML report (graph, bottlenecks, memory plan, fusion)."""
+    from . import visualize
+    if not 0 <= args.threshold <= 1:
+        print("kiln visualize: --threshold is a share of simulated time between 0 and 1, e.g. 0.15", file=sys.stderr)
+        return 2
+    out = args.output or f"{args.model.replace('/', '_')}_report.html"
+    try:
+        data = visualize.write(args.model, out, args.threshold)
+    except KeyError as e:
+        print(f"kiln: {e.args[0]}", file=sys.stderr)
+        return 2
+    import os
+    t = data["totals"]
+    print(f"wrote {out} ({os.path.getsize(out)} bytes): {data['model']}, {t['kernel_launches']} kernel launches, "
+          f"{t['simulated_us']:.1f} us simulated on {data['profile']['name']}")
+    for i, b in enumerate(data["bottlenecks"], 1):
+        print(f"  {i}. {100 * b['share']:5.1f}%  {b['type']:<13} {b['kernel']}\n"
+              f"       {b['source']}: {b['suggestion']}")
+    if args.serve is not None:
+        visualize.serve(out, args.serve)
+    return 0
+
+
+def _optimize(args) -> int:
+    """`kiln optimize MODEL [--feedback]`: suggestions for the bottleneck kernels, applied if they help."""
+    from .optimize import optimize
+    try:
+        rep = optimize(args.model, args.output, threshold=args.threshold, build_dir=args.build_dir,
+                       feedback=args.feedback, progress=lambda m: print(f"[kiln optimize] {m}", file=sys.stderr,
+                                                                      flush=True))
+    except (ValueError, RuntimeError) as e:
+        print(f"kiln optimize: {e}", file=sys.stderr)
+        return 1
+    if args.json:
+        json.dump(rep, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+        return 0
+    for i in rep["kernels"]:
+        print(f"{100 * i['share']:5.1f}%  {i['kernel']}: {i['outcome']}")
+    print(f"{rep['model']}: {rep['total_cycles']:.0f} -> {rep['total_cycles_after']:.0f} simulated cycles"
+          + (f"; rebuild with -DKILN_TUNING_RECORDS={rep['records']}" if rep.get("records") else ""))
+    return 0
+
+
 def _info(args) -> int:
     import kiln
     json.dump(kiln.build_info(), sys.stdout, indent=1)
@@ -277,6 +341,15 @@ def main(argv: list[str] | None = None) -> int:
     lg.add_argument("--grep", help="only lines matching this regular expression (case-insensitive)")
     lg.set_defaults(fn=_log)
     sub.add_parser("info", help="build options, profile, host ISA").set_defaults(fn=_info)
+    oz = sub.add_parser("optimize", help="suggest faster variants for the bottleneck kernels; --feedback "
+                        "rebuilds, measures and keeps those that help as tuning records")
+    oz.add_argument("model")
+    oz.add_argument("--feedback", action="store_true", help="rebuild and measure the suggestions on the emulator")
+    oz.add_argument("--threshold", type=float, default=0.15, help="share of simulated time that makes a bottleneck")
+    oz.add_argument("-o", "--output", default="kiln_tuning.json")
+    oz.add_argument("--build-dir")
+    oz.add_argument("--json", action="store_true")
+    oz.set_defaults(fn=_optimize)
     tn = sub.add_parser("tune", help="measure the cost model's best tilings on the emulator; write tuning records")
     tn.add_argument("model")
     tn.add_argument("-k", type=int, default=3, help="candidates per kernel (default 3)")
@@ -319,6 +392,20 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--rounds", type=int, default=3, help="rounds over the engines, timings merged (default 3)")
     b.add_argument("--json", action="store_true")
     b.set_defaults(fn=_bench)
+    tr = sub.add_parser("trace", help="one kernel's instruction stream (pipe, instruction, bytes, start/end cycle)")
+    tr.add_argument("model", help="baked model name or the ONNX path it was baked from")
+    tr.add_argument("--kernel", required=True, help="kernel name, opspec name, or a launch (node) name of the model")
+    tr.add_argument("--chrome", metavar="OUT.json", help="also write a Chrome/Perfetto trace-event JSON")
+    tr.add_argument("--limit", type=int, default=40, help="instructions of the core to print (default 40)")
+    tr.add_argument("--core", type=int, default=0, help="core whose instructions are printed (default 0)")
+    tr.set_defaults(fn=_trace)
+    vz = sub.add_parser("visualize", help="self-contained HTML report: fused graph, bottlenecks, memory plan")
+    vz.add_argument("model", help="baked model name or the ONNX path it was baked from")
+    vz.add_argument("-o", "--output", help="HTML file to write (default MODEL_report.html)")
+    vz.add_argument("--threshold", type=float, default=0.15,
+                    help="share of simulated time that makes a kernel a bottleneck (default 0.15)")
+    vz.add_argument("--serve", type=int, metavar="PORT", help="then serve it on http://127.0.0.1:PORT (0: any port)")
+    vz.set_defaults(fn=_visualize)
     args = ap.parse_args(argv)
     try:
         return args.fn(args)

@@ -34,7 +34,7 @@ def _entry(label: str, spec: dict, kind: str, tiling: dict) -> str:
     """A kernel-list [[op]] table for `spec` with its tiling pinned."""
     t = ", ".join(f"{k} = {v}" for k, v in tiling.items())
     if kind == "gemm":
-        body = [f'type = "Gemm"', f"a = [{spec['m']}, {spec['k']}]", f"b = [{spec['k']}, {spec['n']}]",
+        body = ['type = "Gemm"', f"a = [{spec['m']}, {spec['k']}]", f"b = [{spec['k']}, {spec['n']}]",
                 f"bias = {str(spec['bias']).lower()}", f'activation = "{"Relu" if spec["relu"] else ""}"']
     else:
         act = "Clip" if spec["clip_hi"] else "Relu" if spec["relu"] else ""

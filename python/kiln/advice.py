@@ -1,0 +1,334 @@
+"""Bottleneck types and cost-model suggestions for `kiln visualize`.
+
+A kernel's type comes from its predicted pipes (the cost model's replay, equal to the emulator's counters):
+the pipe with the most busy cycles is the limit (M: Cube-bound, V: Vector-bound, MTE1/MTE2/MTE3/FIX:
+MTE-bound), unless even that pipe is idle most of the time on the cores that run it: then the kernel waits on
+flags, instruction heads and unevenly filled cores (latency-bound).
+
+Suggestions are replays, not guesses: every tiling candidate of the kernel's family that fits the profile's
+buffers (the search.py-style enumeration, wider than the build's search, which replays only its best six
+exactly) is ranked by the quick two-core replay and the best are replayed exactly; for a strided convolution
+whose channels fill little of C0, the space-to-depth relayout of its input is replayed as the equivalent
+stride-1 convolution. When nothing is predicted faster, the suggestion names the limiting pipe and what would
+have to change, with the floor the profile allows.
+"""
+from __future__ import annotations
+
+from math import ceil
+
+PIPE_TYPE = {"M": "Cube-bound", "V": "Vector-bound", "MTE1": "MTE-bound", "MTE2": "MTE-bound",
+             "MTE3": "MTE-bound", "FIX": "MTE-bound", "S": "latency-bound"}
+LATENCY_UTIL = 0.5      # below this busy share of its own cores, the limiting pipe is not what sets the time
+EXACT = 16              # candidates replayed exactly after the quick ranking
+QUICK_ALL = 48          # up to this many candidates, all are replayed exactly
+
+
+def classify(record: dict, summary: dict) -> dict:
+    """Type of a kernel from its predicted pipes; `summary` is trace.pipe_summary (busy share per pipe of the
+    cores that ran it)."""
+    pipes = record.get("predicted_pipes") or {}
+    if not pipes:
+        return {"type": "unknown", "pipe": None, "utilisation": None}
+    bound = record.get("bound_unit") or max(pipes, key=lambda p: pipes[p]["busy"])
+    util = summary.get(bound, {}).get("active_utilisation")
+    kind = PIPE_TYPE.get(bound, "MTE-bound")
+    if util is not None and util < LATENCY_UTIL:
+        kind = "latency-bound"
+    return {"type": kind, "pipe": bound, "utilisation": util}
+
+
+# ---------------------------------------------------------------- tiling candidates
+
+def _powers(limit: int) -> list[int]:
+    out, v = [], 1
+    while v <= limit:
+        out.append(v)
+        v *= 2
+    return out
+
+
+def _splits(total: int) -> list[int]:
+    """ceil(total / k) for every k: all the distinct per-block shares of `total` items."""
+    return sorted({ceil(total / k) for k in range(1, total + 1)})
+
+
+def candidates(family: str, spec, params: dict, profile) -> list[dict]:
+    """Tilings of `family` for `spec` that fit the profile's buffers (current one excluded)."""
+    from .codegen import search, tiling
+    from .codegen.opspec import c1
+    cap = profile.capacity
+
+    def fits(bufs: dict) -> bool:
+        return all(b <= cap[pos] for pos, b in bufs.items())
+    out: list[dict] = []
+    if family == "conv2d_cube_img2col":
+        M, C1, CO1 = spec.ho * spec.wo, c1(spec.cin), c1(spec.cout)
+        K1 = C1 * spec.kh * spec.kw
+        extra = {k: v for k, v in params.items() if k == "epi_tile"}
+        for bm in search.TILE_EDGES:
+            if bm > ceil(M / 16) * 16 and bm != 16:
+                continue
+            rows = max(1, max(r for *_, r in tiling.conv_tile_rows(spec, bm)))
+            for bn in search.TILE_EDGES:
+                if bn > CO1 * 16 and bn != 16:
+                    continue
+                for bk in search.K_FRACTALS:
+                    if bk > K1:
+                        continue
+                    for step in search._steps(C1):
+                        if fits(tiling._conv_buffers(spec, bm, bn, bk, step)):
+                            out.append(dict(base_m=bm, base_n=bn, base_k1=bk, c1_step=step, slab_rows=rows, **extra))
+    elif family in ("gemm_cube", "batched_gemm_cube"):
+        K1 = c1(spec.k)
+        bufs = tiling._gemm_buffers if family == "gemm_cube" else tiling._bgemm_buffers
+        n_edge = c1(spec.n) * 16
+        for bm in search.TILE_EDGES:
+            if bm > ceil(spec.m / 16) * 16 and bm != 16:
+                continue
+            for bn in search.TILE_EDGES:
+                if bn > n_edge and bn != 16:
+                    continue
+                for bk in search.K_FRACTALS:
+                    if bk > K1:
+                        continue
+                    for step in search._steps(K1):
+                        if step % bk and step != K1:
+                            continue
+                        if fits(bufs(spec, bm, bn, bk, step)):
+                            out.append(dict(base_m=bm, base_n=bn, base_k1=bk, k1_step=step))
+    elif family in ("eltwise_vector", "gelu_vector"):
+        if family == "gelu_vector":
+            per_elem = 24
+        else:
+            per_elem = 2 * (3 if spec.op in ("add", "mul") else 2) * 2
+        max_tile = (cap["UB"] // per_elem) // 128 * 128
+        share = ceil(spec.numel / 128)
+        tiles = {128 * t for t in _splits(share) if 128 * t <= max_tile} | \
+                {128 * p for p in _powers(max_tile // 128)}
+        out = [{"tile_elems": t} for t in sorted(tiles)]
+    elif family in ("softmax_vector", "layernorm_vector"):
+        rows = [1] if spec.length % 16 else _splits(spec.rows)
+        out = [{"rows_per_tile": r} for r in rows if fits(tiling._row_buffers(spec, r))]
+    elif family == "dwconv2d_vector":
+        out = [{"rows_per_block": r} for r in _splits(spec.ho) if fits(tiling._dw_buffers(spec, r))]
+    elif family == "maxpool2d_vector":
+        out = [{"rows_per_block": r} for r in _splits(spec.ho) if fits(tiling._maxpool_buffers(spec, r))]
+    elif family == "global_avgpool_vector":
+        hw = spec.h * spec.w
+        out = [{"chunk_pixels": p} for p in _splits(hw) if 2 * p * 32 + p * 64 + 96 <= cap["UB"]]
+    elif family == "transpose_mte":
+        out = [{"planes_per_block": p} for p in _splits(spec.d0 * spec.d1)]
+    cur = {k: v for k, v in params.items()}
+    return [dict(cur, **c) for c in out if dict(cur, **c) != cur]
+
+
+WIDE_PAIRS = 8  # (base_m, base_n) pairs off the power-of-two grid whose K blocking is explored
+
+
+def wide_candidates(family: str, spec, params: dict, profile) -> list[dict]:
+    """Cube tilings with base_m/base_n any multiple of 16 (the build's search tries powers of two): every
+    (base_m, base_n) pair ranked by the quick replay with the kernel's K blocking (or the largest L1 step that
+    fits), then the best pairs with every base_k1 and L1 step."""
+    from .codegen import costmodel, search, tiling
+    from .codegen.opspec import c1
+    if family == "conv2d_cube_img2col":
+        M, N, K1, steps_of = spec.ho * spec.wo, c1(spec.cout) * 16, c1(spec.cin) * spec.kh * spec.kw, c1(spec.cin)
+        kstep = "c1_step"
+
+        def make(bm, bn, bk, step):
+            rows = max(1, max(r for *_, r in tiling.conv_tile_rows(spec, bm)))
+            p = dict(params, base_m=bm, base_n=bn, base_k1=bk, c1_step=step, slab_rows=rows)
+            return p if all(b <= profile.capacity[k] for k, b in tiling._conv_buffers(spec, bm, bn, bk, step).items()) \
+                else None
+    elif family in ("gemm_cube", "batched_gemm_cube"):
+        M, K1 = spec.m, c1(spec.k)
+        N, steps_of = (c1(spec.n) * 16 if family == "gemm_cube" else ceil(spec.n / 16) * 16), K1
+        kstep = "k1_step"
+        bufs = tiling._gemm_buffers if family == "gemm_cube" else tiling._bgemm_buffers
+
+        def make(bm, bn, bk, step):
+            if step % bk and step != K1:
+                return None
+            p = dict(params, base_m=bm, base_n=bn, base_k1=bk, k1_step=step)
+            return p if all(b <= profile.capacity[k] for k, b in bufs(spec, bm, bn, bk, step).items()) else None
+    else:
+        return []
+    bk0 = min(params["base_k1"], K1)
+    pairs = []
+    for bm in range(16, min(256, ceil(M / 16) * 16) + 1, 16):
+        for bn in range(16, min(256, N) + 1, 16):
+            p = next((q for step in sorted(search._steps(steps_of), key=lambda s: (s != params[kstep], -s))
+                      if (q := make(bm, bn, bk0, step)) is not None), None)
+            if p is not None:
+                pairs.append((costmodel.predict(spec, family, p, profile, sample=True).cycles, bm, bn))
+    out = []
+    for _, bm, bn in sorted(pairs)[:WIDE_PAIRS]:
+        for bk in search.K_FRACTALS:
+            if bk > K1:
+                continue
+            for step in search._steps(steps_of):
+                p = make(bm, bn, bk, step)
+                if p is not None and p != params:
+                    out.append(p)
+    return out
+
+
+def best_tiling(family: str, spec, params: dict, profile) -> tuple[float, dict, int] | None:
+    """(cycles, params, candidates considered) of the fastest candidate by exact replay, or None: the
+    search.py-style grid plus the wider Cube tilings, ranked by the quick replay, the best replayed exactly."""
+    from .codegen import costmodel
+    cands, seen = [], set()
+    for p in candidates(family, spec, params, profile) + wide_candidates(family, spec, params, profile):
+        key = tuple(sorted(p.items()))
+        if key not in seen:
+            seen.add(key)
+            cands.append(p)
+    if not cands:
+        return None
+    considered = len(cands)
+    if len(cands) > QUICK_ALL:
+        cands = sorted(cands, key=lambda p: (costmodel.predict(spec, family, p, profile, sample=True).cycles,
+                                             sorted(p.items())))[:EXACT]
+    exact = [(costmodel.predict(spec, family, p, profile).cycles, i, p) for i, p in enumerate(cands)]
+    cyc, _, p = min(exact, key=lambda e: (e[0], e[1]))
+    return cyc, p, considered
+
+
+def _blocks(family: str, spec, params: dict, profile) -> int:
+    from .codegen import costmodel
+    _, launches = costmodel.record(spec, family, params, profile)
+    return max((len(cores) for _, _, cores in launches), default=0)
+
+
+# ---------------------------------------------------------------- relayouts
+
+def space_to_depth(spec):
+    """The stride-1 convolution equal to `spec` after a space-to-depth relayout of its (padded) input by its
+    stride, when that packs more channels into C0=16; None if it does not apply."""
+    from .codegen.opspec import Conv2dSpec
+    if spec.kind != "conv2d" or (spec.sh, spec.sw) == (1, 1) or (spec.dh, spec.dw) != (1, 1):
+        return None
+    cin = spec.cin * spec.sh * spec.sw
+    if spec.cin >= 16 or cin > 16:
+        return None
+    s2 = Conv2dSpec(n=spec.n, cin=cin, h=ceil((spec.h + spec.pt + spec.pb) / spec.sh),
+                    w=ceil((spec.w + spec.pl + spec.pr) / spec.sw), cout=spec.cout, kh=ceil(spec.kh / spec.sh),
+                    kw=ceil(spec.kw / spec.sw), sh=1, sw=1, pt=0, pl=0, pb=0, pr=0, dh=1, dw=1, bias=spec.bias,
+                    relu=spec.relu, residual=spec.residual, clip_hi=spec.clip_hi)
+    if (s2.ho, s2.wo) != (spec.ho, spec.wo):
+        return None
+    return s2
+
+
+# ---------------------------------------------------------------- the suggestion of one kernel
+
+def _fmt_params(new: dict, old: dict) -> str:
+    changed = [k for k in new if new[k] != old.get(k)]
+    return ", ".join(f"{k}={new[k]} (was {old.get(k)})" for k in changed)
+
+
+def suggest(record: dict, spec, profile, summary: dict, kind: dict) -> dict:
+    """{"text", "predicted_cycles", "gain", "source", "alternatives": [...], "diagnosis"} for one kernel."""
+    from .codegen import costmodel, tiling
+    from .codegen.optlog import OptLog
+    family, params = record["family"], record["tiling"]
+    base = record.get("predicted_cycles")
+    if base is None:
+        pred = costmodel.predict(spec, family, params, profile)
+        base = pred.cycles if pred else None
+    found: list[dict] = []
+    if base:
+        bt = best_tiling(family, spec, params, profile)
+        if bt and bt[0] < base * 0.995:
+            cyc, p, n = bt
+            blocks_new = _blocks(family, spec, p, profile)
+            tunable = getattr(tiling, "TUNABLE", {}).get(family)
+            how = (" -- pin it with `tiling = { " + ", ".join(f"{k} = {p[k]}" for k in tunable) + " }` in a kernel "
+                   "list entry, or as a tuning record (KILN_TUNING_RECORDS)") if tunable else \
+                " -- no kernel-list pin for this family: a change of its rule in codegen/tiling.py"
+            found.append({"source": "tiling replay", "predicted_cycles": cyc, "gain": 1 - cyc / base,
+                          "text": f"try tiling {_fmt_params(p, params)}: predicted {cyc:,.0f} cycles "
+                                  f"({-100 * (1 - cyc / base):+.1f}%), {record['blocks']} -> {blocks_new} blocks "
+                                  f"(best of {n} fitting candidates, exact replay){how}",
+                          "params": p})
+        elif bt:
+            found.append({"source": "tiling replay", "predicted_cycles": None, "gain": 0.0, "params": None,
+                          "text": f"the current tiling is the fastest of {bt[2]} fitting candidates "
+                                  f"(best other: {bt[0]:,.0f} cycles)"})
+        for alg, cyc in (record.get("compared_cycles") or {}).items():
+            if alg != record.get("algorithm") and cyc < base * 0.995:
+                found.append({"source": "algorithm replay", "predicted_cycles": cyc, "gain": 1 - cyc / base,
+                              "params": None,
+                              "text": f"pin algorithm = \"{alg}\" in the kernel list: predicted {cyc:,.0f} cycles "
+                                      f"({-100 * (1 - cyc / base):+.1f}%)"})
+        s2 = space_to_depth(spec) if spec.kind == "conv2d" else None
+        if s2 is not None:
+            v = tiling._conv_variant(s2, profile, OptLog(), search=True)
+            cyc = costmodel.predict(s2, v.family, v.params, profile).cycles
+            if cyc < base * 0.995:
+                found.append({"source": "relayout replay", "predicted_cycles": cyc, "gain": 1 - cyc / base,
+                              "params": v.params,
+                              "text": f"relayout this convolution's input: a {spec.sh}x{spec.sw} space-to-depth of "
+                                      f"the padded input (cin {spec.cin} -> {s2.cin} of C0=16 lanes) makes it "
+                                      f"{s2.kh}x{s2.kw} stride 1 ({s2.name}): predicted {cyc:,.0f} cycles "
+                                      f"({-100 * (1 - cyc / base):+.1f}%) with its searched tiling, plus the "
+                                      f"relayout (free if folded into the host's input conversion)"})
+    diagnosis = diagnose(record, spec, profile, summary, kind)
+    useful = sorted((f for f in found if f["predicted_cycles"] is not None), key=lambda f: f["predicted_cycles"])
+    if useful:
+        top = useful[0]
+        return {**top, "alternatives": [f for f in found if f is not top], "diagnosis": diagnosis}
+    return {"source": "diagnosis", "predicted_cycles": None, "gain": 0.0, "params": None, "text": diagnosis,
+            "alternatives": found, "diagnosis": diagnosis}
+
+
+def diagnose(record: dict, spec, profile, summary: dict, kind: dict) -> str:
+    """What limits the kernel and what would have to change, in the profile's terms."""
+    pipe, util = kind.get("pipe"), kind.get("utilisation")
+    f = record["features"]
+    unit_cores = profile.cores_for("vector" if record.get("unit") == "vector" else "cube")
+    blocks = record["blocks"]
+    parts = []
+    if pipe == "MTE2":
+        moved = record["predicted_pipes"]["MTE2"]["bytes"]
+        # what has to be read at least: inputs and weights (the opspec features), else all operand bytes
+        ideal = max(1, (f.get("bytes_in", 0) + f.get("bytes_weights", 0)) or f["bytes"])
+        rate = profile.gm_to_l1_bpc if record.get("unit") == "cube" else profile.gm_to_ub_bpc
+        floor = ideal / (rate * unit_cores)
+        parts.append(f"MTE2-limited: GM reads {moved / 1e6:.2f} MB, {moved / ideal:.1f}x the "
+                     f"{ideal / 1e6:.2f} MB of inputs and weights")
+        if spec.kind in ("gemm", "bgemm"):
+            parts.append("A is re-read once per N tile and B once per M tile: larger base_n/base_m cut the re-reads, "
+                         "bounded by L0C and by keeping every core busy")
+        elif spec.kind == "conv2d":
+            parts.append("input rows are re-read once per N tile and weights once per M tile")
+            if f.get("c0_padding_waste", 0) > 0.25:
+                parts.append(f"{100 * f['c0_padding_waste']:.0f}% of the Cube's C0 lanes are channel padding "
+                             f"(cin={spec.cin}): pack channels (space-to-depth, or merge with a neighbour)")
+        parts.append(f"floor at {rate} B/cycle on {unit_cores} cores: {floor:,.0f} cycles")
+    elif pipe in ("MTE1", "MTE3", "FIX"):
+        parts.append(f"{pipe}-limited: {record['predicted_pipes'][pipe]['bytes'] / 1e6:.2f} MB through {pipe}; "
+                     f"larger base_k1 (fewer, longer L1->L0 loads) amortises the per-instruction heads")
+    elif pipe == "M":
+        waste = f.get("c0_padding_waste", 0)
+        parts.append(f"Cube-limited: mmad busy; {100 * waste:.0f}% of the fractal MACs are padding")
+        if spec.kind == "conv2d" and (spec.kh, spec.kw, spec.sh, spec.sw) == (3, 3, 1, 1):
+            parts.append("Winograd cuts the MACs (USE_WINOGRAD=ON or a pinned algorithm)")
+    elif pipe == "V":
+        mix = summary.get("V", {}).get("mix", [])
+        tot = sum(m[2] for m in mix) or 1
+        top = ", ".join(f"{m[0]} {100 * m[2] / tot:.0f}%" for m in mix[:3])
+        parts.append(f"Vector-limited: {top} of the V cycles; fewer fp32 round trips (Cast) or fp16 arithmetic "
+                     f"where accuracy allows")
+    unit = record.get("unit", "cube")
+    if blocks < unit_cores:
+        parts.append(f"{blocks} blocks leave {unit_cores - blocks} of {unit_cores} {unit} cores idle")
+    elif blocks % unit_cores and blocks < 4 * unit_cores:
+        rounds = ceil(blocks / unit_cores)
+        parts.append(f"{blocks} blocks on {unit_cores} {unit} cores: {rounds} rounds, the last with "
+                     f"{blocks - (rounds - 1) * unit_cores} block(s)")
+    if kind.get("type") == "latency-bound":
+        parts.append(f"the busiest pipe ({pipe}) is busy only {100 * (util or 0):.0f}% of the time on the cores that "
+                     f"run it: the kernel waits on loads before the first compute, flags and uneven rounds; a block "
+                     f"count that fills the cores evenly and smaller first tiles (earlier overlap) help")
+    return "; ".join(parts) if parts else f"bound by {pipe}"
