@@ -5,6 +5,7 @@
 #include <pybind11/stl.h>
 
 #include <map>
+#include <mutex>
 #include <string>
 
 #include "kiln/executor.hpp"
@@ -418,6 +419,11 @@ class PyExecutor {
       py::gil_scoped_release release;
       res = exec_->run(in, out, capture, poison);
     }
+    {
+      std::lock_guard<std::mutex> lock(seconds_mutex_);
+      last_seconds_.clear();
+      for (const auto& r : res) last_seconds_.push_back(r.seconds);
+    }
     py::list steps;
     for (const auto& r : res) {
       if (!r.is_kernel) {
@@ -432,8 +438,14 @@ class PyExecutor {
   }
 
   std::size_t arena_bytes() const { return exec_->arena_bytes(); }
+  std::vector<double> last_step_seconds() {
+    std::lock_guard<std::mutex> lock(seconds_mutex_);
+    return last_seconds_;
+  }
 
  private:
+  std::mutex seconds_mutex_;
+  std::vector<double> last_seconds_;  // host wall time per step of the latest run (any thread's)
   std::string model_;
   py::array_t<std::uint8_t> weights_;  // keeps the blob alive
   std::vector<std::vector<std::size_t>> in_shapes_, out_shapes_;
@@ -517,7 +529,9 @@ PYBIND11_MODULE(_core, m) {
            py::arg("poison") = false,
            "Runs every step; returns per step the simulated cycles of a kernel (None for glue steps), "
            "or (cycles, output bytes) with capture=True.")
-      .def_property_readonly("arena_bytes", &PyExecutor::arena_bytes);
+      .def_property_readonly("arena_bytes", &PyExecutor::arena_bytes)
+      .def_property_readonly("last_step_seconds", &PyExecutor::last_step_seconds,
+                             "Host wall time of every step of the latest run, in seconds (the emulation's cost)");
 
   py::class_<Handle>(m, "Tensor")
       .def_readonly("buffer", &Handle::pos)

@@ -75,3 +75,23 @@ def test_bench_peer_not_installed_is_reported_unavailable(monkeypatch):
     assert set(reasons) == {"openvino", "torch"}
     assert "kiln_test_no_such_engine" in reasons["openvino"]
     assert "openvino: unavailable" in bench.format_text(d)
+
+
+def test_bench_profile_writes_per_step_host_times_and_simulated_cycles(tmp_path):
+    if "bert_layer" not in kiln.models():
+        pytest.skip("bert_layer not baked")
+    out = tmp_path / "p.json"
+    r = run([kiln_cmd(), "bench", "bert_layer", "--peers", "ort", "--repeat", "2", "--warmup", "1", "--rounds", "1",
+             "--profile", out, "--json"])
+    assert r.returncode == 0, r.stderr
+    prof = json.loads(out.read_text())
+    rec = next(m for m in kiln.manifest()["models"] if m["name"] == "bert_layer")
+    assert prof["format"] == "kiln-profile/1" and prof["model"] == "bert_layer"
+    assert [s["name"] for s in prof["steps"]] == [s["name"] for s in rec["steps"]]
+    for s, st in zip(prof["steps"], rec["steps"]):
+        assert s["kernel"] == st["kernel"] and s["cpu_ms"] >= 0
+        assert (s["simulated_cycles"] is None) == (st["kind"] != "kernel")
+        if s["simulated_cycles"] is not None:
+            assert s["simulated_cycles"] > 0
+    assert prof["simulated_cycles"] == pytest.approx(sum(s["simulated_cycles"] or 0 for s in prof["steps"]))
+    assert prof["total_cpu_ms"] > 0

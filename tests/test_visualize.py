@@ -60,6 +60,7 @@ def test_report_is_one_self_contained_file(reports, model):
     assert len(data["memory"]["tensors"]) == len(m.record["memory"]["tensors"])
     assert data["fusion"]["ir_ops_before"] == m.record["fusion"]["ir_ops_before"]
     assert sum(data["totals"]["time_by_type"].values()) == pytest.approx(1.0)
+    assert "measured" not in data and all("cpu_ms" not in n for n in data["nodes"])  # no --profile, no measured data
 
 
 def test_resnet50_report_names_its_top3_kernels_with_type_and_suggestion(reports):
@@ -208,6 +209,7 @@ def test_report_in_headless_chromium(driver, reports, model, capsys):
     assert len(rows) >= 3
     for r in rows:
         assert r.find_elements(By.CSS_SELECTOR, ".tag")
+    assert not driver.find_elements(By.ID, "measured-total") and not driver.find_elements(By.ID, "cpu-share-head")
     mem = driver.find_elements(By.CSS_SELECTOR, "#memory-svg rect.tensor")
     assert len(mem) == len(m.record["memory"]["tensors"])
     assert driver.find_elements(By.CSS_SELECTOR, "#memory-svg #lower-bound")
@@ -242,6 +244,196 @@ def test_visualize_serve_answers_on_localhost(tmp_path):
     finally:
         p.terminate()
         p.wait(timeout=10)
+
+
+# ---------------------------------------------------------------- measured profile (kiln visualize --profile)
+
+PROFILE_MODEL = next((m for m in ("bert_layer", "resnet50") if m in kiln.models()), None)
+
+
+def _report_data(path) -> dict:
+    html = path.read_text(encoding="utf-8")
+    return json.loads(re.search(r'<script id="kiln-data" type="application/json">(.*?)</script>', html, re.S).group(1))
+
+
+def synthetic_profile(model: str) -> dict:
+    """A kiln-profile/1 document written by hand from the manifest's model record: step i took 0.125 * (i + 1)
+    ms (distinct per step), the simulated cycles are those of one seeded run, as `kiln bench --profile` records."""
+    m = kiln.load(model)
+    rng = np.random.default_rng(0)
+    m.run(*[rng.standard_normal(shape).astype(np.float32) for _, shape in m.inputs])
+    ks, steps = iter(m.kernels), []
+    for i, s in enumerate(m.record["steps"]):
+        k = next(ks) if s["kind"] == "kernel" else None
+        steps.append({"index": i, "name": s["name"], "kernel": s["kernel"], "cpu_ms": 0.125 * (i + 1),
+                      "simulated_cycles": k.simulated_cycles if k else None})
+    return {"format": "kiln-profile/1", "model": m.name, "profile": kiln.manifest()["profile"], "isa": "avx2",
+            "threads": 3, "repeat": 7, "date": "2026-11-30T10:30:00Z",
+            "total_cpu_ms": sum(s["cpu_ms"] for s in steps) + 0.5, "simulated_cycles": m.simulated_cycles,
+            "steps": steps}
+
+
+def _num(text: str, unit: str) -> float:
+    """The first number written before `unit` (en-US digits grouping) in `text`."""
+    return float(re.search(r"([\d,]+(?:\.\d+)?)\s*" + re.escape(unit), text).group(1).replace(",", ""))
+
+
+@pytest.fixture(scope="module")
+def profiled(tmp_path_factory):
+    if PROFILE_MODEL is None:
+        pytest.skip("needs bert_layer or resnet50 baked (the default KILN_MODELS)")
+    d = tmp_path_factory.mktemp("profiled")
+    doc = synthetic_profile(PROFILE_MODEL)
+    prof = d / "p.json"
+    prof.write_text(json.dumps(doc, indent=1))
+    out = d / "r.html"
+    r = run([kiln_cmd(), "visualize", PROFILE_MODEL, "--profile", prof, "-o", out])
+    assert r.returncode == 0, r.stderr
+    assert f"wrote {out}" in r.stdout and "measured (host emulation, p.json" in r.stdout
+    return out, doc
+
+
+def test_profile_is_folded_into_the_report_data(profiled):
+    from kiln.visualize import network_references
+    out, doc = profiled
+    assert network_references(out.read_text(encoding="utf-8")) == []
+    data = _report_data(out)
+    ms = data["measured"]
+    assert ms["file"] == "p.json" and ms["threads"] == 3 and ms["isa"] == "avx2" and ms["repeat"] == 7
+    assert ms["total_cpu_ms"] == doc["total_cpu_ms"] and ms["date"] == doc["date"]
+    all_ms = sum(s["cpu_ms"] for s in doc["steps"])
+    assert ms["steps_cpu_ms"] == pytest.approx(all_ms)
+    for n in data["nodes"]:  # each launch carries its own step's measurement
+        st = doc["steps"][n["step"]]
+        assert st["kernel"] == n["kernel"] and n["cpu_ms"] == st["cpu_ms"]
+        assert n["measured_cycles"] == st["simulated_cycles"] == n["cycles"]  # same seeded run
+    for b in data["bottlenecks"]:
+        want = sum(s["cpu_ms"] for s in doc["steps"] if s["kernel"] == b["kernel"])
+        assert b["cpu_ms"] == pytest.approx(want) and b["cpu_share"] == pytest.approx(want / all_ms)
+
+
+def test_profile_in_headless_chromium(driver, profiled):
+    from selenium.webdriver.common.by import By
+    out, doc = profiled
+    _check_measured_page(driver, out, doc)
+    # the synthetic values, exactly: every launch's cpu_ms in its detail panel, every kernel's share in the table
+    all_ms = sum(s["cpu_ms"] for s in doc["steps"])
+    nodes = driver.find_elements(By.CSS_SELECTOR, "#graph g.node")
+    data = _report_data(out)
+    for node, n in zip(nodes, data["nodes"]):
+        node.click()
+        panel = driver.find_element(By.ID, "detail-measured").text
+        st = doc["steps"][n["step"]]
+        assert f"{st['cpu_ms']:,.3f} ms this launch" in panel, (n["name"], panel)
+        assert f"{st['simulated_cycles']:,.0f} in the measured run" in panel
+    for row in driver.find_elements(By.CSS_SELECTOR, "#bottleneck-table tr.click"):
+        kernel = data["nodes"][int(row.get_attribute("data-launch"))]["kernel"]
+        want = sum(s["cpu_ms"] for s in doc["steps"] if s["kernel"] == kernel)
+        cell = row.find_element(By.CSS_SELECTOR, "td.cpu-share").text
+        assert _num(cell, "%") == pytest.approx(100 * want / all_ms, abs=0.051), (kernel, cell)
+        assert _num(cell, "ms") == pytest.approx(want, abs=5e-4), (kernel, cell)
+
+
+def _check_measured_page(driver, path, doc):
+    """The report at `path`, made with --profile `doc`: loads without console errors or fetches; the header shows
+    the measured total and its origin; a clicked kernel's panel shows its measured CPU ms beside the simulated and
+    predicted cycles; the bottleneck table has the measured CPU-share column."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+    _severe(driver)
+    driver.get(path.resolve().as_uri())
+    WebDriverWait(driver, 10).until(lambda d: d.find_element(By.TAG_NAME, "html").get_attribute("data-rendered"))
+    assert _severe(driver) == []
+    assert driver.execute_script("return performance.getEntriesByType('resource').map(e => e.name);") == []
+    head = driver.find_element(By.ID, "measured-total").text
+    assert _num(head, "ms") == pytest.approx(doc["total_cpu_ms"], abs=0.0051), head
+    for what in ("measured CPU", "host emulation", f"{doc['threads']} threads", doc["isa"], doc["date"],
+                 f"median of {doc['repeat']} runs", "p.json"):
+        assert what in head, (what, head)
+    node = driver.find_elements(By.CSS_SELECTOR, "#graph g.node")[0]
+    node.click()
+    WebDriverWait(driver, 5).until(lambda d: d.find_elements(By.ID, "detail-measured"))
+    panel = driver.find_element(By.ID, "detail-measured").text
+    assert "measured CPU ms (host emulation)" in panel
+    assert "in the measured run" in panel and "in this report's run" in panel and "predicted (cost model)" in panel
+    first = next(s for s in doc["steps"] if s["kernel"] is not None)
+    assert _num(panel, "ms this launch") == pytest.approx(first["cpu_ms"], abs=5e-4)
+    assert driver.find_element(By.ID, "cpu-share-head").text == "measured CPU share"
+    rows = driver.find_elements(By.CSS_SELECTOR, "#bottleneck-table tr.click")
+    assert rows and all(re.search(r"\d%", r.find_element(By.CSS_SELECTOR, "td.cpu-share").text) for r in rows)
+    assert "Measured: p.json" in driver.find_element(By.ID, "notes").text
+    assert _severe(driver) == []
+
+
+def _mutate(doc: dict, how: str):
+    """(file text, words the error must name) for one way a profile can fail to match the baked model."""
+    doc = json.loads(json.dumps(doc))
+    n = len(doc["steps"])
+    if how == "format":
+        doc["format"] = "kiln-profile/2"
+        return json.dumps(doc), ["format", "kiln-profile/2", "kiln-profile/1"]
+    if how == "model":
+        doc["model"] = "some_other_model"
+        return json.dumps(doc), ["some_other_model", PROFILE_MODEL]
+    if how == "step count":
+        doc["steps"] = doc["steps"][:-1]
+        return json.dumps(doc), [f"{n - 1} steps", f"has {n}"]
+    if how == "step name":
+        baked = doc["steps"][1]["name"]
+        doc["steps"][1]["name"] = "renamed.op"
+        return json.dumps(doc), ["step 1", "renamed.op", baked]
+    if how == "cpu_ms":
+        doc["steps"][2]["cpu_ms"] = "fast"
+        return json.dumps(doc), ["step 2", "cpu_ms"]
+    if how == "not json":
+        return json.dumps(doc)[:-20], ["does not parse"]
+    raise AssertionError(how)
+
+
+@pytest.mark.parametrize("how", ["format", "model", "step count", "step name", "cpu_ms", "not json"])
+def test_mismatched_profile_exits_2_naming_the_file(tmp_path, how):
+    if PROFILE_MODEL is None:
+        pytest.skip("needs bert_layer or resnet50 baked")
+    text, words = _mutate(synthetic_profile(PROFILE_MODEL), how)
+    prof = tmp_path / "bad profile.json"
+    prof.write_text(text)
+    out = tmp_path / "r.html"
+    r = run([kiln_cmd(), "visualize", PROFILE_MODEL, "--profile", prof, "-o", out])
+    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr and str(prof) in r.stderr, r.stderr
+    for w in words:
+        assert w in r.stderr, (w, r.stderr)
+    assert not out.exists()  # nothing written
+
+
+def _bench_lists_profile() -> bool:
+    exe = shutil.which("kiln")
+    return exe is not None and "--profile" in run([exe, "bench", "--help"]).stdout
+
+
+@pytest.mark.skipif(not _bench_lists_profile(),
+                    reason="`kiln bench --help` does not list --profile: this kiln (the installed console script) "
+                           "has no `kiln bench MODEL --profile FILE` yet")
+def test_bench_profile_then_visualize_profile(driver, tmp_path):
+    if "bert_layer" not in kiln.models():
+        pytest.skip("bert_layer is not baked")
+    prof, out = tmp_path / "p.json", tmp_path / "r.html"
+    r = run([kiln_cmd(), "bench", "bert_layer", "--profile", prof, "--peers", "ort", "--repeat", "2", "--warmup", "1"],
+            timeout=900)
+    assert r.returncode == 0, r.stdout + r.stderr
+    doc = json.loads(prof.read_text())
+    steps = kiln.load("bert_layer").record["steps"]
+    assert doc["format"] == "kiln-profile/1" and doc["model"] == "bert_layer" and doc["repeat"] == 2
+    assert [s["name"] for s in doc["steps"]] == [s["name"] for s in steps]
+    assert [s["kernel"] for s in doc["steps"]] == [s["kernel"] for s in steps]
+    assert all(s["cpu_ms"] >= 0 for s in doc["steps"]) and doc["total_cpu_ms"] > 0
+    assert all((s["simulated_cycles"] is None) == (s["kernel"] is None) for s in doc["steps"])
+    r = run([kiln_cmd(), "visualize", "bert_layer", "--profile", prof, "-o", out])
+    assert r.returncode == 0, r.stdout + r.stderr
+    data = _report_data(out)
+    assert data["measured"]["total_cpu_ms"] == doc["total_cpu_ms"]
+    assert [n["cpu_ms"] for n in data["nodes"]] == [s["cpu_ms"] for s in doc["steps"] if s["kernel"] is not None]
+    _check_measured_page(driver, out, doc)
 
 
 def test_visualize_unknown_model_and_bad_threshold():

@@ -4,6 +4,7 @@
 // weights live in one read-only blob packed at build time. Each run gets its
 // own arena, so concurrent runs of one model from several threads are safe.
 #pragma once
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -39,6 +40,7 @@ struct StepPlan {
 
 struct StepResult {
   double cycles = 0;
+  double seconds = 0;  // host wall time of the step (emulation, not the simulated hardware)
   bool is_kernel = false;
   std::vector<std::uint8_t> output;  // a copy of the step's output, when captured
 };
@@ -66,6 +68,7 @@ class Executor {
     std::vector<const void*> in_ptrs;
     for (std::size_t i = 0; i < steps_.size(); ++i) {
       const StepPlan& s = steps_[i];
+      const auto t0 = std::chrono::steady_clock::now();
       in_ptrs.clear();
       for (const auto& r : s.inputs) in_ptrs.push_back(resolve(r, arena.get(), inputs, outputs));
       void* out = const_cast<void*>(resolve(s.output, arena.get(), inputs, outputs));
@@ -80,6 +83,7 @@ class Executor {
       } else {
         run_glue(s, in_ptrs[0], out);
       }
+      results[i].seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       if (poison)
         for (const auto& [off, bytes] : s.frees) std::memset(arena.get() + off, 0xFF, bytes);
     }

@@ -246,6 +246,45 @@ def run(model: str, batch: int | None = None, threads: int | None = None, peers=
             "machine": machine(), "commit": git_commit(), "other_load_cores": load.cores()}
 
 
+def write_profile(model: str, path: str, threads: int | None = None, warmup: int = 2, repeat: int = 10) -> str:
+    """Runs the baked model in this process and writes, per step, the median host wall time (the emulation's
+    cost) and the simulated cycles: format kiln-profile/1, read by `kiln visualize --profile`."""
+    import datetime
+    import statistics
+
+    import numpy as np
+
+    import kiln
+    if threads:
+        kiln.set_num_threads(threads)
+    m = kiln.load(model)
+    rng = np.random.default_rng(0)
+    xs = [rng.standard_normal(shape).astype(np.float32) for _, shape in m.inputs]
+    for _ in range(max(0, warmup)):
+        m.run(*xs)
+    per_step: list[list[float]] = []
+    totals = []
+    for _ in range(max(1, repeat)):
+        m.run(*xs)
+        secs = m.last_step_seconds
+        per_step.append(secs)
+        totals.append(sum(secs))
+    steps, ks = [], iter(m.kernels)
+    for i, st in enumerate(m.record["steps"]):
+        k = next(ks) if st["kind"] == "kernel" else None
+        steps.append({"index": i, "name": st["name"], "kernel": st["kernel"],
+                      "cpu_ms": round(1e3 * statistics.median(run[i] for run in per_step), 6),
+                      "simulated_cycles": k.simulated_cycles if k else None})
+    info = kiln.build_info()
+    out = {"format": "kiln-profile/1", "model": m.name, "profile": info["profile"], "isa": info["isa"],
+           "threads": info["threads"], "repeat": max(1, repeat),
+           "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+           "total_cpu_ms": round(1e3 * statistics.median(totals), 6), "simulated_cycles": m.simulated_cycles,
+           "steps": steps}
+    Path(path).write_text(json.dumps(out, indent=1) + "\n")
+    return str(path)
+
+
 def format_text(r: dict) -> str:
     lines = [f"{r['model']} batch {r['batch']}, {r['threads']} threads, {r['flops'] / 1e9:.3f} GFLOP; "
              f"{r['rounds']} rounds x {r['repeat']} runs per engine after {r['warmup']} warm-up, "

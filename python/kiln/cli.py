@@ -201,11 +201,17 @@ def _bench(args) -> int:
     except bench.BenchError as e:
         print(f"kiln bench: {e}", file=sys.stderr)
         return 2
+    if args.profile:  # per-step host times of kiln's own run, for `kiln visualize --profile`
+        report["profile_file"] = bench.write_profile(report["model"], args.profile, threads=report["threads"],
+                                                     warmup=args.warmup, repeat=args.repeat)
     if args.json:
         json.dump(report, sys.stdout, indent=1)
         sys.stdout.write("\n")
     else:
         print(bench.format_text(report))
+        if args.profile:
+            print(f"per-kernel profile written to {args.profile} (kiln visualize {report['model']} --profile "
+                  f"{args.profile})")
     return 0
 
 
@@ -285,16 +291,24 @@ def _visualize(args) -> int:
         return 2
     out = args.output or f"{args.model.replace('/', '_')}_report.html"
     try:
-        data = visualize.write(args.model, out, args.threshold)
+        data = visualize.write(args.model, out, args.threshold, profile_path=args.profile)
     except KeyError as e:
         print(f"kiln: {e.args[0]}", file=sys.stderr)
+        return 2
+    except visualize.ProfileError as e:  # names the file and what differs
+        print(f"kiln visualize: --profile {e}", file=sys.stderr)
         return 2
     import os
     t = data["totals"]
     print(f"wrote {out} ({os.path.getsize(out)} bytes): {data['model']}, {t['kernel_launches']} kernel launches, "
           f"{t['simulated_us']:.1f} us simulated on {data['profile']['name']}")
+    ms = data.get("measured")
+    if ms:
+        print(f"measured (host emulation, {ms['file']}, {ms['date']}, {ms['threads']} threads, {ms['isa']}): "
+              f"{ms['total_cpu_ms']:.2f} ms CPU")
     for i, b in enumerate(data["bottlenecks"], 1):
-        print(f"  {i}. {100 * b['share']:5.1f}%  {b['type']:<13} {b['kernel']}\n"
+        cpu = f"  cpu {100 * b['cpu_share']:5.1f}%" if ms and b.get("cpu_share") is not None else ""
+        print(f"  {i}. {100 * b['share']:5.1f}%  {b['type']:<13} {b['kernel']}{cpu}\n"
               f"       {b['source']}: {b['suggestion']}")
     if args.serve is not None:
         visualize.serve(out, args.serve)
@@ -391,6 +405,8 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--warmup", type=int, default=2, help="untimed runs before them (default 2)")
     b.add_argument("--rounds", type=int, default=3, help="rounds over the engines, timings merged (default 3)")
     b.add_argument("--json", action="store_true")
+    b.add_argument("--profile", metavar="FILE", help="also write kiln's per-kernel host times and simulated cycles "
+                   "(JSON, kiln-profile/1) for `kiln visualize --profile`")
     b.set_defaults(fn=_bench)
     tr = sub.add_parser("trace", help="one kernel's instruction stream (pipe, instruction, bytes, start/end cycle)")
     tr.add_argument("model", help="baked model name or the ONNX path it was baked from")
@@ -405,6 +421,8 @@ def main(argv: list[str] | None = None) -> int:
     vz.add_argument("--threshold", type=float, default=0.15,
                     help="share of simulated time that makes a kernel a bottleneck (default 0.15)")
     vz.add_argument("--serve", type=int, metavar="PORT", help="then serve it on http://127.0.0.1:PORT (0: any port)")
+    vz.add_argument("--profile", metavar="FILE", help="fold in measured per-kernel CPU times (the kiln-profile/1 "
+                    "JSON of `kiln bench MODEL --profile FILE`), shown beside the predictions")
     vz.set_defaults(fn=_visualize)
     args = ap.parse_args(argv)
     try:

@@ -89,6 +89,11 @@ class Model:
         return outs, captured
 
     @property
+    def last_step_seconds(self) -> list[float]:
+        """Host wall time of every step (kernels and glue) of the latest run, in seconds."""
+        return list(self._exec.last_step_seconds)
+
+    @property
     def simulated_cycles(self) -> float:
         """Sum over kernel launches of the last run (kernels run one after another)."""
         return sum(k.simulated_cycles or 0 for k in self.kernels)

@@ -12,17 +12,99 @@ and it loads nothing (a Content-Security-Policy forbids any fetch), so the file 
   (the cost model's replay, see kiln/trace.py);
 - a bottleneck table: kernels above the threshold share of simulated time (and the top three), with type and
   a suggestion replayed on the cost model (kiln/advice.py);
-- the memory plan as an offset/time chart with the lower bound; fusion before/after; totals.
+- the memory plan as an offset/time chart with the lower bound; fusion before/after; totals;
+- with a measured profile (`kiln bench MODEL --profile FILE`, format kiln-profile/1; `load_profile` checks it
+  against the baked model): each launch's median host CPU time of the emulation beside its simulated and
+  predicted cycles, a measured CPU-share column in the bottleneck table and the measured total in the header.
 """
 from __future__ import annotations
 
 import json
+import math
 import re
 from importlib import resources
 
 from . import advice, trace
 
 HEAT_TOP = 3  # the bottleneck table always lists at least this many kernels
+PROFILE_FORMAT = "kiln-profile/1"  # what `kiln bench MODEL --profile FILE` writes
+
+
+class ProfileError(ValueError):
+    """A --profile file that cannot be read or was not measured on this build's baked model; the message names
+    the file and what differs."""
+
+
+def _number(v, nullable: bool = False) -> bool:
+    if v is None:
+        return nullable
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
+
+
+def load_profile(path, model_name: str, steps: list[dict], hw_profile: str) -> dict:
+    """Reads a kiln-profile/1 file and checks it belongs to the baked model: format, model name, hardware
+    profile, and the same steps (names and kernels) in the same order. Raises ProfileError otherwise."""
+    import os
+
+    def bad_constant(c):
+        raise ValueError(f"non-finite number {c}")
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f, parse_constant=bad_constant)
+    except OSError as e:
+        raise ProfileError(f"{path}: cannot read the profile ({e.strerror or e})") from None
+    except (ValueError, UnicodeDecodeError) as e:  # JSONDecodeError is a ValueError
+        raise ProfileError(f"{path}: not a kiln profile, the JSON does not parse ({e})") from None
+    if not isinstance(doc, dict):
+        raise ProfileError(f"{path}: not a kiln profile (expected a JSON object, found {type(doc).__name__})")
+    fmt = doc.get("format")
+    if fmt != PROFILE_FORMAT:
+        raise ProfileError(f"{path}: format is {fmt!r}, expected {PROFILE_FORMAT!r} "
+                           "(the file `kiln bench MODEL --profile FILE` writes)")
+    if doc.get("model") != model_name:
+        raise ProfileError(f"{path}: measured on model {doc.get('model')!r}, not on {model_name!r}")
+    if doc.get("profile") != hw_profile:
+        raise ProfileError(f"{path}: measured on a build for profile {doc.get('profile')!r}, this build is for "
+                           f"{hw_profile!r}")
+    for key, ok in (("total_cpu_ms", _number(doc.get("total_cpu_ms"))),
+                    ("simulated_cycles", _number(doc.get("simulated_cycles"), nullable=True)),
+                    ("threads", isinstance(doc.get("threads"), int) and not isinstance(doc.get("threads"), bool)),
+                    ("repeat", isinstance(doc.get("repeat"), int) and not isinstance(doc.get("repeat"), bool)),
+                    ("isa", isinstance(doc.get("isa"), str)), ("date", isinstance(doc.get("date"), str)),
+                    ("steps", isinstance(doc.get("steps"), list))):
+        if not ok:
+            what = "missing" if key not in doc else f"invalid ({doc[key]!r})"
+            raise ProfileError(f"{path}: field {key!r} is {what}")
+    got = doc["steps"]
+    if len(got) != len(steps):
+        raise ProfileError(f"{path}: {len(got)} steps, but {model_name} as baked here has {len(steps)} "
+                           "(measured on another build of the model?)")
+    out_steps = []
+    for i, (g, s) in enumerate(zip(got, steps)):
+        if not isinstance(g, dict):
+            raise ProfileError(f"{path}: step {i} is not a JSON object")
+        if g.get("name") != s["name"]:
+            raise ProfileError(f"{path}: step {i} is {g.get('name')!r}, but step {i} of the baked {model_name} is "
+                               f"{s['name']!r}")
+        if g.get("kernel") != s.get("kernel"):
+            raise ProfileError(f"{path}: step {i} ({s['name']}) ran kernel {g.get('kernel')!r}, the baked "
+                               f"{model_name} runs {s.get('kernel')!r} there (measured on another build?)")
+        if "index" in g and g["index"] != i:
+            raise ProfileError(f"{path}: step {i} ({s['name']}) has index {g['index']!r}")
+        if not _number(g.get("cpu_ms")):
+            raise ProfileError(f"{path}: step {i} ({s['name']}): cpu_ms is {g.get('cpu_ms')!r}, expected a "
+                               "non-negative number of milliseconds")
+        if not _number(g.get("simulated_cycles"), nullable=True):
+            raise ProfileError(f"{path}: step {i} ({s['name']}): simulated_cycles is {g.get('simulated_cycles')!r}, "
+                               "expected a non-negative number or null")
+        out_steps.append({"cpu_ms": float(g["cpu_ms"]), "simulated_cycles": g.get("simulated_cycles")})
+    steps_ms = sum(g["cpu_ms"] for g in out_steps)
+    kernel_ms = sum(g["cpu_ms"] for g, s in zip(out_steps, steps) if s["kind"] == "kernel")
+    return {"file": os.path.basename(os.fspath(path)), "format": fmt, "model": doc["model"],
+            "profile": doc["profile"], "isa": doc["isa"], "threads": doc["threads"], "repeat": doc["repeat"],
+            "date": doc["date"], "total_cpu_ms": float(doc["total_cpu_ms"]),
+            "simulated_cycles": doc["simulated_cycles"], "steps_cpu_ms": steps_ms, "kernel_cpu_ms": kernel_ms,
+            "glue_cpu_ms": steps_ms - kernel_ms, "steps": out_steps}
 
 
 def _optlog_lines(model: str) -> list[str] | None:
@@ -101,8 +183,10 @@ def _zeros(rec: dict):
     return [np.zeros(t["shape"], np.float16 if t["dtype"] == "fp16" else np.float32) for t in rec["inputs"]]
 
 
-def build(model_name: str, threshold: float = 0.15, suggest: bool = True) -> dict:
-    """Everything the report shows, as plain data (JSON-serialisable)."""
+def build(model_name: str, threshold: float = 0.15, suggest: bool = True, profile_path=None) -> dict:
+    """Everything the report shows, as plain data (JSON-serialisable). With `profile_path` (a kiln-profile/1
+    file) the measured CPU times are folded in; a file that does not match the baked model raises ProfileError
+    before anything is run."""
     import numpy as np
     import kiln
     from .codegen.profiles import PROFILES
@@ -111,6 +195,7 @@ def build(model_name: str, threshold: float = 0.15, suggest: bool = True) -> dic
     rec_m = model.record
     profile = PROFILES[man["profile"]]
     recs = {k["name"]: k for k in man["kernels"]}
+    measured = load_profile(profile_path, model.name, rec_m["steps"], profile.name) if profile_path else None
     rng = np.random.default_rng(0)
     model.run(*[rng.standard_normal(shape).astype(np.float32) for _, shape in model.inputs])
     steps = rec_m["steps"]
@@ -224,6 +309,15 @@ def build(model_name: str, threshold: float = 0.15, suggest: bool = True) -> dic
         }
     for k in kernels.values():
         k["share"] = k["cycles_total"] / total
+    if measured:  # median host CPU time of each launch; shares of the sum over all steps (glue included)
+        denom = measured["steps_cpu_ms"]
+        for n in nodes:
+            ms = measured["steps"][n["step"]]
+            n["cpu_ms"], n["measured_cycles"] = ms["cpu_ms"], ms["simulated_cycles"]
+            n["cpu_share"] = n["cpu_ms"] / denom if denom else None
+        for k in kernels.values():
+            k["cpu_ms_total"] = sum(nodes[i]["cpu_ms"] for i in k["launches"])
+            k["cpu_share"] = k["cpu_ms_total"] / denom if denom else None
 
     # ---- bottlenecks: above the threshold, and at least the top HEAT_TOP
     ranked = sorted(kernels.values(), key=lambda k: -k["share"])
@@ -246,6 +340,8 @@ def build(model_name: str, threshold: float = 0.15, suggest: bool = True) -> dic
                      "source": sg["source"] if sg else "diagnosis",
                      "predicted_cycles": sg["predicted_cycles"] if sg else None,
                      "gain": sg["gain"] if sg else 0.0, "model_gain": saved / total})
+        if measured:
+            rows[-1].update(cpu_ms=k["cpu_ms_total"], cpu_share=k["cpu_share"])
 
     # ---- totals
     util: dict[str, float] = {}
@@ -290,6 +386,8 @@ def build(model_name: str, threshold: float = 0.15, suggest: bool = True) -> dic
         "log_available": log_lines is not None,
         "trace_note": trace.SOURCE_NOTE,
     }
+    if measured:
+        data["measured"] = {k: v for k, v in measured.items() if k != "steps"}
     return data
 
 
@@ -305,8 +403,8 @@ def _html_escape(s: str) -> str:
     return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
 
 
-def write(model_name: str, out: str, threshold: float = 0.15) -> dict:
-    data = build(model_name, threshold)
+def write(model_name: str, out: str, threshold: float = 0.15, profile_path=None) -> dict:
+    data = build(model_name, threshold, profile_path=profile_path)
     with open(out, "w", encoding="utf-8") as f:
         f.write(render(data))
     return data
@@ -421,6 +519,8 @@ pre{background:#f6f7f9;border:1px solid #eef0f4;border-radius:4px;padding:6px 8p
 .bar.b i{background:#d7301f}
 .kv{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px}
 .kv div:nth-child(odd){color:#5b6475}
+.kv.measured{background:#eef6f0;border:1px solid #cfe6d5;border-radius:6px;padding:6px 10px;margin:6px 0}
+.card.measured{background:#24483a}
 .sugg{background:#fff8e6;border:1px solid #f3dfa6;border-radius:6px;padding:8px 10px;margin:6px 0}
 .gain{color:#1a7f37;font-weight:600}
 .mono{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:11.5px;word-break:break-all}
@@ -433,6 +533,7 @@ _JS = r"""
 "use strict";
 var D = JSON.parse(document.getElementById("kiln-data").textContent);
 var P = D.profile;
+var MS = D.measured || null;  // a kiln-profile/1 file folded in (kiln visualize --profile), else null
 
 function esc(s) {
   return String(s).replace(/[&<>"']/g, function (c) {
@@ -482,6 +583,10 @@ function heat(t) {
     " GFLOP)</span></div>" +
     '<div class="card"><b>pipe utilisation</b><span>' + esc(utils) + "</span></div>" +
     '<div class="card"><b>time by type</b><span>' + esc(types) + "</span></div>" +
+    (MS ? '<div class="card measured" id="measured-total"><b>' + fmt(MS.total_cpu_ms, 2) + " ms</b><span>" +
+     "measured CPU (host emulation, not Ascend time): median of " + MS.repeat + " runs, " + MS.threads + " threads, " + esc(MS.isa) +
+     ", " + esc(MS.date) + " · " + esc(MS.file) + " · steps: kernels " + fmt(MS.kernel_cpu_ms, 2) + " ms, glue " +
+     fmt(MS.glue_cpu_ms, 2) + " ms</span></div>" : "") +
     "</div>";
 })();
 
@@ -560,7 +665,8 @@ function edgePath(e) {
            '<text class="t1" x="8" y="16" fill="' + fg + '">' + esc(name) + "</text>" +
            '<text class="t2" x="8" y="33" fill="' + fg + '">' + esc(ops + " · " + pct(n.share) + " · " + k.type) + "</text>" +
            "<title>" + esc(n.kernel + "\n" + n.ops.join(", ") + "\n" + fmt(n.cycles) + " cycles (" + pct(n.share) +
-           " of the model)") + "</title></g>");
+           " of the model)" + (MS ? "\nmeasured CPU " + fmt(n.cpu_ms, 3) + " ms (" + pct(n.cpu_share) + ")" : "")) +
+           "</title></g>");
   });
   s.push("</g></svg>");
   document.getElementById("graph").innerHTML = s.join("");
@@ -682,6 +788,16 @@ function select(idx, scroll) {
   h.push('<h2 id="detail-kernel" class="mono" data-kernel="' + esc(k.name) + '">' + esc(k.name) + "</h2>");
   h.push('<div class="hint">launch #' + idx + " <b>" + esc(n.name) + "</b>: " + fmt(n.cycles) + " simulated cycles (" +
          us(n.cycles) + ", " + pct(n.share) + " of the model); cost model " + fmt(k.predicted_cycles) + "</div>");
+  if (MS) {  // measured (kiln bench --profile) beside the predictions
+    var many = k.launches.length > 1;
+    h.push('<div class="kv measured" id="detail-measured"><div>measured CPU ms (host emulation)</div><div><b>' +
+           fmt(n.cpu_ms, 3) + " ms</b> this launch (" + pct(n.cpu_share) + " of the measured steps)" +
+           (many ? "; " + fmt(k.cpu_ms_total, 3) + " ms over its " + k.launches.length + " launches" : "") +
+           "</div><div>simulated cycles</div><div>" + fmt(n.measured_cycles) + " in the measured run · " +
+           fmt(n.cycles) + " in this report's run · " + fmt(k.predicted_cycles) + " predicted (cost model)" +
+           "</div><div>share</div><div>" + pct(n.share) + " of the simulated time vs " + pct(n.cpu_share) +
+           " of the measured CPU time</div></div>");
+  }
   h.push("<p>" + tag(k.type) + " bound unit <b>" + esc(k.bound_unit || "–") + "</b>, busy " + pct(k.bound_utilisation) +
          " of the time on the cores that run it</p>");
   h.push("<h3>Source ops</h3><ul>" + ops + "</ul>" + (ins ? "<h3>Inputs</h3><ul>" + ins + "</ul>" : ""));
@@ -742,7 +858,9 @@ document.getElementById("detail").addEventListener("click", function (ev) {
     return '<tr class="click" data-launch="' + b.launches[0] + '"><td class="num">' + (i + 1) + '</td><td class="mono">' +
       esc(b.kernel) + '<div class="hint">' + esc(b.launches.map(function (j) { return D.nodes[j].name; }).join(", ")) +
       '</div></td><td class="num">' + pct(b.share) + (b.above_threshold ? "" : '<div class="hint">top-3</div>') +
-      '</td><td class="num">' + fmt(b.cycles) + "</td><td>" + tag(b.type) + '<div class="hint">' + esc(b.bound_pipe || "") +
+      '</td><td class="num">' + fmt(b.cycles) + "</td>" +
+      (MS ? '<td class="num cpu-share">' + pct(b.cpu_share) + '<div class="hint">' + fmt(b.cpu_ms, 3) + " ms</div></td>" : "") +
+      "<td>" + tag(b.type) + '<div class="hint">' + esc(b.bound_pipe || "") +
       " " + pct(b.bound_utilisation, 0) + "</div></td><td>" + esc(b.suggestion) + "</td><td class=\"num\">" +
       (g ? '<span class="gain">' + pct(-b.gain) + "</span><div class=\"hint\">model " + pct(-b.model_gain) + "</div>" : "–") + "</td></tr>";
   }).join("");
@@ -750,9 +868,12 @@ document.getElementById("detail").addEventListener("click", function (ev) {
     "<h2>Bottlenecks</h2><p class=\"hint\">Kernels with at least " + pct(D.threshold, 0) +
     " of the simulated time (all launches of the kernel together), and always the top three. Type from the predicted pipes; " +
     "the suggestion is a cost-model replay (tilings the kernel's buffers allow, a relayout of the input, another " +
-    "algorithm) or, when none is predicted faster, what limits the kernel.</p>" +
+    "algorithm) or, when none is predicted faster, what limits the kernel." +
+    (MS ? " Measured CPU share: the kernel's host CPU time (all launches, medians from " + esc(MS.file) +
+          ") over the sum of every step's; the emulation's cost on this CPU, not Ascend time." : "") + "</p>" +
     '<table id="bottleneck-table"><tr><th class="num">#</th><th>kernel (launches)</th><th class="num">share</th>' +
-    '<th class="num">cycles</th><th>type</th><th>suggestion</th><th class="num">predicted gain</th></tr>' + rows + "</table>";
+    '<th class="num">cycles</th>' + (MS ? '<th class="num" id="cpu-share-head">measured CPU share</th>' : "") +
+    '<th>type</th><th>suggestion</th><th class="num">predicted gain</th></tr>' + rows + "</table>";
   Array.prototype.forEach.call(document.querySelectorAll("#bottleneck-table tr.click"), function (tr) {
     tr.addEventListener("click", function () { select(Number(tr.getAttribute("data-launch")), true); });
   });
@@ -813,7 +934,10 @@ document.getElementById("detail").addEventListener("click", function (ev) {
 
 document.getElementById("notes").innerHTML = "Simulated figures for profile " + esc(P.name) +
   " from the emulator (one seeded run of the model) and the cost model; instruction traces: " + esc(D.trace_note) +
-  ". Options: " + esc(Object.keys(D.options).map(function (k) { return k + "=" + JSON.stringify(D.options[k]); }).join(", ")) + ".";
+  "." + (MS ? " Measured: " + esc(MS.file) + " (" + esc(MS.format) + ", " + esc(MS.date) + "), median host wall " +
+  "time of each step of the emulation over " + MS.repeat + " runs at " + MS.threads + " threads (" + esc(MS.isa) +
+  "); total " + fmt(MS.total_cpu_ms, 2) + " ms, simulated " + fmt(MS.simulated_cycles) + " cycles in that run." : "") +
+  " Options: " + esc(Object.keys(D.options).map(function (k) { return k + "=" + JSON.stringify(D.options[k]); }).join(", ")) + ".";
 window.kilnReport = {select: select, nodes: D.nodes.length};
 document.documentElement.setAttribute("data-rendered", String(D.nodes.length));
 })();
