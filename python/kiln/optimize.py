@@ -3,9 +3,10 @@
 1. Profile: the model's kernel launches by simulated time (the cost model's per-pipe figures, which tests
    hold equal to the emulator's).
 2. Suggest: for each bottleneck kernel (share of the model's time >= threshold) that the search tunes
-   (direct convolution, GEMM), every tiling that fits the buffers is replayed exactly, not just the
-   quick-ranked few the build's search replays; a tiling predicted faster than the baked one is a
-   suggestion, with its predicted gain.
+   (direct convolution, GEMM), the report's tiling suggestion (`kiln visualize`: advice.best_tiling, a
+   wider grid than the build's search, replayed exactly); a tiling predicted faster than the baked one is
+   a suggestion, with its predicted gain. The report's other kinds (a relayout of the input) need steps
+   kiln cannot bake yet and are not applied.
 3. Apply and confirm: the baked variant and each suggestion are rebuilt side by side (a scratch build, as
    `kiln tune` does) and run on the emulator. A suggestion that is faster there becomes a tuning record;
    one that is not is reverted, and the output says so.
@@ -26,7 +27,7 @@ def optimize(model: str, out: str, threshold: float = 0.15, build_dir: str | Non
     from .codegen.costmodel import predict
     from .codegen.opspec import Conv2dSpec, GemmSpec
     from .codegen.profiles import get_profile
-    from .codegen.search import top_candidates
+    from .advice import best_tiling
     from .codegen.tiling import TUNABLE
     from .codegen.tuning import load_records, write_records
 
@@ -55,7 +56,9 @@ def optimize(model: str, out: str, threshold: float = 0.15, build_dir: str | Non
             continue
         spec = (GemmSpec if kr["features"]["kind"] == "gemm" else Conv2dSpec)(**kr["spec"])
         current = predict(spec, kr["family"], kr["tiling"], profile).cycles
-        best_cycles, best = top_candidates(spec, kr["family"], profile, 1, exhaustive=True)[0]
+        # the report's tiling suggestion (advice.best_tiling: the search grid plus wider tilings, exact replay)
+        found = best_tiling(kr["family"], spec, kr["tiling"], profile)
+        best_cycles, best = (found[0], found[1]) if found else (current, kr["tiling"])
         tunable = TUNABLE[kr["family"]]
         if best_cycles >= current * 0.999 or all(best[t] == kr["tiling"][t] for t in tunable):
             item["outcome"] = (f"no suggestion: no tiling of the {len(tunable)} tunable parameters is predicted "
