@@ -121,6 +121,13 @@ class SimCore:
     def fixpipe(self, elems: int, esize: int = 2) -> None:
         self.issue("FIX", self.p.fix_head + elems / self.p.fix_elems_pc, elems * esize, "fixpipe")
 
+    def fixpipe_to_ub(self, count: int) -> None:
+        self.issue("FIX", self.p.fix_head + count / self.p.fix_elems_pc, count * 4, "fixpipe_to_ub")
+
+    def barrier_all(self) -> None:
+        t = max(self.free_at.values())
+        self.wait_until = dict.fromkeys(PIPES, t)
+
     def vec(self, op: str, fp32: bool, times: int) -> None:
         cpr = (self.p.vec_cpr_f32 if fp32 else self.p.vec_cpr_f16)[_VEC_INDEX[op]]
         self.issue("V", self.p.vec_head + cpr * times, times * 256,
@@ -209,6 +216,31 @@ def then(*phases: Prediction) -> Prediction:
 
 # ---------------------------------------------------------------- conv2d_cube_img2col
 
+def _on_chip_epilogue(core: SimCore, spec: Conv2dSpec, m: int, n1_cnt: int) -> None:
+    """The coupled-profile epilogue of conv2d_cube_img2col: per channel block L0C -> UB, residual add and
+    activation on the same core's Vector unit, one fp16 rounding, UB -> GM."""
+    n = m * 16
+    act = [("Maxs", True), ("Mins", True)] if spec.clip_hi > 0 else [("Relu", True)] if spec.relu else []
+    core.set_flag("M", "FIX", 0)
+    core.wait_flag("M", "FIX", 0)
+    for _ in range(n1_cnt):
+        core.fixpipe_to_ub(ceil(m / 16) * 256)
+        if spec.residual:
+            core.copy_gm(1, n, 2, "UB")
+        core.set_flag("FIX", "V", 1)
+        core.wait_flag("FIX", "V", 1)
+        if spec.residual:
+            core.set_flag("MTE2", "V", 1)
+            core.wait_flag("MTE2", "V", 1)
+            core.vec_flat(n, 64, [("Cast", True), ("Add", True)])
+        core.vec_flat(n, 64, act + [("Cast", True)])
+        core.set_flag("V", "MTE3", 1)
+        core.wait_flag("V", "MTE3", 1)
+        core.copy_ub_to_gm(1, n, 2)
+        core.barrier_all()
+    core.set_flag("FIX", "M", 0)
+
+
 def _conv_img2col(spec: Conv2dSpec, params: dict, profile: Profile) -> Prediction:
     from .tiling import conv_tile_rows  # tiling imports this module
     bm, bn, bk1, step = params["base_m"], params["base_n"], params["base_k1"], params["c1_step"]
@@ -234,10 +266,13 @@ def _conv_img2col(spec: Conv2dSpec, params: dict, profile: Profile) -> Predictio
             c1n = min(step, C1 - c1a)
             chunks.append((c1n * taps, ([(c1n, rows * spec.w * 16)] if rows > 0 else []) + [(c1n * taps, n1_cnt * 256)]))
         _cube_k_loop(core, m, n1_cnt * 16, chunks, bk1, lambda kc: core.load3d(m1, kc), lambda kc, k1n: [kc * n1_cnt])
-        _cube_drain(core, m * n1_cnt * 16)
+        if params.get("on_chip"):
+            _on_chip_epilogue(core, spec, m, n1_cnt)
+        else:
+            _cube_drain(core, m * n1_cnt * 16)
 
     cube = launch(profile, "cube", spec.n * m_tiles * n_tiles, block)
-    if not spec.vector_epilogue:
+    if not spec.vector_epilogue or params.get("on_chip"):
         return cube
     numel = spec.n * CO1 * M * 16
     tile = params["epi_tile"]

@@ -28,7 +28,9 @@ REASONS = {
     "vector_chain": "consecutive Vector operations run as one pass over UB",
     "epilogue_vector_core": "a residual add or a clip after a Cube kernel runs as a Vector-core pass in the same "
                             "kernel (through GM/L2 on split profiles such as ascend910b)",
-    "vector_epilogue": "this Cube kernel ends with a Vector-core pass (residual add and/or clip)",
+    "vector_epilogue": "this Cube kernel ends with a Vector pass (residual add and/or clip): on split profiles a "
+                       "Vector-core launch through GM/L2, on coupled ones (Cube and Vector in one core) L0C -> UB "
+                       "on chip",
     "fixpipe_no_clip": "rejected: Fixpipe applies ReLU but not Clip/ReLU6; that needs a Vector pass no kernel has yet",
     "fixpipe_no_gelu": "rejected: GELU is not a Fixpipe function; it needs a Vector pass no kernel has yet",
     "fixpipe_no_relu": "rejected: (not used) Fixpipe has ReLU",

@@ -68,7 +68,7 @@ def conv_candidates(spec: Conv2dSpec, rule_params: dict, profile: Profile, buffe
     from .tiling import conv_tile_rows
     M, C1, CO1 = spec.ho * spec.wo, c1(spec.cin), c1(spec.cout)
     K1 = C1 * spec.kh * spec.kw
-    extra = {k: v for k, v in rule_params.items() if k in ("epi_tile",)}
+    extra = {k: v for k, v in rule_params.items() if k in ("epi_tile", "on_chip")}
     cands = []
     for bm in edges:
         if bm > ceil(M / 16) * 16 and bm != 16:

@@ -44,7 +44,7 @@ def family_of(spec: Opspec) -> str:
 # One letter per tiling parameter, for variant tags.
 PARAM_LETTER = {"base_m": "m", "base_n": "n", "base_k1": "k", "c1_step": "c", "slab_rows": "r", "k1_step": "s",
                 "rows_per_block": "r", "tile_elems": "t", "chunk_pixels": "p", "rows_per_tile": "r", "planes_per_block": "p",
-                "epi_tile": "e", "tile": "f", "tile_batch": "b", "c1_block": "i", "co1_block": "o"}
+                "epi_tile": "e", "tile": "f", "tile_batch": "b", "c1_block": "i", "co1_block": "o", "on_chip": "u"}
 UNIT_OF_FAMILY = {"conv2d_cube_img2col": "cube", "conv2d_winograd": "cube", "gemm_cube": "cube", "dwconv2d_vector": "vector",
                   "eltwise_vector": "vector", "maxpool2d_vector": "vector", "global_avgpool_vector": "vector",
                   "gelu_vector": "vector", "softmax_vector": "vector", "layernorm_vector": "vector",
@@ -160,7 +160,10 @@ def _conv_variant(spec: Conv2dSpec, profile: Profile, log: OptLog, search: bool 
                 blocks_before=before, blocks=blocks(best), cores=cores)
     best["slab_rows"] = max(1, max(r for *_, r in conv_tile_rows(spec, best["base_m"])))
     epi_ub = 0
-    if spec.vector_epilogue:  # the Vector-core pass over the output: y (and residual) in, y out, ping-pong
+    if spec.vector_epilogue and profile.coupled:  # L0C -> UB on the same core: acc32, r16, r32, y16 per block
+        best["on_chip"] = 1
+        log.add("tiling", spec.name, "epilogue=on_chip", "vector_epilogue", coupled=True)
+    elif spec.vector_epilogue:  # the Vector-core pass over the output: y (and residual) in, y out, ping-pong
         numel = spec.n * c1(spec.cout) * spec.ho * spec.wo * C0
         vcores = profile.cores_for("vector")
         tile = _share128(numel, vcores, (profile.capacity["UB"] // (2 * 3 * 2)) // 128 * 128)
@@ -174,7 +177,14 @@ def _conv_variant(spec: Conv2dSpec, profile: Profile, log: OptLog, search: bool 
     bufs = _conv_buffers(spec, best["base_m"], best["base_n"], best["base_k1"], best["c1_step"])
     if epi_ub:
         bufs["UB"] = epi_ub
+    if best.get("on_chip"):
+        bufs["UB"] = on_chip_ub(best["base_m"])
     return Variant("conv2d_cube_img2col", best, blocks(best), bufs)
+
+
+def on_chip_ub(base_m: int) -> int:
+    """UB bytes of the on-chip conv epilogue: fp32 tile, fp16 and fp32 residual, fp16 result (one channel block)."""
+    return base_m * 16 * (4 + 2 + 4 + 2)
 
 
 def _conv_mte2(spec: Conv2dSpec, v: Variant) -> int:
@@ -189,7 +199,9 @@ def _conv_mte2(spec: Conv2dSpec, v: Variant) -> int:
                 total += c1n * rows * spec.w * 32 + c1n * spec.kh * spec.kw * n1c * 512
             total += n1c * 64 if spec.bias else 0
     epilogue = 0
-    if spec.vector_epilogue:  # the Vector pass reads the conv output (and the residual) back
+    if p.get("on_chip"):  # the tile stays on chip: only the residual is read
+        epilogue = spec.output().nbytes if spec.residual else 0
+    elif spec.vector_epilogue:  # the Vector pass reads the conv output (and the residual) back
         epilogue = spec.output().nbytes * (2 if spec.residual else 1)
     return total * spec.n + epilogue
 
@@ -604,7 +616,7 @@ def variant_from_params(spec: Opspec, profile: Profile, family: str, params: dic
         p["slab_rows"] = max(1, max(r for *_, r in conv_tile_rows(spec, p["base_m"])))
         bufs = _conv_buffers(spec, p["base_m"], p["base_n"], p["base_k1"], p["c1_step"])
         if "UB" in base.buffers:
-            bufs["UB"] = base.buffers["UB"]
+            bufs["UB"] = on_chip_ub(p["base_m"]) if p.get("on_chip") else base.buffers["UB"]
         blocks = spec.n * ceil(spec.ho * spec.wo / p["base_m"]) * ceil(c1(spec.cout) * 16 / p["base_n"])
     over = _fits(profile, bufs)
     if over:

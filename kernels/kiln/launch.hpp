@@ -95,7 +95,10 @@ inline KernelStats then(KernelStats first, const KernelStats& second) {
   first.cycles += second.cycles;
   first.blocks += second.blocks;
   first.cores = std::max(first.cores, second.cores);
-  first.cores_available += second.cores_available;
+  // On a coupled profile both launches ran on the same AI cores; on a split one they are different cores.
+  first.cores_available = first.profile && first.profile->coupled
+                              ? std::max(first.cores_available, second.cores_available)
+                              : first.cores_available + second.cores_available;
   for (int i = 0; i < kNumPipes; ++i) {
     first.total.pipe[i].instrs += second.total.pipe[i].instrs;
     first.total.pipe[i].bytes += second.total.pipe[i].bytes;
