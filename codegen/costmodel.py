@@ -223,9 +223,13 @@ def _on_chip_epilogue(core: SimCore, spec: Conv2dSpec, m: int, n1_cnt: int) -> N
     act = [("Maxs", True), ("Mins", True)] if spec.clip_hi > 0 else [("Relu", True)] if spec.relu else []
     core.set_flag("M", "FIX", 0)
     core.wait_flag("M", "FIX", 0)
-    for _ in range(n1_cnt):
+    for j in range(n1_cnt):
+        if j > 0:
+            core.wait_flag("MTE3", "FIX", 2)
         core.fixpipe_to_ub(ceil(m / 16) * 256)
         if spec.residual:
+            if j > 0:
+                core.wait_flag("V", "MTE2", 2)
             core.copy_gm(1, n, 2, "UB")
         core.set_flag("FIX", "V", 1)
         core.wait_flag("FIX", "V", 1)
@@ -233,11 +237,15 @@ def _on_chip_epilogue(core: SimCore, spec: Conv2dSpec, m: int, n1_cnt: int) -> N
             core.set_flag("MTE2", "V", 1)
             core.wait_flag("MTE2", "V", 1)
             core.vec_flat(n, 64, [("Cast", True), ("Add", True)])
+            core.set_flag("V", "MTE2", 2)
         core.vec_flat(n, 64, act + [("Cast", True)])
         core.set_flag("V", "MTE3", 1)
         core.wait_flag("V", "MTE3", 1)
         core.copy_ub_to_gm(1, n, 2)
-        core.barrier_all()
+        core.set_flag("MTE3", "FIX", 2)
+    core.wait_flag("MTE3", "FIX", 2)
+    if spec.residual:
+        core.wait_flag("V", "MTE2", 2)
     core.set_flag("FIX", "M", 0)
 
 
