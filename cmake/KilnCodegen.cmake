@@ -47,8 +47,14 @@ function(kiln_bake_kernels target)
       list(APPEND model_files "${model}")
     endif()
   endforeach()
+  # Tuning records change variants (and kernel names): the codegen reruns when the file's contents change.
+  set(records_file "")
+  if(KILN_TUNING_RECORDS)
+    get_filename_component(records_file "${KILN_TUNING_RECORDS}" ABSOLUTE BASE_DIR "${KILN_SOURCE_DIR}")
+  endif()
   # The set of generated files depends on the kernel list, the models and the codegen: reconfigure when they change.
-  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${kernel_list}" ${model_files} ${codegen_modules})
+  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${kernel_list}" ${model_files} ${codegen_modules}
+               ${records_file})
 
   set(stamp "${ARG_OUTPUT_DIR}/.codegen.stamp")
   add_custom_command(
@@ -56,7 +62,7 @@ function(kiln_bake_kernels target)
     BYPRODUCTS ${outputs}
     COMMAND ${codegen} generate "${ARG_OPTIONS_FILE}" "${ARG_OUTPUT_DIR}"
             --stamp "${stamp}"
-    DEPENDS ${codegen_modules} ${templates} "${ARG_OPTIONS_FILE}" "${kernel_list}" ${model_files}
+    DEPENDS ${codegen_modules} ${templates} "${ARG_OPTIONS_FILE}" "${kernel_list}" ${model_files} ${records_file}
     WORKING_DIRECTORY "${KILN_SOURCE_DIR}"
     COMMENT "kiln: generating kernels (codegen)"
     VERBATIM)

@@ -87,6 +87,9 @@ def _parse_op(idx: int, raw: dict[str, Any]) -> OpInstance:
         if not isinstance(a["residual"], bool) or (a["residual"] and raw.get("group", 1) != 1):
             raise KilnError("frontend", entry, "'residual' must be true or false, and needs group 1")
         g = a["group"]
+        if g != 1 and (a["algorithm"] or "tiling" in raw):
+            raise KilnError("frontend", entry, "'algorithm' and 'tiling' pins apply to dense convolutions (group 1) "
+                            "only; a depthwise convolution has one kernel family")
         if g == 1:
             if w[1] != x[1]:
                 raise KilnError("frontend", entry, f"weight {list(w)} expects {w[1]} input channels, input {list(x)} has {x[1]}")

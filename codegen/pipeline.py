@@ -31,6 +31,7 @@ class KernelPlan:
     prediction: Prediction | None = None  # the cost model's, for the chosen variant
     pinned: str = ""  # algorithm fixed by a kernel-list entry ("" = chosen by the options and the cost model)
     pinned_tiling: tuple = ()  # tiling parameters fixed by a kernel-list entry: ((name, value), ...)
+    suffix: str = ""  # set when another kernel of the same spec and family has a different variant
 
     @property
     def symbol(self) -> str:
@@ -38,7 +39,7 @@ class KernelPlan:
         family = self.variant.family
         if family == "conv2d_winograd":
             family += f"_f{self.variant.params['tile']}"
-        pinned = "__" + self.variant.tag[len(self.variant.family) + 1:] if self.pinned_tiling else ""
+        pinned = "__" + self.variant.tag[len(self.variant.family) + 1:] if self.pinned_tiling else self.suffix
         return family + self.spec.name[len(self.spec.kind):] + pinned
 
     @property
@@ -179,6 +180,9 @@ def plan(options: Options, source_dir: Path, work_dir: Path | None = None, progr
         if first is not None and first.spec == k.spec and first.variant.tag == k.variant.tag:
             first.instances += k.instances
             merged[id(k)] = first
+        elif first is not None and first.spec == k.spec:  # e.g. a pinned algorithm beside a tuning record
+            k.suffix = "__" + k.variant.tag[len(k.variant.family) + 1:]
+            seen[k.symbol] = k
         elif first is not None:
             raise KilnError("opspec", k.symbol, f"two different specs share this kernel name: {first.spec} "
                             f"and {k.spec} (instances {first.instances} and {k.instances})")

@@ -208,7 +208,6 @@ def manifest(plan: Plan, blobs: dict[str, tuple[bytes, dict]] | None = None) -> 
     blobs = blobs if blobs is not None else {m.name: weights_blob(m) for m in plan.models}
     return {
         "profile": plan.profile.name,
-        "source_dir": str(TEMPLATE_DIR.parent),  # the checkout that baked this build (`kiln tune` rebuilds from it)
         "options": plan.options.as_dict(),
         "kernels": [kernel_record(k, plan.profile) for k in plan.kernels],
         "models": [model_record(m, {i: k.symbol for i, k in m.step_kernels.items()}, blobs[m.name][1],

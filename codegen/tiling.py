@@ -582,12 +582,16 @@ TUNABLE = {"conv2d_cube_img2col": ("base_m", "base_n", "base_k1", "c1_step"),
 
 def variant_from_params(spec: Opspec, profile: Profile, family: str, params: dict, source: str) -> Variant:
     """The variant of `family` with the tunable parameters given by a pin or a tuning record (checked)."""
-    if family not in TUNABLE or (family == "gemm_cube") != (spec.kind == "gemm"):
+    kind_of = {"gemm_cube": "gemm", "conv2d_cube_img2col": "conv2d", "conv2d_winograd": "conv2d"}
+    if kind_of.get(family) != spec.kind:
         raise KilnError("tiling", spec.name, f"{source}: family {family!r} cannot implement a {spec.kind} kernel; "
-                        f"tunable families: {', '.join(TUNABLE)}")
+                        f"tunable: {', '.join(f'{f} ({k})' for f, k in kind_of.items())}")
     want = set(TUNABLE[family]) | ({"tile"} if family == "conv2d_winograd" else set())
     if set(params) != want:
         raise KilnError("tiling", spec.name, f"{source}: tiling {sorted(params)} must set exactly {sorted(want)}")
+    bad = sorted(k for k, v in params.items() if not isinstance(v, int) or isinstance(v, bool) or v < 1)
+    if bad:
+        raise KilnError("tiling", spec.name, f"{source}: {', '.join(bad)} must be positive integers")
     for key in ("base_m", "base_n"):
         if params[key] % 16:
             raise KilnError("tiling", spec.name, f"{source}: {key}={params[key]} is not a multiple of 16")
@@ -631,6 +635,14 @@ def choose_variant(spec: Opspec, profile: Profile, log: OptLog, options=None, pi
     rule, _ = _RULES[spec.kind]
     search = options is not None and options.kiln_opt_level != "O0"  # O0: the plain rule tiling
     record = None if (pinned or pinned_tiling) else (records or {}).get(spec_hash(spec))
+    if record is not None and record.get("family") == "conv2d_winograd" and options is not None:
+        # explicit options outrank a record: no Winograd when it is off, only the forced tile when forced
+        mode = "OFF" if options.force_direct_conv else options.use_winograd
+        tile = record.get("params", {}).get("tile")
+        if mode == "OFF" or (mode in ("F2", "F4") and mode != f"F{tile}"):
+            log.add("search", spec.name, "tuning_record:skipped", "option", record_family="conv2d_winograd",
+                    USE_WINOGRAD=options.use_winograd, FORCE_DIRECT_CONV=options.force_direct_conv)
+            record = None
     if pinned_tiling:
         family = ("gemm_cube" if spec.kind == "gemm" else "conv2d_winograd" if pinned.startswith("winograd")
                   else "conv2d_cube_img2col")

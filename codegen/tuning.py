@@ -29,8 +29,8 @@ def load_records(path: str | Path, profile: Profile) -> dict[str, dict]:
         data = json.loads(p.read_text())
     except OSError as e:
         raise KilnError("tuning", str(p), f"cannot read tuning records: {e.strerror}") from None
-    except json.JSONDecodeError as e:
-        raise KilnError("tuning", str(p), f"not valid JSON: {e}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise KilnError("tuning", str(p), f"not valid UTF-8 JSON: {e}") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise KilnError("tuning", str(p), f"format is {data.get('format') if isinstance(data, dict) else None!r}; "
                         f"expected {FORMAT}")
@@ -38,12 +38,18 @@ def load_records(path: str | Path, profile: Profile) -> dict[str, dict]:
         raise KilnError("tuning", str(p), f"records were measured for {data.get('profile')!r}, this build targets "
                         f"{profile.name!r}; tune again for this target")
     out = {}
-    for i, r in enumerate(data.get("records", [])):
+    records = data.get("records", [])
+    if not isinstance(records, list):
+        raise KilnError("tuning", str(p), "'records' must be a list")
+    for i, r in enumerate(records):
         where = f"records[{i}]"
         if not isinstance(r, dict) or not {"opspec", "family", "params", "simulated_cycles"} <= set(r):
             raise KilnError("tuning", f"{p} {where}", "needs opspec, family, params and simulated_cycles")
-        if not isinstance(r["params"], dict) or not all(isinstance(v, int) for v in r["params"].values()):
-            raise KilnError("tuning", f"{p} {where}", "params must map names to integers")
+        if not isinstance(r["opspec"], str) or not isinstance(r["family"], str):
+            raise KilnError("tuning", f"{p} {where}", "opspec and family must be strings")
+        if not isinstance(r["params"], dict) or not all(
+                isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in r["params"].values()):
+            raise KilnError("tuning", f"{p} {where}", "params must map names to positive integers")
         if r["opspec"] in out:
             raise KilnError("tuning", f"{p} {where}", f"a second record for opspec {r['opspec']}")
         out[r["opspec"]] = r

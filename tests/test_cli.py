@@ -1,5 +1,6 @@
 """The `kiln` console script."""
 import json
+import sys
 import shutil
 
 import pytest
@@ -105,3 +106,12 @@ def test_log_per_model_and_grep():
     assert r.returncode == 0 and r.stdout
     for line in r.stdout.splitlines():
         assert line.startswith("[OPT] ") and (f" {name}:" in line or f" {name} " in line) and "reason=" in line
+
+
+def test_thread_counts_beyond_the_machine_are_refused_not_crashed():
+    import kiln
+    with pytest.raises(ValueError, match="1.."):
+        kiln.set_num_threads(10 ** 6)
+    r = run([sys.executable, "-c", "import kiln; print(kiln.build_info()['threads'])"],
+            env={**__import__("os").environ, "KILN_NUM_THREADS": "abc"})
+    assert r.returncode == 0 and "ignoring KILN_NUM_THREADS='abc'" in r.stderr

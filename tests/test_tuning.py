@@ -81,6 +81,10 @@ def test_builds_with_records_generate_identical_sources(tmp_path):
      "not a multiple of 16"),
     (lambda recs: {"records": recs + recs}, "a second record"),
     (lambda recs: {"format": "kiln-tuning/0"}, "expected kiln-tuning/1"),
+    (lambda recs: {"records": [dict(recs[0], params=dict(recs[0]["params"], c1_step=0))]}, "positive integers"),
+    (lambda recs: {"records": 5}, "must be a list"),
+    (lambda recs: {"records": [dict(recs[0], opspec=["x"])]}, "must be strings"),
+    (lambda recs: {"records": [dict(recs[0], family="gemm_cube")]}, "cannot implement a conv2d kernel"),
 ])
 def test_bad_records_are_rejected_naming_the_problem(tmp_path, change, message):
     _, rec = conv_record(planned(tmp_path))
@@ -116,3 +120,27 @@ def test_kiln_tune_measures_candidates_on_the_emulator(tmp_path):
                             "KILN_KERNEL_LIST": str(tmp_path / "one.toml")}), REPO, tmp_path)
     from_records = [ln for ln in p.log.lines if "reason=tuning_record" in ln]
     assert len(from_records) == len(gemms)
+
+
+def test_explicit_options_outrank_a_winograd_record(tmp_path):
+    k, rec = conv_record(planned(tmp_path))
+    rec = dict(rec, family="conv2d_winograd", params={"tile": 2, "tile_batch": 8, "c1_block": 1, "co1_block": 1,
+                                                      "base_m": 64, "base_n": 64, "base_k1": 2, "c1_step": 1})
+    kl = tmp_path / "k.toml"
+    kl.write_text(KERNELS)
+    p = plan(parse_options({"KILN_MODELS": "", "KILN_KERNEL_LIST": str(kl), "KILN_TUNING_RECORDS": str(write(
+        tmp_path, [rec])), "FORCE_DIRECT_CONV": "ON", "DEBUG_OPTIMIZATION_PATH": "ON"}), REPO)
+    conv = next(x for x in p.kernels if x.spec.kind == "conv2d")
+    assert conv.variant.family == "conv2d_cube_img2col"
+    assert any("tuning_record:skipped" in ln for ln in p.log.lines)
+
+
+def test_a_record_beside_a_pinned_algorithm_of_the_same_spec_makes_two_kernels(tmp_path):
+    _, rec = conv_record(planned(tmp_path))
+    kl = tmp_path / "k.toml"
+    kl.write_text(KERNELS + KERNELS.split("[[op]]")[1].join(["[[op]]", ""]).replace('label = "t.conv"', 'label = "t.pin"')
+                  .replace('activation = "Relu"', 'activation = "Relu"\nalgorithm = "direct_img2col"', 1))
+    p = plan(parse_options({"KILN_MODELS": "", "KILN_KERNEL_LIST": str(kl),
+                            "KILN_TUNING_RECORDS": str(write(tmp_path, [rec]))}), REPO)
+    convs = [x for x in p.kernels if x.spec.kind == "conv2d"]
+    assert len(convs) == 2 and len({x.symbol for x in convs}) == 2

@@ -27,9 +27,15 @@ def set_num_threads(n: int) -> None:
     """Host threads the emulated AI cores run on (default: all CPU cores, or KILN_NUM_THREADS).
     A kernel's blocks go to its virtual cores exactly as its variant split them (blockDim); the threads
     only decide how many virtual cores run at once, so simulated figures do not depend on them."""
-    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-        raise ValueError(f"number of threads must be a positive integer, got {n!r}")
+    limit = _max_threads()
+    if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= limit:
+        raise ValueError(f"number of threads must be an integer 1..{limit} (4 per CPU core), got {n!r}")
     _core.set_num_threads(n)
+
+
+def _max_threads() -> int:
+    import os
+    return 4 * (os.cpu_count() or 1)
 
 
 def _threads_from_env() -> None:
@@ -37,9 +43,11 @@ def _threads_from_env() -> None:
     raw = os.environ.get("KILN_NUM_THREADS", "").strip()
     if not raw:
         return
-    if not raw.isdigit() or int(raw) < 1:
-        raise ValueError(f"KILN_NUM_THREADS={raw!r} is not valid: expected a positive integer (threads for the "
-                         f"emulated AI cores), or unset for all CPU cores")
+    if not raw.isdigit() or not 1 <= int(raw) <= _max_threads():
+        import sys
+        print(f"kiln: ignoring KILN_NUM_THREADS={raw!r}: expected an integer 1..{_max_threads()} (threads for the "
+              f"emulated AI cores); using all CPU cores", file=sys.stderr)
+        return
     _core.set_num_threads(int(raw))
 
 

@@ -192,9 +192,20 @@ def _plan(args) -> int:
     return 0
 
 
+def _output_dir_ok(path, what: str) -> bool:
+    """An output file's directory must exist before a long run starts (no half-done work, no traceback)."""
+    from pathlib import Path
+    if path and not Path(path).resolve().parent.is_dir():
+        print(f"{what}: the directory of {path} does not exist", file=sys.stderr)
+        return False
+    return True
+
+
 def _bench(args) -> int:
     """`kiln bench MODEL`: kiln and the installed peers on the same ONNX file, each in its own process."""
     from . import bench
+    if args.profile and not _output_dir_ok(args.profile, "kiln bench --profile"):
+        return 2
     try:
         report = bench.run(args.model, batch=args.batch, threads=args.threads, peers=bench.parse_peers(args.peers),
                            repeat=args.repeat, warmup=args.warmup, rounds=args.rounds)
@@ -236,7 +247,7 @@ def _opspec(args) -> int:
         path = resources.files("kiln") / "opspecs" / f"{h}.opspec"
         try:
             parsed = parse_opspec(path.read_text(), profile, source=str(path))
-        except (OSError, KilnError) as e:
+        except (OSError, UnicodeDecodeError, KilnError) as e:
             print(f"kiln opspec: {e}", file=sys.stderr)
             return 1
         rows.append({"hash": h, "kernel": name, "features": parsed["features"]})
@@ -253,11 +264,17 @@ def _opspec(args) -> int:
 
 def _tune(args) -> int:
     """`kiln tune MODEL`: measure the best tilings on the emulator, write tuning records."""
+    from .codegen import KilnError
     from .tune import tune
+    if args.k < 1:
+        print(f"kiln tune: -k must be at least 1, got {args.k}", file=sys.stderr)
+        return 2
+    if not _output_dir_ok(args.output, "kiln tune -o"):
+        return 2
     try:
         res = tune(args.model, args.output, k=args.k, build_dir=args.build_dir,
                    progress=lambda m: print(f"[kiln tune] {m}", file=sys.stderr, flush=True))
-    except (ValueError, RuntimeError) as e:
+    except (ValueError, RuntimeError, KilnError, OSError) as e:
         print(f"kiln tune: {e}", file=sys.stderr)
         return 1
     print(f"{res['records']} tuning records in {res['file']}; build with -DKILN_TUNING_RECORDS={res['file']}")
@@ -267,6 +284,8 @@ def _tune(args) -> int:
 def _trace(args) -> int:
     """`kiln trace MODEL --kernel NAME`: one kernel's instruction stream from the cost model's replay."""
     from . import trace
+    if args.chrome and not _output_dir_ok(args.chrome, "kiln trace --chrome"):
+        return 2
     try:
         _, steps, rec = trace.find_kernel(args.model, args.kernel)
         tr = trace.replay(rec)
@@ -290,6 +309,11 @@ def _visualize(args) -> int:
         print("kiln visualize: --threshold is a share of simulated time between 0 and 1, e.g. 0.15", file=sys.stderr)
         return 2
     out = args.output or f"{args.model.replace('/', '_')}_report.html"
+    if not _output_dir_ok(out, "kiln visualize -o"):
+        return 2
+    if args.serve is not None and not 0 <= args.serve <= 65535:
+        print(f"kiln visualize: --serve {args.serve} is not a TCP port (0..65535; 0 picks a free one)", file=sys.stderr)
+        return 2
     try:
         data = visualize.write(args.model, out, args.threshold, profile_path=args.profile)
     except KeyError as e:
@@ -317,12 +341,15 @@ def _visualize(args) -> int:
 
 def _optimize(args) -> int:
     """`kiln optimize MODEL [--feedback]`: suggestions for the bottleneck kernels, applied if they help."""
+    from .codegen import KilnError
     from .optimize import optimize
+    if not _output_dir_ok(args.output, "kiln optimize -o"):
+        return 2
     try:
         rep = optimize(args.model, args.output, threshold=args.threshold, build_dir=args.build_dir,
                        feedback=args.feedback, progress=lambda m: print(f"[kiln optimize] {m}", file=sys.stderr,
                                                                       flush=True))
-    except (ValueError, RuntimeError) as e:
+    except (ValueError, RuntimeError, KilnError, OSError) as e:
         print(f"kiln optimize: {e}", file=sys.stderr)
         return 1
     if args.json:

@@ -52,7 +52,8 @@ def optimize(model: str, out: str, threshold: float = 0.15, build_dir: str | Non
         item = {"kernel": n, "share": round(share[n], 4), "cycles": kr["predicted_cycles"]}
         report["kernels"].append(item)
         if kr["family"] not in TUNED_FAMILIES:
-            item["outcome"] = f"no suggestion: the {kr['family']} family has no tunable tiling"
+            item["outcome"] = (f"no suggestion: the feedback loop tunes direct convolutions and GEMMs; "
+                               f"{kr['family']} is not one of them")
             continue
         spec = (GemmSpec if kr["features"]["kind"] == "gemm" else Conv2dSpec)(**kr["spec"])
         current = predict(spec, kr["family"], kr["tiling"], profile).cycles

@@ -73,6 +73,8 @@ def tune(model: str, out: str, k: int = 3, build_dir: str | None = None, progres
             tiling = {name: params[name] for name in TUNABLE[kr["family"]]}
             lines.append(_entry(f"{kr['opspec']}#{j}", kr["spec"], kr["features"]["kind"], tiling))
         progress(f"[{i + 1}/{len(todo)}] {kr['name']}: {len(top)} candidates")
+    if not lines:
+        raise ValueError(f"nothing to tune in {model}: it has no direct convolution or GEMM kernel")
     work = Path(build_dir) if build_dir else Path(tempfile.mkdtemp(prefix=f"kiln-tune-{model}-"))
     work.mkdir(parents=True, exist_ok=True)
     (work / "candidates.toml").write_text("".join(lines))
@@ -93,6 +95,8 @@ def tune(model: str, out: str, k: int = 3, build_dir: str | None = None, progres
 def _build_and_run(work: Path, target: str, progress) -> dict:
     """Bakes candidates.toml from the source tree next to the installed package or the repo, runs every kernel."""
     repo = _source_tree()
+    if not shutil.which("cmake"):
+        raise RuntimeError("cmake is not on PATH: `pip install cmake ninja` (the scratch build bakes the candidates)")
     gen = ["-G", "Ninja"] if shutil.which("ninja") else []
     for cmd in (["cmake", "-S", str(repo), "-B", str(work / "build"), *gen, f"-DPython_EXECUTABLE={sys.executable}",
                  "-DKILN_MODELS=", f"-DKILN_KERNEL_LIST={work / 'candidates.toml'}", f"-DKILN_TARGET={target}"],
@@ -120,10 +124,10 @@ def _source_tree() -> Path:
     this package was installed from if it is still there."""
     env = os.environ.get("KILN_SOURCE_DIR")
     cands = [Path(env)] if env else []
-    import kiln
-    info = kiln.manifest().get("source_dir")
-    if info:
-        cands.append(Path(info))
+    from importlib import resources
+    recorded = resources.files("kiln") / "kiln_source_dir.txt"  # written by the build that installed this package
+    if recorded.is_file():
+        cands.append(Path(recorded.read_text().strip()))
     for c in cands:
         if (c / "CMakeLists.txt").is_file() and (c / "codegen").is_dir():
             return c
