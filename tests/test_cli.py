@@ -115,3 +115,14 @@ def test_thread_counts_beyond_the_machine_are_refused_not_crashed():
     r = run([sys.executable, "-c", "import kiln; print(kiln.build_info()['threads'])"],
             env={**__import__("os").environ, "KILN_NUM_THREADS": "abc"})
     assert r.returncode == 0 and "ignoring KILN_NUM_THREADS='abc'" in r.stderr
+
+
+def test_trace_of_a_core_the_kernel_does_not_use_is_an_error():
+    import kiln
+    if not kiln.models():
+        pytest.skip("no models baked")
+    model = kiln.models()[0]
+    rec = next(m for m in kiln.manifest()["models"] if m["name"] == model)
+    kernel = next(s["kernel"] for s in rec["steps"] if s["kernel"])
+    r = run([kiln_cmd(), "trace", model, "--kernel", kernel, "--core", "9999"])
+    assert r.returncode == 2 and "--core 9999" in r.stderr and "virtual cores 0.." in r.stderr

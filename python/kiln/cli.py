@@ -292,6 +292,11 @@ def _trace(args) -> int:
     except trace.TraceError as e:
         print(f"kiln trace: {e}", file=sys.stderr)
         return 2
+    cores = sorted({e.core for e in tr.events})
+    if args.core not in cores:
+        print(f"kiln trace: --core {args.core}: {tr.kernel} runs on virtual cores {cores[0]}..{cores[-1]}",
+              file=sys.stderr)
+        return 2
     if args.chrome:
         with open(args.chrome, "w") as f:
             json.dump(trace.chrome_trace(tr, args.model), f)

@@ -16,27 +16,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .tune import TUNED_FAMILIES, _build_and_run, _entry
+from .tune import TUNED_FAMILIES, _build_and_run, _entry, baked_model
 
 
 def optimize(model: str, out: str, threshold: float = 0.15, build_dir: str | None = None, feedback: bool = True,
              progress=print) -> dict:
     import tempfile
 
-    import kiln
     from .codegen.costmodel import predict
     from .codegen.opspec import Conv2dSpec, GemmSpec
-    from .codegen.profiles import get_profile
     from .advice import best_tiling
     from .codegen.tiling import TUNABLE
     from .codegen.tuning import load_records, write_records
 
-    man = kiln.manifest()
-    rec = next((m for m in man["models"] if m["name"] == model), None)
-    if rec is None:
-        raise ValueError(f"no baked model {model!r}; baked: {', '.join(kiln.models()) or 'none'}")
-    profile = get_profile(man["profile"])
-    kernels = {k["name"]: k for k in man["kernels"]}
+    rec, profile, kernels = baked_model(model)
     launches = [s["kernel"] for s in rec["steps"] if s["kernel"]]
     total = sum(kernels[n]["predicted_cycles"] or 0 for n in launches)
     share: dict[str, float] = {}

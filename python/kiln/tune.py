@@ -48,20 +48,24 @@ def _entry(label: str, spec: dict, kind: str, tiling: dict) -> str:
     return "\n".join(["[[op]]", f'label = "{label}"', *body, f"tiling = {{ {t} }}", ""]) + "\n"
 
 
-def tune(model: str, out: str, k: int = 3, build_dir: str | None = None, progress=print) -> dict:
+def baked_model(model: str) -> tuple[dict, object, dict]:
+    """(the model's manifest record, its hardware profile, kernel records by name); ValueError if not baked."""
     import kiln
-    from .codegen.opspec import Conv2dSpec, GemmSpec
     from .codegen.profiles import get_profile
-    from .codegen.search import top_candidates
-    from .codegen.tiling import TUNABLE
-    from .codegen.tuning import write_records
-
     man = kiln.manifest()
     rec = next((m for m in man["models"] if m["name"] == model), None)
     if rec is None:
         raise ValueError(f"no baked model {model!r}; baked: {', '.join(kiln.models()) or 'none'}")
-    profile = get_profile(man["profile"])
-    kernels = {k["name"]: k for k in man["kernels"]}
+    return rec, get_profile(man["profile"]), {k["name"]: k for k in man["kernels"]}
+
+
+def tune(model: str, out: str, k: int = 3, build_dir: str | None = None, progress=print) -> dict:
+    from .codegen.opspec import Conv2dSpec, GemmSpec
+    from .codegen.search import top_candidates
+    from .codegen.tiling import TUNABLE
+    from .codegen.tuning import write_records
+
+    rec, profile, kernels = baked_model(model)
     used = [kernels[n] for n in dict.fromkeys(s["kernel"] for s in rec["steps"] if s["kernel"])]
     todo = [kr for kr in used if kr["family"] in TUNED_FAMILIES]
     lines, cands = [], {}
