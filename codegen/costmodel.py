@@ -639,12 +639,8 @@ _GELU_OPS = [("Cast", True), ("Abs", True), ("Muls", True), ("Muls", True), ("Ad
 
 def _gelu(spec, params: dict, profile: Profile) -> Prediction:
     tile = params["tile_elems"]
-    return _stream(profile, spec.numel, tile, choose_blocks_stream(spec.numel, tile, profile), 1, _GELU_OPS, 64)
-
-
-def choose_blocks_stream(numel: int, tile: int, profile: Profile) -> int:
     from .tiling import choose_blocks_eltwise
-    return choose_blocks_eltwise(numel, tile, profile)
+    return _stream(profile, spec.numel, tile, choose_blocks_eltwise(spec.numel, tile, profile), 1, _GELU_OPS, 64)
 
 
 def _row_reduce(core: SimCore, op: str, length: int, pad_first: bool) -> None:
@@ -727,6 +723,17 @@ def _window_block_prologue(core: SimCore, spec, rows_out: int, r0: int, dilation
         core.copy_gm(hi - lo, spec.w * 16, 2, "UB")
 
 
+def _store_row(core: SimCore, outq: PingPongSim, ro: int, fill, row: int) -> None:
+    """One output row of a windowed kernel: the Vector unit fills a ping-pong UB row, MTE3 stores it."""
+    q = outq.slot(ro)
+    outq.acquire_for_write(q)
+    fill()
+    outq.written(q)
+    outq.acquire_for_read(q)
+    core.copy_ub_to_gm(1, row, 2)
+    outq.released(q)
+
+
 def _dwconv(spec, params: dict, profile: Profile) -> Prediction:
     rpb = params["rows_per_block"]
     bands, c1s, taps, row = ceil(spec.ho / rpb), c1(spec.c), spec.kh * spec.kw, spec.wo * 16
@@ -753,13 +760,7 @@ def _dwconv(spec, params: dict, profile: Profile) -> Prediction:
                 core.vec_flat(row, 64, [("Maxs", True), ("Mins", True)])
             if spec.relu:
                 core.vec_flat(row, 64, [("Relu", True)])
-            q = outq.slot(ro)
-            outq.acquire_for_write(q)
-            core.vec_flat(row, 64, [("Cast", True)])
-            outq.written(q)
-            outq.acquire_for_read(q)
-            core.copy_ub_to_gm(1, row, 2)
-            outq.released(q)
+            _store_row(core, outq, ro, lambda: core.vec_flat(row, 64, [("Cast", True)]), row)
         outq.drain()
         core.set_flag("V", "MTE2", 1)
 
@@ -778,14 +779,8 @@ def _maxpool(spec, params: dict, profile: Profile) -> Prediction:
         core.wait_flag("MTE2", "V", 0)
         outq = PingPongSim(core, "V", "MTE3", 2)
         for ro in range(rows_out):
-            q = outq.slot(ro)
-            outq.acquire_for_write(q)
-            for t in range(spec.kh * spec.kw):
-                core.vec_flat(row, 128, [("Copy" if t == 0 else "Max", False)])
-            outq.written(q)
-            outq.acquire_for_read(q)
-            core.copy_ub_to_gm(1, row, 2)
-            outq.released(q)
+            _store_row(core, outq, ro, lambda: [core.vec_flat(row, 128, [("Copy" if t == 0 else "Max", False)])
+                                                for t in range(spec.kh * spec.kw)], row)
         outq.drain()
         core.set_flag("V", "MTE2", 1)
 

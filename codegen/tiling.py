@@ -761,11 +761,38 @@ def _winograd_loss_reason(spec: Conv2dSpec, v: Variant) -> str:
 
 def mte2_bytes(spec: Opspec, variant: Variant) -> int:
     """GM -> L1/UB bytes the variant's kernel moves (what the MTE2 counter must show)."""
-    if variant.family == "conv2d_winograd":  # three phases: the cost model's replay counts them
-        from .costmodel import predict
-        from .profiles import PROFILES
-        return predict(spec, variant.family, variant.params, PROFILES["ascend910b"]).pipes["MTE2"].bytes
+    if variant.family == "conv2d_winograd":
+        return _winograd_mte2(spec, variant)
     return _RULES[spec.kind][1](spec, variant)
+
+
+def _winograd_mte2(spec: Conv2dSpec, v: Variant) -> int:
+    """GM reads of the three Winograd launches: input rows (inside the image) per channel block, V and U per
+    GEMM block, then M, the bias and the residual rows per output channel block."""
+    p = v.params
+    g = winograd_geometry(spec, p["tile"])
+    C1, CO1, tb, raw_w = c1(spec.cin), c1(spec.cout), p["tile_batch"], p["tile_batch"] * p["tile"] + 2
+    total = 0
+    for th in range(g.th):
+        row0 = th * g.tile - spec.pt
+        rows_in = sum(1 for a in range(g.alpha) if 0 <= row0 + a < spec.h)
+        rows_out = sum(1 for i in range(g.tile) if th * g.tile + i < spec.ho)
+        for tw0 in range(0, g.tw, tb):
+            col0 = tw0 * g.tile - spec.pl
+            cols = max(0, min(raw_w, spec.w - col0) - max(0, -col0))
+            ntb = min(tb, g.tw - tw0)
+            total += C1 * rows_in * cols * 32                      # input transform
+            total += CO1 * g.positions * ntb * 64                  # M (fp32) in the output transform
+            total += CO1 * 256 if spec.bias else 0                 # four copies of 16 fp32 bias values
+            if spec.residual:
+                total += CO1 * rows_out * min(ntb * g.tile, spec.wo - tw0 * g.tile) * 32
+    total *= spec.n
+    bm, bn = p["base_m"], p["base_n"]
+    for m0 in range(0, g.p, bm):  # V and U fractal rows of every GEMM block
+        m1 = ceil(min(bm, g.p - m0) / 16)
+        for n1_0 in range(0, CO1, bn // 16):
+            total += g.positions * C1 * (m1 + min(bn // 16, CO1 - n1_0)) * 512
+    return total
 
 
 def kernel_inputs(spec: Opspec, variant: Variant) -> list:

@@ -7,6 +7,12 @@ import sys
 from importlib import resources
 
 
+def _emit_json(obj) -> None:
+    """Machine-readable output of every command: indented JSON and a final newline."""
+    json.dump(obj, sys.stdout, indent=1)
+    sys.stdout.write("\n")
+
+
 def _model_kernels(args) -> int:
     """`kiln kernels MODEL`: the model's kernel launches, with simulated cycles from one seeded run."""
     import numpy as np
@@ -36,8 +42,7 @@ def _model_kernels(args) -> int:
               "mean_cube_utilization": round(cube_busy / (model.simulated_cycles * prof.cube_cores), 4),
               "kernels": rows}
     if args.json:
-        json.dump(report, sys.stdout, indent=1)
-        sys.stdout.write("\n")
+        _emit_json(report)
         return 0
     print(f"{model.name}: {report['kernel_launches']} kernel launches, {report['unique_kernels']} unique kernels, "
           f"arena {model.arena_bytes} B, {model.simulated_cycles:.0f} simulated cycles "
@@ -58,8 +63,7 @@ def _kernels(args) -> int:
             return 2
     recs = kiln.manifest()["kernels"]
     if args.json:
-        json.dump({"profile": kiln.manifest()["profile"], "kernels": recs}, sys.stdout, indent=1)
-        sys.stdout.write("\n")
+        _emit_json({"profile": kiln.manifest()["profile"], "kernels": recs})
         return 0
     info = kiln.build_info()
     print(f"{len(recs)} kernels for {info['profile']} (host ISA {info['isa']}, {info['threads']} threads)")
@@ -109,8 +113,7 @@ def _analyze(args) -> int:
         print(f"kiln analyze: {e.subject}: {e.message}", file=sys.stderr)
         return 2
     if args.json:
-        json.dump(report, sys.stdout, indent=1)
-        sys.stdout.write("\n")
+        _emit_json(report)
     else:
         print(format_text(report))
     return 0 if not report["unsupported"] else 1
@@ -131,8 +134,7 @@ def _validate(args) -> int:
         report["first_divergent_kernel"] = bad[0]["name"] if bad else None
         report["passed"] = report["passed"] and not bad
     if args.json:
-        json.dump(report, sys.stdout, indent=1)
-        sys.stdout.write("\n")
+        _emit_json(report)
     else:
         print(v.format_text(report))
     return 0 if report["passed"] else 1
@@ -174,8 +176,7 @@ def _plan(args) -> int:
               "strategies": mem["strategies"], "alignment": mem["alignment"], "in_place": mem["in_place"],
               "tensors": mem["tensors"]}
     if args.json:
-        json.dump(report, sys.stdout, indent=1)
-        sys.stdout.write("\n")
+        _emit_json(report)
         return 0
     steps = len(rec["steps"])
     print(f"{rec['name']}: arena {rec['arena_bytes']} B, lower bound {mem['lower_bound_bytes']} B "
@@ -216,8 +217,7 @@ def _bench(args) -> int:
         report["profile_file"] = bench.write_profile(report["model"], args.profile, threads=report["threads"],
                                                      warmup=args.warmup, repeat=args.repeat)
     if args.json:
-        json.dump(report, sys.stdout, indent=1)
-        sys.stdout.write("\n")
+        _emit_json(report)
     else:
         print(bench.format_text(report))
         if args.profile:
@@ -252,8 +252,7 @@ def _opspec(args) -> int:
             return 1
         rows.append({"hash": h, "kernel": name, "features": parsed["features"]})
     if args.json:
-        json.dump(rows, sys.stdout, indent=1)
-        sys.stdout.write("\n")
+        _emit_json(rows)
         return 0
     for r in rows:
         f = r["features"]
@@ -358,8 +357,7 @@ def _optimize(args) -> int:
         print(f"kiln optimize: {e}", file=sys.stderr)
         return 1
     if args.json:
-        json.dump(rep, sys.stdout, indent=1)
-        sys.stdout.write("\n")
+        _emit_json(rep)
         return 0
     for i in rep["kernels"]:
         print(f"{100 * i['share']:5.1f}%  {i['kernel']}: {i['outcome']}")
@@ -370,8 +368,7 @@ def _optimize(args) -> int:
 
 def _info(args) -> int:
     import kiln
-    json.dump(kiln.build_info(), sys.stdout, indent=1)
-    sys.stdout.write("\n")
+    _emit_json(kiln.build_info())
     return 0
 
 
