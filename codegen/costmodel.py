@@ -256,6 +256,8 @@ def _conv_img2col(spec: Conv2dSpec, params: dict, profile: Profile) -> Predictio
     M = spec.ho * spec.wo
     tiles = conv_tile_rows(spec, bm)
     m_tiles, n_tiles = len(tiles), ceil(CO1 * 16 / bn)
+    second = spec.second() if spec.cin2 else None
+    tiles2 = conv_tile_rows(second, bm) if second else []
 
     def block(core: SimCore, b: int) -> None:
         ni, mi = b % n_tiles, (b // n_tiles) % m_tiles
@@ -273,6 +275,11 @@ def _conv_img2col(spec: Conv2dSpec, params: dict, profile: Profile) -> Predictio
         for c1a in range(0, C1, step):
             c1n = min(step, C1 - c1a)
             chunks.append((c1n * taps, ([(c1n, rows * spec.w * 16)] if rows > 0 else []) + [(c1n * taps, n1_cnt * 256)]))
+        if second:  # the second source's channel blocks go on into the same L0C (1x1: one tap)
+            rows2 = tiles2[mi][3]
+            for c1a in range(0, c1(second.cin), step):
+                c1n = min(step, c1(second.cin) - c1a)
+                chunks.append((c1n, ([(c1n, rows2 * second.w * 16)] if rows2 > 0 else []) + [(c1n, n1_cnt * 256)]))
         _cube_k_loop(core, m, n1_cnt * 16, chunks, bk1, lambda kc: core.load3d(m1, kc), lambda kc, k1n: [kc * n1_cnt])
         if params.get("on_chip"):
             _on_chip_epilogue(core, spec, m, n1_cnt)

@@ -8,6 +8,10 @@ Epilogues each kernel family can run (the kernels implement them):
     the separate Cube and Vector cores on ascend910b), which no kernel has yet.
   Depthwise Conv and Add run on the Vector unit: ReLU and Clip(0, hi) are two
     more instructions in the same pass over UB (instruction-level fusion).
+  Conv + Conv(1x1) + Add, both convolutions read only by the add (ResNet's
+    downsample block): the 1x1 one becomes a second source of the other, its K
+    fractals accumulated into the same L0C, so the add is free and neither
+    result goes to GM; a ReLU after it is then a Fixpipe ReLU.
 A fusion is taken when ENABLE_FUSION=ON, the producer's output feeds only the
 activation (and is not a graph output), and the kernel's source ops stay
 within MAX_FUSION_DEPTH (BatchNormalization folded into a Conv's weights is
@@ -30,6 +34,18 @@ class FusionResult:
     ops_before: int
     fused: list[dict] = field(default_factory=list)
     audit: list[dict] = field(default_factory=list)  # opportunities not taken, with the reason
+
+
+def _depth(node: Node) -> int:
+    """Source ops a fused kernel has absorbed so far, itself included (a folded BatchNormalization is build-time
+    weight arithmetic and does not count)."""
+    return 1 + sum(1 for t in node.attrs.get("fused_types", []) if t != "BN")
+
+
+def _label(node: Node, *more: str) -> str:
+    """Fused(Conv+BN+...): the node's own op and folded BNs, then what it absorbed, in order."""
+    own_bn = len(node.source or [node.name]) - 1 - len(node.attrs.get("fused", []))
+    return "+".join([node.op_type] + ["BN"] * own_bn + list(node.attrs.get("fused_types", [])) + list(more))
 
 
 def _epilogue_support(producer: Node, act: Node, g: Graph) -> tuple[bool, str, str]:
@@ -89,7 +105,7 @@ def fuse(g: Graph, model: str, enable: bool, max_depth: int, log: OptLog) -> Fus
             continue
         pattern = f"{prod.op_type}+{act.op_type}"
         ok, reason, where = _epilogue_support(prod, act, g)
-        depth = len(prod.attrs.get("fused", [])) + 2  # the producer, what it absorbed, and this activation
+        depth = _depth(prod) + 1  # the producer, what it absorbed, and this activation
         subject = f"{model}:{act.name}"
         if not enable:
             ok, reason, where = False, "fusion_off", "ENABLE_FUSION=OFF"
@@ -104,9 +120,7 @@ def fuse(g: Graph, model: str, enable: bool, max_depth: int, log: OptLog) -> Fus
             res.audit.append({"node": act.name, "into": prod.name, "pattern": pattern, "reason": reason,
                               "detail": where})
             continue
-        before = list(prod.source) or [prod.name]
-        label = [prod.op_type] + ["BN"] * (len(before) - 1 - len(prod.attrs.get("fused", []))) + \
-            list(prod.attrs.get("fused_types", [])) + [act.op_type]
+        label = _label(prod, act.op_type)
         prod.attrs["activation"] = act.op_type
         if act.op_type == "Clip":
             prod.attrs["min"], prod.attrs["max"] = act.attrs.get("min", float("-inf")), act.attrs.get("max", float("inf"))
@@ -116,7 +130,7 @@ def fuse(g: Graph, model: str, enable: bool, max_depth: int, log: OptLog) -> Fus
         prod.outputs = list(act.outputs)
         producer_of[act.outputs[0]] = prod
         removed.add(act.name)
-        log.add("fusion", subject, f"Fused({'+'.join(label)})", reason, into=prod.name, where=where,
+        log.add("fusion", subject, f"Fused({label})", reason, into=prod.name, where=where,
                 ops=len(prod.source))
         res.fused.append({"node": act.name, "into": prod.name, "pattern": pattern, "where": where})
     g.nodes = [n for n in g.nodes if n.name not in removed]
@@ -137,6 +151,9 @@ def _fuse_residual(add: Node, g: Graph, model, enable, max_depth, log, res, cons
         p = producer_of.get(value)
         return p is None or order[p.name] < order[node.name]
 
+    if _fuse_second_source(add, ins, g, model, enable, max_depth, log, res, consumers, producer_of, outputs, order,
+                           removed):
+        return
     # the conv that takes the add: the latest one whose other operand already exists when it runs
     convs = [(producer_of[i], ins[1 - k]) for k, i in enumerate(ins) if i in producer_of
              and producer_of[i].op_type == "Conv" and producer_of[i].attrs.get("group", 1) == 1
@@ -151,7 +168,7 @@ def _fuse_residual(add: Node, g: Graph, model, enable, max_depth, log, res, cons
         return
     prod, other = max(convs, key=lambda pc: order[pc[0].name])
     pattern, subject = "Conv+Add", f"{model}:{add.name}"
-    depth = len(prod.attrs.get("fused", [])) + 2
+    depth = _depth(prod) + 1
     if not enable:
         reason, detail = "fusion_off", "ENABLE_FUSION=OFF"
     elif prod.attrs.get("activation"):
@@ -169,6 +186,7 @@ def _fuse_residual(add: Node, g: Graph, model, enable, max_depth, log, res, cons
         res.audit.append({"node": add.name, "into": prod.name, "pattern": pattern, "reason": reason, "detail": detail})
         return
     before = list(prod.source) or [prod.name]
+    label = _label(prod, "Add")
     prod.attrs["residual"] = other
     prod.attrs.setdefault("fused", []).append(add.name)
     prod.attrs.setdefault("fused_types", []).append("Add")
@@ -176,7 +194,75 @@ def _fuse_residual(add: Node, g: Graph, model, enable, max_depth, log, res, cons
     prod.outputs = list(add.outputs)
     producer_of[add.outputs[0]] = prod
     removed.add(add.name)
-    label = ["Conv"] + ["BN"] * (len(before) - 1) + ["Add"]
-    log.add("fusion", subject, f"Fused({'+'.join(label)})", reason, into=prod.name, where=detail,
+    log.add("fusion", subject, f"Fused({label})", reason, into=prod.name, where=detail,
             ops=len(prod.source))
     res.fused.append({"node": add.name, "into": prod.name, "pattern": pattern, "where": detail})
+
+
+def _second_source_problem(conv: Node, g: Graph) -> str | None:
+    """Why `conv` cannot be accumulated into another conv's L0C as its second source, or None: it must be a
+    plain 1x1 convolution (no padding, dilation or groups, a square stride) with nothing fused after it."""
+    kshape = g.values[conv.inputs[1]].shape if conv.inputs[1] in g.values else ()
+    if conv.op_type != "Conv" or len(kshape) != 4 or tuple(kshape[2:]) != (1, 1):
+        return "not a 1x1 convolution"
+    a = conv.attrs
+    if a.get("group", 1) != 1 or any(a.get("pads", (0,))) or set(a.get("dilations", (1, 1))) != {1}:
+        return "padded, dilated or grouped"
+    if len(set(a.get("strides", (1, 1)))) != 1:
+        return f"stride {a.get('strides')} is not square"
+    if a.get("activation") or a.get("residual") or a.get("second") or a.get("fused"):
+        return "already has a fused epilogue"
+    return None
+
+
+def _fuse_second_source(add: Node, ins: list[str], g: Graph, model, enable, max_depth, log, res, consumers,
+                        producer_of, outputs, order, removed) -> bool:
+    """Conv + Conv(1x1) + Add: when both operands of the add are convolutions read only by it, the 1x1 one
+    (ResNet's downsample) becomes a second source of the other: its K fractals are accumulated into the same
+    L0C, so neither result goes to GM and the add costs nothing. Returns whether it fused."""
+    prods = [producer_of.get(i) for i in ins]
+    if not all(p is not None and p.op_type == "Conv" and p.name not in removed for p in prods):
+        return False
+    if any(len(consumers.get(p.outputs[0], [])) != 1 or p.outputs[0] in outputs for p in prods):
+        return False  # a result someone else reads must reach GM: the residual route handles it
+    a, b = prods
+    # host: the later conv; the second source's input must exist when the host runs
+    options = []
+    for host, second in ((a, b), (b, a)):
+        problem = _second_source_problem(second, g)
+        if host.attrs.get("group", 1) != 1 or host.attrs.get("activation") or host.attrs.get("residual") \
+                or host.attrs.get("second"):
+            problem = problem or f"{host.name} already has a fused epilogue"
+        p_in = producer_of.get(second.inputs[0])
+        if p_in is not None and order[p_in.name] > order[host.name]:
+            problem = problem or f"{second.inputs[0]} is computed after {host.name}"
+        options.append((problem, order[host.name], host, second))
+    legal = [o for o in options if o[0] is None]
+    subject, pattern = f"{model}:{add.name}", "Conv+Conv+Add"
+    if not legal:  # not an opportunity of this kind: the residual route below decides (and logs) the add
+        return False
+    _, _, host, second = max(legal, key=lambda o: o[1])
+    depth = _depth(host) + 2  # the host, the second conv and the add
+    if not enable:
+        reason, detail = "fusion_off", "ENABLE_FUSION=OFF"
+    elif depth > max_depth:
+        reason, detail = "depth_limit", f"depth {depth} > MAX_FUSION_DEPTH={max_depth}"
+    else:
+        reason, detail = "second_source_l0c", f"{second.name} accumulated into {host.name}'s L0C"
+    if reason != "second_source_l0c":
+        log.add("fusion", subject, f"{pattern}:rejected", reason, detail=detail)
+        res.audit.append({"node": add.name, "into": host.name, "pattern": pattern, "reason": reason, "detail": detail})
+        return False
+    second_ops = list(second.source) or [second.name]
+    label = _label(host, "Conv", *["BN"] * (len(second_ops) - 1), "Add")
+    host.attrs["second"] = second
+    host.attrs.setdefault("fused", []).extend(second_ops + [add.name])
+    host.attrs.setdefault("fused_types", []).extend(["Conv"] + ["BN"] * (len(second_ops) - 1) + ["Add"])
+    host.source = (list(host.source) or [host.name]) + second_ops + [add.name]
+    host.outputs = list(add.outputs)
+    producer_of[add.outputs[0]] = host
+    removed.update({second.name, add.name})
+    log.add("fusion", subject, f"Fused({label})", reason, into=host.name, second=second.name,
+            ops=len(host.source))
+    res.fused.append({"node": add.name, "into": host.name, "pattern": pattern, "where": detail})
+    return True

@@ -166,11 +166,23 @@ class _Lowerer:
         else:
             raise self.fail(node, f"group={group} is neither 1 nor depthwise")
         ins = [self.act(node, x, "NC1HWC0"), wname]
-        if bias:
-            ins.append(self.weight(f"{node.name}.b", layouts.pad_bias(self.const(node, node.inputs[2]))))
+        second = node.attrs.get("second")  # a 1x1 conv accumulated into the same L0C (fusion)
+        b = self.const(node, node.inputs[2]) if bias else None
+        if second is not None and len(second.inputs) > 2 and second.inputs[2]:
+            b2 = self.const(second, second.inputs[2])  # both biases land in one bias table
+            b = b2 if b is None else (b.astype(np.float32) + b2.astype(np.float32))
+        if b is not None:
+            attrs["bias"] = True
+            ins.append(self.weight(f"{node.name}.b", layouts.pad_bias(b)))
         if node.attrs.get("residual"):  # fused residual add: y = act(conv + residual)
             attrs["residual"] = True
             ins.append(self.act(node, node.attrs["residual"], "NC1HWC0"))
+        if second is not None:
+            x2, w2 = second.inputs[0], self.const(second, second.inputs[1])
+            x2s = self.shape(x2)
+            attrs["second"] = (int(x2s[1]), int(x2s[2]), int(x2s[3]), int(second.attrs["strides"][0]))
+            ins.append(self.act(node, x2, "NC1HWC0"))
+            ins.append(self.weight(f"{second.name}.w", layouts.oihw_to_fractal_z(w2)))
         self.kernel(node, "Conv", attrs, ins, "NC1HWC0")
 
     def gemm(self, node: Node) -> None:

@@ -66,7 +66,19 @@ class Conv2dSpec:
     relu: bool
     residual: bool = False  # y = act(conv + residual), the add in a Vector-core pass after the Cube
     clip_hi: float = 0.0    # > 0: act is a clip to [0, clip_hi] (ReLU6), also in the Vector pass
+    # A second source accumulated into the same L0C before the epilogue: a 1x1, unpadded convolution with stride
+    # s2 of another input x2 (n, cin2, h2, w2) to the same output, y = act(conv(x) + conv1x1(x2) + bias). ResNet's
+    # downsample path added to the block's last conv becomes one more stretch of the K loop. cin2 = 0: none.
+    cin2: int = 0
+    h2: int = 0
+    w2: int = 0
+    s2: int = 1
     kind = "conv2d"
+
+    def second(self) -> "Conv2dSpec":
+        """The second source as a conv of its own (for its geometry: rows per tile, reuse)."""
+        return Conv2dSpec(self.n, self.cin2, self.h2, self.w2, self.cout, 1, 1, self.s2, self.s2, 0, 0, 0, 0, 1, 1,
+                          False, False)
 
     @property
     def vector_epilogue(self) -> bool:
@@ -85,12 +97,13 @@ class Conv2dSpec:
     def name(self) -> str:
         win = _window(self.sh, self.sw, (self.pt, self.pl, self.pb, self.pr), self.dh, self.dw)
         act = f"_clip_0_{_num(self.clip_hi)}" if self.clip_hi else _act(self.relu)
+        acc = f"_acc{self.cin2}x{self.h2}x{self.w2}s{self.s2}" if self.cin2 else ""
         return (f"conv2d_{self.n}x{self.cin}x{self.h}x{self.w}_o{self.cout}_k{self.kh}x{self.kw}_{win}"
-                f"{'_bias' if self.bias else ''}{'_add' if self.residual else ''}{act}")
+                f"{'_bias' if self.bias else ''}{acc}{'_add' if self.residual else ''}{act}")
 
     @property
     def flops(self) -> int:
-        return 2 * self.n * self.cout * self.cin * self.kh * self.kw * self.ho * self.wo
+        return 2 * self.n * self.cout * (self.cin * self.kh * self.kw + self.cin2) * self.ho * self.wo
 
     def inputs(self) -> list[Tensor]:
         t = [Tensor("x", (self.n, c1(self.cin), self.h, self.w, C0), "fp16", "NC1HWC0"),
@@ -99,6 +112,9 @@ class Conv2dSpec:
             t.append(Tensor("bias", (c1(self.cout) * C0,), "fp32", "ND"))
         if self.residual:
             t.append(Tensor("residual", self.output().shape, "fp16", "NC1HWC0"))
+        if self.cin2:
+            t.append(Tensor("x2", (self.n, c1(self.cin2), self.h2, self.w2, C0), "fp16", "NC1HWC0"))
+            t.append(Tensor("w2", (c1(self.cin2), c1(self.cout), C0, C0), "fp16", "FRACTAL_Z"))
         return t
 
     def output(self) -> Tensor:
@@ -106,13 +122,13 @@ class Conv2dSpec:
 
     @property
     def reduction_length(self) -> int:
-        return self.cin * self.kh * self.kw
+        return self.cin * self.kh * self.kw + self.cin2
 
     @property
     def channel_padding(self) -> float:
         """Fraction of Cube work spent on zero channels padded up to C0."""
-        useful = self.cin * self.cout
-        return 1 - useful / (c1(self.cin) * C0 * c1(self.cout) * C0)
+        useful = (self.cin * self.kh * self.kw + self.cin2) * self.cout
+        return 1 - useful / ((c1(self.cin) * self.kh * self.kw + c1(self.cin2)) * C0 * c1(self.cout) * C0)
 
 
 class _PerChannelWindow:
@@ -412,8 +428,10 @@ def opspec_of(op: OpInstance) -> Opspec:
         (pt, pl, pb, pr), (sh, sw), (dh, dw) = a["pads"], a["strides"], a["dilations"]
         if a["group"] == 1:
             clip_hi = f32(a["max"]) if a["activation"] == "Clip" else 0.0
+            second = a.get("second")  # (cin2, h2, w2, stride) of an accumulated 1x1 conv
+            extra = dict(cin2=second[0], h2=second[1], w2=second[2], s2=second[3]) if second else {}
             return Conv2dSpec(n, cin, h, w, cout, kh, kw, sh, sw, pt, pl, pb, pr, dh, dw, a["bias"], relu,
-                              bool(a.get("residual", False)), clip_hi)
+                              bool(a.get("residual", False)), clip_hi, **extra)
         clip_hi = f32(a["max"]) if a["activation"] == "Clip" else 0.0
         return DwConv2dSpec(n, cin, h, w, kh, kw, sh, sw, pt, pl, pb, pr, dh, dw, a["bias"], relu, clip_hi)
     if op.type in ("Gemm", "MatMul"):

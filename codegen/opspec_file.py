@@ -32,7 +32,7 @@ FORMAT = "kiln-opspec/1"
 SPEC_CLASSES = {"conv2d": Conv2dSpec, "dwconv2d": DwConv2dSpec, "gemm": GemmSpec, "eltwise": EltwiseSpec,
                 "pool2d": Pool2dSpec, "softmax": RowSpec, "layernorm": RowSpec, "bgemm": BatchedGemmSpec,
                 "transpose": TransposeSpec}
-WEIGHT_TENSORS = ("w", "b", "bias", "gamma", "beta")  # inputs baked at build time (not activations)
+WEIGHT_TENSORS = ("w", "w2", "b", "bias", "gamma", "beta")  # inputs baked at build time (not activations)
 CUBE_KINDS = ("conv2d", "gemm", "bgemm")
 
 # name -> unit; the order is the file's order (docs/opspec.md explains each).
@@ -48,7 +48,11 @@ FEATURES: dict[str, str] = {
 
 
 def spec_hash(spec: Opspec) -> str:
-    canon = json.dumps({"kind": spec.kind, **{f.name: getattr(spec, f.name) for f in fields(spec)}},
+    values = {f.name: getattr(spec, f.name) for f in fields(spec)}
+    if not values.get("cin2", 1):  # a conv without a second source hashes as it did before that field existed
+        for name in ("cin2", "h2", "w2", "s2"):
+            values.pop(name)
+    canon = json.dumps({"kind": spec.kind, **values},
                        sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canon.encode()).hexdigest()[:16]
 
@@ -63,6 +67,8 @@ def _fused_chain(spec: Opspec) -> str:
     parts = [chain]
     if getattr(spec, "bias", False):
         parts.append("Bias")
+    if getattr(spec, "cin2", 0):
+        parts.append("Conv1x1")  # the accumulated second source
     if getattr(spec, "residual", False):
         parts.append("Add")
     if getattr(spec, "clip_hi", 0.0) or getattr(spec, "act", "") == "clip":
@@ -96,7 +102,8 @@ def features(spec: Opspec, profile: Profile) -> dict:
         ridge = 128 / profile.gm_to_ub_bpc
     aligned = {"conv2d": lambda s: s.cin % 16 == 0 and s.cout % 16 == 0, "gemm": lambda s: s.k % 16 == 0 and s.n % 16 == 0,
                "bgemm": lambda s: s.k % 16 == 0 and s.n % 16 == 0}.get(spec.kind, lambda s: True)(spec)
-    winograd = spec.kind == "conv2d" and (spec.kh, spec.kw, spec.sh, spec.sw, spec.dh, spec.dw) == (3, 3, 1, 1, 1, 1)
+    winograd = (spec.kind == "conv2d" and not spec.cin2
+                and (spec.kh, spec.kw, spec.sh, spec.sw, spec.dh, spec.dw) == (3, 3, 1, 1, 1, 1))
     intensity = spec.flops / bytes_moved(spec)
     return {
         "fused_chain": _fused_chain(spec), "unit": "cube" if cube else "vector",

@@ -41,6 +41,11 @@ REASONS = {
     "depth_limit": "rejected: the fused kernel would absorb more source ops than MAX_FUSION_DEPTH",
     "activation_taken": "rejected: the producing kernel already ends with an activation",
     "residual_taken": "rejected: the producing convolution already adds a residual",
+    "second_source_l0c": "both operands of an add are convolutions read only by it: the 1x1 one (e.g. a "
+                         "downsample) is accumulated into the other's L0C as a second source (no GM round trip, "
+                         "the add is free)",
+    "second_source_unsupported": "rejected: neither operand can be a second source (it must be a plain 1x1 "
+                                 "convolution, unpadded, square stride, nothing fused, its input ready in time)",
     "cost_model": "the variant with the fewest cycles predicted by the pipe cost model (codegen/costmodel.py); for a "
                   "tiling search: candidates enumerated, those that fit the buffers ranked, the best replayed exactly",
     "winograd_illegal": "Winograd needs a 3x3 kernel, stride 1 and dilation 1; direct convolution",

@@ -111,10 +111,20 @@ def conv_tile_rows(spec: Conv2dSpec, base_m: int) -> list[tuple[int, int, int]]:
     return out
 
 
-def _conv_buffers(spec: Conv2dSpec, base_m: int, base_n: int, base_k1: int, c1_step: int) -> dict[str, int]:
+def conv_slab_elems(spec: Conv2dSpec, base_m: int) -> int:
+    """fp16 elements per channel block of the largest L1 feature-map slab an M tile needs: its input rows (and,
+    with a second source, the larger of the two sources' slabs: they share the buffer)."""
     rows = max(1, max(r for *_, r in conv_tile_rows(spec, base_m)))
+    slab = rows * spec.w * 16
+    if spec.cin2:
+        second = spec.second()
+        slab = max(slab, max(1, max(r for *_, r in conv_tile_rows(second, base_m))) * second.w * 16)
+    return slab
+
+
+def _conv_buffers(spec: Conv2dSpec, base_m: int, base_n: int, base_k1: int, c1_step: int) -> dict[str, int]:
     return {
-        "L1": 2 * c1_step * rows * spec.w * 32 + 2 * c1_step * spec.kh * spec.kw * (base_n // 16) * 512
+        "L1": 2 * c1_step * conv_slab_elems(spec, base_m) * 2 + 2 * c1_step * spec.kh * spec.kw * (base_n // 16) * 512
               + (base_n * 4 if spec.bias else 0),
         "L0A": 2 * (base_m // 16) * base_k1 * 512,
         "L0B": 2 * base_k1 * (base_n // 16) * 512,
@@ -192,11 +202,17 @@ def _conv_mte2(spec: Conv2dSpec, v: Variant) -> int:
     CO1, C1 = c1(spec.cout), c1(spec.cin)
     n_tiles = [min(p["base_n"] // 16, CO1 - n1) for n1 in range(0, CO1, p["base_n"] // 16)]
     total = 0
-    for _, _, _, rows in conv_tile_rows(spec, p["base_m"]):
+    second = spec.second() if spec.cin2 else None
+    rows2 = conv_tile_rows(second, p["base_m"]) if second else []
+    for mi, (_, _, _, rows) in enumerate(conv_tile_rows(spec, p["base_m"])):
         for n1c in n_tiles:
             for c1a in range(0, C1, p["c1_step"]):
                 c1n = min(p["c1_step"], C1 - c1a)
                 total += c1n * rows * spec.w * 32 + c1n * spec.kh * spec.kw * n1c * 512
+            if second:  # the second source's channel blocks: its rows and its 1x1 weights
+                for c1a in range(0, c1(second.cin), p["c1_step"]):
+                    c1n = min(p["c1_step"], c1(second.cin) - c1a)
+                    total += c1n * rows2[mi][3] * second.w * 32 + c1n * n1c * 512
             total += n1c * 64 if spec.bias else 0
     epilogue = 0
     if p.get("on_chip"):  # the tile stays on chip: only the residual is read
@@ -213,6 +229,8 @@ WINOGRAD_TILES = (2, 4)
 
 def winograd_legal(spec: Conv2dSpec) -> str | None:
     """Why Winograd cannot implement this conv, or None (3x3, stride 1, dilation 1; any padding)."""
+    if spec.cin2:
+        return "a second source is accumulated into its L0C"
     if (spec.kh, spec.kw) != (3, 3):
         return f"kernel {spec.kh}x{spec.kw} is not 3x3"
     if (spec.sh, spec.sw) != (1, 1):

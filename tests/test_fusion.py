@@ -132,19 +132,44 @@ def wts(name, shape):
 
 def test_one_activation_and_one_residual_per_kernel(tmp_path):
     six = [numpy_helper.from_array(np.array(v, np.float32), n) for n, v in (("zero", 0.0), ("six", 6.0))]
-    nodes = [helper.make_node("Conv", ["x", "w0"], ["a"], name="ca"),
-             helper.make_node("Conv", ["x", "w1"], ["b"], name="cb"),
-             helper.make_node("Conv", ["x", "w2"], ["c"], name="cc"),
+    # 3x3 convolutions: none of them can be accumulated into another as a second source
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["a"], name="ca", pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["x", "w1"], ["b"], name="cb", pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["x", "w2"], ["c"], name="cc", pads=[1, 1, 1, 1]),
              helper.make_node("Add", ["c", "a"], ["s1"], name="add1"),
              helper.make_node("Add", ["s1", "b"], ["s2"], name="add2"),  # c already takes a residual
              helper.make_node("Clip", ["s2", "zero", "six"], ["r6"], name="clip"),
              helper.make_node("Relu", ["r6"], ["y"], name="relu")]
     m, lines = plan_graph(tmp_path, nodes, [t("x", [1, 16, 6, 6])], [t("y", [1, 16, 6, 6])],
-                          [wts("w0", (16, 16, 1, 1)), wts("w1", (16, 16, 1, 1)), wts("w2", (16, 16, 1, 1))] + six)
+                          [wts("w0", (16, 16, 3, 3)), wts("w1", (16, 16, 3, 3)), wts("w2", (16, 16, 3, 3))] + six)
     assert any("add1 Fused(Conv+Add)" in ln for ln in lines)
     assert not any("add2 Fused" in ln for ln in lines)  # no second residual on cc
     kernels = [s for s in m.lowered.steps if s.kind == "kernel"]
     assert sum(1 for s in kernels if s.instance.attrs.get("residual")) == 1
+
+
+def test_a_1x1_downsample_is_accumulated_into_the_other_convs_l0c(tmp_path):
+    """ResNet's downsample block: conv3(mid) + downsample(x, stride 2), then ReLU -> one kernel, ReLU in Fixpipe."""
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["mid"], name="conv1", pads=[1, 1, 1, 1], strides=[2, 2]),
+             helper.make_node("Conv", ["mid", "w3"], ["c3"], name="conv3"),
+             helper.make_node("Conv", ["x", "wd"], ["d"], name="down", strides=[2, 2]),
+             helper.make_node("Add", ["c3", "d"], ["s"], name="add"),
+             helper.make_node("Relu", ["s"], ["y"], name="relu")]
+    inits = [wts("w1", (16, 16, 3, 3)), wts("w3", (32, 16, 1, 1)), wts("wd", (32, 16, 1, 1))]
+    m, lines = plan_graph(tmp_path, nodes, [t("x", [1, 16, 8, 8])], [t("y", [1, 32, 4, 4])], inits)
+    assert any("add Fused(Conv+Conv+Add) reason=second_source_l0c into=down second=conv3" in ln for ln in lines), lines
+    assert any("relu Fused(Conv+Conv+Add+Relu) reason=epilogue_fixpipe" in ln for ln in lines), lines
+    kernels = [s for s in m.lowered.steps if s.kind == "kernel"]
+    assert len(kernels) == 2
+    assert kernels[1].instance.attrs["second"] == (16, 4, 4, 1)  # conv3's input: 16 channels, 4x4, stride 1
+    # at depth 3 the ReLU no longer fits, and the log says so
+    m, lines = plan_graph(tmp_path, nodes, [t("x", [1, 16, 8, 8])], [t("y", [1, 32, 4, 4])], inits,
+                          MAX_FUSION_DEPTH="3")
+    assert any("relu Conv+Relu:rejected reason=depth_limit" in ln for ln in lines), lines
+    # fusion off: four kernels and an eltwise add, as the graph says
+    m, lines = plan_graph(tmp_path, nodes, [t("x", [1, 16, 8, 8])], [t("y", [1, 32, 4, 4])], inits,
+                          ENABLE_FUSION="OFF")
+    assert any("add Conv+Conv+Add:rejected reason=fusion_off" in ln for ln in lines), lines
 
 
 def test_residual_operand_computed_later_is_rejected_not_crashing(tmp_path):

@@ -29,6 +29,9 @@ def make_inputs(k: kiln.Kernel, seed: int):
             args.append(rng.standard_normal(s["cout"]).astype(np.float32))
         if s.get("residual"):
             args.append(rng.standard_normal((s["n"], s["cout"], s_ho(s), s_wo(s))).astype(np.float32))
+        if s.get("cin2"):  # the accumulated 1x1 source
+            args.append(rng.standard_normal((s["n"], s["cin2"], s["h2"], s["w2"]), np.float32))
+            args.append(rng.standard_normal((s["cout"], s["cin2"], 1, 1), np.float32) / math.sqrt(s["cin2"]))
     elif kind == "dwconv2d":
         x = rng.standard_normal((s["n"], s["c"], s["h"], s["w"]), np.float32)
         w = rng.standard_normal((s["c"], 1, s["kh"], s["kw"]), np.float32) / 3
@@ -61,7 +64,8 @@ def reference(k: kiln.Kernel, args, absolute=False):
     s, kind = k.spec, k.record["features"]["kind"]
     q = [ref.f16(a) for a in args[:2]]  # activations and weights as the kernel reads them
     bias = np.asarray(args[2], np.float64) if s.get("bias") else None
-    residual = ref.f16(args[-1]) if s.get("residual") else None
+    residual = ref.f16(args[3 if s.get("bias") else 2]) if s.get("residual") else None
+    second = [ref.f16(a) for a in args[-2:]] if s.get("cin2") else None
     if absolute:
         q = [np.abs(t) for t in q]
         bias = None if bias is None else np.abs(bias)
@@ -69,8 +73,15 @@ def reference(k: kiln.Kernel, args, absolute=False):
     if kind in ("conv2d", "dwconv2d"):
         fn = ref.conv2d_nchw if kind == "conv2d" else ref.dwconv2d_nchw
         vec = s.get("residual") or s.get("clip_hi")
-        y = fn(q[0], q[1], bias, (s["sh"], s["sw"]), (s["pt"], s["pl"], s["pb"], s["pr"]), (s["dh"], s["dw"]),
-               relu and not vec)
+        if second is not None:  # conv(x, w) + conv1x1(x2, w2) + bias in one accumulation, then the activation
+            if absolute:
+                second = [np.abs(t) for t in second]
+            y = ref.conv2d_nchw(q[0], q[1], None, (s["sh"], s["sw"]), (s["pt"], s["pl"], s["pb"], s["pr"]),
+                                (s["dh"], s["dw"])) + ref.conv2d_nchw(second[0], second[1], bias, (s["s2"], s["s2"]))
+            y = np.maximum(y, 0) if relu and not vec else y
+        else:
+            y = fn(q[0], q[1], bias, (s["sh"], s["sw"]), (s["pt"], s["pl"], s["pb"], s["pr"]), (s["dh"], s["dw"]),
+                   relu and not vec)
         if residual is not None:  # the Cube result is rounded to fp16 before the Vector pass adds
             y = (ref.f16(y) if not absolute else y) + (np.abs(residual) if absolute else residual)
         if s.get("clip_hi") and not absolute:  # fused ReLU6-style epilogue
@@ -174,7 +185,7 @@ def test_pipe_counters_match_tiling(k):
         tiles = s["n"] * math.ceil(s_ho(s) / tile) * math.ceil(s_wo(s) / tile)
         assert st["cube_macs"] == (tile + 2) ** 2 * r16(tiles) * r16(s["cout"]) * r16(s["cin"])
     elif kind == "conv2d":
-        k1 = math.ceil(s["cin"] / 16) * s["kh"] * s["kw"]
+        k1 = math.ceil(s["cin"] / 16) * s["kh"] * s["kw"] + math.ceil(s.get("cin2", 0) / 16)
         m = r16(s_ho(s) * s_wo(s))
         assert st["cube_macs"] == s["n"] * m * r16(s["cout"]) * k1 * 16
     else:

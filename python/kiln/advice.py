@@ -206,7 +206,7 @@ def space_to_depth(spec):
     """The stride-1 convolution equal to `spec` after a space-to-depth relayout of its (padded) input by its
     stride, when that packs more channels into C0=16; None if it does not apply."""
     from .codegen.opspec import Conv2dSpec
-    if spec.kind != "conv2d" or (spec.sh, spec.sw) == (1, 1) or (spec.dh, spec.dw) != (1, 1):
+    if spec.kind != "conv2d" or (spec.sh, spec.sw) == (1, 1) or (spec.dh, spec.dw) != (1, 1) or spec.cin2:
         return None
     cin = spec.cin * spec.sh * spec.sw
     if spec.cin >= 16 or cin > 16:

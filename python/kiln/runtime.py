@@ -66,8 +66,13 @@ class Kernel:
             packed = [x, w]
             if s["bias"]:
                 packed.append(_pad_bias(args[2], self.record["inputs"][2]["shape"][0]))
+            i = 3 if s["bias"] else 2
             if s.get("residual"):
-                packed.append(_as_f16(_core.nchw_to_nc1hwc0(np.asarray(args[-1], np.float32))))
+                packed.append(_as_f16(_core.nchw_to_nc1hwc0(np.asarray(args[i], np.float32))))
+                i += 1
+            if s.get("cin2"):  # the accumulated 1x1 source: its input (NCHW) and weights (OIHW)
+                packed.append(_as_f16(_core.nchw_to_nc1hwc0(np.asarray(args[i], np.float32))))
+                packed.append(_as_f16(_core.oihw_to_fractal_z(np.asarray(args[i + 1], np.float32))))
             return packed
         if kind == "dwconv2d":
             x = _as_f16(_core.nchw_to_nc1hwc0(np.asarray(args[0], np.float32)))
