@@ -121,6 +121,9 @@ class SimCore:
     def fixpipe(self, elems: int, esize: int = 2) -> None:
         self.issue("FIX", self.p.fix_head + elems / self.p.fix_elems_pc, elems * esize, "fixpipe")
 
+    def fixpipe_to_l1(self, count: int) -> None:
+        self.issue("FIX", self.p.fix_head + count / self.p.fix_elems_pc, count * 2, "fixpipe_nz_to_l1")
+
     def fixpipe_to_ub(self, count: int) -> None:
         self.issue("FIX", self.p.fix_head + count / self.p.fix_elems_pc, count * 4, "fixpipe_to_ub")
 
@@ -251,7 +254,7 @@ def _on_chip_epilogue(core: SimCore, spec: Conv2dSpec, m: int, n1_cnt: int) -> N
 
 def _conv_img2col(spec: Conv2dSpec, params: dict, profile: Profile) -> Prediction:
     from .tiling import conv_tile_rows  # tiling imports this module
-    bm, bn, bk1, step = params["base_m"], params["base_n"], params["base_k1"], params["c1_step"]
+    bm, bn, bk1, step = params["base_m"], params.get("base_n", 16), params["base_k1"], params["c1_step"]
     C1, CO1, taps = c1(spec.cin), c1(spec.cout), spec.kh * spec.kw
     M = spec.ho * spec.wo
     tiles = conv_tile_rows(spec, bm)
@@ -286,7 +289,48 @@ def _conv_img2col(spec: Conv2dSpec, params: dict, profile: Profile) -> Predictio
         else:
             _cube_drain(core, m * n1_cnt * 16)
 
-    cube = launch(profile, "cube", spec.n * m_tiles * n_tiles, block)
+    def chain_block(core: SimCore, b: int) -> None:  # the template's chain_block
+        _, m, _, rows = tiles[b % m_tiles]
+        m1, mid1 = ceil(m / 16), c1(spec.mid)
+        later = core.blocks > 0
+        if later:
+            core.wait_flag("FIX", "M", 0)
+        if spec.mid_bias:
+            core.copy_gm(1, mid1 * 16, 4, "L1")
+            core.set_flag("MTE2", "MTE1", 4)
+            core.wait_flag("MTE2", "MTE1", 4)
+            core.load_bias_table(mid1 * 16)
+        chunks = []
+        for c1a in range(0, C1, step):
+            c1n = min(step, C1 - c1a)
+            chunks.append((c1n * taps, ([(c1n, rows * spec.w * 16)] if rows > 0 else []) + [(c1n * taps, mid1 * 256)]))
+        _cube_k_loop(core, m, mid1 * 16, chunks, bk1, lambda kc: core.load3d(m1, kc), lambda kc, k1n: [kc * mid1])
+        core.set_flag("M", "FIX", 0)
+        core.wait_flag("M", "FIX", 0)
+        if later:
+            core.wait_flag("MTE1", "FIX", 3)
+        core.fixpipe_to_l1(mid1 * m1 * 256)
+        core.set_flag("FIX", "MTE1", 3)
+        core.wait_flag("FIX", "MTE1", 3)
+        bn2, bk2 = params["base_n2"], params["base_k2"]
+        for j, n1_0 in enumerate(range(0, CO1, bn2 // 16)):
+            n1_cnt = min(bn2 // 16, CO1 - n1_0)
+            if j > 0:
+                core.wait_flag("FIX", "M", 0)
+            if spec.bias:
+                core.copy_gm(1, n1_cnt * 16, 4, "L1")
+                core.set_flag("MTE2", "MTE1", 4)
+                core.wait_flag("MTE2", "MTE1", 4)
+                core.load_bias_table(n1_cnt * 16)
+            _cube_k_loop(core, m, n1_cnt * 16, [(mid1, [(mid1, n1_cnt * 256)])], bk2, _rows_load2d(core, m),
+                         lambda kc, k1n: [kc * n1_cnt])
+            _cube_drain(core, m * n1_cnt * 16)
+        core.set_flag("MTE1", "FIX", 3)
+
+    if spec.mid:
+        cube = launch(profile, "cube", spec.n * m_tiles, chain_block)
+    else:
+        cube = launch(profile, "cube", spec.n * m_tiles * n_tiles, block)
     if not spec.vector_epilogue or params.get("on_chip"):
         return cube
     numel = spec.n * CO1 * M * 16

@@ -84,7 +84,7 @@ def _epilogue_support(producer: Node, act: Node, g: Graph) -> tuple[bool, str, s
     return False, "no_epilogue", f"{producer.op_type} kernels take no epilogue"
 
 
-def fuse(g: Graph, model: str, enable: bool, max_depth: int, log: OptLog) -> FusionResult:
+def fuse(g: Graph, model: str, enable: bool, max_depth: int, log: OptLog, profile=None) -> FusionResult:
     res = FusionResult(g, ops_before=len(g.nodes))
     consumers: dict[str, list[Node]] = {}
     for n in g.nodes:
@@ -134,7 +134,83 @@ def fuse(g: Graph, model: str, enable: bool, max_depth: int, log: OptLog) -> Fus
                 ops=len(prod.source))
         res.fused.append({"node": act.name, "into": prod.name, "pattern": pattern, "where": where})
     g.nodes = [n for n in g.nodes if n.name not in removed]
+    if profile is not None:
+        _fuse_chains(g, model, enable, max_depth, log, res, profile)
     return res
+
+
+def _chain_problem(first: Node, second: Node, g: Graph) -> str | None:
+    """Why `second` (reading only `first`'s output) cannot take `first` as its chained window conv, or None."""
+    if first.op_type != "Conv" or second.op_type != "Conv":
+        return "not two convolutions"
+    if first.attrs.get("group", 1) != 1 or second.attrs.get("group", 1) != 1:
+        return "grouped convolution"
+    if first.attrs.get("activation") not in (None, "", "Relu"):
+        return f"the first conv ends with {first.attrs['activation']}, not a Fixpipe ReLU"
+    if first.attrs.get("residual") or first.attrs.get("second") or second.attrs.get("second"):
+        return "a residual or a second source"
+    if _second_source_problem(second, g) not in (None, "already has a fused epilogue") \
+            or set(second.attrs.get("strides", (1, 1))) != {1}:
+        return "the second conv is not a stride-1 unpadded 1x1"
+    return None
+
+
+def _fuse_chains(g: Graph, model: str, enable: bool, max_depth: int, log: OptLog, res: FusionResult,
+                 profile) -> None:
+    """Conv(+ReLU) -> Conv 1x1: when a window conv's result is read only by a 1x1 conv, one kernel computes an
+    M tile of it for all its channels into L0C, Fixpipe rounds it (ReLU on the way) into L1, and the 1x1 conv
+    reads it from there: the intermediate never goes to GM. The tile is then all output channels of both convs
+    for 16..256 pixels, so an M tile is one block: a map with fewer 16-pixel tiles than the profile has Cube
+    cores would leave cores idle, and stays two kernels."""
+    consumers: dict[str, list[Node]] = {}
+    for n in g.nodes:  # inputs, and what earlier fusions made a node read: a residual, a second source's input
+        second = n.attrs.get("second")
+        for i in list(n.inputs) + [n.attrs.get("residual") or ""] + (list(second.inputs[:1]) if second else []):
+            if i:
+                consumers.setdefault(i, []).append(n)
+    producer_of = {o: n for n in g.nodes for o in n.outputs}
+    outputs = {v.name for v in g.outputs}
+    cores = profile.cores_for("cube")
+    removed: set[str] = set()
+    for second in g.nodes:
+        if second.op_type != "Conv" or not second.inputs or second.inputs[0] not in producer_of:
+            continue
+        first = producer_of[second.inputs[0]]
+        if first.op_type != "Conv" or first.name in removed:
+            continue
+        if _chain_problem(first, second, g) is not None:
+            continue  # not this pattern: nothing to audit
+        subject, pattern = f"{model}:{second.name}", "Conv+Conv1x1"
+        ho, wo = g.values[second.inputs[0]].shape[2:4]
+        tiles = -(-ho * wo // 16)
+        depth = _depth(first) + _depth(second)
+        mid = g.values[second.inputs[0]].shape[1]
+        if not enable:
+            reason, detail = "fusion_off", "ENABLE_FUSION=OFF"
+        elif len(consumers.get(first.outputs[0], [])) != 1 or first.outputs[0] in outputs:
+            reason, detail = "multiple_consumers", f"{first.outputs[0]} is also read elsewhere"
+        elif depth > max_depth:
+            reason, detail = "depth_limit", f"depth {depth} > MAX_FUSION_DEPTH={max_depth}"
+        elif 16 * mid * 4 > profile.capacity["L0C"] // 2 or -(-mid // 16) * 64 > profile.capacity["BT"]:
+            reason, detail = "capacity", (f"{mid} intermediate channels: a 16-pixel fp32 tile over half of L0C "
+                                          f"or their bias over BT")
+        elif tiles < cores:
+            reason, detail = "chain_idle_cores", f"{ho}x{wo} map has {tiles} 16-pixel tiles < {cores} Cube cores"
+        else:
+            reason, detail = "chain_l1", f"{first.name}'s output stays in L1 for {second.name}"
+        if reason != "chain_l1":
+            log.add("fusion", subject, f"{pattern}:rejected", reason, detail=detail)
+            res.audit.append({"node": second.name, "into": first.name, "pattern": pattern, "reason": reason,
+                              "detail": detail})
+            continue
+        label = _label(first) + "+" + _label(second)
+        second.attrs["chain_first"] = first
+        second.source = (list(first.source) or [first.name]) + (list(second.source) or [second.name])
+        removed.add(first.name)
+        log.add("fusion", subject, f"Fused({label})", reason, into=second.name, first=first.name,
+                ops=len(second.source))
+        res.fused.append({"node": first.name, "into": second.name, "pattern": pattern, "where": detail})
+    g.nodes = [n for n in g.nodes if n.name not in removed]
 
 
 def _fuse_residual(add: Node, g: Graph, model, enable, max_depth, log, res, consumers, producer_of, outputs, order,

@@ -152,6 +152,8 @@ class _Lowerer:
         return out
 
     def conv(self, node: Node) -> None:
+        if node.attrs.get("chain_first") is not None:
+            return self.conv_chain(node)
         a = node.attrs
         x, w = node.inputs[0], self.const(node, node.inputs[1])
         xs = self.shape(x)
@@ -183,6 +185,30 @@ class _Lowerer:
             attrs["second"] = (int(x2s[1]), int(x2s[2]), int(x2s[3]), int(second.attrs["strides"][0]))
             ins.append(self.act(node, x2, "NC1HWC0"))
             ins.append(self.weight(f"{second.name}.w", layouts.oihw_to_fractal_z(w2)))
+        self.kernel(node, "Conv", attrs, ins, "NC1HWC0")
+
+    def conv_chain(self, node: Node) -> None:
+        """A window conv whose activated output only a 1x1 conv reads, fused (fusion stage): one kernel,
+        the intermediate kept in L1. `node` is the 1x1 conv; attrs describe the first conv's window."""
+        first: Node = node.attrs["chain_first"]
+        fa = first.attrs
+        x, w1 = first.inputs[0], self.const(first, first.inputs[1])
+        w2 = self.const(node, node.inputs[1])
+        b1 = len(first.inputs) > 2 and first.inputs[2] != ""
+        b2 = len(node.inputs) > 2 and node.inputs[2] != ""
+        attrs = dict(input=self.shape(x), weight=tuple(w1.shape), strides=tuple(fa["strides"]),
+                     pads=tuple(fa["pads"]), dilations=tuple(fa["dilations"]), group=1, bias=b2,
+                     mid=(int(w1.shape[0]), b1, fa.get("activation") == "Relu"), cout=int(w2.shape[0]),
+                     **self.epilogue(node))
+        ins = [self.act(node, x, "NC1HWC0"), self.weight(f"{first.name}.w", layouts.oihw_to_fractal_z(w1))]
+        if b1:
+            ins.append(self.weight(f"{first.name}.b", layouts.pad_bias(self.const(first, first.inputs[2]))))
+        ins.append(self.weight(f"{node.name}.w", layouts.oihw_to_fractal_z(w2)))
+        if b2:
+            ins.append(self.weight(f"{node.name}.b", layouts.pad_bias(self.const(node, node.inputs[2]))))
+        if node.attrs.get("residual"):
+            attrs["residual"] = True
+            ins.append(self.act(node, node.attrs["residual"], "NC1HWC0"))
         self.kernel(node, "Conv", attrs, ins, "NC1HWC0")
 
     def gemm(self, node: Node) -> None:

@@ -73,7 +73,18 @@ class Conv2dSpec:
     h2: int = 0
     w2: int = 0
     s2: int = 1
+    # A chain (mid > 0): the window conv above produces `mid` channels (+ mid_bias, ReLU if mid_relu), rounded to
+    # fp16 into L1 by Fixpipe, and a 1x1 conv mid -> cout reads them from there; bias, relu, residual and clip
+    # then describe that second conv's epilogue. The intermediate never goes to GM. mid = 0: a single conv.
+    mid: int = 0
+    mid_bias: bool = False
+    mid_relu: bool = False
     kind = "conv2d"
+
+    @property
+    def first_cout(self) -> int:
+        """Output channels of the window conv: the intermediate's with a chain, else the kernel's."""
+        return self.mid or self.cout
 
     def second(self) -> "Conv2dSpec":
         """The second source as a conv of its own (for its geometry: rows per tile, reuse)."""
@@ -98,16 +109,27 @@ class Conv2dSpec:
         win = _window(self.sh, self.sw, (self.pt, self.pl, self.pb, self.pr), self.dh, self.dw)
         act = f"_clip_0_{_num(self.clip_hi)}" if self.clip_hi else _act(self.relu)
         acc = f"_acc{self.cin2}x{self.h2}x{self.w2}s{self.s2}" if self.cin2 else ""
+        if self.mid:  # conv2d_1x64x56x56_o64_k3x3_s1_p1_bias_relu_then_o256_bias_add_relu
+            first = (f"conv2d_{self.n}x{self.cin}x{self.h}x{self.w}_o{self.mid}_k{self.kh}x{self.kw}_{win}"
+                     f"{'_bias' if self.mid_bias else ''}{'_relu' if self.mid_relu else ''}")
+            return (f"{first}_then_o{self.cout}{'_bias' if self.bias else ''}{acc}{'_add' if self.residual else ''}"
+                    f"{act}")
         return (f"conv2d_{self.n}x{self.cin}x{self.h}x{self.w}_o{self.cout}_k{self.kh}x{self.kw}_{win}"
                 f"{'_bias' if self.bias else ''}{acc}{'_add' if self.residual else ''}{act}")
 
     @property
     def flops(self) -> int:
+        if self.mid:
+            return 2 * self.n * self.ho * self.wo * (self.mid * self.cin * self.kh * self.kw + self.cout * self.mid)
         return 2 * self.n * self.cout * (self.cin * self.kh * self.kw + self.cin2) * self.ho * self.wo
 
     def inputs(self) -> list[Tensor]:
         t = [Tensor("x", (self.n, c1(self.cin), self.h, self.w, C0), "fp16", "NC1HWC0"),
-             Tensor("w", (c1(self.cin) * self.kh * self.kw, c1(self.cout), C0, C0), "fp16", "FRACTAL_Z")]
+             Tensor("w", (c1(self.cin) * self.kh * self.kw, c1(self.first_cout), C0, C0), "fp16", "FRACTAL_Z")]
+        if self.mid:  # the chain's first bias, then the 1x1 conv's weights
+            if self.mid_bias:
+                t.append(Tensor("mid_bias", (c1(self.mid) * C0,), "fp32", "ND"))
+            t.append(Tensor("w_mid", (c1(self.mid), c1(self.cout), C0, C0), "fp16", "FRACTAL_Z"))
         if self.bias:
             t.append(Tensor("bias", (c1(self.cout) * C0,), "fp32", "ND"))
         if self.residual:
@@ -122,11 +144,16 @@ class Conv2dSpec:
 
     @property
     def reduction_length(self) -> int:
-        return self.cin * self.kh * self.kw + self.cin2
+        # a chain's output sums `mid` products (the intermediate's own error is its fp16 rounding)
+        return self.mid or self.cin * self.kh * self.kw + self.cin2
 
     @property
     def channel_padding(self) -> float:
         """Fraction of Cube work spent on zero channels padded up to C0."""
+        if self.mid:
+            useful = self.cin * self.kh * self.kw * self.mid + self.mid * self.cout
+            padded = c1(self.cin) * self.kh * self.kw * c1(self.mid) + c1(self.mid) * c1(self.cout)
+            return 1 - useful / (padded * C0 * C0)
         useful = (self.cin * self.kh * self.kw + self.cin2) * self.cout
         return 1 - useful / ((c1(self.cin) * self.kh * self.kw + c1(self.cin2)) * C0 * c1(self.cout) * C0)
 
@@ -430,6 +457,9 @@ def opspec_of(op: OpInstance) -> Opspec:
             clip_hi = f32(a["max"]) if a["activation"] == "Clip" else 0.0
             second = a.get("second")  # (cin2, h2, w2, stride) of an accumulated 1x1 conv
             extra = dict(cin2=second[0], h2=second[1], w2=second[2], s2=second[3]) if second else {}
+            if a.get("mid"):  # a chain: the window conv's (channels, bias, relu); cout is the 1x1 conv's
+                extra.update(mid=a["mid"][0], mid_bias=a["mid"][1], mid_relu=a["mid"][2])
+                cout = a["cout"]
             return Conv2dSpec(n, cin, h, w, cout, kh, kw, sh, sw, pt, pl, pb, pr, dh, dw, a["bias"], relu,
                               bool(a.get("residual", False)), clip_hi, **extra)
         clip_hi = f32(a["max"]) if a["activation"] == "Clip" else 0.0

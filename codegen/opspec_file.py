@@ -32,7 +32,7 @@ FORMAT = "kiln-opspec/1"
 SPEC_CLASSES = {"conv2d": Conv2dSpec, "dwconv2d": DwConv2dSpec, "gemm": GemmSpec, "eltwise": EltwiseSpec,
                 "pool2d": Pool2dSpec, "softmax": RowSpec, "layernorm": RowSpec, "bgemm": BatchedGemmSpec,
                 "transpose": TransposeSpec}
-WEIGHT_TENSORS = ("w", "w2", "b", "bias", "gamma", "beta")  # inputs baked at build time (not activations)
+WEIGHT_TENSORS = ("w", "w2", "w_mid", "b", "bias", "mid_bias", "gamma", "beta")  # inputs baked at build time (not activations)
 CUBE_KINDS = ("conv2d", "gemm", "bgemm")
 
 # name -> unit; the order is the file's order (docs/opspec.md explains each).
@@ -52,6 +52,9 @@ def spec_hash(spec: Opspec) -> str:
     if not values.get("cin2", 1):  # a conv without a second source hashes as it did before that field existed
         for name in ("cin2", "h2", "w2", "s2"):
             values.pop(name)
+    if not values.get("mid", 1):  # nor does a conv without a chained 1x1
+        for name in ("mid", "mid_bias", "mid_relu"):
+            values.pop(name)
     canon = json.dumps({"kind": spec.kind, **values},
                        sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canon.encode()).hexdigest()[:16]
@@ -65,6 +68,8 @@ def _fused_chain(spec: Opspec) -> str:
     if spec.kind == "pool2d":
         chain = "MaxPool" if spec.op == "max" else "AvgPool"
     parts = [chain]
+    if getattr(spec, "mid", 0):  # the window conv's epilogue, then the chained 1x1 conv
+        parts += (["Bias"] if spec.mid_bias else []) + (["Relu"] if spec.mid_relu else []) + ["Conv1x1"]
     if getattr(spec, "bias", False):
         parts.append("Bias")
     if getattr(spec, "cin2", 0):
@@ -102,7 +107,7 @@ def features(spec: Opspec, profile: Profile) -> dict:
         ridge = 128 / profile.gm_to_ub_bpc
     aligned = {"conv2d": lambda s: s.cin % 16 == 0 and s.cout % 16 == 0, "gemm": lambda s: s.k % 16 == 0 and s.n % 16 == 0,
                "bgemm": lambda s: s.k % 16 == 0 and s.n % 16 == 0}.get(spec.kind, lambda s: True)(spec)
-    winograd = (spec.kind == "conv2d" and not spec.cin2
+    winograd = (spec.kind == "conv2d" and not spec.cin2 and not spec.mid
                 and (spec.kh, spec.kw, spec.sh, spec.sw, spec.dh, spec.dw) == (3, 3, 1, 1, 1, 1))
     intensity = spec.flops / bytes_moved(spec)
     return {

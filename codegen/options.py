@@ -76,8 +76,8 @@ OPTION_BY_NAME = {o.name: o for o in OPTIONS}
 # same model at two levels and compare `kiln validate MODEL --per-kernel` to find the first kernel that diverges.
 OPT_LEVELS: dict[str, dict[str, str]] = {
     "O0": {"ENABLE_FUSION": "OFF", "MAX_FUSION_DEPTH": "1", "USE_WINOGRAD": "OFF"},   # one kernel per op, direct conv
-    "O1": {"ENABLE_FUSION": "ON", "MAX_FUSION_DEPTH": "4", "USE_WINOGRAD": "OFF"},    # + fusion
-    "O2": {"ENABLE_FUSION": "ON", "MAX_FUSION_DEPTH": "4", "USE_WINOGRAD": "AUTO"},   # + Winograd by the cost model
+    "O1": {"ENABLE_FUSION": "ON", "MAX_FUSION_DEPTH": "5", "USE_WINOGRAD": "OFF"},    # + fusion
+    "O2": {"ENABLE_FUSION": "ON", "MAX_FUSION_DEPTH": "5", "USE_WINOGRAD": "AUTO"},   # + Winograd by the cost model
     "O3": {"ENABLE_FUSION": "ON", "MAX_FUSION_DEPTH": "8", "USE_WINOGRAD": "AUTO"},   # + the deepest fusion
 }
 

@@ -44,6 +44,11 @@ REASONS = {
     "second_source_l0c": "both operands of an add are convolutions read only by it: the 1x1 one (e.g. a "
                          "downsample) is accumulated into the other's L0C as a second source (no GM round trip, "
                          "the add is free)",
+    "chain_l1": "a window conv read only by a 1x1 conv: one kernel keeps the first result's tile in L1 (Fixpipe "
+                "L0C -> L1, ReLU on the way) and the 1x1 conv reads it from there; no GM round trip",
+    "chain_idle_cores": "rejected: a chained kernel's block is a whole M tile (all channels of both convs); the map "
+                        "has fewer 16-pixel tiles than the profile has Cube cores, so cores would idle",
+    "capacity": "rejected: the fused kernel's on-chip footprint exceeds the profile's buffer",
     "second_source_unsupported": "rejected: neither operand can be a second source (it must be a plain 1x1 "
                                  "convolution, unpadded, square stride, nothing fused, its input ready in time)",
     "cost_model": "the variant with the fewest cycles predicted by the pipe cost model (codegen/costmodel.py); for a "

@@ -150,7 +150,7 @@ def plan(options: Options, source_dir: Path, work_dir: Path | None = None, progr
         if batch != 1 and any(v.shape and v.shape[0] != batch for v in graph.inputs):
             raise KilnError("frontend", entry, f"{path} has a fixed batch dimension, so it cannot be baked at batch "
                             f"{batch}; only models whose first input dim is symbolic take @BATCH")
-        fusion = fuse(graph, name, options.enable_fusion, options.max_fusion_depth, log)
+        fusion = fuse(graph, name, options.enable_fusion, options.max_fusion_depth, log, profile)
         lowered = lower(graph, name)
         for d in lowered.decisions:
             node, _, detail = d.partition(":")

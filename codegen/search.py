@@ -185,3 +185,28 @@ def search_winograd(spec: Conv2dSpec, rule_params: dict, profile: Profile, log: 
             replayed=2 * (len(quick) + 1 + len(quickv) + 1), rule_cycles=round(rule_cycles),
             best_cycles=round(best_cycles))
     return best
+
+
+def search_chain(spec: Conv2dSpec, rule_params: dict, profile: Profile, log: OptLog) -> dict:
+    """Tiling of a chained conv (window conv -> 1x1, intermediate in L1): base_m x base_k1 x c1_step of the
+    window conv, base_n2 x base_k2 of the 1x1; one block per M tile."""
+    from .tiling import chain_buffers, conv_tile_rows
+    M, C1 = spec.ho * spec.wo, c1(spec.cin)
+    K1, MID1, CO1 = C1 * spec.kh * spec.kw, c1(spec.mid), c1(spec.cout)
+    extra = {k: v for k, v in rule_params.items() if k == "epi_tile"}
+    cands = []
+    for bm in TILE_EDGES:
+        if bm > ceil(M / 16) * 16 and bm != 16:
+            continue
+        rows = max(1, max(r for *_, r in conv_tile_rows(spec, bm)))
+        for bk in (k for k in K_FRACTALS if k <= K1):
+            for step in _steps(C1):
+                for bn2 in (e for e in TILE_EDGES if e <= CO1 * 16 or e == 16):
+                    for bk2 in (k for k in K_FRACTALS if k <= MID1):
+                        cands.append(dict(base_m=bm, base_k1=bk, c1_step=step, base_n2=bn2, base_k2=bk2,
+                                          slab_rows=rows, **extra))
+
+    def fit(p):
+        bufs = chain_buffers(spec, p["base_m"], p["base_k1"], p["c1_step"], p["base_n2"], p["base_k2"])
+        return all(b <= profile.capacity[pos] for pos, b in bufs.items())
+    return _pick(spec, "conv2d_cube_img2col", rule_params, cands, fit, profile, log, len(cands))

@@ -44,7 +44,8 @@ def family_of(spec: Opspec) -> str:
 # One letter per tiling parameter, for variant tags.
 PARAM_LETTER = {"base_m": "m", "base_n": "n", "base_k1": "k", "c1_step": "c", "slab_rows": "r", "k1_step": "s",
                 "rows_per_block": "r", "tile_elems": "t", "chunk_pixels": "p", "rows_per_tile": "r", "planes_per_block": "p",
-                "epi_tile": "e", "tile": "f", "tile_batch": "b", "c1_block": "i", "co1_block": "o", "on_chip": "u"}
+                "epi_tile": "e", "tile": "f", "tile_batch": "b", "c1_block": "i", "co1_block": "o", "on_chip": "u",
+                "base_n2": "q", "base_k2": "j"}
 UNIT_OF_FAMILY = {"conv2d_cube_img2col": "cube", "conv2d_winograd": "cube", "gemm_cube": "cube", "dwconv2d_vector": "vector",
                   "eltwise_vector": "vector", "maxpool2d_vector": "vector", "global_avgpool_vector": "vector",
                   "gelu_vector": "vector", "softmax_vector": "vector", "layernorm_vector": "vector",
@@ -133,7 +134,64 @@ def _conv_buffers(spec: Conv2dSpec, base_m: int, base_n: int, base_k1: int, c1_s
     }
 
 
+def chain_buffers(spec: Conv2dSpec, base_m: int, base_k1: int, c1_step: int, base_n2: int, base_k2: int) -> dict:
+    """On-chip bytes of a chained conv (spec.mid > 0): the window conv's slabs and weights for all `mid` channels,
+    the fp16 intermediate tile in L1, the 1x1 conv's weight chunk (ping-pong), both L0C tiles."""
+    mid1, m1 = c1(spec.mid), base_m // 16
+    return {
+        "L1": 2 * c1_step * conv_slab_elems(spec, base_m) * 2 + 2 * c1_step * spec.kh * spec.kw * mid1 * 512
+              + m1 * mid1 * 512 + 2 * mid1 * (base_n2 // 16) * 512
+              + (mid1 * 64 if spec.mid_bias else 0) + (base_n2 * 4 if spec.bias else 0),
+        "L0A": 2 * m1 * max(base_k1, base_k2) * 512,
+        "L0B": 2 * max(base_k1 * mid1, base_k2 * (base_n2 // 16)) * 512,
+        "L0C": m1 * (mid1 + base_n2 // 16) * 1024,
+        "BT": max(mid1 * 64 if spec.mid_bias else 0, base_n2 * 4 if spec.bias else 0),
+    }
+
+
+def _chain_variant(spec: Conv2dSpec, profile: Profile, log: OptLog, search: bool = False) -> Variant:
+    """Tiling of a chained conv: one block per M tile (all channels of both convs); the rule takes the largest
+    M tile that fits and still gives every Cube core a block, then the widest 1x1 N chunk."""
+    M, C1, K1 = spec.ho * spec.wo, c1(spec.cin), c1(spec.cin) * spec.kh * spec.kw
+    cores, CO1 = profile.cores_for("cube"), c1(spec.cout)
+    best = None
+    for base_m in (128, 64, 32, 16):
+        if base_m > 16 and ceil(M / base_m) * spec.n < cores:
+            continue
+        for base_n2 in (256, 128, 64, 32, 16):
+            base_n2 = min(base_n2, CO1 * 16)
+            for c1_step in range(C1, 0, -1):
+                p = dict(base_m=base_m, base_k1=min(4, K1), c1_step=c1_step, base_n2=base_n2,
+                         base_k2=min(4, c1(spec.mid)))
+                if _fits(profile, chain_buffers(spec, **p)) is None:
+                    best = p
+                    break
+            if best:
+                break
+        if best:
+            break
+    if best is None:
+        raise KilnError("tiling", spec.name, f"no chained tiling fits {profile.name} (fusion should have refused it)")
+    best["slab_rows"] = max(1, max(r for *_, r in conv_tile_rows(spec, best["base_m"])))
+    if spec.vector_epilogue:  # the Vector-core pass over the output, as for a single conv (never on chip here)
+        numel = spec.n * CO1 * spec.ho * spec.wo * C0
+        best["epi_tile"] = _share128(numel, profile.cores_for("vector"),
+                                     (profile.capacity["UB"] // (2 * 3 * 2)) // 128 * 128)
+        log.add("tiling", spec.name, f"epilogue=vector_core,epi_tile={best['epi_tile']}", "vector_epilogue",
+                coupled=profile.coupled)
+    if search:
+        from .search import search_chain
+        best = search_chain(spec, best, profile, log)
+    bufs = {k: v for k, v in chain_buffers(spec, best["base_m"], best["base_k1"], best["c1_step"], best["base_n2"],
+                                           best["base_k2"]).items()}
+    if spec.vector_epilogue:
+        bufs["UB"] = 2 * 3 * best["epi_tile"] * 2
+    return Variant("conv2d_cube_img2col", best, spec.n * ceil(M / best["base_m"]), bufs)
+
+
 def _conv_variant(spec: Conv2dSpec, profile: Profile, log: OptLog, search: bool = False) -> Variant:
+    if spec.mid:
+        return _chain_variant(spec, profile, log, search)
     M, C1, CO1 = spec.ho * spec.wo, c1(spec.cin), c1(spec.cout)
     K1 = C1 * spec.kh * spec.kw
     cores = profile.cores_for("cube")
@@ -199,6 +257,18 @@ def on_chip_ub(base_m: int) -> int:
 
 def _conv_mte2(spec: Conv2dSpec, v: Variant) -> int:
     p = v.params
+    if spec.mid:  # per M tile: the window conv's chunks for all mid channels, then the 1x1 weights per N chunk
+        mid1, CO1, total = c1(spec.mid), c1(spec.cout), 0
+        for _, _, _, rows in conv_tile_rows(spec, p["base_m"]):
+            for c1a in range(0, c1(spec.cin), p["c1_step"]):
+                c1n = min(p["c1_step"], c1(spec.cin) - c1a)
+                total += c1n * rows * spec.w * 32 + c1n * spec.kh * spec.kw * mid1 * 512
+            total += mid1 * 64 if spec.mid_bias else 0
+            for n1 in range(0, CO1, p["base_n2"] // 16):
+                n1c = min(p["base_n2"] // 16, CO1 - n1)
+                total += mid1 * n1c * 512 + (n1c * 64 if spec.bias else 0)
+        epilogue = spec.output().nbytes * (2 if spec.residual else 1) if spec.vector_epilogue else 0
+        return total * spec.n + epilogue
     CO1, C1 = c1(spec.cout), c1(spec.cin)
     n_tiles = [min(p["base_n"] // 16, CO1 - n1) for n1 in range(0, CO1, p["base_n"] // 16)]
     total = 0
@@ -231,6 +301,8 @@ def winograd_legal(spec: Conv2dSpec) -> str | None:
     """Why Winograd cannot implement this conv, or None (3x3, stride 1, dilation 1; any padding)."""
     if spec.cin2:
         return "a second source is accumulated into its L0C"
+    if spec.mid:
+        return "a 1x1 conv is chained after it"
     if (spec.kh, spec.kw) != (3, 3):
         return f"kernel {spec.kh}x{spec.kw} is not 3x3"
     if (spec.sh, spec.sw) != (1, 1):

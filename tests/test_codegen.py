@@ -38,7 +38,7 @@ def test_bad_option_values_name_option_and_allowed(name, value, expect):
 def test_options_defaults_and_normalisation():
     o = parse_options({"USE_WINOGRAD": "off", "KILN_SHAPE_BUCKETS": "384;224;224", "ENABLE_FUSION": "0"})
     assert o.use_winograd == "OFF" and o.kiln_shape_buckets == (224, 384) and o.enable_fusion is False
-    assert parse_options({}).max_fusion_depth == 4
+    assert parse_options({}).max_fusion_depth == 5
     with pytest.raises(OptionError, match="unknown option"):
         parse_options({"ENABLE_FUSON": "ON"})
     assert {o.name for o in OPTIONS} >= {"ENABLE_FUSION", "MAX_FUSION_DEPTH", "USE_WINOGRAD", "FORCE_DIRECT_CONV",

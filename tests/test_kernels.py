@@ -21,7 +21,18 @@ def make_inputs(k: kiln.Kernel, seed: int):
     """Natural-layout inputs (NCHW / OIHW / [M,K],[K,N]) for the kernel's spec."""
     rng = np.random.default_rng(seed)
     s, kind = k.spec, k.record["features"]["kind"]
-    if kind == "conv2d":
+    if kind == "conv2d" and s.get("mid"):  # a chain: x, w, [mid_bias], w_mid, [bias], [residual]
+        x = rng.standard_normal((s["n"], s["cin"], s["h"], s["w"]), np.float32)
+        args = [x, rng.standard_normal((s["mid"], s["cin"], s["kh"], s["kw"]), np.float32)
+                / math.sqrt(s["cin"] * s["kh"] * s["kw"])]
+        if s["mid_bias"]:
+            args.append(rng.standard_normal(s["mid"]).astype(np.float32))
+        args.append(rng.standard_normal((s["cout"], s["mid"], 1, 1), np.float32) / math.sqrt(s["mid"]))
+        if s["bias"]:
+            args.append(rng.standard_normal(s["cout"]).astype(np.float32))
+        if s.get("residual"):
+            args.append(rng.standard_normal((s["n"], s["cout"], s_ho(s), s_wo(s))).astype(np.float32))
+    elif kind == "conv2d":
         x = rng.standard_normal((s["n"], s["cin"], s["h"], s["w"]), np.float32)
         w = rng.standard_normal((s["cout"], s["cin"], s["kh"], s["kw"]), np.float32) / math.sqrt(s["cin"] * s["kh"] * s["kw"])
         args = [x, w]
@@ -60,8 +71,37 @@ def make_inputs(k: kiln.Kernel, seed: int):
     return args
 
 
+def chain_reference(s, args, absolute=False):
+    """A chained conv: the window conv (+ bias, ReLU) rounded to fp16 as the kernel keeps it in L1, then the
+    1x1 conv and its epilogue. With absolute=True: the magnitudes the error bound scales with."""
+    q = [ref.f16(a) for a in args]
+    i = 2
+    b1 = np.asarray(args[i], np.float64) if s["mid_bias"] else None
+    i += 1 if s["mid_bias"] else 0
+    w2 = q[i]
+    b2 = np.asarray(args[i + 1], np.float64) if s["bias"] else None
+    residual = q[-1] if s.get("residual") else None
+    geometry = ((s["sh"], s["sw"]), (s["pt"], s["pl"], s["pb"], s["pr"]), (s["dh"], s["dw"]))
+    if absolute:
+        mid = ref.conv2d_nchw(np.abs(q[0]), np.abs(q[1]), None if b1 is None else np.abs(b1), *geometry)
+        y = ref.conv2d_nchw(mid, np.abs(w2), None if b2 is None else np.abs(b2))
+        return y + (np.abs(residual) if residual is not None else 0)
+    mid = ref.f16(ref.conv2d_nchw(q[0], q[1], b1, *geometry, relu=s["mid_relu"]))
+    vec = s.get("residual") or s.get("clip_hi")
+    y = ref.conv2d_nchw(mid, w2, b2, relu=s["relu"] and not vec)
+    if residual is not None:
+        y = ref.f16(y) + residual
+    if s.get("clip_hi"):
+        y = np.clip(y, 0.0, s["clip_hi"])
+    elif s["relu"] and vec:
+        y = np.maximum(y, 0)
+    return y
+
+
 def reference(k: kiln.Kernel, args, absolute=False):
     s, kind = k.spec, k.record["features"]["kind"]
+    if kind == "conv2d" and s.get("mid"):
+        return chain_reference(s, args, absolute)
     q = [ref.f16(a) for a in args[:2]]  # activations and weights as the kernel reads them
     bias = np.asarray(args[2], np.float64) if s.get("bias") else None
     residual = ref.f16(args[3 if s.get("bias") else 2]) if s.get("residual") else None
@@ -132,6 +172,9 @@ def test_kernel_matches_reference(k):
     bound = ref.bound(want, reference(k, args, absolute=True), k.record["features"]["reduction_length"])
     if k.spec.get("residual"):  # one more fp16 rounding: the conv result before the add
         bound = bound + 2.0 ** -11 * reference(k, args, absolute=True)
+    if k.spec.get("mid"):  # the intermediate's own error (fp16 rounding + its accumulation) through the 1x1 conv
+        s = k.spec
+        bound = bound + (2.0 ** -11 + s["cin"] * s["kh"] * s["kw"] * 2.0 ** -23) * reference(k, args, absolute=True)
     if k.record.get("algorithm", "").startswith("winograd"):  # transforms round V and U to fp16
         from kiln.codegen import winograd
         bound = bound + winograd.error_bound(k.tiling["tile"], k.record["features"]["reduction_length"]) * np.abs(want).max()
@@ -184,6 +227,11 @@ def test_pipe_counters_match_tiling(k):
         tile = k.tiling["tile"]
         tiles = s["n"] * math.ceil(s_ho(s) / tile) * math.ceil(s_wo(s) / tile)
         assert st["cube_macs"] == (tile + 2) ** 2 * r16(tiles) * r16(s["cout"]) * r16(s["cin"])
+    elif kind == "conv2d" and s.get("mid"):  # both GEMMs of every M tile
+        bm = k.tiling["base_m"]
+        m = sum(r16(min(bm, s_ho(s) * s_wo(s) - p0)) for p0 in range(0, s_ho(s) * s_wo(s), bm))
+        k1 = math.ceil(s["cin"] / 16) * s["kh"] * s["kw"] * 16
+        assert st["cube_macs"] == s["n"] * m * (r16(s["mid"]) * k1 + r16(s["cout"]) * r16(s["mid"]))
     elif kind == "conv2d":
         k1 = math.ceil(s["cin"] / 16) * s["kh"] * s["kw"] + math.ceil(s.get("cin2", 0) / 16)
         m = r16(s_ho(s) * s_wo(s))

@@ -530,6 +530,18 @@ class Core {
     fixpipe_cost(std::uint64_t(m) * n1_count * 16);
   }
 
+  // L0C -> L1 (a chained Cube stage's operand): the NZ tile is rounded to fp16 (ReLU first) and kept in NZ
+  // order, so its fractal (n1, m1) is the next GEMM's A fractal (m1, k1 = n1), which load2d picks up with a
+  // stride of the tile's m1 count. The result never leaves the core.
+  void fixpipe_nz_to_l1(Local<f16> dst, std::size_t doff, Local<float> c, std::size_t coff, std::size_t count,
+                        bool relu) {
+    if (c.pos != Pos::L0C || dst.pos != Pos::L1) fail<EmulationError>("fixpipe_nz_to_l1: moves L0C -> L1");
+    check_local(c, coff, count, "fixpipe_nz_to_l1", "src");
+    check_local(dst, doff, count, "fixpipe_nz_to_l1", "dst");
+    simd::f32_to_f16_run(c.ptr + coff, dst.ptr + doff, count, relu);
+    fixpipe_cost(count);
+  }
+
   // Channel-blocked fp32 out (a GM workspace that a Vector pass reads back): block n1, row i of the NZ
   // tile -> dst[doff + n1*plane + i*16 + c0], unrounded. No activation: the consumer applies it.
   void fixpipe_nz_to_blocked_f32(Global<float> dst, std::size_t doff, std::size_t plane, Local<float> c,

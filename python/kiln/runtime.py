@@ -58,6 +58,20 @@ class Kernel:
             raise TypeError(f"kernel {self.name} takes {want} arguments ({names}), got {len(args)}")
         if kind == "conv2d":
             x = _as_f16(_core.nchw_to_nc1hwc0(np.asarray(args[0], np.float32)))
+            if s.get("mid"):  # a chain: x, w, [mid_bias], w_mid (OIHW 1x1), [bias], [residual]
+                packed = [x, _as_f16(_core.oihw_to_fractal_z(np.asarray(args[1], np.float32)))]
+                i = 2
+                if s["mid_bias"]:
+                    packed.append(_pad_bias(args[i], self.record["inputs"][i]["shape"][0]))
+                    i += 1
+                packed.append(_as_f16(_core.oihw_to_fractal_z(np.asarray(args[i], np.float32))))
+                i += 1
+                if s["bias"]:
+                    packed.append(_pad_bias(args[i], self.record["inputs"][i]["shape"][0]))
+                    i += 1
+                if s.get("residual"):
+                    packed.append(_as_f16(_core.nchw_to_nc1hwc0(np.asarray(args[i], np.float32))))
+                return packed
             if self.record["inputs"][1]["layout"] == "WINOGRAD_FRACTAL_Z":  # G g G^T, as the build bakes it
                 from .codegen.layouts import oihw_to_winograd
                 w = oihw_to_winograd(np.asarray(args[1], np.float32).astype(np.float16), self.record["tiling"]["tile"])
