@@ -191,3 +191,28 @@ def test_stacked_activations_keep_the_second_as_its_own_kernel(tmp_path):
     assert any("relu Conv+Relu:rejected reason=activation_taken" in ln for ln in lines), lines
     types = [s.instance.type for s in m.lowered.steps if s.kind == "kernel"]
     assert types == ["Conv", "Relu"]
+
+
+def test_a_conv_read_only_by_a_1x1_conv_chains_through_l1(tmp_path):
+    """conv3x3+ReLU -> conv1x1: one kernel when the map gives every Cube core a 16-pixel tile; a small map or
+    a second reader of the intermediate keeps two kernels, and the log says why."""
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["a"], name="conv_a", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["a"], ["ar"], name="relu_a"),
+             helper.make_node("Conv", ["ar", "w2"], ["y"], name="conv_b")]
+    inits = [wts("w1", (16, 16, 3, 3)), wts("w2", (32, 16, 1, 1))]
+    m, lines = plan_graph(tmp_path, nodes, [t("x", [1, 16, 20, 20])], [t("y", [1, 32, 20, 20])], inits)
+    assert any("conv_b Fused(Conv+Relu+Conv) reason=chain_l1 into=conv_b first=conv_a" in ln for ln in lines), lines
+    (k,) = [s for s in m.lowered.steps if s.kind == "kernel"]
+    assert k.instance.attrs["mid"] == (16, False, True) and k.ops == ["conv_a", "relu_a", "conv_b"]
+    # 8x8: 4 tiles of 16 pixels for 24 Cube cores
+    m, lines = plan_graph(tmp_path, nodes, [t("x", [1, 16, 8, 8])], [t("y", [1, 32, 8, 8])], inits)
+    assert any("conv_b Conv+Conv1x1:rejected reason=chain_idle_cores" in ln for ln in lines), lines
+    assert sum(1 for s in m.lowered.steps if s.kind == "kernel") == 2
+    # the intermediate is a graph output too: it must reach GM
+    m, lines = plan_graph(tmp_path, nodes, [t("x", [1, 16, 20, 20])], [t("y", [1, 32, 20, 20]), t("ar", [1, 16, 20, 20])],
+                          inits)
+    assert sum(1 for s in m.lowered.steps if s.kind == "kernel") == 2
+    # depth 2: the chain (conv, ReLU, conv = 3 ops) is refused
+    m, lines = plan_graph(tmp_path, nodes, [t("x", [1, 16, 20, 20])], [t("y", [1, 32, 20, 20])], inits,
+                          MAX_FUSION_DEPTH="2")
+    assert any("conv_b Conv+Conv1x1:rejected reason=depth_limit" in ln for ln in lines), lines
