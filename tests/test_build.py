@@ -134,14 +134,14 @@ def test_template_edit_recompiles_only_its_kernels(tiny):
 
 
 def test_option_change_regenerates(tiny):
-    r = configure(tiny["src"], tiny["build"], "MAX_FUSION_DEPTH=5")
+    r = configure(tiny["src"], tiny["build"], "MAX_FUSION_DEPTH=6")  # the default (O2) is 5
     assert r.returncode == 0, r.stderr
     r = build_cmd(tiny["build"])
     assert r.returncode == 0 and "kiln: generating kernels" in r.stdout
     # The options are recorded in the manifest (compiled into the module); kernels are untouched.
     objs = compiled_objects(r.stdout)
     assert objs and all("module.cpp" in o for o in objs), objs
-    assert '"MAX_FUSION_DEPTH": 5' in (tiny["build"] / "generated" / "manifest.json").read_text()
+    assert '"MAX_FUSION_DEPTH": 6' in (tiny["build"] / "generated" / "manifest.json").read_text()
 
 
 def test_codegen_failure_fails_build_and_leaves_outputs_whole(tiny):
