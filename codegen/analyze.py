@@ -64,7 +64,10 @@ def node_flops(node: Node, graph: Graph) -> int | None:
     return out
 
 
-def analyze(path: str | Path, batch: int = 1) -> dict[str, Any]:
+def analyze(path: str | Path, batch: int = 1, fusion: bool = True, max_depth: int | None = None,
+            target: str = "ascend910b") -> dict[str, Any]:
+    """`fusion`/`max_depth` as ENABLE_FUSION/MAX_FUSION_DEPTH (None: the O2 default); `target` the profile whose
+    buffers and cores the fusion checks."""
     model = onnx_frontend.read_model(path)
     file_ops = Counter(n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}.{n.op_type}"
                        for n in model.graph.node)
@@ -99,15 +102,22 @@ def analyze(path: str | Path, batch: int = 1) -> dict[str, Any]:
         "passes": log,
     })
     if not problems:
-        report.update(_bake_preview(path, batch, report))
+        report.update(_bake_preview(path, batch, report, fusion, max_depth, target))
     return report
 
 
-def _bake_preview(path, batch: int, report: dict[str, Any]) -> dict[str, Any]:
-    """What a build would bake: kernel launches and unique kernels, or the nodes no kernel serves yet."""
+def _bake_preview(path, batch: int, report: dict[str, Any], fusion: bool, max_depth: int | None,
+                  target: str) -> dict[str, Any]:
+    """What a build would bake: kernel launches before and after fusion, what fused, the fusion audit (every
+    opportunity not taken, with its reason) and the unique kernels; or the nodes no kernel serves yet."""
     from . import KilnError
+    from .fusion import fuse
     from .lowering import lower, unsupported_nodes
+    from .options import OPT_LEVELS
+    from .optlog import OptLog
     from .opspec import opspec_of
+    from .profiles import get_profile
+    depth = int(OPT_LEVELS["O2"]["MAX_FUSION_DEPTH"]) if max_depth is None else max_depth
     graph = onnx_frontend.load_onnx(path, batch)
     missing = unsupported_nodes(graph, Path(path).stem)
     if missing:
@@ -116,6 +126,9 @@ def _bake_preview(path, batch: int, report: dict[str, Any]) -> dict[str, Any]:
                                  for n in missing]
         return {"supported": False}
     try:
+        unfused = sum(1 for s in lower(graph, Path(path).stem).steps if s.kind == "kernel")
+        graph = onnx_frontend.load_onnx(path, batch)  # fusion rewrites the graph: a fresh one
+        result = fuse(graph, Path(path).stem, fusion, depth, OptLog(), get_profile(target))
         lowered = lower(graph, Path(path).stem)
         specs = [opspec_of(s.instance) for s in lowered.steps if s.kind == "kernel"]
     except KilnError as e:
@@ -124,7 +137,9 @@ def _bake_preview(path, batch: int, report: dict[str, Any]) -> dict[str, Any]:
     return {"supported": True, "would_bake": {
         "kernel_launches": len(specs), "unique_kernels": len(set(specs)),
         "glue_steps": sum(1 for s in lowered.steps if s.kind == "glue"),
-        "kernels": sorted({s.name for s in specs})}}
+        "kernels": sorted({s.name for s in specs})},
+        "fusion": {"enable": fusion, "max_depth": depth, "target": target, "launches_unfused": unfused,
+                   "launches_fused": len(specs), "fused": result.fused, "audit": result.audit}}
 
 
 def _si(x: float, unit: str) -> str:
@@ -164,6 +179,18 @@ def format_text(report: dict[str, Any]) -> str:
         wb = report.get("would_bake", {})
         lines.append(f"supported   yes: every node compiles, {wb.get('kernel_launches')} kernel launches, "
                      f"{wb.get('unique_kernels')} unique kernels, {wb.get('glue_steps')} host glue steps")
+        fu = report.get("fusion")
+        if fu:
+            lines.append(f"fusion      {fu['launches_unfused']} launches, one per compute op -> {fu['launches_fused']} "
+                         f"after fusion (ENABLE_FUSION={'ON' if fu['enable'] else 'OFF'}, MAX_FUSION_DEPTH="
+                         f"{fu['max_depth']}, {fu['target']}): {len(fu['fused'])} fused")
+            for f in fu["fused"]:
+                lines.append(f"  {f['pattern']:<16} {f['node']} into {f['into']} ({f['where']})")
+            lines.append(f"audit       {len(fu['audit'])} opportunities not taken")
+            for a in fu["audit"]:
+                lines.append(f"  {a['pattern']:<16} {a['node']}{' into ' + a['into'] if a['into'] else ''}: "
+                             f"{a['reason']} ({a['detail']})")
+        lines.append("kernels")
         for name in wb.get("kernels", []):
             lines.append(f"  {name}")
     return "\n".join(lines)

@@ -289,8 +289,11 @@ def _conv_img2col(spec: Conv2dSpec, params: dict, profile: Profile) -> Predictio
         else:
             _cube_drain(core, m * n1_cnt * 16)
 
+    n_split = params.get("n_split", 1)
+
     def chain_block(core: SimCore, b: int) -> None:  # the template's chain_block
-        _, m, _, rows = tiles[b % m_tiles]
+        ns = b % n_split
+        _, m, _, rows = tiles[(b // n_split) % m_tiles]
         m1, mid1 = ceil(m / 16), c1(spec.mid)
         later = core.blocks > 0
         if later:
@@ -313,9 +316,12 @@ def _conv_img2col(spec: Conv2dSpec, params: dict, profile: Profile) -> Predictio
         core.set_flag("FIX", "MTE1", 3)
         core.wait_flag("FIX", "MTE1", 3)
         bn2, bk2 = params["base_n2"], params["base_k2"]
-        for j, n1_0 in enumerate(range(0, CO1, bn2 // 16)):
+        n_chunks = ceil(CO1 / (bn2 // 16))
+        j0, j1 = n_chunks * ns // n_split, n_chunks * (ns + 1) // n_split
+        for j in range(j0, j1):
+            n1_0 = j * (bn2 // 16)
             n1_cnt = min(bn2 // 16, CO1 - n1_0)
-            if j > 0:
+            if j > j0:
                 core.wait_flag("FIX", "M", 0)
             if spec.bias:
                 core.copy_gm(1, n1_cnt * 16, 4, "L1")
@@ -328,7 +334,7 @@ def _conv_img2col(spec: Conv2dSpec, params: dict, profile: Profile) -> Predictio
         core.set_flag("MTE1", "FIX", 3)
 
     if spec.mid:
-        cube = launch(profile, "cube", spec.n * m_tiles, chain_block)
+        cube = launch(profile, "cube", spec.n * m_tiles * n_split, chain_block)
     else:
         cube = launch(profile, "cube", spec.n * m_tiles * n_tiles, block)
     if not spec.vector_epilogue or params.get("on_chip"):

@@ -178,9 +178,22 @@ def _fuse_chains(g: Graph, model: str, enable: bool, max_depth: int, log: OptLog
         first = producer_of[second.inputs[0]]
         if first.op_type != "Conv" or first.name in removed:
             continue
-        if _chain_problem(first, second, g) is not None:
-            continue  # not this pattern: nothing to audit
         subject, pattern = f"{model}:{second.name}", "Conv+Conv1x1"
+        problem = _chain_problem(first, second, g)
+        if problem is not None:
+            # A conv -> 1x1 conv pair that only lacks kernel support is an opportunity not taken, so it is
+            # audited: MobileNet's depthwise -> pointwise, or a first conv ending in a clip (no Fixpipe clip).
+            depthwise = first.attrs.get("group", 1) != 1 and first.attrs.get("group") == \
+                g.values[first.inputs[0]].shape[1]
+            plain_first = Node(first.name, "Conv", [], [])
+            if _chain_problem(plain_first, second, g) is None and (depthwise or "ends with" in problem):
+                kind = "DwConv+Conv1x1" if depthwise else pattern
+                detail = (f"{first.name} is depthwise (Vector unit) and {second.name} pointwise (Cube)"
+                          if depthwise else problem) + "; no kernel chains them"
+                log.add("fusion", subject, f"{kind}:rejected", "chain_unsupported", detail=detail)
+                res.audit.append({"node": second.name, "into": first.name, "pattern": kind,
+                                  "reason": "chain_unsupported", "detail": detail})
+            continue  # otherwise not this pattern: nothing to audit
         ho, wo = g.values[second.inputs[0]].shape[2:4]
         tiles = -(-ho * wo // 16)
         depth = _depth(first) + _depth(second)

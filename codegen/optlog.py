@@ -46,6 +46,9 @@ REASONS = {
                          "the add is free)",
     "chain_l1": "a window conv read only by a 1x1 conv: one kernel keeps the first result's tile in L1 (Fixpipe "
                 "L0C -> L1, ReLU on the way) and the 1x1 conv reads it from there; no GM round trip",
+    "chain_unsupported": "rejected: no kernel chains these two convolutions yet (a depthwise conv runs on the Vector "
+                         "unit and a pointwise one on the Cube: on split profiles such as ascend910b the tile would "
+                         "go through GM/L2 between different cores)",
     "chain_idle_cores": "rejected: a chained kernel's block is a whole M tile (all channels of both convs); the map "
                         "has fewer 16-pixel tiles than the profile has Cube cores, so cores would idle",
     "capacity": "rejected: the fused kernel's on-chip footprint exceeds the profile's buffer",

@@ -202,9 +202,11 @@ def search_chain(spec: Conv2dSpec, rule_params: dict, profile: Profile, log: Opt
         for bk in (k for k in K_FRACTALS if k <= K1):
             for step in _steps(C1):
                 for bn2 in (e for e in TILE_EDGES if e <= CO1 * 16 or e == 16):
+                    n_chunks = ceil(CO1 / (bn2 // 16))
                     for bk2 in (k for k in K_FRACTALS if k <= MID1):
-                        cands.append(dict(base_m=bm, base_k1=bk, c1_step=step, base_n2=bn2, base_k2=bk2,
-                                          slab_rows=rows, **extra))
+                        for split in (z for z in (1, 2, 4, 8) if z <= n_chunks):
+                            cands.append(dict(base_m=bm, base_k1=bk, c1_step=step, base_n2=bn2, base_k2=bk2,
+                                              n_split=split, slab_rows=rows, **extra))
 
     def fit(p):
         bufs = chain_buffers(spec, p["base_m"], p["base_k1"], p["c1_step"], p["base_n2"], p["base_k2"])

@@ -45,7 +45,7 @@ def family_of(spec: Opspec) -> str:
 PARAM_LETTER = {"base_m": "m", "base_n": "n", "base_k1": "k", "c1_step": "c", "slab_rows": "r", "k1_step": "s",
                 "rows_per_block": "r", "tile_elems": "t", "chunk_pixels": "p", "rows_per_tile": "r", "planes_per_block": "p",
                 "epi_tile": "e", "tile": "f", "tile_batch": "b", "c1_block": "i", "co1_block": "o", "on_chip": "u",
-                "base_n2": "q", "base_k2": "j"}
+                "base_n2": "q", "base_k2": "j", "n_split": "z"}
 UNIT_OF_FAMILY = {"conv2d_cube_img2col": "cube", "conv2d_winograd": "cube", "gemm_cube": "cube", "dwconv2d_vector": "vector",
                   "eltwise_vector": "vector", "maxpool2d_vector": "vector", "global_avgpool_vector": "vector",
                   "gelu_vector": "vector", "softmax_vector": "vector", "layernorm_vector": "vector",
@@ -134,7 +134,8 @@ def _conv_buffers(spec: Conv2dSpec, base_m: int, base_n: int, base_k1: int, c1_s
     }
 
 
-def chain_buffers(spec: Conv2dSpec, base_m: int, base_k1: int, c1_step: int, base_n2: int, base_k2: int) -> dict:
+def chain_buffers(spec: Conv2dSpec, base_m: int, base_k1: int, c1_step: int, base_n2: int, base_k2: int,
+                  n_split: int = 1) -> dict:
     """On-chip bytes of a chained conv (spec.mid > 0): the window conv's slabs and weights for all `mid` channels,
     the fp16 intermediate tile in L1, the 1x1 conv's weight chunk (ping-pong), both L0C tiles."""
     mid1, m1 = c1(spec.mid), base_m // 16
@@ -162,7 +163,7 @@ def _chain_variant(spec: Conv2dSpec, profile: Profile, log: OptLog, search: bool
             base_n2 = min(base_n2, CO1 * 16)
             for c1_step in range(C1, 0, -1):
                 p = dict(base_m=base_m, base_k1=min(4, K1), c1_step=c1_step, base_n2=base_n2,
-                         base_k2=min(4, c1(spec.mid)))
+                         base_k2=min(4, c1(spec.mid)), n_split=1)
                 if _fits(profile, chain_buffers(spec, **p)) is None:
                     best = p
                     break
@@ -186,7 +187,7 @@ def _chain_variant(spec: Conv2dSpec, profile: Profile, log: OptLog, search: bool
                                            best["base_k2"]).items()}
     if spec.vector_epilogue:
         bufs["UB"] = 2 * 3 * best["epi_tile"] * 2
-    return Variant("conv2d_cube_img2col", best, spec.n * ceil(M / best["base_m"]), bufs)
+    return Variant("conv2d_cube_img2col", best, spec.n * ceil(M / best["base_m"]) * best["n_split"], bufs)
 
 
 def _conv_variant(spec: Conv2dSpec, profile: Profile, log: OptLog, search: bool = False) -> Variant:
@@ -259,11 +260,12 @@ def _conv_mte2(spec: Conv2dSpec, v: Variant) -> int:
     p = v.params
     if spec.mid:  # per M tile: the window conv's chunks for all mid channels, then the 1x1 weights per N chunk
         mid1, CO1, total = c1(spec.mid), c1(spec.cout), 0
+        split = p.get("n_split", 1)
         for _, _, _, rows in conv_tile_rows(spec, p["base_m"]):
-            for c1a in range(0, c1(spec.cin), p["c1_step"]):
+            for c1a in range(0, c1(spec.cin), p["c1_step"]):  # the window conv, once per N split
                 c1n = min(p["c1_step"], c1(spec.cin) - c1a)
-                total += c1n * rows * spec.w * 32 + c1n * spec.kh * spec.kw * mid1 * 512
-            total += mid1 * 64 if spec.mid_bias else 0
+                total += split * (c1n * rows * spec.w * 32 + c1n * spec.kh * spec.kw * mid1 * 512)
+            total += split * mid1 * 64 if spec.mid_bias else 0
             for n1 in range(0, CO1, p["base_n2"] // 16):
                 n1c = min(p["base_n2"] // 16, CO1 - n1)
                 total += mid1 * n1c * 512 + (n1c * 64 if spec.bias else 0)
@@ -704,6 +706,17 @@ def variant_from_params(spec: Opspec, profile: Profile, family: str, params: dic
                 "UB": max(_winograd_ub(p["tile"], p["tile_batch"], spec.residual, spec.bias))}
         g = winograd_geometry(spec, p["tile"])
         blocks = g.positions * ceil(g.p / p["base_m"]) * ceil(c1(spec.cout) * 16 / p["base_n"])
+    elif spec.kind == "conv2d" and spec.mid:  # a chained conv's tiling (tuning record, kernel-list pin)
+        base = _chain_variant(spec, profile, OptLog())
+        p = dict(base.params, **params)
+        p["slab_rows"] = max(1, max(r for *_, r in conv_tile_rows(spec, p["base_m"])))
+        bufs = dict(base.buffers, **chain_buffers(spec, p["base_m"], p["base_k1"], p["c1_step"], p["base_n2"],
+                                                  p["base_k2"]))
+        n_chunks = ceil(c1(spec.cout) / (p["base_n2"] // 16))
+        if not 1 <= p["n_split"] <= n_chunks:
+            raise KilnError("tiling", spec.name, f"{source}: n_split={p['n_split']} must be 1..{n_chunks} (the 1x1's "
+                            f"N chunks of base_n2={p['base_n2']})")
+        blocks = spec.n * ceil(spec.ho * spec.wo / p["base_m"]) * p["n_split"]
     else:
         base = _conv_variant(spec, profile, OptLog())
         p = dict(base.params, **params)

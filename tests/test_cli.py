@@ -95,7 +95,23 @@ def test_analyze_reports_model_and_unsupported(tmp_path):
     assert r.returncode == 1 and d["unsupported"][0]["node"] == "pick" and d["unsupported"][0]["op_type"] == "Hardmax"
     shared = tmp_path.parent / "missing.onnx"
     r = run([kiln_cmd(), "analyze", str(shared)])
-    assert r.returncode == 2 and "missing.onnx" in r.stderr
+    assert r.returncode == 2 and "missing.onnx" in r.stderr and "not a zoo model" in r.stderr
+
+
+def test_analyze_shows_ops_before_kernels_after_and_the_fusion_audit(tmp_path):
+    pytest.importorskip("onnx")
+    from test_fusion import small_cnn
+    path = small_cnn(tmp_path / "small.onnx")
+    d = json.loads(run([kiln_cmd(), "analyze", str(path), "--json"]).stdout)
+    fu = d["fusion"]
+    assert fu["enable"] and fu["launches_unfused"] > fu["launches_fused"] == d["would_bake"]["kernel_launches"]
+    assert fu["fused"] and all({"node", "into", "pattern", "where"} <= set(f) for f in fu["fused"])
+    assert all({"node", "pattern", "reason", "detail"} <= set(a) for a in fu["audit"])
+    off = json.loads(run([kiln_cmd(), "analyze", str(path), "--json", "--fusion", "off"]).stdout)["fusion"]
+    assert off["launches_fused"] == off["launches_unfused"] == fu["launches_unfused"] and not off["fused"]
+    assert off["audit"] and {a["reason"] for a in off["audit"]} == {"fusion_off"}
+    text = run([kiln_cmd(), "analyze", str(path), "--max-fusion-depth", "1"]).stdout
+    assert "MAX_FUSION_DEPTH=1" in text and "depth_limit" in text and "audit" in text
 
 
 def test_log_per_model_and_grep():

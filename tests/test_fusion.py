@@ -73,7 +73,9 @@ def test_default_fuses_what_the_profile_allows(tmp_path):
     assert any("small:pw_relu6 Fused(Conv+Clip) reason=epilogue_vector_core" in ln for ln in lines)
     assert any("small:residual Fused(Conv+Add) reason=epilogue_vector_core into=c2" in ln for ln in lines)
     assert any("small:relu_out Fused(Conv+Add+Relu) reason=epilogue_vector_core" in ln for ln in lines)
-    assert m.fusion.audit == []
+    # what no kernel does yet is audited: depthwise -> pointwise, and a conv -> 1x1 chain after a clip
+    assert [(a["pattern"], a["into"], a["node"], a["reason"]) for a in m.fusion.audit] == [
+        ("DwConv+Conv1x1", "dw", "pw", "chain_unsupported"), ("Conv+Conv1x1", "pw", "c2", "chain_unsupported")]
 
 
 def test_fusion_off_gives_one_kernel_per_op(tmp_path):
@@ -216,3 +218,56 @@ def test_a_conv_read_only_by_a_1x1_conv_chains_through_l1(tmp_path):
     m, lines = plan_graph(tmp_path, nodes, [t("x", [1, 16, 20, 20])], [t("y", [1, 32, 20, 20])], inits,
                           MAX_FUSION_DEPTH="2")
     assert any("conv_b Conv+Conv1x1:rejected reason=depth_limit" in ln for ln in lines), lines
+
+
+def torchvision_style_resnet50(path):
+    """ResNet-50 as torch.onnx.export writes it from torchvision in eval mode: every BatchNormalization already
+    folded into its Conv (weights scaled, a bias added), Identity nodes on the way, a Flatten+Gemm head. Built
+    from the zoo's graph (same weights) so no download is needed."""
+    from kiln.codegen import zoo
+    m = zoo.build("resnet50")
+    g = m.graph
+    inits = {t.name: numpy_helper.to_array(t) for t in g.initializer}
+    producer = {o: n for n in g.node for o in n.output}
+    nodes, renamed = [], {}
+    for n in g.node:
+        ins = [renamed.get(i, i) for i in n.input]
+        if n.op_type == "BatchNormalization":
+            conv = producer[n.input[0]]
+            eps = next(a.f for a in n.attribute if a.name == "epsilon")
+            gamma, beta, mean, var = (inits[i] for i in n.input[1:])
+            scale = gamma / np.sqrt(var + eps)
+            w = inits[conv.input[1]] * scale[:, None, None, None]
+            b = beta - mean * scale
+            inits[conv.input[1]] = w.astype(np.float32)
+            inits[conv.name + ".bias"] = b.astype(np.float32)
+            folded = next(x for x in nodes if x.name == conv.name)
+            folded.input.append(conv.name + ".bias")
+            renamed[n.output[0]] = folded.output[0]
+            continue
+        node = helper.make_node(n.op_type, ins, list(n.output), name=n.name)
+        node.attribute.extend(n.attribute)
+        nodes.append(node)
+        if n.op_type == "Relu" and n.name.endswith("relu3"):  # the exporter's Identity between blocks
+            ident = n.output[0] + ".identity"
+            nodes.append(helper.make_node("Identity", [n.output[0]], [ident], name=n.name + ".Identity"))
+            renamed[n.output[0]] = ident
+    used = {i for n in nodes for i in n.input}
+    graph = helper.make_graph(nodes, "torch_jit", list(g.input), list(g.output),
+                              [numpy_helper.from_array(v, k) for k, v in inits.items() if k in used])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path
+
+
+def test_torchvision_style_resnet50_export_fits_47_launches(tmp_path):
+    path = torchvision_style_resnet50(tmp_path / "resnet50_tv.onnx")
+    (tmp_path / "k.toml").write_text('[[op]]\nlabel = "k"\ntype = "Relu"\nshape = [16]\n')
+    p = plan(parse_options({"KILN_MODELS": str(path), "KILN_KERNEL_LIST": str(tmp_path / "k.toml"),
+                            "KILN_OPT_LEVEL": "O1"}), REPO, tmp_path)  # O1: no Winograd search (faster plan)
+    (m,) = p.models
+    kernels = [s for s in m.lowered.steps if s.kind == "kernel"]
+    assert len(kernels) <= 47, len(kernels)
+    assert not any("BatchNormalization" in s.ops for s in kernels)
+    fused = [ln for ln in p.log.lines if ln.startswith("[OPT] fusion") and "Fused(" in ln]
+    assert sum("reason=second_source_l0c" in ln for ln in fused) == 4  # the four downsample blocks
+    assert sum("reason=chain_l1" in ln for ln in fused) == 5

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from importlib import resources
 
@@ -107,8 +108,18 @@ def _log(args) -> int:
 def _analyze(args) -> int:
     from .codegen import KilnError
     from .codegen.analyze import analyze, format_text
+    path = args.file
+    if not os.path.exists(path):  # a zoo model by name: build its ONNX file first
+        from .codegen import zoo
+        if path not in zoo.ZOO:
+            print(f"kiln analyze: {path}: no such file, and not a zoo model ({', '.join(zoo.ZOO)})", file=sys.stderr)
+            return 2
+        import tempfile
+        from pathlib import Path
+        path = str(zoo.write(path, Path(tempfile.mkdtemp(prefix="kiln-analyze-")) / f"{path}.onnx"))
     try:
-        report = analyze(args.file, batch=args.batch)
+        report = analyze(path, batch=args.batch, fusion=args.fusion == "on", max_depth=args.max_fusion_depth,
+                         target=args.target)
     except KilnError as e:
         print(f"kiln analyze: {e.subject}: {e.message}", file=sys.stderr)
         return 2
@@ -403,9 +414,15 @@ def main(argv: list[str] | None = None) -> int:
     op.add_argument("model")
     op.add_argument("--json", action="store_true")
     op.set_defaults(fn=_opspec)
-    a = sub.add_parser("analyze", help="what an ONNX file holds and what kiln would bake from it")
-    a.add_argument("file")
+    a = sub.add_parser("analyze", help="what an ONNX file holds and what kiln would bake from it: ops before "
+                                       "fusion, kernels after, and the fusion audit")
+    a.add_argument("file", help="an ONNX file, or a zoo model name (resnet50, mobilenet_v2, bert_layer)")
     a.add_argument("--batch", type=int, default=1, help="value for a symbolic batch dimension")
+    a.add_argument("--fusion", choices=("on", "off"), default="on", help="as ENABLE_FUSION (default on)")
+    a.add_argument("--max-fusion-depth", type=int, default=None, choices=range(1, 9), metavar="1..8",
+                   help="as MAX_FUSION_DEPTH (default: the O2 level's)")
+    a.add_argument("--target", default="ascend910b", choices=("ascend910b", "ascend310p"),
+                   help="profile whose buffers and cores the fusion checks")
     a.add_argument("--json", action="store_true")
     a.set_defaults(fn=_analyze)
     v = sub.add_parser("validate", help="compare a baked model with ONNX Runtime on the same ONNX file")
