@@ -283,7 +283,8 @@ def _conv_img2col(spec: Conv2dSpec, params: dict, profile: Profile) -> Predictio
             for c1a in range(0, c1(second.cin), step):
                 c1n = min(step, c1(second.cin) - c1a)
                 chunks.append((c1n, ([(c1n, rows2 * second.w * 16)] if rows2 > 0 else []) + [(c1n, n1_cnt * 256)]))
-        _cube_k_loop(core, m, n1_cnt * 16, chunks, bk1, lambda kc: core.load3d(m1, kc), lambda kc, k1n: [kc * n1_cnt])
+        _cube_k_loop(core, m, n1_cnt * 16, chunks, bk1, lambda kc: core.load3d(m1, kc), lambda kc, k1n: [kc * n1_cnt],
+                     params.get("l1_buffers", 2))
         if params.get("on_chip"):
             _on_chip_epilogue(core, spec, m, n1_cnt)
         else:
@@ -537,11 +538,11 @@ def _winograd_launches(spec: Conv2dSpec, params: dict, profile: Profile, which: 
 # ---------------------------------------------------------------- gemm_cube, batched_gemm_cube
 
 def _cube_k_loop(core: SimCore, m: int, n_cols: int, chunks: list[tuple[int, list[tuple[int, int]]]], bk1: int,
-                 a_load, b_loads) -> None:
+                 a_load, b_loads, l1_depth: int = 2) -> None:
     """The Cube main loop every Cube template shares: per L1 chunk its GM->L1 copies ((nburst, burst) in fp16
     elements, ping-pong), then per BASE_K1 slice the L0A loads a_load(kc), the L0B loads b_loads(kc, k1n)
     (load2d repeats), one mmad (ping-pong)."""
-    l1, l0 = PingPongSim(core, "MTE2", "MTE1", 0), PingPongSim(core, "MTE1", "M", 2)
+    l1, l0 = PingPongSim(core, "MTE2", "MTE1", 0, l1_depth), PingPongSim(core, "MTE1", "M", 2)
     it = 0
     for ci, (k1n, copies) in enumerate(chunks):
         s = l1.slot(ci)

@@ -82,9 +82,13 @@ def conv_candidates(spec: Conv2dSpec, rule_params: dict, profile: Profile, buffe
                 for step in _steps(C1):
                     rows = max(1, max(r for *_, r in conv_tile_rows(spec, bm)))
                     cands.append(dict(base_m=bm, base_n=bn, base_k1=bk, c1_step=step, slab_rows=rows, **extra))
+                    # single-buffered L1 (no overlap of the next chunk's load): only worth it for a chunk
+                    # that does not fit double-buffered, which the fit predicate decides
+                    cands.append(dict(base_m=bm, base_n=bn, base_k1=bk, c1_step=step, slab_rows=rows, **extra,
+                                      l1_buffers=1))
 
     def fit(p):
-        bufs = buffers(spec, p["base_m"], p["base_n"], p["base_k1"], p["c1_step"])
+        bufs = buffers(spec, p["base_m"], p["base_n"], p["base_k1"], p["c1_step"], p.get("l1_buffers", 2))
         return all(b <= profile.capacity[pos] for pos, b in bufs.items())
     return cands, fit
 

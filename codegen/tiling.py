@@ -45,7 +45,8 @@ def family_of(spec: Opspec) -> str:
 PARAM_LETTER = {"base_m": "m", "base_n": "n", "base_k1": "k", "c1_step": "c", "slab_rows": "r", "k1_step": "s",
                 "rows_per_block": "r", "tile_elems": "t", "chunk_pixels": "p", "rows_per_tile": "r", "planes_per_block": "p",
                 "epi_tile": "e", "tile": "f", "tile_batch": "b", "c1_block": "i", "co1_block": "o", "on_chip": "u",
-                "base_n2": "q", "base_k2": "j", "n_split": "z"}
+                "base_n2": "q", "base_k2": "j", "n_split": "z",
+                "l1_buffers": "d"}
 UNIT_OF_FAMILY = {"conv2d_cube_img2col": "cube", "conv2d_winograd": "cube", "gemm_cube": "cube", "dwconv2d_vector": "vector",
                   "eltwise_vector": "vector", "maxpool2d_vector": "vector", "global_avgpool_vector": "vector",
                   "gelu_vector": "vector", "softmax_vector": "vector", "layernorm_vector": "vector",
@@ -123,9 +124,12 @@ def conv_slab_elems(spec: Conv2dSpec, base_m: int) -> int:
     return slab
 
 
-def _conv_buffers(spec: Conv2dSpec, base_m: int, base_n: int, base_k1: int, c1_step: int) -> dict[str, int]:
+def _conv_buffers(spec: Conv2dSpec, base_m: int, base_n: int, base_k1: int, c1_step: int,
+                  l1_buffers: int = 2) -> dict[str, int]:
+    """On-chip bytes of a direct-conv tiling; l1_buffers 2 = the L1 chunks ping-pong (the next chunk's GM load
+    overlaps this one's Cube work), 1 = one chunk at a time (room for a chunk twice as large)."""
     return {
-        "L1": 2 * c1_step * conv_slab_elems(spec, base_m) * 2 + 2 * c1_step * spec.kh * spec.kw * (base_n // 16) * 512
+        "L1": l1_buffers * (c1_step * conv_slab_elems(spec, base_m) * 2 + c1_step * spec.kh * spec.kw * (base_n // 16) * 512)
               + (base_n * 4 if spec.bias else 0),
         "L0A": 2 * (base_m // 16) * base_k1 * 512,
         "L0B": 2 * base_k1 * (base_n // 16) * 512,
@@ -243,7 +247,8 @@ def _conv_variant(spec: Conv2dSpec, profile: Profile, log: OptLog, search: bool 
     if search:  # the rule's tiling is the baseline the search must beat
         from .search import search_conv
         best = search_conv(spec, best, profile, log, _conv_buffers)
-    bufs = _conv_buffers(spec, best["base_m"], best["base_n"], best["base_k1"], best["c1_step"])
+    bufs = _conv_buffers(spec, best["base_m"], best["base_n"], best["base_k1"], best["c1_step"],
+                         best.get("l1_buffers", 2))
     if epi_ub:
         bufs["UB"] = epi_ub
     if best.get("on_chip"):
@@ -721,7 +726,9 @@ def variant_from_params(spec: Opspec, profile: Profile, family: str, params: dic
         base = _conv_variant(spec, profile, OptLog())
         p = dict(base.params, **params)
         p["slab_rows"] = max(1, max(r for *_, r in conv_tile_rows(spec, p["base_m"])))
-        bufs = _conv_buffers(spec, p["base_m"], p["base_n"], p["base_k1"], p["c1_step"])
+        if p.get("l1_buffers", 2) not in (1, 2):
+            raise KilnError("tiling", spec.name, f"{source}: l1_buffers={p['l1_buffers']} must be 1 or 2")
+        bufs = _conv_buffers(spec, p["base_m"], p["base_n"], p["base_k1"], p["c1_step"], p.get("l1_buffers", 2))
         if "UB" in base.buffers:
             bufs["UB"] = on_chip_ub(p["base_m"]) if p.get("on_chip") else base.buffers["UB"]
         blocks = spec.n * ceil(spec.ho * spec.wo / p["base_m"]) * ceil(c1(spec.cout) * 16 / p["base_n"])

@@ -57,6 +57,8 @@ def candidates(family: str, spec, params: dict, profile) -> list[dict]:
     from .codegen import search, tiling
     from .codegen.opspec import c1
     cap = profile.capacity
+    if getattr(spec, "mid", 0):  # a chained conv's tiling space is the build search's own (search.search_chain)
+        return []
 
     def fits(bufs: dict) -> bool:
         return all(b <= cap[pos] for pos, b in bufs.items())
@@ -131,6 +133,8 @@ def wide_candidates(family: str, spec, params: dict, profile) -> list[dict]:
     fits), then the best pairs with every base_k1 and L1 step."""
     from .codegen import costmodel, search, tiling
     from .codegen.opspec import c1
+    if getattr(spec, "mid", 0):  # a chained conv: no wide grid (see candidates)
+        return []
     if family == "conv2d_cube_img2col":
         M, N, K1, steps_of = spec.ho * spec.wo, c1(spec.cout) * 16, c1(spec.cin) * spec.kh * spec.kw, c1(spec.cin)
         kstep = "c1_step"
