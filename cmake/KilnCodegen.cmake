@@ -9,6 +9,9 @@
 # reruns when an option, a template, a codegen module or the kernel list
 # changes, rewrites only files whose content changed (ninja's restat then skips
 # recompiling the rest), and a failed run leaves no stamp, so it reruns next time.
+# Both runs share the tiling search's results through a cache in OUTPUT_DIR
+# (codegen/search_cache.py), so the build-time run and rebuilds after an option
+# change search only kernels whose inputs changed.
 #
 # Build speed (benchmarks/bench_build.py): the emulator's instruction bodies
 # are compiled once into the kiln_emu library (kernels/kiln/core.cpp) rather than
@@ -24,13 +27,17 @@ function(kiln_bake_kernels target)
   # (possibly temporary, pip-isolated) build environment appear in the command,
   # so a reinstall does not look like a changed command to ninja.
   set(codegen "${Python_EXECUTABLE}" -B -m codegen)
+  # The codegen's progress lines ([kiln codegen ...] on stderr) are echoed as it runs (pip -v shows them);
+  # the fatal message keeps only the error.
   execute_process(
     COMMAND ${codegen} outputs "${ARG_OPTIONS_FILE}" --work-dir "${ARG_OUTPUT_DIR}"
     WORKING_DIRECTORY "${KILN_SOURCE_DIR}"
     OUTPUT_VARIABLE outputs
     ERROR_VARIABLE err
+    ECHO_ERROR_VARIABLE
     RESULT_VARIABLE rc)
   if(rc)
+    string(REGEX REPLACE "\\[kiln codegen[^\n]*\n" "" err "${err}")
     string(STRIP "${err}" err)
     message(FATAL_ERROR "${err}")
   endif()
@@ -73,6 +80,7 @@ function(kiln_bake_kernels target)
     DEPENDS ${codegen_modules} ${templates} "${ARG_OPTIONS_FILE}" "${kernel_list}" ${model_files} ${records_file}
     WORKING_DIRECTORY "${KILN_SOURCE_DIR}"
     COMMENT "kiln: generating kernels (codegen)"
+    USES_TERMINAL  # ninja's console pool: the progress lines stream instead of arriving when it ends
     VERBATIM)
   add_custom_target(${target}_codegen DEPENDS "${stamp}")
   # kernel_table.cpp holds the generated table and manifest, which change with every option: the module

@@ -145,6 +145,24 @@ def test_option_change_regenerates(tiny):
     assert '"MAX_FUSION_DEPTH": 5' in (tiny["build"] / "generated" / "manifest.json").read_text()
 
 
+def test_build_time_codegen_reuses_the_configure_time_search(tiny):
+    """Configure plans the kernels (to list the files) and the build plans them again: the search runs once,
+    at configure (KILN_OPT_LEVEL is read by every kernel's search: O0 keeps the rule tilings), and the
+    build-time run takes all three results from the cache."""
+    try:
+        r = configure(tiny["src"], tiny["build"], "KILN_OPT_LEVEL=O0")
+        assert r.returncode == 0, r.stderr
+        assert "search: 3 kernels, 0 from the cache" in r.stderr, r.stderr
+        r = build_cmd(tiny["build"])
+        out = r.stdout + r.stderr  # the codegen's progress goes to the terminal (ninja's console pool)
+        assert r.returncode == 0, out
+        assert "search: 3 kernels, 3 from the cache" in out and "searching 0" in out, out
+        assert "Building CXX object CMakeFiles/kiln_emu.dir" not in r.stdout  # the emulation layer is untouched
+    finally:
+        assert configure(tiny["src"], tiny["build"], "KILN_OPT_LEVEL=O2").returncode == 0
+        assert build_cmd(tiny["build"]).returncode == 0
+
+
 def test_codegen_failure_fails_build_and_leaves_outputs_whole(tiny):
     gen = tiny["build"] / "generated"
     kernel_src = next((gen / "kernels").glob("gemm_cube_*.cpp"))
