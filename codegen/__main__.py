@@ -12,12 +12,13 @@ import sys
 import time
 from pathlib import Path
 
-from . import KilnError
+from . import KilnError, search_cache
 from .options import OptionError, cmake_declarations, load_options
 from .pipeline import plan
 from .render import output_files, progress_printer, render, write_outputs
 
 SOURCE_DIR = Path(__file__).resolve().parent.parent
+SEARCH_CACHE_DIR = ".search-cache"  # in the work dir (build/generated): codegen/search_cache.py
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -42,7 +43,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd == "check-options":
             return 0
         work = Path(args.out_dir if args.cmd == "generate" else (args.work_dir or "."))
-        p = plan(options, SOURCE_DIR, work, progress=progress_printer)
+        # `outputs` (configure) and `generate` (build) plan the same kernels: the first run's search results
+        # are kept in the work dir, so the second one and later rebuilds search only what changed.
+        cache = work / SEARCH_CACHE_DIR if args.cmd == "generate" or args.work_dir else None
+        p = plan(options, SOURCE_DIR, work, progress=progress_printer, jobs=search_cache.default_jobs(),
+                 search_cache_dir=cache)
         if args.cmd == "outputs":
             sys.stdout.write("\n".join(output_files(p)) + "\n")
             return 0

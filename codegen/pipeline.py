@@ -5,11 +5,10 @@ written until render. Identical Opspecs become one kernel.
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import KilnError
+from . import KilnError, search_cache
 from .frontend import OpInstance, load_kernel_list
 from .costmodel import Prediction, predict
 from .fusion import FusionResult, fuse
@@ -105,7 +104,9 @@ def _zoo_cached(zoo, name: str, models_dir: Path) -> Path:
     return path
 
 
-def plan(options: Options, source_dir: Path, work_dir: Path | None = None, progress=None) -> Plan:
+def plan(options: Options, source_dir: Path, work_dir: Path | None = None, progress=None, jobs: int = 1,
+         search_cache_dir: Path | None = None) -> Plan:
+    """jobs: processes for the tiling search; search_cache_dir: where its results are kept between runs."""
     log = OptLog()
     profile = get_profile(options.kiln_target)
     log.add("options", "build", f"target={profile.name}", "option", isa=options.isa_resolved or options.kiln_isa)
@@ -164,15 +165,8 @@ def plan(options: Options, source_dir: Path, work_dir: Path | None = None, progr
 
     kernels = list(by_spec.values())
     records = load_records(options.kiln_tuning_records, profile) if options.kiln_tuning_records else {}
-    if progress:
-        progress(f"search: variants for {len(kernels)} kernels")
-    t0 = time.perf_counter()
-    for k in kernels:
-        k.variant = choose_variant(k.spec, profile, log, options, pinned=k.pinned, pinned_tiling=dict(k.pinned_tiling),
-                                   records=records)
-        k.prediction = predict(k.spec, k.variant.family, k.variant.params, profile)
-    if progress:  # wall time goes to the progress stream, never into the (byte-identical) log or manifest
-        progress(f"search: done in {time.perf_counter() - t0:.1f} s")
+    # Variant and prediction per kernel, from the build dir's cache where an earlier run searched it
+    search_cache.choose_all(kernels, profile, log, options, records, search_cache_dir, jobs, progress)
     seen: dict[str, KernelPlan] = {}
     merged: dict[int, KernelPlan] = {}  # a pinned instance that came out as an unpinned kernel: one kernel
     for k in kernels:

@@ -11,6 +11,7 @@ import json
 import os
 import sys
 import tempfile
+import time
 from dataclasses import asdict
 from pathlib import Path
 
@@ -284,5 +285,9 @@ def write_outputs(files: dict[str, str | bytes], out_dir: Path) -> list[str]:
     return changed
 
 
+_T0 = time.perf_counter()
+
+
 def progress_printer(msg: str) -> None:
-    print(f"[kiln codegen] {msg}", flush=True, file=sys.stderr)
+    """One progress line on stderr with the seconds since the codegen started (pip -v and ninja show it)."""
+    print(f"[kiln codegen {time.perf_counter() - _T0:5.1f}s] {msg}", flush=True, file=sys.stderr)

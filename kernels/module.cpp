@@ -11,7 +11,7 @@
 #include "kiln/executor.hpp"
 #include "kiln/kernel_abi.hpp"
 #include "kiln/layouts.hpp"
-#include "kiln_kernel_table.hpp"
+#include "kiln/baked.hpp"  // not kiln_kernel_table.hpp: see there
 #include "kiln_profiles.hpp"
 
 #if defined(_OPENMP)
@@ -87,7 +87,7 @@ py::dict stats_dict(const KernelStats& ks) {
 }
 
 const KernelEntry& find_kernel(const std::string& name) {
-  for (const auto& k : kernels::table())
+  for (const auto& k : kernels::baked_table())
     if (name == k.name) return k;
   throw py::key_error("no baked kernel named '" + name + "'");
 }
@@ -463,10 +463,10 @@ PYBIND11_MODULE(_core, m) {
   py::register_exception<SyncError>(m, "SyncError", base.ptr());
   py::register_exception<BoundsError>(m, "BoundsError", base.ptr());
 
-  m.def("manifest_json", [] { return std::string(kernels::manifest_json); });
+  m.def("manifest_json", [] { return std::string(kernels::baked_manifest_json()); });
   m.def("kernel_names", [] {
     std::vector<std::string> out;
-    for (const auto& k : kernels::table()) out.emplace_back(k.name);
+    for (const auto& k : kernels::baked_table()) out.emplace_back(k.name);
     return out;
   });
   m.def("run", &run_kernel, py::arg("name"), py::arg("inputs"), py::arg("out"),

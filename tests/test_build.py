@@ -138,10 +138,29 @@ def test_option_change_regenerates(tiny):
     assert r.returncode == 0, r.stderr
     r = build_cmd(tiny["build"])
     assert r.returncode == 0 and "kiln: generating kernels" in r.stdout
-    # The options are recorded in the manifest (compiled into the module); kernels are untouched.
+    # The options are recorded in the manifest, compiled into the small kernel_table.cpp (not into the
+    # pybind11 module); kernels and the emulation library are untouched.
     objs = compiled_objects(r.stdout)
-    assert objs and all("module.cpp" in o for o in objs), objs
+    assert objs and all("kernel_table.cpp" in o for o in objs), objs
     assert '"MAX_FUSION_DEPTH": 6' in (tiny["build"] / "generated" / "manifest.json").read_text()
+
+
+def test_build_time_codegen_reuses_the_configure_time_search(tiny):
+    """Configure plans the kernels (to list the files) and the build plans them again: the search runs once,
+    at configure (KILN_OPT_LEVEL is read by every kernel's search: O0 keeps the rule tilings), and the
+    build-time run takes all three results from the cache."""
+    try:
+        r = configure(tiny["src"], tiny["build"], "KILN_OPT_LEVEL=O0")
+        assert r.returncode == 0, r.stderr
+        assert "search: 3 kernels, 0 from the cache" in r.stderr, r.stderr
+        r = build_cmd(tiny["build"])
+        out = r.stdout + r.stderr  # the codegen's progress goes to the terminal (ninja's console pool)
+        assert r.returncode == 0, out
+        assert "search: 3 kernels, 3 from the cache" in out and "searching 0" in out, out
+        assert "Building CXX object CMakeFiles/kiln_emu.dir" not in r.stdout  # the emulation layer is untouched
+    finally:
+        assert configure(tiny["src"], tiny["build"], "KILN_OPT_LEVEL=O2").returncode == 0
+        assert build_cmd(tiny["build"]).returncode == 0
 
 
 def test_codegen_failure_fails_build_and_leaves_outputs_whole(tiny):

@@ -5,6 +5,12 @@
 // by the profile's cost, so a kernel call yields simulated cycles beside its
 // numbers. Bounds, capacity and alignment are checked per instruction, never
 // per element, and violations raise an EmulationError naming the kernel.
+//
+// Only the class and its small per-call helpers (allocation, flags, the pipe
+// timeline) are defined here. The instruction bodies live in core.cpp, which is
+// compiled once into the kiln_emu library instead of into every generated
+// kernel (they are most of each kernel's compile time otherwise); an
+// instruction works on a whole tile, so the call costs nothing measurable.
 #pragma once
 #include <algorithm>
 #include <array>
@@ -19,8 +25,7 @@
 #include <vector>
 
 #include "kiln/arch.hpp"
-#include "kiln/half.hpp"
-#include "kiln/simd.hpp"
+#include "kiln/f16.hpp"
 
 namespace kiln::emu {
 
@@ -103,55 +108,37 @@ struct Img2col {
   long m_total;  // output pixels of one image; rows beyond are padding rows of the fractal
 };
 
+
+// The element types on-chip instructions are instantiated for (core.cpp); any
+// other type is a compile error at the call instead of a missing symbol at import.
+template <class T>
+using OnChip = std::enable_if_t<std::is_same_v<T, f16> || std::is_same_v<T, float>>;
+template <class D, class S>
+using OnChipCast = std::enable_if_t<(std::is_same_v<D, f16> && std::is_same_v<S, float>) ||
+                                    (std::is_same_v<D, float> && std::is_same_v<S, f16>)>;
+
 class Core {
  public:
-  Core(const Profile& profile, CoreKind kind) : prof_(profile), kind_(kind) {
-    for (int p = 0; p < kNumPos; ++p) {
-      const Pos pos = static_cast<Pos>(p);
-      cap_[p] = present(pos) ? profile.capacity[p] : 0;
-      if (cap_[p]) {
-        mem_[p].reset(static_cast<std::uint8_t*>(std::aligned_alloc(1024, round_up(cap_[p], 1024))));
-        std::memset(mem_[p].get(), 0, cap_[p]);
-      }
-    }
-  }
+  Core(const Profile& profile, CoreKind kind);
 
   const Profile& profile() const { return prof_; }
   CoreKind kind() const { return kind_; }
   const char* kernel() const { return kernel_; }
 
   // Starts one virtual core's run: clears allocations, timeline and counters.
-  void start(const char* kernel, int core_id) {
-    kernel_ = kernel;
-    core_id_ = core_id;
-    top_.fill(0);
-    free_at_.fill(0);
-    wait_until_.fill(0);
-    for (auto& q : flags_) q.clear();
-    stats_ = CoreStats{};
-  }
-
-  const CoreStats& finish() {
-    for (int p = 0; p < kNumPipes; ++p) stats_.end_cycle = std::max(stats_.end_cycle, free_at_[p]);
-    for (auto& q : flags_)
-      if (!q.empty()) { /* a set without a wait is legal: the flag just stays set */ }
-    return stats_;
-  }
+  void start(const char* kernel, int core_id);
+  const CoreStats& finish();
   CoreStats& stats() { return stats_; }
 
   // ---- buffers -------------------------------------------------------------
   template <class T>
   Local<T> alloc(Pos pos, std::size_t count, const char* what) {
     const int p = static_cast<int>(pos);
-    if (!cap_[p])
-      fail<CapacityError>(std::string(pos_name(pos)) + " does not exist on this core (" + core_kind_name() +
-                          " of " + prof_.name + "); cannot allocate '" + what + "'");
+    if (!cap_[p]) no_buffer(pos, what);
     const std::uint32_t off = round_up(top_[p], prof_.alignment[p]);
     // Compared without forming count*sizeof(T) or off+bytes, which could wrap for huge counts.
     if (count > cap_[p] / sizeof(T) || off > cap_[p] || count * sizeof(T) > cap_[p] - off)
-      fail<CapacityError>(std::string(pos_name(pos)) + " overflow: '" + what + "' needs " + std::to_string(count) +
-                          " x " + std::to_string(sizeof(T)) + " B at offset " + std::to_string(off) + ", capacity " +
-                          std::to_string(cap_[p]) + " B on " + prof_.name);
+      alloc_overflow(pos, count, sizeof(T), off, what);
     const std::size_t bytes = count * sizeof(T);
     top_[p] = off + static_cast<std::uint32_t>(bytes);
     return Local<T>{reinterpret_cast<T*>(mem_[p].get() + off), pos, off, count, what};
@@ -162,9 +149,7 @@ class Core {
   Local<T> at(Pos pos, std::size_t byte_off, std::size_t count, const char* what) {
     const int p = static_cast<int>(pos);
     if (!cap_[p] || byte_off > cap_[p] || count > (cap_[p] - byte_off) / sizeof(T))
-      fail<CapacityError>(std::string(pos_name(pos)) + " overflow: '" + what + "' of " + std::to_string(count) +
-                          " x " + std::to_string(sizeof(T)) + " B at byte " + std::to_string(byte_off) +
-                          " does not fit, capacity " + std::to_string(cap_[p]) + " B on " + prof_.name);
+      at_overflow(pos, byte_off, count, sizeof(T), what);
     return Local<T>{reinterpret_cast<T*>(mem_[p].get() + byte_off), pos, static_cast<std::uint32_t>(byte_off), count,
                     what};
   }
@@ -179,12 +164,12 @@ class Core {
   // start no earlier than that. Counters are up to 15 deep, as on hardware.
   void set_flag(Pipe src, Pipe dst, int id) {
     auto& q = flag(src, dst, id);
-    if (q.size() >= 15) fail<SyncError>(flag_text(src, dst, id) + " set more than 15 times without a wait");
+    if (q.size() >= 15) flag_overflow(src, dst, id);
     q.push_back(free_at_[static_cast<int>(src)]);
   }
   void wait_flag(Pipe src, Pipe dst, int id) {
     auto& q = flag(src, dst, id);
-    if (q.empty()) fail<SyncError>("wait on " + flag_text(src, dst, id) + " that was never set: the core would hang");
+    if (q.empty()) flag_never_set(src, dst, id);
     double& w = wait_until_[static_cast<int>(dst)];
     w = std::max(w, q.front());
     q.pop_front();
@@ -198,204 +183,34 @@ class Core {
   // ---- MTE2: GM -> L1 / UB -------------------------------------------------
   // nburst bursts of burst elements; the k-th burst reads src+soff+k*src_stride
   // and writes dst+doff+k*dst_stride (strides in elements).
-  template <class T>
+  template <class T, class = OnChip<T>>
   void copy_gm_to_local(Local<T> dst, std::size_t doff, Global<const T> src, std::size_t soff, std::size_t nburst,
-                        std::size_t burst, std::size_t src_stride, std::size_t dst_stride) {
-    if (dst.pos != Pos::L1 && dst.pos != Pos::UB) fail<EmulationError>("copy_gm_to_local: destination must be L1 or UB");
-    if (nburst == 0 || burst == 0) return;
-    check_local(dst, doff, span(nburst, dst_stride, burst), "copy_gm_to_local", "dst");
-    if ((dst_stride * sizeof(T)) % 32 && nburst > 1)
-      fail<AlignmentError>("copy_gm_to_local: destination burst stride " + std::to_string(dst_stride * sizeof(T)) +
-                           " B is not a multiple of 32 B");
-    check_global(src, soff, span(nburst, src_stride, burst), "copy_gm_to_local", "src");
-    for (std::size_t b = 0; b < nburst; ++b)
-      std::memcpy(dst.ptr + doff + b * dst_stride, src.ptr + soff + b * src_stride, burst * sizeof(T));
-    const std::uint64_t bytes = nburst * burst * sizeof(T);
-    const double rate = dst.pos == Pos::L1 ? prof_.gm_to_l1_bpc : prof_.gm_to_ub_bpc;
-    issue(Pipe::MTE2, prof_.mte2_head + bytes / rate, bytes);
-  }
+                        std::size_t burst, std::size_t src_stride, std::size_t dst_stride);
 
   // GM (row-major rows x cols, row stride ld) -> L1 in NZ: column blocks of 16,
   // each [dst_rows][16]; rows >= rows and cols >= cols are zero-filled.
   void copy_gm_to_l1_nd2nz(Local<f16> dst, std::size_t doff, Global<const f16> src, std::size_t soff, std::size_t rows,
-                           std::size_t cols, std::size_t ld, std::size_t dst_rows) {
-    if (dst.pos != Pos::L1) fail<EmulationError>("copy_gm_to_l1_nd2nz: destination must be L1");
-    const std::size_t c1 = (cols + 15) / 16;
-    check_local(dst, doff, c1 * dst_rows * 16, "copy_gm_to_l1_nd2nz", "dst");
-    if (rows) check_global(src, soff, (rows - 1) * ld + cols, "copy_gm_to_l1_nd2nz", "src");
-    for (std::size_t j = 0; j < c1; ++j) {
-      f16* blk = dst.ptr + doff + j * dst_rows * 16;
-      const std::size_t w = std::min<std::size_t>(16, cols - j * 16);
-      for (std::size_t r = 0; r < dst_rows; ++r) {
-        f16* row = blk + r * 16;
-        if (r < rows) {
-          std::memcpy(row, src.ptr + soff + r * ld + j * 16, w * sizeof(f16));
-          if (w < 16) std::memset(row + w, 0, (16 - w) * sizeof(f16));
-        } else {
-          std::memset(row, 0, 16 * sizeof(f16));
-        }
-      }
-    }
-    const std::uint64_t bytes = rows * cols * sizeof(f16);
-    issue(Pipe::MTE2, prof_.mte2_head + bytes / prof_.gm_to_l1_bpc, bytes);
-  }
+                           std::size_t cols, std::size_t ld, std::size_t dst_rows);
 
   // ---- MTE3: UB -> GM ------------------------------------------------------
-  template <class T>
+  template <class T, class = OnChip<T>>
   void copy_ub_to_gm(Global<T> dst, std::size_t doff, Local<T> src, std::size_t soff, std::size_t nburst,
-                     std::size_t burst, std::size_t src_stride, std::size_t dst_stride) {
-    if (src.pos != Pos::UB) fail<EmulationError>("copy_ub_to_gm: source must be UB");
-    if (nburst == 0 || burst == 0) return;
-    check_local(src, soff, span(nburst, src_stride, burst), "copy_ub_to_gm", "src");
-    check_global(dst, doff, span(nburst, dst_stride, burst), "copy_ub_to_gm", "dst");
-    for (std::size_t b = 0; b < nburst; ++b)
-      std::memcpy(dst.ptr + doff + b * dst_stride, src.ptr + soff + b * src_stride, burst * sizeof(T));
-    const std::uint64_t bytes = nburst * burst * sizeof(T);
-    issue(Pipe::MTE3, prof_.mte3_head + bytes / prof_.ub_to_gm_bpc, bytes);
-  }
+                     std::size_t burst, std::size_t src_stride, std::size_t dst_stride);
 
   // ---- MTE1: L1 -> L0A / L0B / BT ------------------------------------------
   // repeat fractals of 16x16 fp16 (512 B); fractal r is read at src+soff+r*src_stride*256
   // and written at dst+doff+r*dst_stride*256 (strides in fractals). transpose swaps the
   // two axes inside each fractal (LoadData2D ifTranspose).
   void load2d(Local<f16> dst, std::size_t doff, Local<f16> src, std::size_t soff, std::size_t repeat,
-              std::size_t src_stride, std::size_t dst_stride, bool transpose = false) {
-    if (src.pos != Pos::L1 || (dst.pos != Pos::L0A && dst.pos != Pos::L0B))
-      fail<EmulationError>("load2d: moves L1 -> L0A/L0B");
-    if (!repeat) return;
-    if (repeat > 65535) fail<EmulationError>("load2d: repeat must be <= 65535");
-    check_local(src, soff, span(repeat, src_stride > (std::size_t(1) << 40) ? (std::size_t(1) << 40) : src_stride * 256, 256),
-                "load2d", "src");
-    check_local(dst, doff, span(repeat, dst_stride > (std::size_t(1) << 40) ? (std::size_t(1) << 40) : dst_stride * 256, 256),
-                "load2d", "dst");
-    for (std::size_t r = 0; r < repeat; ++r) {
-      const f16* s = src.ptr + soff + r * src_stride * 256;
-      f16* d = dst.ptr + doff + r * dst_stride * 256;
-      if (!transpose) std::memcpy(d, s, 512);
-      else simd::transpose_fractal16(s, d);
-    }
-    const std::uint64_t bytes = repeat * 512;
-    const double rate = dst.pos == Pos::L0A ? prof_.l1_to_l0a_bpc : prof_.l1_to_l0b_bpc;
-    issue(Pipe::MTE1, prof_.mte1_head + bytes / rate, bytes);
-  }
+              std::size_t src_stride, std::size_t dst_stride, bool transpose = false);
 
   // img2col on the way L1 -> L0A: writes m1_count x k1_count fractals in ZZ order
   // (row of fractals = 16 output pixels starting at m_start, column = one (c1,kh,kw)
   // triple k1 = c1*kh*kw + i*kw + j, counted from k1_start).
   void load3d(Local<f16> dst, std::size_t doff, Local<f16> fm, std::size_t foff, const Img2col& g, long m_start,
-              int m1_count, int k1_start, int k1_count) {
-    if (fm.pos != Pos::L1 || dst.pos != Pos::L0A) fail<EmulationError>("load3d: moves L1 -> L0A");
-    check_local(dst, doff, std::size_t(m1_count) * k1_count * 256, "load3d", "dst");
-    check_local(fm, foff, std::size_t(g.slab_c1) * g.slab_h * g.fm_w * 16, "load3d", "src");
-    const int taps = g.kh * g.kw;
-    if (taps <= 0 || g.out_w <= 0 || k1_start < 0 || k1_count < 0 || m1_count < 0 || k1_start + k1_count > g.slab_c1 * taps)
-      fail<BoundsError>("load3d: K fractal range beyond the slab's channels, or an empty geometry");
-    const int c1_0 = k1_start / taps, t0 = k1_start % taps;
-    const f16* fm0 = fm.ptr + foff;
-    // Fast path when no image row that these pixels' taps can reach lies outside
-    // the slab (so the slab error below cannot fire): fractal by fractal, each run
-    // of pixels on one output row reads C0 rows stride_w apart (one block copy for
-    // stride_w 1), zeros where the taps fall in the padding.
-    bool fast = m_start >= 0 && g.kh > 0 && g.kw > 0 && g.stride_h > 0 && g.stride_w > 0 && g.dil_h > 0 && g.dil_w > 0;
-    const long p_end = std::min<long>(m_start + long(m1_count) * 16, g.m_total);
-    if (fast && p_end > m_start) {
-      const long ho_lo = m_start / g.out_w, ho_hi = (p_end - 1) / g.out_w;
-      const long h_lo = std::max<long>(0, ho_lo * g.stride_h - g.pad_top);
-      const long h_hi = std::min<long>(g.fm_h - 1, ho_hi * g.stride_h - g.pad_top + long(g.kh - 1) * g.dil_h);
-      fast = h_lo > h_hi || (h_lo >= g.slab_row0 && h_hi < long(g.slab_row0) + g.slab_h);
-    }
-    if (fast) {
-      struct Run { int rb, re, h0, w0; bool valid; };  // fractal rows [rb, re): pixels on one output row
-      for (int mi = 0; mi < m1_count; ++mi) {
-        Run runs[16];
-        int nruns = 0;
-        for (int r = 0; r < 16;) {
-          const long p = m_start + mi * 16 + r;
-          if (p >= g.m_total) {  // padding rows of the fractal
-            runs[nruns++] = {r, 16, 0, 0, false};
-            break;
-          }
-          const int ho = int(p / g.out_w), wo = int(p % g.out_w);
-          const int len = int(std::min<long>({16 - r, g.out_w - wo, g.m_total - p}));
-          runs[nruns++] = {r, r + len, ho * g.stride_h - g.pad_top, wo * g.stride_w - g.pad_left, true};
-          r += len;
-        }
-        int c1 = c1_0, i = t0 / g.kw, j = t0 % g.kw;
-        for (int ki = 0; ki < k1_count; ++ki) {
-          f16* frac = dst.ptr + doff + (std::size_t(mi) * k1_count + ki) * 256;
-          for (int q = 0; q < nruns; ++q) {
-            const Run& u = runs[q];
-            f16* d = frac + u.rb * 16;
-            const int len = u.re - u.rb, hi = u.h0 + i * g.dil_h, wi = u.w0 + j * g.dil_w;
-            // Pixels [a, b) of the run read image columns wi + t*stride_w inside the image.
-            const int sw = g.stride_w;
-            int a = len, b = len;
-            if (u.valid && hi >= 0 && hi < g.fm_h) {
-              a = wi >= 0 ? 0 : std::min(len, (-wi + sw - 1) / sw);
-              b = std::max(a, g.fm_w - wi <= 0 ? 0 : std::min(len, (g.fm_w - wi + sw - 1) / sw));
-            }
-            if (a) std::memset(d, 0, std::size_t(a) * 32);
-            if (b > a) {
-              const f16* src = fm0 + ((std::size_t(c1) * g.slab_h + (hi - g.slab_row0)) * g.fm_w + wi + a * sw) * 16;
-              if (sw == 1)
-                std::memcpy(d + a * 16, src, std::size_t(b - a) * 32);
-              else
-                for (int t = a; t < b; ++t, src += sw * 16) std::memcpy(d + t * 16, src, 32);
-            }
-            if (b < len) std::memset(d + b * 16, 0, std::size_t(len - b) * 32);
-          }
-          if (++j == g.kw) {  // next tap: column, then row, then channel block
-            j = 0;
-            if (++i == g.kh) i = 0, ++c1;
-          }
-        }
-      }
-    } else {
-      // Checked path, in the original visiting order (pixel rows, then k) so the
-      // same slab error comes first; (ho, wo) once per pixel, taps stepped incrementally.
-      for (int mi = 0; mi < m1_count; ++mi) {
-        for (int r = 0; r < 16; ++r) {
-          const long p = m_start + mi * 16 + r;
-          f16* drow = dst.ptr + doff + std::size_t(mi) * k1_count * 256 + r * 16;  // k fractal ki at + ki*256
-          if (p >= g.m_total) {  // padding row of the fractal
-            for (int ki = 0; ki < k1_count; ++ki) std::memset(drow + std::size_t(ki) * 256, 0, 32);
-            continue;
-          }
-          const int ho = int(p / g.out_w), wo = int(p % g.out_w);
-          const int h0 = ho * g.stride_h - g.pad_top, w0 = wo * g.stride_w - g.pad_left;
-          int c1 = c1_0, i = t0 / g.kw, j = t0 % g.kw;
-          for (int ki = 0; ki < k1_count; ++ki) {
-            f16* d = drow + std::size_t(ki) * 256;
-            const int hi = h0 + i * g.dil_h, wi = w0 + j * g.dil_w;
-            if (hi < 0 || hi >= g.fm_h || wi < 0 || wi >= g.fm_w) {
-              std::memset(d, 0, 32);
-            } else {
-              const int hs = hi - g.slab_row0;
-              if (hs < 0 || hs >= g.slab_h)
-                fail<BoundsError>("load3d: image row " + std::to_string(hi) + " is not in the L1 slab (rows " +
-                                  std::to_string(g.slab_row0) + ".." + std::to_string(g.slab_row0 + g.slab_h - 1) +
-                                  ")");
-              std::memcpy(d, fm0 + ((std::size_t(c1) * g.slab_h + hs) * g.fm_w + wi) * 16, 32);
-            }
-            if (++j == g.kw) {  // next tap: column, then row, then channel block
-              j = 0;
-              if (++i == g.kh) i = 0, ++c1;
-            }
-          }
-        }
-      }
-    }
-    const std::uint64_t bytes = std::uint64_t(m1_count) * k1_count * 512;
-    issue(Pipe::MTE1, prof_.load3d_head + bytes / prof_.load3d_bpc, bytes);
-  }
+              int m1_count, int k1_start, int k1_count);
 
-  void load_bias_table(Local<float> dst, std::size_t doff, Local<float> src, std::size_t soff, std::size_t n) {
-    if (src.pos != Pos::L1 || dst.pos != Pos::BT) fail<EmulationError>("load_bias_table: moves L1 -> BT");
-    check_local(src, soff, n, "load_bias_table", "src");
-    check_local(dst, doff, n, "load_bias_table", "dst");
-    std::memcpy(dst.ptr + doff, src.ptr + soff, n * sizeof(float));
-    issue(Pipe::MTE1, prof_.bt_head + n * 4.0 / prof_.l1_to_bt_bpc, n * 4);
-  }
+  void load_bias_table(Local<float> dst, std::size_t doff, Local<float> src, std::size_t soff, std::size_t n);
 
   // ---- Cube ----------------------------------------------------------------
   // C[m,n] (+)= A[m,k] B[k,n]. A in L0A as ZZ fractals (M1,K1,16,16), B in L0B as
@@ -404,282 +219,65 @@ class Core {
   // in_type: the 16-bit operand format in L0A/L0B (fp16 or bf16); both widen exactly to fp32.
   void mmad(Local<float> c, std::size_t coff, Local<f16> a, std::size_t aoff, Local<f16> b, std::size_t boff, int m,
             int n, int k, bool init, const Local<float>* bias = nullptr, std::size_t bias_off = 0,
-            CubeIn in_type = CubeIn::F16) {
-    if (a.pos != Pos::L0A || b.pos != Pos::L0B || c.pos != Pos::L0C) fail<EmulationError>("mmad: operands must be L0A, L0B, L0C");
-    if (m <= 0 || n <= 0 || k <= 0 || m > 4095 || n > 4095 || k > 4095)
-      fail<EmulationError>("mmad: m, n, k must be in 1..4095, got " + std::to_string(m) + "," + std::to_string(n) + "," +
-                           std::to_string(k));
-    const int M1 = (m + 15) / 16, N1 = (n + 15) / 16, K1 = (k + 15) / 16;
-    check_local(a, aoff, std::size_t(M1) * K1 * 256, "mmad", "A");
-    check_local(b, boff, std::size_t(K1) * N1 * 256, "mmad", "B");
-    check_local(c, coff, std::size_t(N1) * M1 * 256, "mmad", "C");
-    if (bias) {
-      if (bias->pos != Pos::BT) fail<EmulationError>("mmad: bias must come from BT");
-      check_local(*bias, bias_off, std::size_t(N1) * 16, "mmad", "bias");
-    }
-    // Operands are converted to fp32 once per instruction (exact for fp16), B is
-    // transposed inside its fractals so the inner loop is a 16-wide FMA row.
-#if KILN_SIMD_BITS
-    // Register-blocked AVX-512/AVX2 microkernel (simd.hpp): per output element the
-    // same FMAs in the same k order as the plain loop below (which -mfma contracts
-    // to FMAs), so results are bit-identical. Portable builds keep the plain loop.
-    {
-      float* afp = simd::scratch64(scratch_a_, std::size_t(M1) * K1 * 256);
-      float* bfp = simd::scratch64(scratch_b_, std::size_t(K1) * N1 * 256);
-      const bool bf16 = in_type == CubeIn::BF16;
-      simd::widen_a(a.ptr + aoff, afp, std::size_t(M1) * K1 * 256, bf16);
-      simd::widen_b_t(b.ptr + boff, bfp, std::size_t(K1) * N1, bf16);
-      simd::mmad_f32(c.ptr + coff, afp, bfp, M1, N1, K1, init, bias ? bias->ptr + bias_off : nullptr);
-    }
-#else
-    std::vector<float>& af = scratch_a_;
-    std::vector<float>& bf = scratch_b_;
-    af.resize(std::size_t(M1) * K1 * 256);
-    bf.resize(std::size_t(K1) * N1 * 256);
-    widen16(in_type, a.ptr + aoff, af.data(), af.size());
-    for (std::size_t f = 0; f < std::size_t(K1) * N1; ++f) {
-      const f16* src = b.ptr + boff + f * 256;
-      float* dst = bf.data() + f * 256;
-      float tmp[256];
-      widen16(in_type, src, tmp, 256);
-      for (int nn = 0; nn < 16; ++nn)
-        for (int kk = 0; kk < 16; ++kk) dst[kk * 16 + nn] = tmp[nn * 16 + kk];
-    }
-    for (int n1 = 0; n1 < N1; ++n1) {
-      for (int m1 = 0; m1 < M1; ++m1) {
-        float* cf = c.ptr + coff + (std::size_t(n1) * M1 + m1) * 256;
-        alignas(64) float acc[16][16];
-        if (init) {
-          for (int r = 0; r < 16; ++r)
-            for (int q = 0; q < 16; ++q) acc[r][q] = bias ? bias->ptr[bias_off + n1 * 16 + q] : 0.f;
-        } else {
-          std::memcpy(acc, cf, sizeof(acc));
-        }
-        for (int k1 = 0; k1 < K1; ++k1) {
-          const float* af_ = af.data() + (std::size_t(m1) * K1 + k1) * 256;
-          const float* bf_ = bf.data() + (std::size_t(k1) * N1 + n1) * 256;
-          for (int r = 0; r < 16; ++r)
-            for (int kk = 0; kk < 16; ++kk) {
-              const float av = af_[r * 16 + kk];
-              for (int q = 0; q < 16; ++q) acc[r][q] += av * bf_[kk * 16 + q];
-            }
-        }
-        std::memcpy(cf, acc, sizeof(acc));
-      }
-    }
-#endif
-    const std::uint64_t fractals = std::uint64_t(M1) * N1 * K1;
-    stats_.cube_macs += fractals * 4096;
-    stats_.cube_useful_macs += std::uint64_t(m) * n * k;
-    issue(Pipe::M, prof_.mmad_head + double(fractals), 0);
-  }
+            CubeIn in_type = CubeIn::F16);
 
   // ---- Fixpipe: L0C -> UB (coupled profiles only) ----------------------------
   // Moves the NZ tile unchanged (fp32) into UB so Vector epilogues run on chip.
   // On split profiles (910B) L0C and UB sit in different cores: the data has to
   // go through GM, so this instruction does not exist there.
-  void fixpipe_to_ub(Local<float> dst, std::size_t doff, Local<float> c, std::size_t coff, std::size_t count, bool relu) {
-    if (!prof_.coupled)
-      fail<EmulationError>(std::string("fixpipe_to_ub: L0C cannot drain into UB on ") + prof_.name +
-                           " (Cube and Vector are separate cores; go through GM)");
-    if (c.pos != Pos::L0C || dst.pos != Pos::UB) fail<EmulationError>("fixpipe_to_ub: moves L0C -> UB");
-    check_local(c, coff, count, "fixpipe_to_ub", "src");
-    check_local(dst, doff, count, "fixpipe_to_ub", "dst");
-    for (std::size_t i = 0; i < count; ++i) {
-      const float v = c.ptr[coff + i];
-      dst.ptr[doff + i] = relu && !(v > 0.f) ? 0.f : v;
-    }
-    issue(Pipe::FIX, prof_.fix_head + double(count) / prof_.fix_elems_pc, count * sizeof(float));
-  }
+  void fixpipe_to_ub(Local<float> dst, std::size_t doff, Local<float> c, std::size_t coff, std::size_t count, bool relu);
 
   // ---- Fixpipe: L0C -> GM --------------------------------------------------
   // Row-major out: rows m x cols n of the NZ tile (tile has m1_stride row fractals)
   // go to dst[doff + i*ld + j], fp32 -> fp16, optional ReLU on the way.
   void fixpipe_nz_to_nd(Global<f16> dst, std::size_t doff, std::size_t ld, Local<float> c, std::size_t coff, int m,
-                        int n, int m1_stride, bool relu) {
-    if (c.pos != Pos::L0C) fail<EmulationError>("fixpipe: source must be L0C");
-    const int N1 = (n + 15) / 16;
-    if (m <= 0 || n <= 0 || m > 16 * m1_stride) fail<EmulationError>("fixpipe_nz_to_nd: m must be in 1..16*m1_stride");
-    check_local(c, coff, std::size_t(N1) * m1_stride * 256, "fixpipe_nz_to_nd", "src");
-    check_global(dst, doff, std::size_t(m - 1) * ld + n, "fixpipe_nz_to_nd", "dst");
-    // Row i of the output is 16-column pieces of row i%16 in fractals (j1, i/16):
-    // vector converts of 16 (ReLU then round to nearest even, as f32_to_f16).
-    for (int i = 0; i < m; ++i) {
-      const float* src = c.ptr + coff + std::size_t(i / 16) * 256 + (i % 16) * 16;
-      f16* out = dst.ptr + doff + std::size_t(i) * ld;
-      for (int j1 = 0; j1 < N1; ++j1)
-        simd::f32_to_f16_run(src + std::size_t(j1) * m1_stride * 256, out + j1 * 16, std::min(16, n - j1 * 16), relu);
-    }
-    fixpipe_cost(std::uint64_t(m) * n);
-  }
+                        int n, int m1_stride, bool relu);
 
   // Channel-blocked out: the NZ tile (n1_count channel blocks x m pixels) maps to
   // NC1HWC0 directly: block n1, pixel i -> dst[doff + n1*plane + i*16 + c0].
   void fixpipe_nz_to_nc1hwc0(Global<f16> dst, std::size_t doff, std::size_t plane, Local<float> c, std::size_t coff,
-                             int m, int n1_count, int m1_stride, bool relu) {
-    if (c.pos != Pos::L0C) fail<EmulationError>("fixpipe: source must be L0C");
-    if (m <= 0 || n1_count <= 0 || m > 16 * m1_stride)
-      fail<EmulationError>("fixpipe_nz_to_nc1hwc0: m must be in 1..16*m1_stride");
-    check_local(c, coff, std::size_t(n1_count) * m1_stride * 256, "fixpipe_nz_to_nc1hwc0", "src");
-    check_global(dst, doff, std::size_t(n1_count - 1) * plane + std::size_t(m) * 16, "fixpipe_nz_to_nc1hwc0", "dst");
-    // The m rows of an NZ block are m pixels x 16 channels, contiguous on both
-    // sides: one fp32 -> fp16 run (ReLU first) per channel block.
-    for (int n1 = 0; n1 < n1_count; ++n1)
-      simd::f32_to_f16_run(c.ptr + coff + std::size_t(n1) * m1_stride * 256, dst.ptr + doff + n1 * plane,
-                           std::size_t(m) * 16, relu);
-    fixpipe_cost(std::uint64_t(m) * n1_count * 16);
-  }
+                             int m, int n1_count, int m1_stride, bool relu);
 
   // L0C -> L1 (a chained Cube stage's operand): the NZ tile is rounded to fp16 (ReLU first) and kept in NZ
   // order, so its fractal (n1, m1) is the next GEMM's A fractal (m1, k1 = n1), which load2d picks up with a
   // stride of the tile's m1 count. The result never leaves the core.
   void fixpipe_nz_to_l1(Local<f16> dst, std::size_t doff, Local<float> c, std::size_t coff, std::size_t count,
-                        bool relu) {
-    if (c.pos != Pos::L0C || dst.pos != Pos::L1) fail<EmulationError>("fixpipe_nz_to_l1: moves L0C -> L1");
-    check_local(c, coff, count, "fixpipe_nz_to_l1", "src");
-    check_local(dst, doff, count, "fixpipe_nz_to_l1", "dst");
-    simd::f32_to_f16_run(c.ptr + coff, dst.ptr + doff, count, relu);
-    fixpipe_cost(count);
-  }
+                        bool relu);
 
   // Channel-blocked fp32 out (a GM workspace that a Vector pass reads back): block n1, row i of the NZ
   // tile -> dst[doff + n1*plane + i*16 + c0], unrounded. No activation: the consumer applies it.
   void fixpipe_nz_to_blocked_f32(Global<float> dst, std::size_t doff, std::size_t plane, Local<float> c,
-                                 std::size_t coff, int m, int n1_count, int m1_stride) {
-    if (c.pos != Pos::L0C) fail<EmulationError>("fixpipe: source must be L0C");
-    if (m <= 0 || n1_count <= 0 || m > 16 * m1_stride)
-      fail<EmulationError>("fixpipe_nz_to_blocked_f32: m must be in 1..16*m1_stride");
-    check_local(c, coff, std::size_t(n1_count) * m1_stride * 256, "fixpipe_nz_to_blocked_f32", "src");
-    check_global(dst, doff, std::size_t(n1_count - 1) * plane + std::size_t(m) * 16, "fixpipe_nz_to_blocked_f32", "dst");
-    for (int n1 = 0; n1 < n1_count; ++n1)  // an NZ block's rows are already 16 contiguous channels
-      std::memcpy(dst.ptr + doff + n1 * plane, c.ptr + coff + std::size_t(n1) * m1_stride * 256,
-                  std::size_t(m) * 16 * sizeof(float));
-    issue(Pipe::FIX, prof_.fix_head + double(std::uint64_t(m) * n1_count * 16) / prof_.fix_elems_pc,
-          std::uint64_t(m) * n1_count * 16 * sizeof(float));
-  }
+                                 std::size_t coff, int m, int n1_count, int m1_stride);
 
   // ---- Vector (UB only) ----------------------------------------------------
-  template <class T>
+  template <class T, class = OnChip<T>>
   void vbinary(VecOp op, Local<T> dst, std::size_t doff, Local<T> s0, std::size_t s0off, Local<T> s1,
-               std::size_t s1off, Mask mask, Repeat rp) {
-    const unsigned ext = mask.extent(256 / sizeof(T));
-    vec_prologue(rp, "vbinary", dst, doff, rp.dst_blk, rp.dst_rep, ext);
-    vec_operand(rp, "vbinary", s0, s0off, rp.src0_blk, rp.src0_rep, ext);
-    vec_operand(rp, "vbinary", s1, s1off, rp.src1_blk, rp.src1_rep, ext);
-    // The op is picked once per instruction (simd.hpp kernels), not per lane.
-    // Contiguous lanes (prefix mask, runs per block or repeat) go as whole
-    // vectors; any other mask/stride/overlap pattern walks lane by lane.
-    const simd::VecKernel<T> k = simd::binary_kernel<T>(op);
-    if (!k.run) fail<EmulationError>("vbinary: not a binary op");
-    const simd::RunOperand ops[3] = {{dst.ptr + doff, sizeof(T), rp.dst_blk, rp.dst_rep},
-                                     {s0.ptr + s0off, sizeof(T), rp.src0_blk, rp.src0_rep},
-                                     {s1.ptr + s1off, sizeof(T), rp.src1_blk, rp.src1_rep}};
-    const simd::Runs runs = simd::plan_runs(mask.prefix(256 / sizeof(T)), rp.times, ops, 3);
-    if (runs.ok) {
-      simd::for_runs(runs, rp.times, [&](std::size_t d, std::size_t i0, std::size_t i1, std::size_t n) {
-        k.run(k, dst.ptr + doff + d, s0.ptr + s0off + i0, s1.ptr + s1off + i1, n);
-      });
-      stats_.vec_repeats += rp.times;
-    } else {
-      vec_apply<T, T>(rp, mask, [&](std::size_t d, std::size_t i0, std::size_t i1) {
-        const float c = k.reads_dst ? load(dst.ptr[doff + d]) : 0.f;
-        dst.ptr[doff + d] = store<T>(k.lane(k, load(s0.ptr[s0off + i0]), load(s1.ptr[s1off + i1]), c));
-      });
-    }
-    vec_cost<T>(op, rp);
-  }
+               std::size_t s1off, Mask mask, Repeat rp);
 
   // Unary (Relu, Exp, Copy) and scalar forms (Adds, Muls, Maxs, Mins take `scalar`).
-  template <class T>
+  template <class T, class = OnChip<T>>
   void vunary(VecOp op, Local<T> dst, std::size_t doff, Local<T> src, std::size_t soff, Mask mask, Repeat rp,
-              float scalar = 0.f) {
-    const unsigned ext = mask.extent(256 / sizeof(T));
-    vec_prologue(rp, "vunary", dst, doff, rp.dst_blk, rp.dst_rep, ext);
-    vec_operand(rp, "vunary", src, soff, rp.src0_blk, rp.src0_rep, ext);
-    // As vbinary: op picked once, contiguous lanes as whole vectors, else lane by lane.
-    const simd::VecKernel<T> k = simd::unary_kernel<T>(op, scalar);
-    if (!k.run) fail<EmulationError>("vunary: not a unary op");
-    const simd::RunOperand ops[2] = {{dst.ptr + doff, sizeof(T), rp.dst_blk, rp.dst_rep},
-                                     {src.ptr + soff, sizeof(T), rp.src0_blk, rp.src0_rep}};
-    const simd::Runs runs = simd::plan_runs(mask.prefix(256 / sizeof(T)), rp.times, ops, 2);
-    if (runs.ok) {
-      simd::for_runs(runs, rp.times, [&](std::size_t d, std::size_t i0, std::size_t, std::size_t n) {
-        k.run(k, dst.ptr + doff + d, src.ptr + soff + i0, nullptr, n);
-      });
-      stats_.vec_repeats += rp.times;
-    } else {
-      vec_apply<T, T>(rp, mask, [&](std::size_t d, std::size_t i0, std::size_t) {
-        dst.ptr[doff + d] = store<T>(k.lane(k, load(src.ptr[soff + i0]), 0.f, 0.f));
-      });
-    }
-    vec_cost<T>(op, rp);
-  }
+              float scalar = 0.f);
 
-  template <class T>
-  void vdup(Local<T> dst, std::size_t doff, float value, Mask mask, Repeat rp) {
-    vec_prologue(rp, "vdup", dst, doff, rp.dst_blk, rp.dst_rep, mask.extent(256 / sizeof(T)));
-    const T v = store<T>(value);
-    vec_apply<T, T>(rp, mask, [&](std::size_t d, std::size_t, std::size_t) { dst.ptr[doff + d] = v; });
-    vec_cost<T>(VecOp::Dup, rp);
-  }
+  template <class T, class = OnChip<T>>
+  void vdup(Local<T> dst, std::size_t doff, float value, Mask mask, Repeat rp);
 
   // fp16 <-> fp32. One repeat covers 64 elements (the fp32 side fills 256 B);
   // each operand steps through its own 32-byte blocks.
-  template <class D, class S>
-  void vcast(Local<D> dst, std::size_t doff, Local<S> src, std::size_t soff, Mask mask, Repeat rp) {
-    static_assert(sizeof(D) != sizeof(S), "vcast converts between fp16 and fp32");
-    const unsigned ext = mask.extent(64);
-    vec_prologue(rp, "vcast", dst, doff, rp.dst_blk, rp.dst_rep, ext);
-    vec_operand(rp, "vcast", src, soff, rp.src0_blk, rp.src0_rep, ext);
-    // Contiguous lanes convert as whole vectors (same rounding), else lane by lane.
-    const simd::RunOperand ops[2] = {{dst.ptr + doff, sizeof(D), rp.dst_blk, rp.dst_rep},
-                                     {src.ptr + soff, sizeof(S), rp.src0_blk, rp.src0_rep}};
-    const simd::Runs runs = simd::plan_runs(mask.prefix(64), rp.times, ops, 2);
-    if (runs.ok) {
-      simd::for_runs(runs, rp.times, [&](std::size_t d, std::size_t i0, std::size_t, std::size_t n) {
-        simd::run_unary(simd::OpCopy{}, dst.ptr + doff + d, src.ptr + soff + i0, n);
-      });
-      stats_.vec_repeats += rp.times;
-    } else {
-      vec_apply<D, S>(rp, mask, [&](std::size_t d, std::size_t i0, std::size_t) {
-        dst.ptr[doff + d] = store<D>(load(src.ptr[soff + i0]));
-      }, 64);
-    }
-    vec_cost<float>(VecOp::Cast, rp);
-  }
+  template <class D, class S, class = OnChipCast<D, S>>
+  void vcast(Local<D> dst, std::size_t doff, Local<S> src, std::size_t soff, Mask mask, Repeat rp);
 
   // One result per repeat (WholeReduceSum/Max); results land contiguously at dst.
-  template <class T>
-  void vreduce(VecOp op, Local<T> dst, std::size_t doff, Local<T> src, std::size_t soff, Mask mask, Repeat rp) {
-    if (op != VecOp::ReduceSum && op != VecOp::ReduceMax) fail<EmulationError>("vreduce: not a reduction");
-    if (rp.times < 1 || rp.times > 255) fail<EmulationError>("vreduce: repeat must be 1..255");
-    check_ub(dst, "vreduce");
-    check_local(dst, doff, rp.times, "vreduce", "dst");
-    vec_operand(rp, "vreduce", src, soff, rp.src0_blk, rp.src0_rep, mask.extent(256 / sizeof(T)));
-    const unsigned lanes = 256 / sizeof(T), E = 32 / sizeof(T);
-    for (unsigned r = 0; r < rp.times; ++r) {
-      float acc = op == VecOp::ReduceSum ? 0.f : -INFINITY;
-      for (unsigned i = 0; i < lanes; ++i) {
-        if (!mask.test(i)) continue;
-        const float v = load(src.ptr[soff + std::size_t(r) * rp.src0_rep * E + (i / E) * rp.src0_blk * E + i % E]);
-        acc = op == VecOp::ReduceSum ? acc + v : std::max(acc, v);
-      }
-      dst.ptr[doff + r] = store<T>(acc);
-    }
-    vec_cost<T>(op, rp);
-  }
+  template <class T, class = OnChip<T>>
+  void vreduce(VecOp op, Local<T> dst, std::size_t doff, Local<T> src, std::size_t soff, Mask mask, Repeat rp);
 
   // Scalar unit reads one value from UB (GetValue): the result feeds scalar
   // operands of later vector instructions. The S pipe waits for the vector pipe
   // to have written it (the kernel sets/waits V->S before calling this).
-  template <class T>
-  float scalar_read(Local<T> src, std::size_t idx) {
-    check_local(src, idx, 1, "scalar_read", "src");
-    issue(Pipe::S, 1, sizeof(T));
-    return load(src.ptr[idx]);
-  }
+  template <class T, class = OnChip<T>>
+  float scalar_read(Local<T> src, std::size_t idx);
 
-  [[noreturn]] void raise_sync(const std::string& msg) { fail<SyncError>(msg); }
+  [[noreturn]] void raise_sync(const std::string& msg);
 
  private:
   struct FreeDeleter {
@@ -688,28 +286,24 @@ class Core {
 
   static std::uint32_t round_up(std::uint32_t x, std::uint32_t a) { return a ? (x + a - 1) / a * a : x; }
 
-  bool present(Pos pos) const {
-    if (pos == Pos::GM) return false;
-    if (prof_.coupled) return true;
-    const bool cube_side = pos == Pos::L1 || pos == Pos::L0A || pos == Pos::L0B || pos == Pos::L0C || pos == Pos::BT;
-    return kind_ == CoreKind::AIC ? cube_side : pos == Pos::UB;
-  }
-
-  std::string core_kind_name() const {
-    if (prof_.coupled) return "AI core";
-    return kind_ == CoreKind::AIC ? "Cube core (AIC)" : "Vector core (AIV)";
-  }
-
+  bool present(Pos pos) const;
+  std::string core_kind_name() const;
   template <class E>
-  [[noreturn]] void fail(const std::string& msg) const {
-    throw E("kernel '" + std::string(kernel_) + "' (core " + std::to_string(core_id_) + "): " + msg);
-  }
+  [[noreturn]] void fail(const std::string& msg) const;
+  std::string flag_text(Pipe s, Pipe d, int id) const;
+  // The error paths of the inline helpers above, out of line so the message
+  // building is not compiled into every kernel.
+  [[noreturn]] void no_buffer(Pos pos, const char* what) const;
+  [[noreturn]] void alloc_overflow(Pos pos, std::size_t count, std::size_t elem, std::uint32_t off,
+                                   const char* what) const;
+  [[noreturn]] void at_overflow(Pos pos, std::size_t byte_off, std::size_t count, std::size_t elem,
+                                const char* what) const;
+  [[noreturn]] void bad_event(Pipe s, Pipe d, int id) const;
+  [[noreturn]] void flag_overflow(Pipe s, Pipe d, int id) const;
+  [[noreturn]] void flag_never_set(Pipe s, Pipe d, int id) const;
 
-  std::string flag_text(Pipe s, Pipe d, int id) const {
-    return std::string("flag ") + pipe_name(s) + "->" + pipe_name(d) + " #" + std::to_string(id);
-  }
   std::deque<double>& flag(Pipe s, Pipe d, int id) {
-    if (id < 0 || id >= 8) fail<SyncError>(flag_text(s, d, id) + ": event id must be 0..7");
+    if (id < 0 || id >= 8) bad_event(s, d, id);
     return flags_[(static_cast<int>(s) * kNumPipes + static_cast<int>(d)) * 8 + id];
   }
 
@@ -728,104 +322,23 @@ class Core {
     issue(Pipe::FIX, prof_.fix_head + double(elems) / prof_.fix_elems_pc, elems * sizeof(f16));
   }
 
-  // (count - 1) * stride + last, saturating instead of wrapping, so absurd strides fail the bounds check.
-  static std::size_t span(std::size_t count, std::size_t stride, std::size_t last) {
-    if (count == 0) return 0;
-    const std::size_t limit = std::size_t(1) << 48;
-    if (stride && (count - 1) > limit / stride) return limit;
-    return std::min(limit, (count - 1) * stride + last);
-  }
-
+  // Operand checks and the lane walker of the instructions (core.cpp).
   template <class T>
-  void check_local(const Local<T>& t, std::size_t off, std::size_t n, const char* instr, const char* operand) const {
-    if (!t.ptr) fail<EmulationError>(std::string(instr) + ": operand " + operand + " is not allocated");
-    if (n > t.count || off > t.count - n)
-      fail<BoundsError>(std::string(instr) + ": operand " + operand + " ('" + t.name + "' in " + pos_name(t.pos) +
-                        ") accesses elements [" + std::to_string(off) + ", " + std::to_string(off + n) +
-                        ") of a tensor of " + std::to_string(t.count));
-    const std::uint32_t align = prof_.alignment[static_cast<int>(t.pos)];
-    const std::size_t addr = t.byte_off + off * sizeof(T);
-    if (align && addr % align)
-      fail<AlignmentError>(std::string(instr) + ": operand " + operand + " ('" + t.name + "') starts at " +
-                           pos_name(t.pos) + " byte " + std::to_string(addr) + ", not " + std::to_string(align) +
-                           "-byte aligned");
-  }
+  void check_local(const Local<T>& t, std::size_t off, std::size_t n, const char* instr, const char* operand) const;
   template <class T>
-  void check_global(const Global<T>& t, std::size_t off, std::size_t n, const char* instr, const char* operand) const {
-    if (n > t.count || off > t.count - n)
-      fail<BoundsError>(std::string(instr) + ": operand " + operand + " (GM '" + t.name + "') accesses elements [" +
-                        std::to_string(off) + ", " + std::to_string(off + n) + ") of " + std::to_string(t.count));
-  }
+  void check_global(const Global<T>& t, std::size_t off, std::size_t n, const char* instr, const char* operand) const;
   template <class T>
-  void check_ub(const Local<T>& t, const char* instr) const {
-    if (t.pos != Pos::UB) fail<EmulationError>(std::string(instr) + ": vector operands must be in UB");
-  }
-
+  void check_ub(const Local<T>& t, const char* instr) const;
   template <class T>
   void vec_prologue(const Repeat& rp, const char* instr, const Local<T>& t, std::size_t off, unsigned blk,
-                    unsigned rep, unsigned lanes = 256 / sizeof(T)) {
-    if (rp.times < 1 || rp.times > 255)
-      fail<EmulationError>(std::string(instr) + ": repeat must be 1..255, got " + std::to_string(rp.times));
-    vec_operand(rp, instr, t, off, blk, rep, lanes);
-  }
+                    unsigned rep, unsigned lanes = 256 / sizeof(T));
   template <class T>
   void vec_operand(const Repeat& rp, const char* instr, const Local<T>& t, std::size_t off, unsigned blk, unsigned rep,
-                   unsigned lanes = 256 / sizeof(T)) const {
-    check_ub(t, instr);
-    if (lanes == 0) fail<EmulationError>(std::string(instr) + ": mask enables no lane");
-    if (blk > 255 || rep > 65535)
-      fail<EmulationError>(std::string(instr) + ": block stride must be <= 255 and repeat stride <= 65535");
-    const std::size_t E = 32 / sizeof(T);
-    const std::size_t blocks = (lanes + E - 1) / E;
-    const std::size_t last = (lanes - 1) % E + 1;  // lanes used in the last block
-    const std::size_t span = std::size_t(rp.times - 1) * rep * E + (blocks - 1) * blk * E + last;
-    check_local(t, off, span, instr, "vector operand");
-  }
-
-  // Walks the enabled lanes of every repeat; f(dst_index, src0_index, src1_index).
+                   unsigned lanes = 256 / sizeof(T)) const;
   template <class D, class S, class F>
-  void vec_apply(const Repeat& rp, Mask mask, F&& f, unsigned lanes = 256 / sizeof(D)) {
-    const std::size_t Ed = 32 / sizeof(D), Es = 32 / sizeof(S);
-    // The enabled lanes and their offsets inside a repeat, once per instruction
-    // rather than a mask test and block arithmetic per lane and repeat.
-    std::uint32_t od[128], oa[128], ob[128];
-    unsigned n = 0;
-    for (unsigned i = 0; i < lanes && i < 128; ++i) {
-      if (!mask.test(i)) continue;
-      od[n] = std::uint32_t((i / Ed) * rp.dst_blk * Ed + i % Ed);
-      oa[n] = std::uint32_t((i / Es) * rp.src0_blk * Es + i % Es);
-      ob[n] = std::uint32_t((i / Es) * rp.src1_blk * Es + i % Es);
-      ++n;
-    }
-    for (unsigned r = 0; r < rp.times; ++r) {
-      const std::size_t d0 = std::size_t(r) * rp.dst_rep * Ed, a0 = std::size_t(r) * rp.src0_rep * Es,
-                        b0 = std::size_t(r) * rp.src1_rep * Es;
-      for (unsigned j = 0; j < n; ++j) f(d0 + od[j], a0 + oa[j], b0 + ob[j]);
-    }
-    stats_.vec_repeats += rp.times;
-  }
-
+  void vec_apply(const Repeat& rp, Mask mask, F&& f, unsigned lanes = 256 / sizeof(D));
   template <class T>
-  void vec_cost(VecOp op, const Repeat& rp) {
-    const double cpr = sizeof(T) == 2 ? prof_.vec_cpr_f16[static_cast<int>(op)] : prof_.vec_cpr_f32[static_cast<int>(op)];
-    issue(Pipe::V, prof_.vec_head + cpr * rp.times, std::uint64_t(rp.times) * 256);
-  }
-
-  static void widen16(CubeIn t, const f16* src, float* dst, std::size_t n) {
-    if (t == CubeIn::F16) {
-      f16_to_f32(src, dst, n);
-    } else {
-      for (std::size_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(src[i]);
-    }
-  }
-
-  static float load(f16 h) { return f16_to_f32(h); }
-  static float load(float f) { return f; }
-  template <class T>
-  static T store(float v) {
-    if constexpr (std::is_same_v<T, f16>) return f32_to_f16(v);
-    else return v;
-  }
+  void vec_cost(VecOp op, const Repeat& rp);
 
   const Profile& prof_;
   CoreKind kind_;

@@ -6,13 +6,13 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kiln/f16.hpp"
+
 #if defined(__F16C__)
 #include <immintrin.h>
 #endif
 
 namespace kiln {
-
-using f16 = std::uint16_t;  // raw binary16 bits; numpy float16 has the same layout
 
 inline float f16_to_f32(f16 h) {
 #if defined(__F16C__)
