@@ -118,46 +118,68 @@ void Core::flag_never_set(Pipe s, Pipe d, int id) const {
   fail<SyncError>("wait on " + flag_text(s, d, id) + " that was never set: the core would hang");
 }
 
+void Core::unallocated(const char* instr, const char* operand) const {
+  fail<EmulationError>(std::string(instr) + ": operand " + operand + " is not allocated");
+}
+
+// where: the local buffer's position name, or nullptr for a GM tensor.
+void Core::out_of_range(const char* instr, const char* operand, const char* name, const char* where, std::size_t off,
+                        std::size_t n, std::size_t count) const {
+  if (where)
+    fail<BoundsError>(std::string(instr) + ": operand " + operand + " ('" + name + "' in " + where +
+                      ") accesses elements [" + std::to_string(off) + ", " + std::to_string(off + n) +
+                      ") of a tensor of " + std::to_string(count));
+  fail<BoundsError>(std::string(instr) + ": operand " + operand + " (GM '" + name + "') accesses elements [" +
+                    std::to_string(off) + ", " + std::to_string(off + n) + ") of " + std::to_string(count));
+}
+
+void Core::misaligned(const char* instr, const char* operand, const char* name, Pos pos, std::size_t addr,
+                      std::uint32_t align) const {
+  fail<AlignmentError>(std::string(instr) + ": operand " + operand + " ('" + name + "') starts at " + pos_name(pos) +
+                       " byte " + std::to_string(addr) + ", not " + std::to_string(align) + "-byte aligned");
+}
+
+void Core::not_in_ub(const char* instr) const {
+  fail<EmulationError>(std::string(instr) + ": vector operands must be in UB");
+}
+
+// The first of the vector prologue's conditions that fails, in the order they were checked.
+void Core::bad_vector_operand(const char* instr, unsigned times, unsigned lanes) const {
+  if (times < 1 || times > 255)
+    fail<EmulationError>(std::string(instr) + ": repeat must be 1..255, got " + std::to_string(times));
+  if (lanes == 0) fail<EmulationError>(std::string(instr) + ": mask enables no lane");
+  fail<EmulationError>(std::string(instr) + ": block stride must be <= 255 and repeat stride <= 65535");
+}
+
 // ---- operand checks ------------------------------------------------------------
 template <class T>
 void Core::check_local(const Local<T>& t, std::size_t off, std::size_t n, const char* instr, const char* operand) const {
-  if (!t.ptr) fail<EmulationError>(std::string(instr) + ": operand " + operand + " is not allocated");
-  if (n > t.count || off > t.count - n)
-    fail<BoundsError>(std::string(instr) + ": operand " + operand + " ('" + t.name + "' in " + pos_name(t.pos) +
-                      ") accesses elements [" + std::to_string(off) + ", " + std::to_string(off + n) +
-                      ") of a tensor of " + std::to_string(t.count));
+  if (!t.ptr) unallocated(instr, operand);
+  if (n > t.count || off > t.count - n) out_of_range(instr, operand, t.name, pos_name(t.pos), off, n, t.count);
   const std::uint32_t align = prof_.alignment[static_cast<int>(t.pos)];
   const std::size_t addr = t.byte_off + off * sizeof(T);
-  if (align && addr % align)
-    fail<AlignmentError>(std::string(instr) + ": operand " + operand + " ('" + t.name + "') starts at " +
-                         pos_name(t.pos) + " byte " + std::to_string(addr) + ", not " + std::to_string(align) +
-                         "-byte aligned");
+  if (align && addr % align) misaligned(instr, operand, t.name, t.pos, addr, align);
 }
 template <class T>
 void Core::check_global(const Global<T>& t, std::size_t off, std::size_t n, const char* instr, const char* operand) const {
-  if (n > t.count || off > t.count - n)
-    fail<BoundsError>(std::string(instr) + ": operand " + operand + " (GM '" + t.name + "') accesses elements [" +
-                      std::to_string(off) + ", " + std::to_string(off + n) + ") of " + std::to_string(t.count));
+  if (n > t.count || off > t.count - n) out_of_range(instr, operand, t.name, nullptr, off, n, t.count);
 }
 template <class T>
 void Core::check_ub(const Local<T>& t, const char* instr) const {
-  if (t.pos != Pos::UB) fail<EmulationError>(std::string(instr) + ": vector operands must be in UB");
+  if (t.pos != Pos::UB) not_in_ub(instr);
 }
 
 template <class T>
 void Core::vec_prologue(const Repeat& rp, const char* instr, const Local<T>& t, std::size_t off, unsigned blk,
-                  unsigned rep, unsigned lanes) {
-  if (rp.times < 1 || rp.times > 255)
-    fail<EmulationError>(std::string(instr) + ": repeat must be 1..255, got " + std::to_string(rp.times));
+                        unsigned rep, unsigned lanes) {
+  if (rp.times < 1 || rp.times > 255) bad_vector_operand(instr, rp.times, lanes);
   vec_operand(rp, instr, t, off, blk, rep, lanes);
 }
 template <class T>
-void Core::vec_operand(const Repeat& rp, const char* instr, const Local<T>& t, std::size_t off, unsigned blk, unsigned rep,
-                 unsigned lanes) const {
+void Core::vec_operand(const Repeat& rp, const char* instr, const Local<T>& t, std::size_t off, unsigned blk,
+                       unsigned rep, unsigned lanes) const {
   check_ub(t, instr);
-  if (lanes == 0) fail<EmulationError>(std::string(instr) + ": mask enables no lane");
-  if (blk > 255 || rep > 65535)
-    fail<EmulationError>(std::string(instr) + ": block stride must be <= 255 and repeat stride <= 65535");
+  if (lanes == 0 || blk > 255 || rep > 65535) bad_vector_operand(instr, 1, lanes);  // (repeat count: checked by the caller)
   const std::size_t E = 32 / sizeof(T);
   const std::size_t blocks = (lanes + E - 1) / E;
   const std::size_t last = (lanes - 1) % E + 1;  // lanes used in the last block
@@ -225,15 +247,15 @@ void Core::copy_gm_to_l1_nd2nz(Local<f16> dst, std::size_t doff, Global<const f1
   for (std::size_t j = 0; j < c1; ++j) {
     f16* blk = dst.ptr + doff + j * dst_rows * 16;
     const std::size_t w = std::min<std::size_t>(16, cols - j * 16);
-    for (std::size_t r = 0; r < dst_rows; ++r) {
-      f16* row = blk + r * 16;
-      if (r < rows) {
-        std::memcpy(row, src.ptr + soff + r * ld + j * 16, w * sizeof(f16));
-        if (w < 16) std::memset(row + w, 0, (16 - w) * sizeof(f16));
-      } else {
-        std::memset(row, 0, 16 * sizeof(f16));
+    const std::size_t full = std::min(rows, dst_rows);
+    if (w == 16)  // whole 32-byte rows: a fixed-size copy the compiler inlines (not a libc call per row)
+      for (std::size_t r = 0; r < full; ++r) std::memcpy(blk + r * 16, src.ptr + soff + r * ld + j * 16, 32);
+    else
+      for (std::size_t r = 0; r < full; ++r) {
+        std::memcpy(blk + r * 16, src.ptr + soff + r * ld + j * 16, w * sizeof(f16));
+        std::memset(blk + r * 16 + w, 0, (16 - w) * sizeof(f16));
       }
-    }
+    if (dst_rows > full) std::memset(blk + full * 16, 0, (dst_rows - full) * 16 * sizeof(f16));
   }
   const std::uint64_t bytes = rows * cols * sizeof(f16);
   issue(Pipe::MTE2, prof_.mte2_head + bytes / prof_.gm_to_l1_bpc, bytes);
@@ -503,11 +525,18 @@ void Core::fixpipe_nz_to_nd(Global<f16> dst, std::size_t doff, std::size_t ld, L
   check_global(dst, doff, std::size_t(m - 1) * ld + n, "fixpipe_nz_to_nd", "dst");
   // Row i of the output is 16-column pieces of row i%16 in fractals (j1, i/16):
   // vector converts of 16 (ReLU then round to nearest even, as f32_to_f16).
+  // The full pieces go with a constant length and ReLU flag (so the convert is
+  // specialised here as it was when this body was inlined into each kernel).
+  const int full = n / 16;
   for (int i = 0; i < m; ++i) {
     const float* src = c.ptr + coff + std::size_t(i / 16) * 256 + (i % 16) * 16;
     f16* out = dst.ptr + doff + std::size_t(i) * ld;
-    for (int j1 = 0; j1 < N1; ++j1)
-      simd::f32_to_f16_run(src + std::size_t(j1) * m1_stride * 256, out + j1 * 16, std::min(16, n - j1 * 16), relu);
+    if (relu)
+      for (int j1 = 0; j1 < full; ++j1) simd::f32_to_f16_run(src + std::size_t(j1) * m1_stride * 256, out + j1 * 16, 16, true);
+    else
+      for (int j1 = 0; j1 < full; ++j1) simd::f32_to_f16_run(src + std::size_t(j1) * m1_stride * 256, out + j1 * 16, 16, false);
+    if (full < N1)
+      simd::f32_to_f16_run(src + std::size_t(full) * m1_stride * 256, out + full * 16, n - full * 16, relu);
   }
   fixpipe_cost(std::uint64_t(m) * n);
 }
@@ -616,7 +645,18 @@ template <class T, class>
 void Core::vdup(Local<T> dst, std::size_t doff, float value, Mask mask, Repeat rp) {
   vec_prologue(rp, "vdup", dst, doff, rp.dst_blk, rp.dst_rep, mask.extent(256 / sizeof(T)));
   const T v = store<T>(value);
-  vec_apply<T, T>(rp, mask, [&](std::size_t d, std::size_t, std::size_t) { dst.ptr[doff + d] = v; });
+  // Contiguous lanes are filled as runs, the rest lane by lane; every enabled lane gets the same value,
+  // so the order of the stores does not matter.
+  const simd::RunOperand ops[1] = {{dst.ptr + doff, sizeof(T), rp.dst_blk, rp.dst_rep}};
+  const simd::Runs runs = simd::plan_runs(mask.prefix(256 / sizeof(T)), rp.times, ops, 1);
+  if (runs.ok) {
+    simd::for_runs(runs, rp.times, [&](std::size_t d, std::size_t, std::size_t, std::size_t n) {
+      std::fill_n(dst.ptr + doff + d, n, v);
+    });
+    stats_.vec_repeats += rp.times;
+  } else {
+    vec_apply<T, T>(rp, mask, [&](std::size_t d, std::size_t, std::size_t) { dst.ptr[doff + d] = v; });
+  }
   vec_cost<T>(VecOp::Dup, rp);
 }
 
@@ -654,14 +694,32 @@ void Core::vreduce(VecOp op, Local<T> dst, std::size_t doff, Local<T> src, std::
   check_local(dst, doff, rp.times, "vreduce", "dst");
   vec_operand(rp, "vreduce", src, soff, rp.src0_blk, rp.src0_rep, mask.extent(256 / sizeof(T)));
   const unsigned lanes = 256 / sizeof(T), E = 32 / sizeof(T);
-  for (unsigned r = 0; r < rp.times; ++r) {
-    float acc = op == VecOp::ReduceSum ? 0.f : -INFINITY;
-    for (unsigned i = 0; i < lanes; ++i) {
-      if (!mask.test(i)) continue;
-      const float v = load(src.ptr[soff + std::size_t(r) * rp.src0_rep * E + (i / E) * rp.src0_blk * E + i % E]);
-      acc = op == VecOp::ReduceSum ? acc + v : std::max(acc, v);
+  const int prefix = rp.src0_blk == 1 ? mask.prefix(lanes) : -1;
+  if (prefix >= 0) {
+    // Contiguous lanes [0, prefix) of each repeat: the same operations in the same lane order as the
+    // general loop below, without a mask test and block arithmetic per lane.
+    for (unsigned r = 0; r < rp.times; ++r) {
+      const T* p = src.ptr + soff + std::size_t(r) * rp.src0_rep * E;
+      float acc;
+      if (op == VecOp::ReduceSum) {
+        acc = 0.f;
+        for (int i = 0; i < prefix; ++i) acc = acc + load(p[i]);
+      } else {
+        acc = -INFINITY;
+        for (int i = 0; i < prefix; ++i) acc = std::max(acc, load(p[i]));
+      }
+      dst.ptr[doff + r] = store<T>(acc);
     }
-    dst.ptr[doff + r] = store<T>(acc);
+  } else {
+    for (unsigned r = 0; r < rp.times; ++r) {
+      float acc = op == VecOp::ReduceSum ? 0.f : -INFINITY;
+      for (unsigned i = 0; i < lanes; ++i) {
+        if (!mask.test(i)) continue;
+        const float v = load(src.ptr[soff + std::size_t(r) * rp.src0_rep * E + (i / E) * rp.src0_blk * E + i % E]);
+        acc = op == VecOp::ReduceSum ? acc + v : std::max(acc, v);
+      }
+      dst.ptr[doff + r] = store<T>(acc);
+    }
   }
   vec_cost<T>(op, rp);
 }

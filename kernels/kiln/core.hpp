@@ -75,19 +75,21 @@ struct Mask {
     return m;
   }
   bool test(unsigned i) const { return i < 64 ? (lo >> i) & 1 : (hi >> (i - 64)) & 1; }
+  // Both below run once per vector instruction, now out of line in core.cpp where the mask is not a
+  // compile-time constant any more: word operations instead of a loop over up to 128 lanes. lanes <= 128.
   // One past the highest enabled lane among the first `lanes`.
   unsigned extent(unsigned lanes) const {
-    for (unsigned i = lanes; i > 0; --i)
-      if (test(i - 1)) return i;
+    const Mask in = first(lanes);
+    if (const std::uint64_t h = hi & in.hi) return 128 - unsigned(__builtin_clzll(h));
+    if (const std::uint64_t l = lo & in.lo) return 64 - unsigned(__builtin_clzll(l));
     return 0;
   }
   // Number of leading enabled lanes if the mask is a contiguous prefix, else -1.
   int prefix(unsigned lanes) const {
-    unsigned n = 0;
-    while (n < lanes && test(n)) ++n;
-    for (unsigned i = n; i < lanes; ++i)
-      if (test(i)) return -1;
-    return static_cast<int>(n);
+    const unsigned ones = ~lo ? unsigned(__builtin_ctzll(~lo)) : 64 + (~hi ? unsigned(__builtin_ctzll(~hi)) : 64);
+    const unsigned n = ones < lanes ? ones : lanes;
+    const Mask in = first(lanes), want = first(n);  // the first `lanes` lanes must be exactly the first n
+    return ((lo & in.lo) == want.lo && (hi & in.hi) == want.hi) ? static_cast<int>(n) : -1;
   }
 };
 
@@ -301,6 +303,14 @@ class Core {
   [[noreturn]] void bad_event(Pipe s, Pipe d, int id) const;
   [[noreturn]] void flag_overflow(Pipe s, Pipe d, int id) const;
   [[noreturn]] void flag_never_set(Pipe s, Pipe d, int id) const;
+  // ... and of the operand checks (core.cpp), so those stay small enough to inline into every instruction.
+  [[noreturn]] void unallocated(const char* instr, const char* operand) const;
+  [[noreturn]] void out_of_range(const char* instr, const char* operand, const char* name, const char* where,
+                                 std::size_t off, std::size_t n, std::size_t count) const;
+  [[noreturn]] void misaligned(const char* instr, const char* operand, const char* name, Pos pos, std::size_t addr,
+                               std::uint32_t align) const;
+  [[noreturn]] void not_in_ub(const char* instr) const;
+  [[noreturn]] void bad_vector_operand(const char* instr, unsigned times, unsigned lanes) const;
 
   std::deque<double>& flag(Pipe s, Pipe d, int id) {
     if (id < 0 || id >= 8) bad_event(s, d, id);
