@@ -48,8 +48,8 @@ def image_input(graph: Graph) -> tuple[str, tuple[int, ...]] | None:
 
 def planning_options(build: dict):
     """Options for planning a model at another size: the build's fusion options and target (so the fused graph
-    has the structure the generic kernels were made for), the rule tiling and direct convolution (generic
-    kernels exist for img2col only, and the rule is instant where the search takes about 0.4 s per conv).
+    has the structure the generic kernels were made for), direct convolution (generic kernels exist for img2col
+    only) and the rule tiling (instant; generic_tiling then weighs it against the build's searched tilings).
     `build` is the manifest's options (Options.as_dict())."""
     from .options import parse_options
     onoff = "ON" if build["ENABLE_FUSION"] else "OFF"
@@ -357,13 +357,52 @@ class SizedPlan:
     kernels: dict = field(default_factory=dict)  # step index -> (Opspec, Variant) of each generic launch
 
 
+def baked_tilings(model: dict, kernels: list[dict]) -> dict[str, list[tuple[tuple[int, int], str, str, dict]]]:
+    """Step name -> (input size, kernel, family, tiling) of that step in each of the model's baked plans (its own
+    size and its buckets), the tilings the build searched."""
+    by_name = {k["name"]: k for k in kernels}
+    out: dict[str, list] = {}
+    for p in [model] + model["shape_buckets"]["plans"]:
+        size = tuple(p["inputs"][0]["shape"][2:])
+        for st in p["steps"]:
+            if st["kind"] == "kernel":
+                k = by_name[st["kernel"]]
+                out.setdefault(st["name"], []).append((size, k["name"], k["family"], k["tiling"]))
+    return out
+
+
+def generic_tiling(spec, rule, searched: list, size: tuple[int, int], profile, log: OptLog):
+    """The tiling of a generic launch at `size`: the rule's (the largest tiles that fit at this size, spread over
+    the cores) or the tiling the build searched for the same node at a baked size, if it fits the buffers here,
+    whichever the cost model predicts fastest. A full search costs about 0.4 s per convolution, too much for
+    a first call; one exact prediction per candidate costs about 1.5 ms."""
+    from .costmodel import predict
+    from .tiling import TUNABLE, variant_from_params
+    if rule.family not in TUNABLE:
+        return rule  # the other generic families have one rule and no search, at build time too
+    cands = [("rule", rule)]
+    for at, kernel, family, tiling in searched:
+        if family != rule.family:  # e.g. the node ran as Winograd at that size
+            continue
+        try:
+            cands.append((kernel, variant_from_params(spec, profile, family, {p: tiling[p] for p in TUNABLE[family]},
+                                                      f"the tiling of {kernel}")))
+        except KilnError:  # does not fit the buffers at this size (an L1 slab holds rows of W pixels)
+            continue
+    cycles = [predict(spec, v.family, v.params, profile).cycles for _, v in cands]
+    best = min(range(len(cands)), key=lambda j: (cycles[j], j))
+    log.add("shapes", spec.name, cands[best][1].tag, "cost_model", size=f"{size[0]}x{size[1]}", source=cands[best][0],
+            candidates=len(cands), rule_cycles=round(cycles[0]), best_cycles=round(cycles[best]))
+    return cands[best][1]
+
+
 def plan_size(model: dict, kernels: list[dict], build_options: dict, size: tuple[int, int],
               generic_names: set[str], prefer_baked: bool = True) -> SizedPlan:
     """Plans `model` (its manifest record) at input size `size` = (H, W) on the generic kernels: the stored graph
     re-shaped, fused and lowered as the build would, per kernel step the baked kernel of the same spec (when one
     exists with the default weight layouts and `prefer_baked`, or when the step has no generic kernel) or the
-    generic kernel of its structural spec with the rule tiling for this size, then the arena. Weights are the
-    blob's, by name. Raises KilnError naming the node when a step cannot be served."""
+    generic kernel of its structural spec with a tiling for this size (generic_tiling), then the arena. Weights
+    are the blob's, by name. Raises KilnError naming the node when a step cannot be served."""
     from .fusion import fuse
     from .lowering import lower
     from .memory import plan_arena
@@ -392,6 +431,7 @@ def plan_size(model: dict, kernels: list[dict], build_options: dict, size: tuple
     for k in kernels:  # (a Winograd kernel reads transformed weights, which the blob holds for its own steps only)
         if all(t["layout"] != "WINOGRAD_FRACTAL_Z" for t in k["inputs"]):
             baked.setdefault(k["opspec_name"], k["name"])
+    searched = baked_tilings(model, kernels)
     symbols, args, chosen = {}, {}, {}
     for i, st in enumerate(lowered.steps):
         if st.kind != "kernel":
@@ -406,6 +446,7 @@ def plan_size(model: dict, kernels: list[dict], build_options: dict, size: tuple
         if sym is None or sym not in generic_names:
             raise KilnError("shapes", f"node '{st.name}' of {name} at input size {size[0]}x{size[1]}",
                             f"its kernel {spec.name} ({v.family}) is neither baked nor generic in this build")
+        v = generic_tiling(spec, v, searched.get(st.name, []), size, profile, log)
         symbols[i], args[i] = sym, runtime_args(spec, v)
         chosen[i] = (spec, v)
         log.add("shapes", spec.name, sym, "generic_kernel", node=st.name, **args[i])
