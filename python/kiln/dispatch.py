@@ -73,13 +73,12 @@ class Dispatcher:
                 f"kernels)")
 
     def _bad_input(self, shapes: list[tuple[int, ...]], why: str = "") -> ValueError:
+        """A shape outside what the model takes, or (why) one the graph cannot take at that size."""
         name = self.model.inputs[0][0]
-        if not self.shapes:  # today's contract: exactly the baked shape
-            return ValueError(f"model {self.model.name}: input '{name}' must have shape {self.model.inputs[0][1]}, "
-                              f"got {shapes[0]}")
-        detail = f" cannot run: {why};" if why else ";"
-        return ValueError(f"model {self.model.name}: input '{name}' of shape {shapes[0]}{detail} accepted: "
-                          f"{self.accepted()}")
+        if why:
+            return ValueError(f"model {self.model.name}: input '{name}' of shape {shapes[0]} cannot run: {why}; "
+                              f"accepted: {self.accepted()}")
+        return ValueError(f"model {self.model.name}: input '{name}' must have shape {self.accepted()}, got {shapes[0]}")
 
     # ---- plans
     def plan_for(self, shapes: list[tuple[int, ...]], force_generic: bool = False) -> tuple[ServingPlan, bool]:
