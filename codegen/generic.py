@@ -97,7 +97,7 @@ def runtime_args(spec: Opspec, variant: Variant) -> dict[str, int]:
     (a parameter the variant does not set is left to the template's own default, see _RuntimeParams.get; a
     size field of an absent part, e.g. h2 without a second source, is 0 and unread)."""
     form = GENERIC_FAMILIES[variant.family]
-    args = {f: int(getattr(spec, f)) for f in form.spec_fields}
+    args = {f: int(getattr(spec, f)) for f in form.spec_fields if getattr(spec, f)}
     args.update({p: int(variant.params[p]) for p in form.tiling_fields if p in variant.params})
     if form.runtime_blocks:
         args["blocks"] = int(variant.blocks)

@@ -264,67 +264,80 @@ def attach(model_plans: list, bucketed: dict[str, ShapeBuckets], profile, option
     return top, list(generic.values())
 
 
-def _step_specs(graph: Graph, name: str, size, pads, options) -> list[tuple[str, object]]:
-    """(step name, opspec or None for glue) of the model planned at `size` (fusion and lowering only)."""
+def fusion_profiles(profile) -> dict[str, object]:
+    """The profiles fusion is run with to see every structure a size can take. Fusion's only size-dependent
+    decision is a chain's (Conv -> Conv 1x1 in one kernel), refused on a map with fewer 16-pixel tiles than
+    Cube cores: "build" decides as the build does, "chained" as on a one-core device (every legal chain taken),
+    "unchained" without the profile (no chain at all). A step's fused spec follows its own pair's chain state
+    only, so these cover the structures of every size (plan_size falls back to "unchained" otherwise)."""
+    return {"build": profile, "chained": replace(profile, cube_cores=1), "unchained": None}
+
+
+def step_specs(graph: Graph, name: str, size, pads, options, fusion_profile) -> list[tuple[str, object]]:
+    """(step name, opspec, or None for glue) of the model planned at `size` (fusion and lowering only)."""
     from .fusion import fuse
     from .lowering import lower
     from .opspec import opspec_of
     g = graph_at_size(graph, size, name, pads)
-    fuse(g, name, options.enable_fusion, options.max_fusion_depth, OptLog())
+    fuse(g, name, options.enable_fusion, options.max_fusion_depth, OptLog(), fusion_profile)
     return [(st.name, opspec_of(st.instance) if st.kind == "kernel" else None) for st in lower(g, name).steps]
 
 
 def _generic_path(m, sb: ShapeBuckets, profile, options, log: OptLog, generic: dict) -> None:
-    """Which of the model's kernels depend on the input size (their spec differs at a probe size or at a
-    bucket), and the generic kernel of each; or why the model has no generic path."""
+    """The generic kernels of a model: one per structural spec of the kernels of a family with a generic mode,
+    over every structure the model takes (fusion_profiles at its own size and at a probe size, and its bucket
+    plans); the kernels of other families must not depend on the size (the baked one serves every size).
+    Or why the model has no generic path."""
     from .tiling import choose_variant
     graph = graph_from_record(sb.graph)
+    pads = sb.graph["same_pads"]
     probe = (sb.own_size[0] + PROBE_GROWTH, sb.own_size[1] + PROBE_GROWTH)
+    structures = []  # (own-size steps, probe-size steps) per fusion mode
     try:
-        sized = [_step_specs(graph, m.name, probe, sb.graph["same_pads"], options)]
+        for mode, fusion_profile in fusion_profiles(profile).items():
+            structures.append((mode, step_specs(graph, m.name, sb.own_size, pads, options, fusion_profile),
+                               step_specs(graph, m.name, probe, pads, options, fusion_profile)))
     except KilnError as e:
         sb.generic_unavailable = f"the graph does not take other sizes: {e}"
         log.add("shapes", m.name, "generic:unavailable", "size_dependent_constant", detail=str(e))
         return
-    sized += [[(st.name, b.step_kernels[i].spec if i in b.step_kernels else None)
-               for i, st in enumerate(b.lowered.steps)] for b in sb.buckets]
-    own = [(st.name, m.step_kernels[i].spec if i in m.step_kernels else None) for i, st in enumerate(m.lowered.steps)]
-    if any([n for n, _ in s] != [n for n, _ in own] for s in sized):
-        sb.generic_unavailable = "its fused and lowered steps differ between input sizes"
-        log.add("shapes", m.name, "generic:unavailable", "no_generic_form", detail=sb.generic_unavailable)
-        return
     plan_opts = planning_options(options.as_dict())
-    independent, found = 0, []  # (key, spec, variant, step): committed to `generic` only if every step has one
-    for i, (step, spec) in enumerate(own):
-        if spec is None:
-            continue
-        if all(s[i][1] == spec for s in sized):
-            independent += 1  # the baked kernel serves every size
-            continue
-        variants = [spec]
-        if step in sb.graph["same_pads"]:  # its pads follow the size: a generic kernel per padding it can take
-            node = next(n for n in graph.nodes if n.name == step)
-            variants = [replace(spec, pt=t, pl=left, pb=b, pr=r)
-                        for t, left, b, r in sorted(same_pad_choices(node, sb.graph["same_pads"][step]))]
-        for sp in variants:
-            v = choose_variant(sp, profile, OptLog(), plan_opts)
-            key = generic_key(sp, v)
-            if key is None:
-                sb.generic_unavailable = (f"node '{step}' runs a {v.family} kernel, which depends on the input "
-                                          f"size and has no generic form")
-                log.add("shapes", m.name, "generic:unavailable", "no_generic_form", node=step, family=v.family)
-                return
-            found.append((key, sp, v, step))
+    found, size_independent = [], set()  # (key, spec, variant, step): committed to `generic` once all are known
+    for mode, own, at_probe in structures:
+        if [n for n, _ in own] != [n for n, _ in at_probe]:  # only chains change with the size, and modes fix them
+            sb.generic_unavailable = f"its steps differ between input sizes under {mode} fusion"
+            log.add("shapes", m.name, "generic:unavailable", "no_generic_form", detail=sb.generic_unavailable)
+            return
+        for (step, spec), (_, spec_probe) in zip(own, at_probe):
+            if spec is None:
+                continue
+            variants = [spec]
+            if step in pads:  # its pads follow the size: a generic kernel per padding it can take
+                node = next(n for n in graph.nodes if n.name == step)
+                variants = [replace(spec, pt=t, pl=left, pb=b, pr=r)
+                            for t, left, b, r in sorted(same_pad_choices(node, pads[step]))]
+            for sp in variants:
+                v = choose_variant(sp, profile, OptLog(), plan_opts)
+                key = generic_key(sp, v)
+                if key is not None:
+                    found.append((key, sp, v, step))
+                elif spec_probe == spec:
+                    size_independent.add(step)  # e.g. a classifier's GEMM: its baked kernel serves every size
+                else:
+                    sb.generic_unavailable = (f"node '{step}' runs a {v.family} kernel, which depends on the "
+                                              f"input size and has no generic form")
+                    log.add("shapes", m.name, "generic:unavailable", "no_generic_form", node=step, family=v.family)
+                    return
     for key, sp, v, step in found:
         if key not in generic:
             generic[key] = GenericKernel(key, sp, v, [])
             log.add("shapes", generic_symbol(key), "new_kernel", "generic_kernel", family=v.family,
                     first=f"{m.name}:{step}")
-        generic[key].instances.append(f"{m.name}:{step}")
+        if f"{m.name}:{step}" not in generic[key].instances:
+            generic[key].instances.append(f"{m.name}:{step}")
     sb.generic_symbols = sorted({generic_symbol(key) for key, *_ in found})
     log.add("shapes", m.name, "generic", "generic_path", generic_kernels=len(sb.generic_symbols),
-            size_dependent_steps=len(own) - independent - sum(1 for _, sp in own if sp is None),
-            size_independent_steps=independent,
+            size_independent_steps=len(size_independent), fusion_modes=len(structures),
             min_size="x".join(map(str, sb.min_size)))
 
 
@@ -357,9 +370,17 @@ class SizedPlan:
     kernels: dict = field(default_factory=dict)  # step index -> (Opspec, Variant) of each generic launch
 
 
-def baked_tilings(model: dict, kernels: list[dict]) -> dict[str, list[tuple[tuple[int, int], str, str, dict]]]:
-    """Step name -> (input size, kernel, family, tiling) of that step in each of the model's baked plans (its own
-    size and its buckets), the tilings the build searched."""
+def _spec_of_record(k: dict):
+    """The Opspec of a manifest kernel record (as kiln/trace.py spec_of rebuilds it at run time)."""
+    from . import opspec
+    classes = {c.kind: c for c in vars(opspec).values() if isinstance(c, type) and isinstance(getattr(c, "kind", None), str)}
+    classes.update(softmax=opspec.RowSpec, layernorm=opspec.RowSpec)
+    return classes[k["features"]["kind"]](**k["spec"])
+
+
+def baked_tilings(model: dict, kernels: list[dict]) -> dict[str, list[tuple]]:
+    """Step name -> (input size, kernel, family, tiling, spec) of that step in each of the model's baked plans
+    (its own size and its buckets): the tilings the build searched."""
     by_name = {k["name"]: k for k in kernels}
     out: dict[str, list] = {}
     for p in [model] + model["shape_buckets"]["plans"]:
@@ -367,7 +388,8 @@ def baked_tilings(model: dict, kernels: list[dict]) -> dict[str, list[tuple[tupl
         for st in p["steps"]:
             if st["kind"] == "kernel":
                 k = by_name[st["kernel"]]
-                out.setdefault(st["name"], []).append((size, k["name"], k["family"], k["tiling"]))
+                out.setdefault(st["name"], []).append((size, k["name"], k["family"], k["tiling"],
+                                                       _spec_of_record(k)))
     return out
 
 
@@ -381,12 +403,13 @@ def generic_tiling(spec, rule, searched: list, size: tuple[int, int], profile, l
     if rule.family not in TUNABLE:
         return rule  # the other generic families have one rule and no search, at build time too
     cands = [("rule", rule)]
-    for at, kernel, family, tiling in searched:
-        if family != rule.family:  # e.g. the node ran as Winograd at that size
+    for at, kernel, family, tiling, baked_spec in searched:
+        # the same node's kernel at a baked size, if it has this step's structure (chained or not, Winograd or not)
+        if family != rule.family or generic_key(baked_spec, rule) != generic_key(spec, rule):
             continue
         try:
-            cands.append((kernel, variant_from_params(spec, profile, family, {p: tiling[p] for p in TUNABLE[family]},
-                                                      f"the tiling of {kernel}")))
+            cands.append((kernel, variant_from_params(spec, profile, family, tiling, f"the tiling of {kernel}",
+                                                      whole=True)))
         except KilnError:  # does not fit the buffers at this size (an L1 slab holds rows of W pixels)
             continue
     cycles = [predict(spec, v.family, v.params, profile).cycles for _, v in cands]
@@ -396,30 +419,50 @@ def generic_tiling(spec, rule, searched: list, size: tuple[int, int], profile, l
     return cands[best][1]
 
 
+class MissingKernel(KilnError):
+    """A step of a plan at some size has neither a baked nor a generic kernel."""
+
+
 def plan_size(model: dict, kernels: list[dict], build_options: dict, size: tuple[int, int],
               generic_names: set[str], prefer_baked: bool = True) -> SizedPlan:
     """Plans `model` (its manifest record) at input size `size` = (H, W) on the generic kernels: the stored graph
     re-shaped, fused and lowered as the build would, per kernel step the baked kernel of the same spec (when one
     exists with the default weight layouts and `prefer_baked`, or when the step has no generic kernel) or the
     generic kernel of its structural spec with a tiling for this size (generic_tiling), then the arena. Weights
-    are the blob's, by name. Raises KilnError naming the node when a step cannot be served."""
+    are the blob's, by name. Fusion decides as the build does; should that give a step no kernel of this build
+    (a chain the build's probes did not see), the plan is made again without the size-dependent chains, whose
+    structure the generic kernels always cover. Raises KilnError naming the node when a step cannot be served."""
+    from .profiles import get_profile
+    sb = model["shape_buckets"]
+    if sb["generic_unavailable"]:
+        raise KilnError("shapes", model["name"], f"this build has no generic path for the model: "
+                                                 f"{sb['generic_unavailable']}")
+    options = planning_options(build_options)
+    profile = get_profile(options.kiln_target)
+    modes = fusion_profiles(profile)
+    try:
+        return _plan_with(model, kernels, options, profile, modes["build"], size, generic_names, prefer_baked)
+    except MissingKernel as e:
+        sized = _plan_with(model, kernels, options, profile, modes["unchained"], size, generic_names, prefer_baked)
+        sized.log.add("shapes", model["name"], "fusion=unchained", "no_generic_form", size=f"{size[0]}x{size[1]}",
+                      detail=e.message)
+        return sized
+
+
+def _plan_with(model: dict, kernels: list[dict], options, profile, fusion_profile, size: tuple[int, int],
+               generic_names: set[str], prefer_baked: bool) -> SizedPlan:
     from .fusion import fuse
     from .lowering import lower
     from .memory import plan_arena
     from .opspec import opspec_of
     from .pipeline import ModelPlan
-    from .profiles import get_profile
     from .render import model_record
     from .tiling import choose_variant
     sb = model["shape_buckets"]
     name = model["name"]
-    if sb["generic_unavailable"]:
-        raise KilnError("shapes", name, f"this build has no generic path for the model: {sb['generic_unavailable']}")
-    options = planning_options(build_options)
-    profile = get_profile(options.kiln_target)
     log = OptLog()
     g = graph_at_size(graph_from_record(sb["graph"]), size, name, sb["graph"]["same_pads"])
-    fusion = fuse(g, name, options.enable_fusion, options.max_fusion_depth, log)
+    fusion = fuse(g, name, options.enable_fusion, options.max_fusion_depth, log, fusion_profile)
     lowered = lower(g, name)
     windex = {n: tuple(r) for n, r in sb["weights"].items()}
     for wname, arr in lowered.weights.items():  # weight layouts do not depend on the size: the blob has them
@@ -444,8 +487,8 @@ def plan_size(model: dict, kernels: list[dict], build_options: dict, size: tuple
             symbols[i] = baked[spec.name]
             continue
         if sym is None or sym not in generic_names:
-            raise KilnError("shapes", f"node '{st.name}' of {name} at input size {size[0]}x{size[1]}",
-                            f"its kernel {spec.name} ({v.family}) is neither baked nor generic in this build")
+            raise MissingKernel("shapes", f"node '{st.name}' of {name} at input size {size[0]}x{size[1]}",
+                                f"its kernel {spec.name} ({v.family}) is neither baked nor generic in this build")
         v = generic_tiling(spec, v, searched.get(st.name, []), size, profile, log)
         symbols[i], args[i] = sym, runtime_args(spec, v)
         chosen[i] = (spec, v)
@@ -457,4 +500,3 @@ def plan_size(model: dict, kernels: list[dict], build_options: dict, size: tuple
         rec["steps"][i]["runtime_shape"] = a
     rec["input_size"] = list(size)
     return SizedPlan(rec, len(args), len(symbols) - len(args), log, chosen)
-
