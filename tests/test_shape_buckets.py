@@ -44,7 +44,9 @@ MIN_SIZE = 17  # c1 and the pool halve the size (ceil), c4 (SAME) halves it agai
 def tiny_image_model(path: Path, size: int = 224, tail=None) -> Path:
     """conv(s2)+BN+ReLU -> maxpool -> conv+ReLU -> add+ReLU (standalone: the conv already ends with its ReLU) ->
     conv + residual add + ReLU (fused) -> conv(s2, SAME_UPPER)+ReLU -> depthwise+ReLU6 -> conv(s2, no pad)+ReLU ->
-    global average pool -> flatten -> GEMM. `tail(nodes, inits, x)` may replace the head (returns the output)."""
+    conv 1x1+ReLU (one chained kernel with the previous conv where the map has a 16-pixel tile per Cube core:
+    from about 400x400 on ascend910b) -> global average pool -> flatten -> GEMM. `tail(nodes, inits, x)` may
+    replace the head (returns the output)."""
     rng = np.random.default_rng(0)
     inits, nodes = [], []
 
@@ -83,14 +85,16 @@ def tiny_image_model(path: Path, size: int = 224, tail=None) -> Path:
     nodes.append(node("Clip", ["dw", const("zero", 0.0), const("six", 6.0)], ["d6"], name="dw_relu6"))
     nodes.append(node("Conv", ["d6", w("c5.w", (32, 32, 3, 3))], ["c5"], name="c5", strides=[2, 2]))
     nodes.append(node("Relu", ["c5"], ["r5"], name="relu5"))
+    nodes.append(node("Conv", ["r5", w("c6.w", (32, 32, 1, 1))], ["c6"], name="c6"))  # chains with c5 on large maps
+    nodes.append(node("Relu", ["c6"], ["r6"], name="relu6"))
     if tail is None:
-        nodes.append(node("GlobalAveragePool", ["r5"], ["gap"], name="gap"))
+        nodes.append(node("GlobalAveragePool", ["r6"], ["gap"], name="gap"))
         nodes.append(node("Flatten", ["gap"], ["flat"], name="flatten"))
         nodes.append(node("Gemm", ["flat", w("fc.w", (10, 32)), const("fc.b", rng.standard_normal(10) * 0.1)], ["y"],
                           name="fc", transB=1))
         out = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])
     else:
-        out = tail(nodes, inits, "r5")
+        out = tail(nodes, inits, "r6")
     g = helper.make_graph(nodes, "tiny_image", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, size, size])],
                           [out], inits)
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
@@ -157,16 +161,17 @@ def test_bucket_plans_kernels_and_log(tiny, tmp_path):
     assert len(bucket.step_kernels) == launches
     shared = {k.symbol for k in m.step_kernels.values()} & {k.symbol for k in bucket.step_kernels.values()}
     assert shared == {"gemm_cube_m1_k32_n10_bias"}  # the head does not depend on the size: one kernel for both
-    # one generic kernel per size-dependent step, four for the SAME-padded stride-2 conv (pads follow the parity)
+    # one generic kernel per step but the GEMM, four for the SAME-padded stride-2 conv (its pads follow the parity),
+    # and one for c5 and c6 chained (the build's fusion does not chain them at 224 or 256; larger maps do)
     names = [g.symbol for g in p.generic_kernels]
-    assert len(names) == len(m.shapes.generic_symbols) == (launches - 1) + 3
+    assert len(names) == len(m.shapes.generic_symbols) == (launches - 1) + 3 + 1
     assert sum("o32_k3x3_s2_p" in n and "1x16xHxW" in n for n in names) == 4
     assert not any(n.startswith("gemm") for n in names)
     lines = [ln for ln in p.log.lines if ln.startswith("[OPT] shapes")]
     assert f"[OPT] shapes tiny buckets=224x256 reason=shape_buckets input=x own=224x224 bucket_plans=1 " \
            f"min_size={MIN_SIZE}x{MIN_SIZE}" in lines
     assert any(ln.startswith("[OPT] shapes tiny_s256 baked reason=shape_bucket size=256x256") for ln in lines)
-    assert any(ln.startswith("[OPT] shapes tiny generic reason=generic_path generic_kernels=12") for ln in lines)
+    assert any(ln.startswith("[OPT] shapes tiny generic reason=generic_path generic_kernels=14") for ln in lines)
     assert sum("reason=generic_kernel" in ln for ln in lines) == len(names)
     log = model_log(p, m)  # `kiln log tiny`: the bucket's own decisions are in the model's log
     assert "[OPT] tiling conv2d_1x3x256x256_o16_k3x3_s2_p1_bias_relu conv2d_cube_img2col_" in log
@@ -210,7 +215,7 @@ def test_generic_tiling_takes_the_fastest_of_the_rule_and_the_searched_tilings(t
     for size, borrowed_from in (((224, 224), "conv2d_cube_img2col_1x3x224x224"), ((240, 240), None)):
         sized = sbk.plan_size(man["models"][0], man["kernels"], p.options.as_dict(), size, names, prefer_baked=False)
         lines = [ln for ln in sized.log.lines if ln.startswith("[OPT] shapes conv2d_") and "reason=cost_model" in ln]
-        assert len(lines) == 5, lines  # one per generic convolution
+        assert len(lines) == 6, lines  # one per generic convolution
         for ln in lines:
             fields = dict(kv.split("=", 1) for kv in ln.split()[5:])
             assert int(fields["best_cycles"]) <= int(fields["rule_cycles"]) and int(fields["candidates"]) >= 2, ln
@@ -287,6 +292,11 @@ CHECK = textwrap.dedent("""
                                        "dispatch": m.last_dispatch}
     m.run(np.zeros((1, 3, 240, 240), np.float32))
     out["240_again"] = m.last_dispatch
+    # a map large enough for the build's fusion to chain c5 and c6: the chained generic kernel
+    r = validate(m, seeds=(0,), input_size=(416, 416))
+    out["416x416"] = {"passed": r["passed"], "cosine": r["outputs"][0]["cosine"], "dispatch": m.last_dispatch,
+                      "ops": [s["ops"] for s in m.plan_record["steps"] if s["kind"] == "kernel"],
+                      "kernels": [k.kernel for k in m.kernels]}
     # the generic kernels at a bucket size against the bucket's: every kernel output bit for bit
     x = np.random.default_rng(3).standard_normal((1, 3, 224, 224)).astype(np.float32)
     _, bucket = m.run_capture(x)
@@ -345,7 +355,7 @@ def test_bucket_sizes_run_their_specialised_kernels(bucketed):
         res = bucketed["out"][size]
         d = res["dispatch"]
         assert res["passed"] and res["cosine"] >= 0.999, res
-        assert d["path"] == "bucket" and d["generic_kernels"] == 0 and d["kernels"] == d["baked_kernels"] == 10, d
+        assert d["path"] == "bucket" and d["generic_kernels"] == 0 and d["kernels"] == d["baked_kernels"] == 11, d
 
 
 def test_other_sizes_run_generic_kernels_and_match_onnxruntime(bucketed):
@@ -354,23 +364,31 @@ def test_other_sizes_run_generic_kernels_and_match_onnxruntime(bucketed):
         d = res["dispatch"]
         assert res["passed"] and res["cosine"] >= 0.999, res
         assert d["path"] == "generic" and list(d["input_size"]) == hw, d
-        assert d["generic_kernels"] == 9 and d["baked_kernels"] == 1, d  # the GEMM head is the baked kernel
+        assert d["generic_kernels"] == 10 and d["baked_kernels"] == 1, d  # the GEMM head is the baked kernel
     again = bucketed["out"]["240_again"]
     assert again["path"] == "generic" and not again["planned_now"]  # planned at first use, then cached
+
+
+def test_a_size_where_fusion_chains_runs_the_chained_generic_kernel(bucketed):
+    res = bucketed["out"]["416x416"]
+    assert res["passed"] and res["cosine"] >= 0.999, res
+    chained = [k for ops, k in zip(res["ops"], res["kernels"]) if "c5" in ops and "c6" in ops]
+    assert len(chained) == 1 and "generic" in chained[0], res
+    assert res["dispatch"]["kernels"] == 10  # one launch fewer than at 224
 
 
 def test_generic_kernels_equal_the_bucket_kernels_bit_for_bit(bucketed):
     """Same templates, same emulator: at a bucket size the generic kernels (runtime shapes; the cost model picks
     the bucket's own searched tilings) give every intermediate tensor bit for bit and take the same cycles."""
     f = bucketed["out"]["forced"]
-    assert f["dispatch"]["path"] == "generic" and f["generic"] == [True] * 9 + [False]
+    assert f["dispatch"]["path"] == "generic" and f["generic"] == [True] * 10 + [False]
     assert f["equal"] and all(f["equal"].values()), f["equal"]
     assert all(a == b for a, b in f["cycles"]), f["cycles"]
 
 
 def test_generic_kernels_report_simulated_cycles_the_cost_model_predicts(bucketed):
     rows = bucketed["out"]["cost_model"]
-    assert len(rows) == 9 and all(r["generic"] for r in rows)
+    assert len(rows) == 10 and all(r["generic"] for r in rows)
     for r in rows:
         assert r["simulated"] > 0 and r["predicted"] == pytest.approx(r["simulated"], rel=1e-9), r
 
@@ -387,9 +405,9 @@ def test_bad_inputs_name_the_input_the_shape_and_what_is_accepted(bucketed):
 
 def test_kiln_log_prints_one_line_per_dispatch(bucketed):
     lines = [ln for ln in bucketed["stderr"].splitlines() if ln.startswith("[kiln] dispatch tiny")]
-    assert any("input=1x3x240x240 path=generic kernels=10 generic=9 baked=1" in ln and "planned_ms=" in ln
+    assert any("input=1x3x240x240 path=generic kernels=11 generic=10 baked=1" in ln and "planned_ms=" in ln
                for ln in lines)
-    assert any("input=1x3x256x256 path=bucket kernels=10 generic=0 baked=10" in ln for ln in lines)
+    assert any("input=1x3x256x256 path=bucket kernels=11 generic=0 baked=11" in ln for ln in lines)
     assert len(lines) >= 12
 
 
