@@ -786,6 +786,19 @@ def _sort_topologically(nodes: list[Node], ready: set[str]) -> list[Node]:
     return order
 
 
+def node_names(model) -> list[str]:
+    """The kiln IR name of every node of the ONNX graph, in file order: its own, or one made from its op type
+    and index when empty; ONNX does not require unique node names, kiln does."""
+    names, taken = [], set()
+    for i, n in enumerate(model.graph.node):
+        name = n.name or f"{n.op_type}_{i}"
+        while name in taken:
+            name += "_"
+        taken.add(name)
+        names.append(name)
+    return names
+
+
 def _to_graph(model, path: str, opset: int) -> Graph:
     g = model.graph
     initializers = {t.name: numpy_helper.to_array(t) for t in g.initializer}
@@ -795,12 +808,8 @@ def _to_graph(model, path: str, opset: int) -> Graph:
     for name, arr in initializers.items():
         values[name] = Value(name, tuple(int(d) for d in arr.shape), arr.dtype.name)
 
-    nodes, taken = [], set()
-    for i, n in enumerate(g.node):
-        name = n.name or f"{n.op_type}_{i}"
-        while name in taken:  # ONNX does not require unique node names; kiln does
-            name += "_"
-        taken.add(name)
+    nodes = []
+    for n, name in zip(g.node, node_names(model)):
         # ops from other domains keep their domain in the op type so they never match an OPS entry
         op_type = n.op_type if n.domain in _DEFAULT_DOMAINS else f"{n.domain}.{n.op_type}"
         nodes.append(Node(name, op_type, list(n.input), list(n.output), {a.name: _attr_value(a) for a in n.attribute}))

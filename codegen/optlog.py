@@ -63,6 +63,17 @@ REASONS = {
     "winograd_small_map": "rejected by the cost model: too few tiles to fill the Cube and cover the transform overhead",
     "winograd_slower": "rejected by the cost model: transform passes cost more than the multiplications saved",
     "operand_order": "rejected: the add's other operand is computed after the convolution that would take it",
+    "shape_buckets": "KILN_SHAPE_BUCKETS: the image model gets a plan per listed square input size besides its own",
+    "shape_bucket": "a bucket size's plan: the graph re-shaped to that size, fused, lowered and its kernels baked",
+    "not_image_model": "KILN_SHAPE_BUCKETS skips the model: buckets need exactly one 4-D (NCHW) input",
+    "generic_path": "other input sizes run on generic kernels (runtime shapes); the kernels whose spec does not "
+                    "depend on the size are the baked ones",
+    "generic_kernel": "a kernel whose spec depends on the input size runs on the generic kernel of its structural "
+                      "spec (spatial dims and tiling at run time; channels, window and epilogue compiled in)",
+    "no_generic_form": "no generic path: a kernel depends on the input size but its family has no generic mode, or "
+                       "the model's steps differ between sizes",
+    "size_dependent_constant": "no generic path: the graph does not take other sizes (e.g. a Reshape target "
+                               "folded at build time for the model's own size)",
 }
 
 

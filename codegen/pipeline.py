@@ -9,7 +9,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import KilnError, search_cache
+from . import shape_buckets
 from .frontend import OpInstance, load_kernel_list
+from .generic import GenericKernel
 from .costmodel import Prediction, predict
 from .fusion import FusionResult, fuse
 from .lowering import LoweredModel, lower
@@ -18,6 +20,7 @@ from .opspec import Opspec, opspec_of
 from .options import Options
 from .optlog import OptLog
 from .profiles import Profile, get_profile
+from .shape_buckets import ShapeBuckets
 from .tiling import Variant, choose_variant, kernel_inputs, mte2_bytes
 from .tuning import load_records
 
@@ -59,6 +62,7 @@ class ModelPlan:
     memory: MemoryPlan
     step_kernels: dict[int, KernelPlan]  # step index -> its kernel
     fusion: FusionResult | None = None
+    shapes: ShapeBuckets | None = None  # KILN_SHAPE_BUCKETS: its bucket plans and generic path (shape_buckets.py)
 
 
 @dataclass
@@ -68,6 +72,7 @@ class Plan:
     kernels: list[KernelPlan]
     log: OptLog
     models: list[ModelPlan] = field(default_factory=list)
+    generic_kernels: list[GenericKernel] = field(default_factory=list)  # KILN_SHAPE_BUCKETS (codegen/generic.py)
 
 
 def default_kernel_list(source_dir: Path) -> Path:
@@ -136,6 +141,21 @@ def plan(options: Options, source_dir: Path, work_dir: Path | None = None, progr
 
     models: list[tuple] = []
     names: set[str] = set()
+    bucketed: dict[str, ShapeBuckets] = {}
+
+    def add_model(name: str, path: Path, graph) -> None:
+        fusion = fuse(graph, name, options.enable_fusion, options.max_fusion_depth, log, profile)
+        lowered = lower(graph, name)
+        for d in lowered.decisions:
+            node, _, detail = d.partition(":")
+            log.add("lowering", f"{name}:{node}", "decision", "view_or_relayout", detail=detail.strip())
+        steps: dict[int, KernelPlan] = {}
+        for i, st in enumerate(lowered.steps):
+            if st.kind == "kernel":
+                st.instance = OpInstance(f"{name}:{st.name}", st.instance.type, st.instance.attrs)
+                steps[i] = add_instance(st.instance)
+        models.append((name, path, lowered, steps, fusion))
+
     for entry in options.kiln_models:
         from .onnx_frontend import load_onnx  # imports onnx: only when models are baked
         if work_dir is None:  # never build zoo files into the caller's cwd (it may be the source tree);
@@ -151,17 +171,17 @@ def plan(options: Options, source_dir: Path, work_dir: Path | None = None, progr
         if batch != 1 and any(v.shape and v.shape[0] != batch for v in graph.inputs):
             raise KilnError("frontend", entry, f"{path} has a fixed batch dimension, so it cannot be baked at batch "
                             f"{batch}; only models whose first input dim is symbolic take @BATCH")
-        fusion = fuse(graph, name, options.enable_fusion, options.max_fusion_depth, log, profile)
-        lowered = lower(graph, name)
-        for d in lowered.decisions:
-            node, _, detail = d.partition(":")
-            log.add("lowering", f"{name}:{node}", "decision", "view_or_relayout", detail=detail.strip())
-        steps: dict[int, KernelPlan] = {}
-        for i, st in enumerate(lowered.steps):
-            if st.kind == "kernel":
-                st.instance = OpInstance(f"{name}:{st.name}", st.instance.type, st.instance.attrs)
-                steps[i] = add_instance(st.instance)
-        models.append((name, path, lowered, steps, fusion))
+        shapes = shape_buckets.prepare(graph, name, path, options, log)  # before fusion edits the graph
+        add_model(name, path, graph)
+        if shapes is not None:
+            bucketed[name] = shapes
+            for label, _, sized in shapes.pending:  # one more plan per bucket size, baked like a model
+                if label in names:
+                    raise KilnError("shapes", entry, f"the plan of shape bucket '{label}' and a model share this name")
+                names.add(label)
+                if progress:
+                    progress(f"model {name}: shape bucket {label}")
+                add_model(label, path, sized)
 
     kernels = list(by_spec.values())
     records = load_records(options.kiln_tuning_records, profile) if options.kiln_tuning_records else {}
@@ -195,4 +215,5 @@ def plan(options: Options, source_dir: Path, work_dir: Path | None = None, progr
                 naive=mem.naive_bytes, strategy=mem.strategy,
                 **{f"tried_{k}": v for k, v in mem.strategies.items()})
         model_plans.append(ModelPlan(name, str(path), lowered, mem, steps, fusion))
-    return Plan(options, profile, kernels, log, model_plans)
+    model_plans, generic_kernels = shape_buckets.attach(model_plans, bucketed, profile, options, log)
+    return Plan(options, profile, kernels, log, model_plans, generic_kernels)

@@ -15,9 +15,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-import jinja2
-
-from . import KilnError, layouts, winograd
+from . import KilnError, generic, layouts, shape_buckets, winograd
 from .opspec import features
 from .opspec_file import features as opspec_features
 from .opspec_file import render_opspec, spec_hash
@@ -36,8 +34,9 @@ LOG_DIR = "logs"  # one log per model
 
 def output_files(plan: Plan) -> list[str]:
     """Every file generate() writes, relative to the output directory."""
-    files = ["kiln_profiles.hpp", "kiln_kernel_table.hpp", "manifest.json"]
+    files = ["kiln_profiles.hpp", "kiln_kernel_table.hpp", "kiln_generic_table.hpp", "manifest.json"]
     files += [f"{KERNEL_DIR}/{k.symbol}.cpp" for k in plan.kernels]
+    files += [f"{KERNEL_DIR}/{g.symbol}.cpp" for g in plan.generic_kernels]
     files += list(dict.fromkeys(f"{OPSPEC_DIR}/{spec_hash(k.spec)}.opspec" for k in plan.kernels))  # one per spec
     files += [f"models/{m.name}.weights.bin" for m in plan.models]
     if plan.options.debug_optimization_path:
@@ -47,12 +46,16 @@ def output_files(plan: Plan) -> list[str]:
 
 
 def model_log(plan: Plan, m: ModelPlan) -> str:
-    """The model's share of the log: build-wide lines, its nodes' lines, and the lines of its kernels' specs."""
-    specs = {k.spec.name for k in m.step_kernels.values()}
+    """The model's share of the log: build-wide lines, its nodes' lines, and the lines of its kernels' specs
+    (with shape buckets: those of its bucket plans too, and of its generic kernels)."""
+    plans = [m] + (m.shapes.buckets if m.shapes else [])
+    names = {p.name for p in plans}
+    specs = {k.spec.name for p in plans for k in p.step_kernels.values()}
+    specs |= set(m.shapes.generic_symbols) if m.shapes else set()
     keep = []
     for line in plan.log.lines:
         subject = line.split(" ", 3)[2]
-        if subject in ("build", m.name) or subject.startswith(m.name + ":") or subject in specs:
+        if subject == "build" or subject in names or subject.split(":", 1)[0] in names or subject in specs:
             keep.append(line)
     return "\n".join(keep) + "\n"
 
@@ -62,15 +65,48 @@ SPACE_ARENA, SPACE_WEIGHTS, SPACE_INPUT, SPACE_OUTPUT = 0, 1, 2, 3
 WEIGHT_ALIGN = 64
 
 
+def winograd_weight_name(name: str, tile: int) -> str:
+    """Blob name of a conv weight transformed for Winograd F(tile x tile, 3 x 3)."""
+    return f"{name}@winograd_f{tile}"
+
+
+def step_inputs(m: ModelPlan, i: int) -> list[str]:
+    """The values step i reads; a Winograd kernel reads its weight transformed (winograd_weight_name)."""
+    s, k = m.lowered.steps[i], m.step_kernels.get(i)
+    if k is None or k.variant.family != "conv2d_winograd":
+        return list(s.inputs)
+    return [s.inputs[0], winograd_weight_name(s.inputs[1], k.variant.params["tile"]), *s.inputs[2:]]
+
+
 def packed_weights(m: ModelPlan) -> dict[str, np.ndarray]:
     """The model's weights in the layouts its chosen kernels read: lowering packs FRACTAL_Z, and a conv whose
-    variant is Winograd gets its weights transformed (G g G^T) here, once, at build time."""
-    weights = dict(m.lowered.weights)
-    for i, k in m.step_kernels.items():
-        if k.variant.family == "conv2d_winograd":
-            name = m.lowered.steps[i].inputs[1]
-            weights[name] = layouts.fractal_z_to_winograd(weights[name], k.spec.cout, k.spec.cin,
-                                                          k.variant.params["tile"])
+    variant is Winograd gets its weights transformed (G g G^T) here, once, at build time. With shape buckets
+    one blob serves every plan of the model: the packed weights have the same names and layouts at every size,
+    a transformed copy exists per Winograd tile some plan uses, and a FRACTAL_Z original is kept wherever a
+    direct kernel reads it -- always when the model has a generic path, whose convolutions are direct."""
+    plans = [m] + (m.shapes.buckets if m.shapes else [])
+    read: set[str] = set()
+    transformed: dict[str, tuple[str, int, int, int]] = {}  # blob name -> (FRACTAL_Z name, cout, cin, tile)
+    for p in plans:
+        for name, arr in p.lowered.weights.items():
+            if name not in m.lowered.weights or m.lowered.weights[name].shape != arr.shape:
+                raise KilnError("render", f"{p.name}: weight '{name}'", f"differs from the weight of the same name "
+                                f"at the model's own input size; shape buckets need size-independent weights")
+        for i in range(len(p.lowered.steps)):
+            read.update(step_inputs(p, i))
+        for i, k in p.step_kernels.items():
+            if k.variant.family == "conv2d_winograd":
+                name = p.lowered.steps[i].inputs[1]
+                tile = k.variant.params["tile"]
+                transformed[winograd_weight_name(name, tile)] = (name, k.spec.cout, k.spec.cin, tile)
+    keep_all = bool(m.shapes and m.shapes.generic_symbols)
+    weights: dict[str, np.ndarray] = {}
+    for name, arr in m.lowered.weights.items():  # first-use order, each transformed copy beside its original
+        if keep_all or name in read:
+            weights[name] = arr
+        for blob_name, (orig, cout, cin, tile) in sorted(transformed.items()):
+            if orig == name:
+                weights[blob_name] = layouts.fractal_z_to_winograd(arr, cout, cin, tile)
     return weights
 
 
@@ -114,12 +150,12 @@ def model_record(m: ModelPlan, kernel_symbols: dict[int, str], windex: dict[str,
         steps.append({
             "name": s.name, "kind": s.kind, "ops": s.ops, "op_types": s.op_types,
             "kernel": kernel_symbols.get(i), "glue": GLUE_CODES.get(s.glue), "params": s.params,
-            "inputs": [ref(v) for v in s.inputs], "output": ref(s.output),
+            "inputs": [ref(v) for v in step_inputs(m, i)], "output": ref(s.output),
             # the ONNX value this step produces, as held on the device (for per-kernel checks)
             "value": s.output, "layout": st.layout, "shape": list(st.logical),
             "frees": sorted(frees.get(i, [])),
         })
-    return {
+    rec = {
         "name": m.name,
         "onnx": m.onnx_path,
         "inputs": [{"name": n, "shape": list(sh)} for n, sh in low.graph_inputs],
@@ -141,14 +177,19 @@ def model_record(m: ModelPlan, kernel_symbols: dict[int, str], windex: dict[str,
         "unique_kernels": len(set(kernel_symbols.values())),
         "steps": steps,
     }
+    if m.shapes is not None:
+        rec["shape_buckets"] = shape_buckets.record(m, windex, blob_bytes)
+    return rec
 
 
-def _env(template_dir: Path) -> jinja2.Environment:
+def _env(template_dir: Path) -> "jinja2.Environment":
+    import jinja2  # only rendering needs it: the installed package plans shape buckets with this module at run time
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(template_dir)), undefined=jinja2.StrictUndefined,
                              keep_trailing_newline=True)
     env.filters["extract"] = lambda key, mapping: mapping[key]
     env.filters["cfloat"] = cfloat
     env.globals["winograd_program"] = lambda tile, which: winograd.linear_program(getattr(winograd.tile(tile), which))
+    env.globals.update(generic.BAKED_MODE)  # a generic kernel's render overrides these (codegen/generic.py)
     return env
 
 
@@ -213,10 +254,12 @@ def manifest(plan: Plan, blobs: dict[str, tuple[bytes, dict]] | None = None) -> 
         "kernels": [kernel_record(k, plan.profile) for k in plan.kernels],
         "models": [model_record(m, {i: k.symbol for i, k in m.step_kernels.items()}, blobs[m.name][1],
                                 len(blobs[m.name][0])) for m in plan.models],
+        "generic_kernels": [g.record() for g in plan.generic_kernels],
     }
 
 
 def render(plan: Plan, template_dir: Path | None = None, progress=None) -> dict[str, str | bytes]:
+    import jinja2
     env = _env(template_dir or TEMPLATE_DIR)
     files: dict[str, str] = {}
     profile_cpp = plan.profile.name
@@ -244,6 +287,18 @@ def render(plan: Plan, template_dir: Path | None = None, progress=None) -> dict[
         files[f"{KERNEL_DIR}/{k.symbol}.cpp"] = (
             f"// Generated by kiln codegen from templates/{k.variant.family}.cpp.j2. Do not edit.\n"
             f"// opspec {k.spec.name}; instances: {', '.join(k.instances)}\n" + src)
+    files["kiln_generic_table.hpp"] = env.get_template("kiln_generic_table.hpp.j2").render(
+        kernels=plan.generic_kernels)
+    for g in plan.generic_kernels:  # the same templates in generic mode (codegen/generic.py)
+        if progress:
+            progress(f"[generic] {g.symbol}")
+        try:
+            src = env.get_template(f"{g.family}.cpp.j2").render(k=g.symbol, profile=profile_cpp, **g.template_vars())
+        except jinja2.TemplateError as e:
+            raise KilnError("render", g.symbol, f"template {g.family}.cpp.j2 in generic mode: {e}") from None
+        files[f"{KERNEL_DIR}/{g.symbol}.cpp"] = (
+            f"// Generated by kiln codegen from templates/{g.family}.cpp.j2 in generic mode. Do not edit.\n"
+            f"// runtime shape fields: {', '.join(g.runtime_fields)}; serves: {', '.join(g.instances)}\n" + src)
     for spec, instances in spec_instances(plan).items():  # kernels pinned to other algorithms share the spec
         files[f"{OPSPEC_DIR}/{spec_hash(spec)}.opspec"] = render_opspec(spec, instances, plan.profile)
     if plan.options.debug_optimization_path:

@@ -677,20 +677,36 @@ TUNABLE = {"conv2d_cube_img2col": ("base_m", "base_n", "base_k1", "c1_step"),
            "conv2d_winograd": ("tile_batch", "c1_block", "co1_block", "base_m", "base_n", "base_k1", "c1_step")}
 
 
-def variant_from_params(spec: Opspec, profile: Profile, family: str, params: dict, source: str) -> Variant:
-    """The variant of `family` with the tunable parameters given by a pin or a tuning record (checked)."""
+# A whole searched tiling of a direct conv sets these besides TUNABLE; the size decides SIZE_DERIVED.
+SEARCHED_EXTRA = {"conv2d_cube_img2col": ("l1_buffers", "base_n2", "base_k2", "n_split")}
+SIZE_DERIVED = ("slab_rows", "epi_tile", "on_chip")
+
+
+def variant_from_params(spec: Opspec, profile: Profile, family: str, params: dict, source: str,
+                        whole: bool = False) -> Variant:
+    """The variant of `family` with the tunable parameters given by a pin or a tuning record (checked). whole:
+    `params` is a baked kernel's whole tiling, which a generic plan borrows for another input size
+    (codegen/shape_buckets.py): it may also set SEARCHED_EXTRA (a chain's has no base_n), and what the size
+    decides (SIZE_DERIVED) is recomputed here, as the fit to this spec's buffers is checked."""
     kind_of = {"gemm_cube": "gemm", "conv2d_cube_img2col": "conv2d", "conv2d_winograd": "conv2d"}
     if kind_of.get(family) != spec.kind:
         raise KilnError("tiling", spec.name, f"{source}: family {family!r} cannot implement a {spec.kind} kernel; "
                         f"tunable: {', '.join(f'{f} ({k})' for f, k in kind_of.items())}")
     want = set(TUNABLE[family]) | ({"tile"} if family == "conv2d_winograd" else set())
-    if set(params) != want:
+    if whole:
+        params = {k: v for k, v in params.items() if k not in SIZE_DERIVED}
+        chain = getattr(spec, "mid", 0) > 0
+        need = (want - {"base_n"}) | {"base_n2", "base_k2", "n_split"} if chain else want
+        if not need <= set(params) <= want | set(SEARCHED_EXTRA.get(family, ())):
+            raise KilnError("tiling", spec.name, f"{source}: tiling {sorted(params)} is not a whole tiling of "
+                            f"{family} (needs {sorted(need)})")
+    elif set(params) != want:
         raise KilnError("tiling", spec.name, f"{source}: tiling {sorted(params)} must set exactly {sorted(want)}")
     bad = sorted(k for k, v in params.items() if not isinstance(v, int) or isinstance(v, bool) or v < 1)
     if bad:
         raise KilnError("tiling", spec.name, f"{source}: {', '.join(bad)} must be positive integers")
     for key in ("base_m", "base_n"):
-        if params[key] % 16:
+        if key in params and params[key] % 16:
             raise KilnError("tiling", spec.name, f"{source}: {key}={params[key]} is not a multiple of 16")
     if family == "gemm_cube":
         base = _gemm_variant(spec, profile, OptLog())

@@ -3,11 +3,13 @@
 // module through kiln/baked.hpp.
 #include "kiln/baked.hpp"
 
+#include "kiln_generic_table.hpp"
 #include "kiln_kernel_table.hpp"
 
 namespace kiln::kernels {
 
 const std::vector<KernelEntry>& baked_table() { return table(); }
+const std::vector<GenericKernelEntry>& baked_generic_table() { return generic_table(); }
 const char* baked_manifest_json() { return manifest_json; }
 
 }  // namespace kiln::kernels

@@ -92,6 +92,37 @@ const KernelEntry& find_kernel(const std::string& name) {
   throw py::key_error("no baked kernel named '" + name + "'");
 }
 
+const GenericKernelEntry& find_generic(const std::string& name) {
+  for (const auto& k : kernels::baked_generic_table())
+    if (name == k.name) return k;
+  throw py::key_error("no generic kernel named '" + name + "' in this build");
+}
+
+// A generic step's RuntimeShape from its plan: only fields the kernel reads, each a positive integer
+// (the planner leaves out a tiling parameter the template defaults).
+RuntimeShape parse_runtime_shape(const std::string& where, const GenericKernelEntry& k, py::dict d) {
+  const std::string fields = std::string(" ") + k.runtime_fields + " ";
+  RuntimeShape rs;
+  for (auto item : d) {
+    const std::string key = py::str(item.first);
+    const long value = item.second.cast<long>();
+    if (fields.find(" " + key + " ") == std::string::npos)
+      throw py::value_error(where + ": generic kernel '" + k.name + "' reads no runtime field '" + key +
+                            "' (it reads:" + fields + ")");
+    if (value < 1) throw py::value_error(where + ": runtime field '" + key + "' must be positive");
+    bool known = false;
+#define KILN_SET_FIELD(name)  \
+    if (key == #name) {       \
+      rs.name = value;        \
+      known = true;           \
+    }
+    KILN_RUNTIME_SHAPE_FIELDS(KILN_SET_FIELD)
+#undef KILN_SET_FIELD
+    if (!known) throw py::value_error(where + ": '" + key + "' is not a RuntimeShape field");
+  }
+  return rs;
+}
+
 py::dict run_kernel(const std::string& name, const std::vector<py::array>& inputs, py::array out) {
   const KernelEntry& k = find_kernel(name);
   if (inputs.size() != k.inputs.size())
@@ -360,7 +391,13 @@ class PyExecutor {
           throw py::value_error("model '" + model + "', step '" + s.name + "': freed region out of the arena");
         s.frees.emplace_back(t[0], t[1]);
       }
-      if (!d["kernel"].is_none()) {
+      if (!d["kernel"].is_none() && d.contains("runtime_shape")) {  // a generic kernel at this step's size
+        s.generic = &find_generic(d["kernel"].cast<std::string>());
+        s.shape = parse_runtime_shape("model '" + model + "', step '" + s.name + "'", *s.generic,
+                                      d["runtime_shape"].cast<py::dict>());
+        if (s.inputs.size() != s.generic->inputs)
+          throw py::value_error("model '" + model + "', step '" + s.name + "': input count differs from the kernel's");
+      } else if (!d["kernel"].is_none()) {
         s.kernel = &find_kernel(d["kernel"].cast<std::string>());
         if (s.inputs.size() != s.kernel->inputs.size())
           throw py::value_error("model '" + model + "', step '" + s.name + "': input count differs from the kernel's");
@@ -467,6 +504,11 @@ PYBIND11_MODULE(_core, m) {
   m.def("kernel_names", [] {
     std::vector<std::string> out;
     for (const auto& k : kernels::baked_table()) out.emplace_back(k.name);
+    return out;
+  });
+  m.def("generic_kernel_names", [] {
+    std::vector<std::string> out;
+    for (const auto& k : kernels::baked_generic_table()) out.emplace_back(k.name);
     return out;
   });
   m.def("run", &run_kernel, py::arg("name"), py::arg("inputs"), py::arg("out"),

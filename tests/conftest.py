@@ -48,4 +48,6 @@ def build_package(root: Path, *defines: str) -> Path:
     _sh.copytree(REPO / "codegen", pkg / "codegen", ignore=_sh.ignore_patterns("__pycache__"))
     for so in build.glob("_core*"):
         _sh.copy(so, pkg)
+    if (build / "generated" / "models").is_dir():  # baked models' weight blobs (kiln.load reads them)
+        _sh.copytree(build / "generated" / "models", pkg / "models")
     return pkg.parent

@@ -30,6 +30,8 @@ enum class Glue : int { InputNCHW = 0, InputND = 1, ToNCHW = 2, OutputND = 3, Ou
 
 struct StepPlan {
   const KernelEntry* kernel = nullptr;  // kernel step, or
+  const GenericKernelEntry* generic = nullptr;  // kernel step on a generic kernel, with
+  RuntimeShape shape;                           // the shape of this launch, or
   Glue glue = Glue::InputND;            // glue step
   std::vector<long> params;             // glue shape parameters
   std::vector<TensorRef> inputs;
@@ -72,8 +74,8 @@ class Executor {
       in_ptrs.clear();
       for (const auto& r : s.inputs) in_ptrs.push_back(resolve(r, arena.get(), inputs, outputs));
       void* out = const_cast<void*>(resolve(s.output, arena.get(), inputs, outputs));
-      if (s.kernel) {
-        emu::KernelStats ks = s.kernel->fn(in_ptrs.data(), out);
+      if (s.kernel || s.generic) {
+        emu::KernelStats ks = s.kernel ? s.kernel->fn(in_ptrs.data(), out) : s.generic->fn(in_ptrs.data(), out, s.shape);
         results[i].cycles = ks.cycles;
         results[i].is_kernel = true;
         if (capture) {

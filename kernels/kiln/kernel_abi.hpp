@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <vector>
 
+#include "kiln/generic_abi.hpp"
 #include "kiln/launch.hpp"
 
 namespace kiln {

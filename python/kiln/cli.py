@@ -130,6 +130,14 @@ def _analyze(args) -> int:
     return 0 if not report["unsupported"] else 1
 
 
+def _input_size(text: str) -> tuple[int, int]:
+    """--input-size S or HxW."""
+    parts = text.lower().split("x")
+    if len(parts) not in (1, 2) or not all(p.isdigit() and int(p) > 0 for p in parts):
+        raise ValueError(f"--input-size {text!r}: expected S or HxW with positive integers, e.g. 240 or 240x320")
+    return (int(parts[0]), int(parts[-1]))
+
+
 def _validate(args) -> int:
     import kiln
     from . import validate as v
@@ -138,9 +146,14 @@ def _validate(args) -> int:
     except KeyError as e:
         print(f"kiln: {e.args[0]}", file=sys.stderr)
         return 2
-    report = v.validate(model, seeds=tuple(range(args.seeds)))
+    try:
+        size = _input_size(args.input_size) if args.input_size else None
+        report = v.validate(model, seeds=tuple(range(args.seeds)), input_size=size)
+    except ValueError as e:
+        print(f"kiln: {e}", file=sys.stderr)
+        return 2
     if args.per_kernel:
-        report["kernels"] = v.per_kernel(model)
+        report["kernels"] = v.per_kernel(model, input_size=size)
         bad = [k for k in report["kernels"] if k["cosine"] < v.COSINE_MIN]
         report["first_divergent_kernel"] = bad[0]["name"] if bad else None
         report["passed"] = report["passed"] and not bad
@@ -432,6 +445,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="number of random inputs (seeds 0..N-1), 1..100")
     v.add_argument("--per-kernel", action="store_true",
                    help="also compare every kernel's output with the same tensor from ONNX Runtime")
+    v.add_argument("--input-size", metavar="S|HxW",
+                   help="run the image input at this spatial size (a model baked with KILN_SHAPE_BUCKETS: a bucket "
+                        "size runs its specialised kernels, any other the generic ones)")
     v.set_defaults(fn=_validate)
     pl = sub.add_parser("plan", help="a baked model's memory plan: arena, lower bound, offsets over time")
     pl.add_argument("model")

@@ -3,12 +3,15 @@ AI Core, layout glue on the host), intermediates in one arena planned at build
 time, weights from the blob packed at build time."""
 from __future__ import annotations
 
+import os
+import sys
 from dataclasses import dataclass
 from importlib import resources
 
 import numpy as np
 
 from . import _core
+from .dispatch import Dispatcher, describe, log_line
 
 
 @dataclass
@@ -19,10 +22,14 @@ class KernelStep:
     op_types: list[str]
     kernel: str
     simulated_cycles: float | None = None
+    generic: bool = False  # a generic kernel (runtime shapes) served this launch (KILN_SHAPE_BUCKETS)
 
 
 class Model:
-    """`kiln.load(name)`; thread-safe: every run has its own arena."""
+    """`kiln.load(name)`; thread-safe: every run has its own arena.
+
+    A model baked with KILN_SHAPE_BUCKETS also takes other input sizes (kiln/dispatch.py): `last_dispatch` says
+    which path served the latest call, and `kernels` are the launches of that call's plan."""
 
     def __init__(self, record: dict, kernels: dict[str, dict]):
         self.record = record
@@ -42,44 +49,59 @@ class Model:
                                     [list(s) for _, s in self.inputs], [list(s) for _, s in self.outputs])
         self.kernels = [KernelStep(s["name"], s["ops"], s["op_types"], s["kernel"])
                         for s in record["steps"] if s["kind"] == "kernel"]
+        self.last_dispatch: dict | None = None  # {"path": baked|bucket|generic, "input_size": (H, W), "kernels", ...}
+        self._served = record
+        self._dispatch = Dispatcher(self, self._exec, weights)
 
     def __repr__(self) -> str:
         return (f"<kiln.Model {self.name}: {self.kernel_launches} kernel launches, "
                 f"{len({k.kernel for k in self.kernels})} unique kernels, arena {self.arena_bytes} B>")
 
     def run(self, *inputs: np.ndarray, out: np.ndarray | list[np.ndarray] | None = None,
-            poison_freed: bool = False):
-        """fp32 in, fp32 out, in the ONNX model's shapes. Returns one array per output
+            poison_freed: bool = False, force_generic: bool = False):
+        """fp32 in, fp32 out, in the ONNX model's shapes (with shape buckets: any input size the model's
+        graph takes, see `accepted_inputs`). Returns one array per output
         (a single array when the model has one output); with `out`, fills the caller's arrays.
         The boundary always converts (fp32 <-> fp16 and the device layouts), so inputs are read and
         outputs written once by the first and last step; nothing else copies them.
         poison_freed: a debugging check of the memory plan: every arena region is overwritten with
-        NaNs as soon as its tensor is dead, so a read of a dead tensor shows in the result."""
-        outs, _ = self._run(inputs, out, capture=False, poison=poison_freed)
+        NaNs as soon as its tensor is dead, so a read of a dead tensor shows in the result.
+        force_generic: run the generic kernels even at a baked size (to check or time them against the
+        bucket's); needs a build with KILN_SHAPE_BUCKETS."""
+        outs, _ = self._run(inputs, out, capture=False, poison=poison_freed, force_generic=force_generic)
         return outs[0] if len(outs) == 1 else outs
 
-    def run_capture(self, *inputs: np.ndarray) -> tuple[list[np.ndarray], dict[str, np.ndarray]]:
+    def run_capture(self, *inputs: np.ndarray, force_generic: bool = False
+                    ) -> tuple[list[np.ndarray], dict[str, np.ndarray]]:
         """Runs and also returns every kernel's output: {ONNX value name: fp32 array in its ONNX shape}."""
-        return self._run(inputs, None, capture=True)
+        return self._run(inputs, None, capture=True, force_generic=force_generic)
 
-    def _run(self, inputs, out, capture: bool, poison: bool = False):
+    def accepted_inputs(self) -> str:
+        """The input shapes `run` takes, in words (the baked shape, or with shape buckets the sizes)."""
+        return self._dispatch.accepted()
+
+    def _run(self, inputs, out, capture: bool, poison: bool = False, force_generic: bool = False):
         if len(inputs) != len(self.inputs):
             raise TypeError(f"model {self.name} takes {len(self.inputs)} input(s) "
                             f"({', '.join(n for n, _ in self.inputs)}), got {len(inputs)}")
-        xs = []
-        for (name, shape), x in zip(self.inputs, inputs):
-            x = np.ascontiguousarray(x, dtype=np.float32)
-            if x.shape != shape:
-                raise ValueError(f"model {self.name}: input '{name}' must have shape {shape}, got {x.shape}")
-            xs.append(x)
+        if force_generic and not (self._dispatch.shapes and self._dispatch.shapes["generic_kernels"]):
+            raise ValueError(f"model {self.name} has no generic kernels (build with KILN_SHAPE_BUCKETS)")
+        xs = [np.ascontiguousarray(x, dtype=np.float32) for x in inputs]
+        plan, planned = self._dispatch.plan_for([x.shape for x in xs], force_generic)
         if out is None:
-            outs = [np.empty(shape, np.float32) for _, shape in self.outputs]
+            outs = [np.empty(shape, np.float32) for shape in plan.output_shapes]
         else:
             outs = [out] if isinstance(out, np.ndarray) else list(out)
-        results = self._exec.run(xs, outs, capture, poison)
-        ks = iter(self.kernels)
+        results = plan.executor.run(xs, outs, capture, poison)
+        self._exec = plan.executor  # last_step_seconds: the executor that ran last
+        self._served = plan.record
+        self.kernels = plan.kernels
+        self.last_dispatch = describe(self.name, plan, [x.shape for x in xs], planned)
+        if os.environ.get("KILN_LOG", "").strip() not in ("", "0"):
+            print(log_line(self.name, self.last_dispatch), file=sys.stderr, flush=True)
+        ks = iter(plan.kernels)
         captured: dict[str, np.ndarray] = {}
-        for step, r in zip(self.record["steps"], results):
+        for step, r in zip(plan.record["steps"], results):
             if step["kind"] != "kernel":
                 continue
             if capture:
@@ -87,6 +109,11 @@ class Model:
                 captured[step["value"]] = _unpack(np.frombuffer(data, np.float16), step["layout"], step["shape"])
             next(ks).simulated_cycles = r
         return outs, captured
+
+    @property
+    def plan_record(self) -> dict:
+        """The record (steps, arena, inputs) of the plan that served the latest call: the model's own before any."""
+        return self._served
 
     @property
     def last_step_seconds(self) -> list[float]:

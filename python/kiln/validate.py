@@ -41,33 +41,59 @@ def compare(got: np.ndarray, want: np.ndarray) -> dict:
     return {"cosine": cosine, "max_abs_err": float(err.max()), "max_rel_err": float(err.max() / scale)}
 
 
-def ort_session(path: Path, extra_outputs: list[str] | None = None, threads: int = 2):
+def ort_session(path: Path, extra_outputs: list[str] | None = None, threads: int = 2,
+                input_shapes: dict[str, tuple[int, ...]] | None = None):
+    """An ONNX Runtime session on the file; `input_shapes` re-declares inputs at other shapes (the file's input
+    dims are fixed, and ONNX Runtime checks them), dropping the stored shapes of everything downstream."""
     import onnx
     import onnxruntime as ort
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = threads
     opts.log_severity_level = 3
-    if not extra_outputs:
+    if not extra_outputs and not input_shapes:
         return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
     model = onnx.load(str(path))
+    if input_shapes:
+        for inp in model.graph.input:
+            if inp.name in input_shapes:
+                for dim, d in zip(inp.type.tensor_type.shape.dim, input_shapes[inp.name]):
+                    dim.Clear()
+                    dim.dim_value = int(d)
+        del model.graph.value_info[:]
+        for out in model.graph.output:
+            out.type.tensor_type.ClearField("shape")
     have = {o.name for o in model.graph.output}
-    for name in extra_outputs:
+    for name in extra_outputs or []:
         if name not in have:
             model.graph.output.append(onnx.helper.make_empty_tensor_value_info(name))
     return ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
 
 
-def validate(model, seeds=(0, 1, 2)) -> dict:
-    """model: a kiln.Model. Returns the report dict (see the README's CLI contract)."""
+def _input_shapes(model, input_size: tuple[int, int] | None) -> list[tuple[int, ...]]:
+    """The model's input shapes, with the (single, NCHW) image input at `input_size` = (H, W) when given."""
+    shapes = [tuple(shape) for _, shape in model.inputs]
+    if input_size is None:
+        return shapes
+    if len(shapes) != 1 or len(shapes[0]) != 4:
+        raise ValueError(f"model {model.name}: an input size applies to one NCHW input, it has {shapes}")
+    return [shapes[0][:2] + tuple(int(d) for d in input_size)]
+
+
+def validate(model, seeds=(0, 1, 2), input_size: tuple[int, int] | None = None, force_generic: bool = False) -> dict:
+    """model: a kiln.Model. Returns the report dict (see the README's CLI contract). input_size (H, W): run
+    at that input size (a model baked with KILN_SHAPE_BUCKETS); force_generic: on the generic kernels."""
     path = onnx_path_of(model.record)
-    sess = ort_session(path)
+    shapes = _input_shapes(model, input_size)
+    sess = ort_session(path, input_shapes=dict(zip([n for n, _ in model.inputs], shapes)) if input_size else None)
     ort_inputs = [i.name for i in sess.get_inputs()]
     outputs: dict[str, dict] = {}
     top1, low_signal = [], [float("inf")]
+    dispatch = None
     for seed in seeds:
         rng = np.random.default_rng(seed)
-        xs = [rng.standard_normal(shape).astype(np.float32) for _, shape in model.inputs]
-        got = model.run(*xs)
+        xs = [rng.standard_normal(shape).astype(np.float32) for shape in shapes]
+        got = model.run(*xs, force_generic=force_generic)
+        dispatch = model.last_dispatch
         got = [got] if isinstance(got, np.ndarray) else got
         want = sess.run([n for n, _ in model.outputs], dict(zip(ort_inputs, xs)))
         for (name, _), g, w in zip(model.outputs, got, want):
@@ -83,27 +109,32 @@ def validate(model, seeds=(0, 1, 2)) -> dict:
     passed = all(o["cosine"] >= COSINE_MIN for o in outs) and all(top1)
     report = {"model": model.name, "onnx": str(path), "passed": passed, "seeds": list(seeds), "outputs": outs,
               "top1_agreement": (sum(top1) / len(top1)) if top1 else None, "thresholds": {"cosine": COSINE_MIN}}
+    if input_size is not None or (dispatch and dispatch["path"] != "baked"):
+        report["dispatch"] = {k: dispatch[k] for k in ("path", "input_size", "kernels", "generic_kernels")}
     if min(low_signal) < LOW_SIGNAL_STD:
         # The final output barely depends on anything: agreement there proves little, so every kernel is compared.
         report["low_signal_output"] = True
-        report["kernels"] = per_kernel(model, seeds[0])
+        report["kernels"] = per_kernel(model, seeds[0], input_size, force_generic)
         report["passed"] = passed and all(k["cosine"] >= COSINE_MIN for k in report["kernels"])
     return report
 
 
-def per_kernel(model, seed: int = 0) -> list[dict]:
+def per_kernel(model, seed: int = 0, input_size: tuple[int, int] | None = None,
+               force_generic: bool = False) -> list[dict]:
     """Every kernel's output against the same ONNX value from ONNX Runtime, in launch order."""
     path = onnx_path_of(model.record)
     rng = np.random.default_rng(seed)
-    xs = [rng.standard_normal(shape).astype(np.float32) for _, shape in model.inputs]
-    _, captured = model.run_capture(*xs)
+    shapes = _input_shapes(model, input_size)
+    xs = [rng.standard_normal(shape).astype(np.float32) for shape in shapes]
+    _, captured = model.run_capture(*xs, force_generic=force_generic)
     import onnx
     in_onnx = {o for n in onnx.load(str(path), load_external_data=False).graph.node for o in n.output}
     # device-only tensors (e.g. a B operand stored transposed) have no ONNX counterpart to compare with
     names = [n for n in captured if n in in_onnx]
-    sess = ort_session(path, extra_outputs=names)
+    sess = ort_session(path, extra_outputs=names,
+                       input_shapes=dict(zip([n for n, _ in model.inputs], shapes)) if input_size else None)
     want = dict(zip(names, sess.run(names, dict(zip([i.name for i in sess.get_inputs()], xs)))))
-    by_value = {s["value"]: s for s in model.record["steps"] if s["kind"] == "kernel"}
+    by_value = {s["value"]: s for s in model.plan_record["steps"] if s["kind"] == "kernel"}
     rows = []
     for name in names:
         c = compare(captured[name], want[name].reshape(captured[name].shape))
@@ -119,6 +150,10 @@ def format_text(r: dict) -> str:
     for o in r["outputs"]:
         lines.append(f"  {o['name']}: cosine {o['cosine']:.6f} (>= {COSINE_MIN}), max abs err {o['max_abs_err']:.3g}, "
                      f"max rel err {o['max_rel_err']:.3g}")
+    if r.get("dispatch"):
+        d = r["dispatch"]
+        lines.append(f"  served by the {d['path']} plan at input size {d['input_size'][0]}x{d['input_size'][1]}: "
+                     f"{d['kernels']} kernel launches, {d['generic_kernels']} on generic kernels")
     if r["top1_agreement"] is not None:
         lines.append(f"  top-1 agreement {100 * r['top1_agreement']:.0f}%")
     if r.get("kernels"):

@@ -1,0 +1,228 @@
+"""Generic kernels: one compiled kernel per *structural* spec, with the input size as a runtime argument.
+
+A baked kernel is specialised for one Opspec: every dim and every tiling parameter is a C++ constexpr. A
+generic kernel is rendered from the same Jinja2 template in a second mode: the values that depend on the
+spatial size of the input (H, W and what follows from them: HO, WO, element counts, and the tiling, which
+must fit the buffers for the size at hand -- an L1 slab holds rows of W pixels) become members of a
+struct filled from a `RuntimeShape` at each launch (kernels/kiln/generic_abi.hpp), while channel counts,
+kernel window, strides, pads and the fused epilogue stay compiled in. So one generic kernel serves every
+input size of one structural spec, and a model needs as many generic kernels as it has structural specs.
+
+The templates mark each namespace-scope constant with `{{ dyn }}` (may depend on the runtime shape) or
+`{{ fixed }}` (structural; needed by `if constexpr`) and bracket their code with `{{- kernel_struct_begin }}`,
+`{{ kernel_entry(k) }}` and `{{ kernel_entry_end(k) }}`; in the baked mode all of these render to exactly the
+text the templates had before generic mode existed, so baked kernels are unchanged.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+
+from .opspec import Opspec
+from .tiling import Variant
+
+# The fields of `struct RuntimeShape`, in its order (kernels/kiln/generic_abi.hpp KILN_RUNTIME_SHAPE_FIELDS;
+# tests/test_shape_buckets.py holds the two lists equal).
+RUNTIME_FIELDS = ("h", "w", "ho", "wo", "h2", "w2", "numel", "base_m", "base_n", "base_k1", "c1_step", "slab_rows",
+                  "epi_tile", "l1_buffers", "base_n2", "base_k2", "n_split", "rows_per_block", "chunk_pixels",
+                  "tile_elems", "blocks")
+
+
+@dataclass(frozen=True)
+class GenericForm:
+    """How a kernel family becomes generic."""
+    size_fields: tuple[str, ...]     # spec fields that vary with the input size (erased from the structural key)
+    spec_fields: tuple[str, ...]     # spec attributes the template reads that become runtime values
+    tiling_fields: tuple[str, ...]   # variant parameters that become runtime values
+    runtime_blocks: bool = False     # the template reads v.blocks (the block count depends on the size)
+
+
+_WINDOW = ("h", "w", "ho", "wo")
+_STREAM = GenericForm(("numel",), ("numel",), ("tile_elems",), runtime_blocks=True)
+
+# Families with a generic mode. A size-dependent kernel of any other family (e.g. a softmax over spatial
+# positions) leaves its model without a generic path; the build log says which node.
+GENERIC_FAMILIES: dict[str, GenericForm] = {
+    # h2, w2: the map of an accumulated second source (a ResNet downsample 1x1); base_n2, base_k2, n_split: chains
+    "conv2d_cube_img2col": GenericForm(("h", "w", "h2", "w2"), _WINDOW + ("h2", "w2"),
+                                       ("base_m", "base_n", "base_k1", "c1_step", "slab_rows", "epi_tile",
+                                        "l1_buffers", "base_n2", "base_k2", "n_split")),
+    "dwconv2d_vector": GenericForm(("h", "w"), _WINDOW, ("rows_per_block",)),
+    "maxpool2d_vector": GenericForm(("h", "w"), _WINDOW, ("rows_per_block",)),
+    # global pooling's window is the whole map: kh, kw are the size too
+    "global_avgpool_vector": GenericForm(("h", "w", "kh", "kw"), ("h", "w"), ("chunk_pixels",)),
+    "eltwise_vector": _STREAM,
+    "gelu_vector": _STREAM,
+}
+# Variant parameters that are structural (fixed per profile and spec, so part of the key), per family.
+STRUCTURAL_PARAMS = {"conv2d_cube_img2col": ("on_chip",)}
+
+
+@dataclass(frozen=True)
+class GenericKey:
+    """What one generic kernel implements: a family and a spec with its size fields erased (0)."""
+    family: str
+    spec: Opspec
+    structural: tuple[tuple[str, int], ...] = ()  # structural variant parameters, e.g. (("on_chip", 1),)
+
+
+def generic_key(spec: Opspec, variant: Variant) -> GenericKey | None:
+    """The structural key of a kernel, or None when its family has no generic mode."""
+    form = GENERIC_FAMILIES.get(variant.family)
+    if form is None:
+        return None
+    erased = replace(spec, **{f: 0 for f in form.size_fields})
+    structural = tuple((p, int(variant.params[p])) for p in STRUCTURAL_PARAMS.get(variant.family, ())
+                       if p in variant.params)
+    return GenericKey(variant.family, erased, structural)
+
+
+def generic_symbol(key: GenericKey) -> str:
+    """C++ symbol of a generic kernel: the family, `generic`, then the structural spec with the size as
+    letters (conv2d_cube_img2col_generic_1x64xHxW_o64_k3x3_s1_p1_bias_relu, eltwise_vector_generic_add_relu_N)."""
+    s = key.spec
+    letters = {"h": "H", "w": "W", "kh": "H", "kw": "W", "numel": "N"}
+    shown = {f.name: letters.get(f.name, getattr(s, f.name)) if f.name in GENERIC_FAMILIES[key.family].size_fields
+             else getattr(s, f.name) for f in fields(s)}
+    if key.family == "global_avgpool_vector":  # its name property needs numeric dims
+        name = f"pool2d_global{s.op}_{s.n}x{s.c}xHxW"
+    else:
+        name = type(s)(**shown).name
+    body = name[len(s.kind):] if name.startswith(s.kind) else "_" + name
+    extra = "".join(f"_{p}{v}" for p, v in key.structural if v)
+    return f"{key.family}_generic{body}{extra}"
+
+
+def runtime_args(spec: Opspec, variant: Variant) -> dict[str, int]:
+    """The RuntimeShape values of one launch of the generic kernel for `spec` with the tiling `variant`
+    (a parameter the variant does not set is left to the template's own default, see _RuntimeParams.get; a
+    size field of an absent part, e.g. h2 without a second source, is 0 and unread)."""
+    form = GENERIC_FAMILIES[variant.family]
+    args = {f: int(getattr(spec, f)) for f in form.spec_fields if getattr(spec, f)}
+    args.update({p: int(variant.params[p]) for p in form.tiling_fields if p in variant.params})
+    if form.runtime_blocks:
+        args["blocks"] = int(variant.blocks)
+    return args
+
+
+def runtime_field_names(family: str) -> tuple[str, ...]:
+    """Every RuntimeShape field a generic kernel of `family` may read (its table entry lists them)."""
+    form = GENERIC_FAMILIES[family]
+    return tuple(f for f in RUNTIME_FIELDS if f in form.spec_fields or f in form.tiling_fields
+                 or (f == "blocks" and form.runtime_blocks))
+
+
+# ---------------------------------------------------------------- rendering
+
+BAKED_MODE = {
+    "generic": False,
+    "dyn": "constexpr",
+    "fixed": "constexpr",
+    "dyn_fn": "constexpr ",  # a helper function that reads shape-dependent values
+    "kernel_struct_begin": "",
+    "kernel_entry": lambda k: f"}}  // namespace\n\nKernelStats {k}(const void* const* in, void* out) {{",
+    "kernel_entry_end": lambda k: "",
+}
+
+_STRUCT_BEGIN = """
+// Generic kernel: the values below marked `const` follow the input size (and the tiling chosen for it) given at
+// each launch as a RuntimeShape `rt`; the static constexpr ones are this kernel's structure.
+struct Kernel {
+  explicit Kernel(const RuntimeShape& shape) : rt(shape) {}
+  const RuntimeShape rt;  // first member: the shape-dependent members below are initialised from it
+"""
+
+
+def _generic_entry_end(k: str) -> str:
+    return (f"\n}};  // struct Kernel\n}}  // namespace\n\n"
+            f"KernelStats {k}(const void* const* in, void* out, const RuntimeShape& rt) {{\n"
+            f"  return Kernel(rt).run(in, out);\n}}")
+
+
+GENERIC_MODE = {
+    "generic": True,
+    "dyn": "const",             # a const member initialised from rt
+    "fixed": "static constexpr",
+    "dyn_fn": "",                # a member function, reading the const members
+    "kernel_struct_begin": _STRUCT_BEGIN.rstrip("\n"),
+    "kernel_entry": lambda k: "KernelStats run(const void* const* in, void* out) {",
+    "kernel_entry_end": _generic_entry_end,
+}
+
+
+class _RuntimeSpec:
+    """The spec as a generic template sees it: size fields render as `rt.<field>`, the rest as values."""
+
+    def __init__(self, spec: Opspec, runtime: tuple[str, ...]):
+        self._spec, self._runtime = spec, runtime
+
+    def __getattr__(self, name: str):
+        if name in self._runtime:
+            return f"rt.{name}"
+        return getattr(self._spec, name)
+
+
+class _RuntimeParams:
+    """Variant parameters: runtime ones render as `rt.<name>`, structural ones as values."""
+
+    def __init__(self, params: dict, runtime: tuple[str, ...]):
+        self._params, self._runtime = params, runtime
+
+    def __getitem__(self, name: str):
+        if name in self._runtime:
+            return f"rt.{name}"
+        return self._params[name]
+
+    def __getattr__(self, name: str):
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def get(self, name: str, default=None):
+        if name in self._runtime:  # runtime_args() leaves a parameter the variant lacks at 0: the template's default
+            return f"(rt.{name} > 0 ? rt.{name} : {default})" if default is not None else f"rt.{name}"
+        return self._params.get(name, default)
+
+
+class _RuntimeVariant:
+    tag = "chosen at run time for each input size"
+
+    def __init__(self, variant: Variant, form: GenericForm):
+        self.family = variant.family
+        self.params = _RuntimeParams(variant.params, form.tiling_fields)
+        self.blocks = "rt.blocks" if form.runtime_blocks else variant.blocks
+
+
+@dataclass
+class GenericKernel:
+    """One generic kernel of the build, rendered from the spec and variant of its first instance (only the
+    structural values of those are compiled in)."""
+    key: GenericKey
+    spec: Opspec
+    variant: Variant
+    instances: list[str]  # "model:node" of every step it can serve
+
+    @property
+    def symbol(self) -> str:
+        return generic_symbol(self.key)
+
+    @property
+    def family(self) -> str:
+        return self.key.family
+
+    @property
+    def inputs(self) -> int:
+        return len(self.spec.inputs())
+
+    @property
+    def runtime_fields(self) -> tuple[str, ...]:
+        return runtime_field_names(self.family)
+
+    def template_vars(self) -> dict:
+        form = GENERIC_FAMILIES[self.family]
+        return {"s": _RuntimeSpec(self.spec, form.spec_fields), "v": _RuntimeVariant(self.variant, form),
+                **GENERIC_MODE}
+
+    def record(self) -> dict:
+        return {"name": self.symbol, "family": self.family, "runtime_fields": list(self.runtime_fields),
+                "inputs": self.inputs, "instances": list(self.instances)}
