@@ -825,6 +825,86 @@ def _dwconv(spec, params: dict, profile: Profile) -> Prediction:
     return launch(profile, "vector", spec.n * c1s * bands, block)
 
 
+def _vec_flat_cycles(profile: Profile, n: int, lanes: int, op: str, fp32: bool) -> float:
+    """V-pipe cycles of SimCore.vec_flat(n, lanes, [(op, fp32)]), without running it."""
+    cpr = (profile.vec_cpr_f32 if fp32 else profile.vec_cpr_f16)[_VEC_INDEX[op]]
+    full, tail = divmod(n, lanes)
+    instrs = ceil(full / 255) + (1 if tail else 0)
+    return instrs * profile.vec_head + cpr * (full + (1 if tail else 0))
+
+
+def vector_conv_lower_bound(spec, params: dict, profile: Profile) -> float:
+    """Cycles conv2d_vector cannot beat: its per-channel cast and multiply-add work alone, spread evenly over
+    the Vector cores. Lets the algorithm choice skip the exact replay of a conv the Vector unit clearly loses."""
+    per_row = (_vec_flat_cycles(profile, spec.wo * 16, 64, "Cast", True)
+               + _vec_flat_cycles(profile, spec.wo * 16, 64, "MulAddDst", True))
+    work = spec.n * c1(spec.cout) * spec.ho * spec.cin * spec.kh * spec.kw * per_row
+    return work / profile.cores_for("vector")
+
+
+def _conv_vector(spec, params: dict, profile: Profile) -> Prediction:
+    """templates/conv2d_vector.cpp.j2, instruction for instruction."""
+    from .tiling import _vector_conv_geometry
+    rpb = params["rows_per_block"]
+    bands, co1s, c1s, taps = ceil(spec.ho / rpb), c1(spec.cout), c1(spec.cin), spec.kh * spec.kw
+    row, wpp = spec.wo * 16, _vector_conv_geometry(spec, rpb)[1]
+    plane = _vector_conv_geometry(spec, rpb)[0] * wpp
+
+    def block(core: SimCore, b: int) -> None:
+        r0 = (b % bands) * rpb
+        rows_out = min(rpb, spec.ho - r0)
+        slab_rows = _vector_conv_geometry(spec, rows_out)[0]
+        img_row0 = r0 * spec.sh - spec.pt
+        lo, hi = max(0, img_row0), min(spec.h, img_row0 + slab_rows)
+        if core.blocks > 0:
+            core.wait_flag("V", "MTE2", 1)
+        if spec.pl or spec.pr or lo != img_row0 or hi != img_row0 + slab_rows:
+            core.vec_flat(c1s * plane * 16, 128, [("Dup", False)])
+            core.set_flag("V", "MTE2", 0)
+            core.wait_flag("V", "MTE2", 0)
+        if hi > lo:
+            for _ in range(c1s):
+                core.copy_gm(hi - lo, spec.w * 16, 2, "UB")
+        core.copy_gm(c1s * taps, 256, 2, "UB")
+        if spec.bias:
+            core.copy_gm(1, 16, 4, "UB")
+        if spec.residual:
+            core.copy_gm(1, rows_out * row, 2, "UB")
+        core.set_flag("MTE2", "V", 0)
+        core.wait_flag("MTE2", "V", 0)
+        for _ in range(c1s * slab_rows):
+            core.vec("Transpose", False, 2 * (wpp // 16))
+        for done in range(0, c1s * taps, 255):
+            core.vec("Transpose", False, 2 * min(255, c1s * taps - done))
+        core.vec_flat(c1s * taps * 256, 64, [("Cast", True)])
+        if spec.bias:
+            core.vec("Copy", True, 4)
+        core.vec_flat(rows_out * row, 64, [("Copy" if spec.bias else "Dup", True)])
+        brcb_repeats = slab_rows * wpp // 8
+        for _ in range(spec.cin):
+            for done in range(0, brcb_repeats, 254):
+                core.vec("Brcb", False, min(254, brcb_repeats - done))
+            for _ in range(taps):
+                core.vec("Copy", True, 4)
+            for _ in range(rows_out * taps):
+                core.vec_flat(row, 64, [("Cast", True)])
+                core.vec_flat(row, 64, [("MulAddDst", True)])
+        outq = PingPongSim(core, "V", "MTE3", 2)
+        for ro in range(rows_out):
+            if spec.residual:
+                core.vec_flat(row, 64, [("Cast", True)])
+                core.vec_flat(row, 64, [("Add", True)])
+            if spec.clip_hi > 0:
+                core.vec_flat(row, 64, [("Maxs", True), ("Mins", True)])
+            if spec.relu:
+                core.vec_flat(row, 64, [("Relu", True)])
+            _store_row(core, outq, ro, lambda: core.vec_flat(row, 64, [("Cast", True)]), row)
+        outq.drain()
+        core.set_flag("V", "MTE2", 1)
+
+    return launch(profile, "vector", spec.n * co1s * bands, block)
+
+
 def _maxpool(spec, params: dict, profile: Profile) -> Prediction:
     rpb = params["rows_per_block"]
     bands, c1s, row = ceil(spec.ho / rpb), c1(spec.c), spec.wo * 16
@@ -897,7 +977,8 @@ def _transpose(spec, params: dict, profile: Profile) -> Prediction:
     return launch(profile, "vector", ceil(planes / ppb), block)
 
 
-_REPLAYS = {"conv2d_cube_img2col": _conv_img2col, "conv2d_winograd": _conv_winograd, "gemm_cube": _gemm,
+_REPLAYS = {"conv2d_cube_img2col": _conv_img2col, "conv2d_winograd": _conv_winograd,
+            "conv2d_vector": _conv_vector, "gemm_cube": _gemm,
             "batched_gemm_cube": _bgemm, "eltwise_vector": _eltwise, "gelu_vector": _gelu,
             "softmax_vector": _rows, "layernorm_vector": _rows, "dwconv2d_vector": _dwconv,
             "maxpool2d_vector": _maxpool, "global_avgpool_vector": _global_avgpool, "transpose_mte": _transpose}

@@ -36,7 +36,7 @@ SUPPORTED = {
 ACTIVATIONS = ("", "Relu", "Clip")
 
 
-CONV_ALGORITHMS = ("", "direct_img2col", "winograd_f2", "winograd_f4")  # "": the build's options decide
+CONV_ALGORITHMS = ("", "direct_img2col", "winograd_f2", "winograd_f4", "vector_direct")  # "": the build's options decide
 
 
 @dataclass(frozen=True)

@@ -62,6 +62,9 @@ REASONS = {
     "winograd_channels": "rejected by the cost model: channels do not fill the Cube's 16-wide fractals",
     "winograd_small_map": "rejected by the cost model: too few tiles to fill the Cube and cover the transform overhead",
     "winograd_slower": "rejected by the cost model: transform passes cost more than the multiplications saved",
+    "vector_slower": "rejected by the cost model: the conv on the Vector unit alone (conv2d_vector) takes more cycles "
+                     "than on the Cube",
+    "vector_unsupported": "rejected: conv2d_vector cannot implement this fused conv (second source, chain)",
     "operand_order": "rejected: the add's other operand is computed after the convolution that would take it",
     "shape_buckets": "KILN_SHAPE_BUCKETS: the image model gets a plan per listed square input size besides its own",
     "shape_bucket": "a bucket size's plan: the graph re-shaped to that size, fused, lowered and its kernels baked",

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 KB = 1024
 POSITIONS = ("GM", "L1", "L0A", "L0B", "L0C", "UB", "BT")
 VEC_OPS = ("Add", "Sub", "Mul", "Div", "Max", "Min", "MulAddDst", "Adds", "Muls", "Maxs", "Mins", "Relu", "Exp",
-           "Abs", "Reciprocal", "Copy", "Dup", "Cast", "ReduceSum", "ReduceMax")
+           "Abs", "Reciprocal", "Copy", "Dup", "Cast", "ReduceSum", "ReduceMax", "Transpose", "Brcb")
 
 
 def _vec_cycles(overrides: dict[str, float], default: float) -> tuple[float, ...]:
@@ -61,11 +61,13 @@ class Profile:
 
 
 # Measured cycles per 256-byte repeat on 910B1 (KPP-res): Relu/Cast ~1, Add/Mul/Max ~2,
-# Exp fp16 4 / fp32 2, MulAdd 6, ReduceSum fp16 7 / fp32 3.
+# Exp fp16 4 / fp32 2, MulAdd 6, ReduceSum fp16 7 / fp32 3. Transpose (TransDataTo5HD) and Brcb have no
+# figure in our sources: costed as data movement, like Copy (1 cycle per 256-byte repeat; a 16x16 fp16
+# transpose is two repeats).
 _VEC_F16 = _vec_cycles({"Relu": 1, "Cast": 1, "Copy": 1, "Dup": 1, "Abs": 1, "Reciprocal": 1, "Exp": 4, "Div": 4,
-                        "MulAddDst": 6, "ReduceSum": 7, "ReduceMax": 7}, 2)
+                        "Transpose": 1, "Brcb": 1, "MulAddDst": 6, "ReduceSum": 7, "ReduceMax": 7}, 2)
 _VEC_F32 = _vec_cycles({"Relu": 1, "Cast": 1, "Copy": 1, "Dup": 1, "Abs": 1, "Reciprocal": 1, "Exp": 2, "Div": 4,
-                        "MulAddDst": 6, "ReduceSum": 3, "ReduceMax": 3}, 2)
+                        "Transpose": 1, "Brcb": 1, "MulAddDst": 6, "ReduceSum": 3, "ReduceMax": 3}, 2)
 _ALIGN = {"GM": 1, "L1": 32, "L0A": 512, "L0B": 512, "L0C": 64, "UB": 32, "BT": 64}
 
 PROFILES: dict[str, Profile] = {

@@ -47,7 +47,8 @@ PARAM_LETTER = {"base_m": "m", "base_n": "n", "base_k1": "k", "c1_step": "c", "s
                 "epi_tile": "e", "tile": "f", "tile_batch": "b", "c1_block": "i", "co1_block": "o", "on_chip": "u",
                 "base_n2": "q", "base_k2": "j", "n_split": "z",
                 "l1_buffers": "d"}
-UNIT_OF_FAMILY = {"conv2d_cube_img2col": "cube", "conv2d_winograd": "cube", "gemm_cube": "cube", "dwconv2d_vector": "vector",
+UNIT_OF_FAMILY = {"conv2d_cube_img2col": "cube", "conv2d_winograd": "cube", "conv2d_vector": "vector",
+                  "gemm_cube": "cube", "dwconv2d_vector": "vector",
                   "eltwise_vector": "vector", "maxpool2d_vector": "vector", "global_avgpool_vector": "vector",
                   "gelu_vector": "vector", "softmax_vector": "vector", "layernorm_vector": "vector",
                   "batched_gemm_cube": "cube", "transpose_mte": "vector"}
@@ -511,6 +512,61 @@ def _dw_mte2(spec: DwConv2dSpec, v: Variant) -> int:
     return total * spec.n * c1(spec.c)
 
 
+# ---------------------------------------------------------------- dense conv on the Vector unit
+
+def vector_conv_legal(spec: Conv2dSpec) -> str | None:
+    """Why conv2d_vector cannot implement the conv (None: it can)."""
+    if spec.cin2:
+        return "a second source accumulates in the Cube's L0C"
+    if spec.mid:
+        return "a chain keeps its intermediate in the Cube's L1"
+    return None
+
+
+def _vector_conv_geometry(spec: Conv2dSpec, rows_per_block: int) -> tuple[int, int]:
+    """(band rows of a block, band row width padded to 16-pixel groups) of conv2d_vector."""
+    wpp = _r16(spec.w + spec.pl + spec.pr)
+    return (rows_per_block - 1) * spec.sh + (spec.kh - 1) * spec.dh + 1, wpp
+
+
+def vector_conv_buffers(spec: Conv2dSpec, rows_per_block: int) -> dict[str, int]:
+    """UB of conv2d_vector (templates/conv2d_vector.cpp.j2, in its allocation order)."""
+    slab_rows, wpp = _vector_conv_geometry(spec, rows_per_block)
+    plane, fractals, row = slab_rows * wpp, c1(spec.cin) * spec.kh * spec.kw, spec.wo * 16
+    ub = (2 * _r32(c1(spec.cin) * plane * 32) + _r32(plane * 32) + fractals * 512 + fractals * 1024
+          + spec.kh * spec.kw * 256 + _r32(rows_per_block * row * 4) + _r32(row * 4) + 2 * _r32(row * 2)
+          + (64 + 256 if spec.bias else 0) + (_r32(rows_per_block * row * 2) if spec.residual else 0))
+    return {"UB": ub}
+
+
+def _vector_conv_variant(spec: Conv2dSpec, profile: Profile) -> Variant | None:
+    """Bands of output rows small enough to spread the blocks over the Vector cores; None if one row of
+    every input channel does not fit UB."""
+    cores = profile.cores_for("vector")
+    planes = spec.n * c1(spec.cout)
+    rpb = ceil(spec.ho / max(1, ceil(cores / planes)))
+    while rpb > 1 and _fits(profile, vector_conv_buffers(spec, rpb)):
+        rpb = ceil(rpb / 2)
+    if _fits(profile, vector_conv_buffers(spec, rpb)):
+        return None
+    return Variant("conv2d_vector", {"rows_per_block": rpb}, planes * ceil(spec.ho / rpb),
+                   vector_conv_buffers(spec, rpb))
+
+
+def _vector_conv_mte2(spec: Conv2dSpec, v: Variant) -> int:
+    rpb = v.params["rows_per_block"]
+    fractals = c1(spec.cin) * spec.kh * spec.kw
+    total = 0
+    for r0 in range(0, spec.ho, rpb):
+        rows_out = min(rpb, spec.ho - r0)
+        lo = r0 * spec.sh - spec.pt
+        hi = lo + _vector_conv_geometry(spec, rows_out)[0]
+        valid = max(0, min(hi, spec.h) - max(lo, 0))
+        total += (c1(spec.cin) * valid * spec.w * 32 + fractals * 512 + (64 if spec.bias else 0)
+                  + (rows_out * spec.wo * 32 if spec.residual else 0))
+    return total * spec.n * c1(spec.cout)
+
+
 # ---------------------------------------------------------------- elementwise (Vector)
 
 def _elt_variant(spec: EltwiseSpec, profile: Profile, log: OptLog) -> Variant:
@@ -672,7 +728,7 @@ _RULES = {"conv2d": (_conv_variant, _conv_mte2), "gemm": (_gemm_variant, _gemm_m
           "transpose": (_transpose_variant, _transpose_mte2)}
 
 
-TUNABLE = {"conv2d_cube_img2col": ("base_m", "base_n", "base_k1", "c1_step"),
+TUNABLE = {"conv2d_cube_img2col": ("base_m", "base_n", "base_k1", "c1_step"), "conv2d_vector": ("rows_per_block",),
            "gemm_cube": ("base_m", "base_n", "base_k1", "k1_step"),
            "conv2d_winograd": ("tile_batch", "c1_block", "co1_block", "base_m", "base_n", "base_k1", "c1_step")}
 
@@ -688,7 +744,8 @@ def variant_from_params(spec: Opspec, profile: Profile, family: str, params: dic
     `params` is a baked kernel's whole tiling, which a generic plan borrows for another input size
     (codegen/shape_buckets.py): it may also set SEARCHED_EXTRA (a chain's has no base_n), and what the size
     decides (SIZE_DERIVED) is recomputed here, as the fit to this spec's buffers is checked."""
-    kind_of = {"gemm_cube": "gemm", "conv2d_cube_img2col": "conv2d", "conv2d_winograd": "conv2d"}
+    kind_of = {"gemm_cube": "gemm", "conv2d_cube_img2col": "conv2d", "conv2d_winograd": "conv2d",
+               "conv2d_vector": "conv2d"}
     if kind_of.get(family) != spec.kind:
         raise KilnError("tiling", spec.name, f"{source}: family {family!r} cannot implement a {spec.kind} kernel; "
                         f"tunable: {', '.join(f'{f} ({k})' for f, k in kind_of.items())}")
@@ -708,7 +765,15 @@ def variant_from_params(spec: Opspec, profile: Profile, family: str, params: dic
     for key in ("base_m", "base_n"):
         if key in params and params[key] % 16:
             raise KilnError("tiling", spec.name, f"{source}: {key}={params[key]} is not a multiple of 16")
-    if family == "gemm_cube":
+    if family == "conv2d_vector":
+        if vector_conv_legal(spec):
+            raise KilnError("tiling", spec.name, f"{source}: conv2d_vector cannot implement this conv: "
+                            f"{vector_conv_legal(spec)}")
+        p = dict(params)
+        p["rows_per_block"] = min(p["rows_per_block"], spec.ho)
+        bufs = vector_conv_buffers(spec, p["rows_per_block"])
+        blocks = spec.n * c1(spec.cout) * ceil(spec.ho / p["rows_per_block"])
+    elif family == "gemm_cube":
         base = _gemm_variant(spec, profile, OptLog())
         p = dict(base.params, **params)
         bufs = _gemm_buffers(spec, p["base_m"], p["base_n"], p["base_k1"], p["k1_step"])
@@ -813,11 +878,57 @@ def algorithm_of(v: Variant) -> str:
         return f"winograd_f{v.params['tile']}"
     if v.family == "conv2d_cube_img2col":
         return "direct_img2col"
+    if v.family == "conv2d_vector":
+        return "vector_direct"
     return v.family
 
 
 def choose_conv_algorithm(spec: Conv2dSpec, profile: Profile, log: OptLog, options=None, pinned: str = "",
                           search: bool = False) -> Variant:
+    """The Cube's algorithm (_cube_conv_algorithm), then the Vector unit's (conv2d_vector) if the cost model
+    predicts fewer cycles for it. FORCE_DIRECT_CONV=ON, a forced Winograd tile (USE_WINOGRAD=ON/F2/F4), O0 and a
+    pinned Cube algorithm keep the conv on the Cube; a pinned vector_direct skips the comparison."""
+    from . import costmodel
+    if pinned == "vector_direct":
+        illegal = vector_conv_legal(spec)
+        v = None if illegal else _vector_conv_variant(spec, profile)
+        if v is None:
+            raise KilnError("tiling", spec.name, f"algorithm vector_direct was pinned but "
+                            f"{illegal or 'one output row of every input channel does not fit UB'}")
+        log.add("algorithm", spec.name, "vector_direct", "option", pinned=pinned)
+        return replace(v, notes={"algorithm": "vector_direct"})
+    cube = _cube_conv_algorithm(spec, profile, log, options, pinned, search)
+    if (pinned or options is None or options.force_direct_conv or options.kiln_opt_level == "O0"
+            or options.use_winograd not in ("AUTO", "OFF")):
+        return cube
+    name = cube.notes["algorithm"]
+    cube_cycles = cube.notes.get("compared_cycles", {}).get(name)
+    if cube_cycles is None:
+        cube_cycles = round(costmodel.predict(spec, cube.family, cube.params, profile).cycles)
+    illegal = vector_conv_legal(spec)
+    vec = None if illegal else _vector_conv_variant(spec, profile)
+    if vec is None:
+        log.add("algorithm", spec.name, "vector_direct:rejected", "vector_unsupported" if illegal else "capacity",
+                detail=illegal or "one output row of every input channel does not fit UB", limit="UB")
+        return cube
+    bound = costmodel.vector_conv_lower_bound(spec, vec.params, profile)
+    if bound >= cube_cycles:  # the Vector unit's multiply-adds alone outlast the Cube kernel
+        log.add("algorithm", spec.name, "vector_direct:rejected", "vector_slower", vector_cycles_at_least=round(bound),
+                best=name, best_cycles=cube_cycles, cin=spec.cin, cout=spec.cout, ho=spec.ho, wo=spec.wo)
+        return cube
+    vec_cycles = round(costmodel.predict(spec, vec.family, vec.params, profile).cycles)
+    if vec_cycles >= cube_cycles:
+        log.add("algorithm", spec.name, "vector_direct:rejected", "vector_slower", vector_cycles=vec_cycles,
+                best=name, best_cycles=cube_cycles, cin=spec.cin, cout=spec.cout, ho=spec.ho, wo=spec.wo)
+        return cube
+    log.add("algorithm", spec.name, "vector_direct", "cost_model", vector_direct_cycles=vec_cycles,
+            **{f"{name}_cycles": cube_cycles}, cin=spec.cin, cout=spec.cout, ho=spec.ho, wo=spec.wo)
+    compared = dict(cube.notes.get("compared_cycles", {name: cube_cycles}), vector_direct=vec_cycles)
+    return replace(vec, notes={"algorithm": "vector_direct", "compared_cycles": compared})
+
+
+def _cube_conv_algorithm(spec: Conv2dSpec, profile: Profile, log: OptLog, options=None, pinned: str = "",
+                         search: bool = False) -> Variant:
     """Direct img2col or Winograd F(2,3)/F(4,3): USE_WINOGRAD=ON forces the fastest legal Winograd tile (F2/F4:
     that tile, even past the error tolerance), OFF (or FORCE_DIRECT_CONV=ON) never uses it, AUTO keeps the variant
     with the fewest predicted cycles."""
@@ -889,6 +1000,8 @@ def mte2_bytes(spec: Opspec, variant: Variant) -> int:
     """GM -> L1/UB bytes the variant's kernel moves (what the MTE2 counter must show)."""
     if variant.family == "conv2d_winograd":
         return _winograd_mte2(spec, variant)
+    if variant.family == "conv2d_vector":
+        return _vector_conv_mte2(spec, variant)
     return _RULES[spec.kind][1](spec, variant)
 
 

@@ -223,6 +223,12 @@ def test_pipe_counters_match_tiling(k):
         bn = k.tiling["base_n"]
         n_padded = sum(r16(min(bn, s["n"] - n0)) for n0 in range(0, s["n"], bn))
         assert st["cube_macs"] == s["batch"] * r16(s["m"]) * n_padded * r16(s["k"])
+    elif kind == "conv2d" and k.record["algorithm"] == "vector_direct":  # no Cube: every MAC on the Vector unit
+        assert st["cube_macs"] == 0
+        # per real input channel, tap and output row: one cast and one multiply-add (plus a masked tail)
+        per_row = 2 * math.ceil(s_wo(s) * 16 / 64)
+        assert st["vector_repeats"] >= (s["n"] * math.ceil(s["cout"] / 16) * s_ho(s) * s["cin"] * s["kh"] * s["kw"]
+                                     * per_row)
     elif kind == "conv2d" and k.record["algorithm"].startswith("winograd"):
         tile = k.tiling["tile"]
         tiles = s["n"] * math.ceil(s_ho(s) / tile) * math.ceil(s_wo(s) / tile)
@@ -244,7 +250,9 @@ def test_pipe_counters_match_tiling(k):
         if kind != "transpose":
             assert st["pipes"]["V"]["instructions"] > 0
     assert st["cycles"] > 0
-    if (k.spec.get("residual") or k.spec.get("clip_hi") and kind == "conv2d"
+    if k.record.get("algorithm") == "vector_direct":  # its epilogue is already on the Vector unit
+        assert st["blocks"] == k.record["blocks"]
+    elif (k.spec.get("residual") or k.spec.get("clip_hi") and kind == "conv2d"
             or k.record.get("algorithm", "").startswith("winograd")):  # + the Vector-core pass(es)
         assert st["blocks"] > k.record["blocks"]
     else:

@@ -50,7 +50,7 @@ enum class CoreKind : std::uint8_t { AIC, AIV };
 
 enum class VecOp : std::uint8_t {
   Add, Sub, Mul, Div, Max, Min, MulAddDst, Adds, Muls, Maxs, Mins, Relu, Exp, Abs, Reciprocal, Copy, Dup, Cast,
-  ReduceSum, ReduceMax, COUNT
+  ReduceSum, ReduceMax, Transpose, Brcb, COUNT
 };
 constexpr int kNumVecOps = static_cast<int>(VecOp::COUNT);
 

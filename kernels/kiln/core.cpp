@@ -724,6 +724,47 @@ void Core::vreduce(VecOp op, Local<T> dst, std::size_t doff, Local<T> src, std::
   vec_cost<T>(op, rp);
 }
 
+void Core::vtranspose(Local<f16> dst, std::size_t doff, std::size_t dst_stride, Local<f16> src, std::size_t soff,
+                      std::size_t src_stride, unsigned times, std::size_t dst_rep, std::size_t src_rep) {
+  if (times < 1 || times > 255) fail<EmulationError>("vtranspose: repeat must be 1..255");
+  if (dst_stride % 16 || src_stride % 16 || dst_rep % 16 || src_rep % 16)
+    fail<EmulationError>("vtranspose: row strides and repeat strides must be multiples of 16 elements (32 B)");
+  check_ub(dst, "vtranspose");
+  check_ub(src, "vtranspose");
+  const std::size_t last = std::size_t(times - 1);
+  check_local(dst, doff, last * dst_rep + 15 * dst_stride + 16, "vtranspose", "dst");
+  check_local(src, soff, last * src_rep + 15 * src_stride + 16, "vtranspose", "src");
+  for (unsigned r = 0; r < times; ++r) {
+    f16 tile[256];  // through a copy: a transpose in place (dst == src) is legal
+    for (int j = 0; j < 16; ++j) std::copy_n(src.ptr + soff + r * src_rep + j * src_stride, 16, tile + j * 16);
+    for (int i = 0; i < 16; ++i)
+      for (int j = 0; j < 16; ++j) dst.ptr[doff + r * dst_rep + i * dst_stride + j] = tile[j * 16 + i];
+  }
+  stats_.vec_repeats += 2 * times;
+  // One 16x16 tile is 512 bytes: two 256-byte repeats of the Vector pipe.
+  Repeat cost;
+  cost.times = 2 * times;
+  vec_cost<f16>(VecOp::Transpose, cost);
+}
+
+template <class T, class>
+void Core::vbrcb(Local<T> dst, std::size_t doff, Local<T> src, std::size_t soff, unsigned times, unsigned dst_blk,
+                 unsigned dst_rep) {
+  if (times < 1 || times > 255) fail<EmulationError>("vbrcb: repeat must be 1..255");
+  check_ub(dst, "vbrcb");
+  check_ub(src, "vbrcb");
+  constexpr std::size_t E = 32 / sizeof(T);
+  check_local(src, soff, std::size_t(times) * 8, "vbrcb", "src");
+  check_local(dst, doff, (std::size_t(times - 1) * dst_rep + 7 * dst_blk) * E + E, "vbrcb", "dst");
+  for (unsigned r = 0; r < times; ++r)
+    for (unsigned b = 0; b < 8; ++b)
+      std::fill_n(dst.ptr + doff + (std::size_t(r) * dst_rep + b * dst_blk) * E, E, src.ptr[soff + r * 8 + b]);
+  stats_.vec_repeats += times;
+  Repeat cost;
+  cost.times = times;
+  vec_cost<T>(VecOp::Brcb, cost);
+}
+
 // Scalar unit reads one value from UB (GetValue): the result feeds scalar
 // operands of later vector instructions. The S pipe waits for the vector pipe
 // to have written it (the kernel sets/waits V->S before calling this).
@@ -745,6 +786,7 @@ float Core::scalar_read(Local<T> src, std::size_t idx) {
   template void Core::vunary<T>(VecOp, Local<T>, std::size_t, Local<T>, std::size_t, Mask, Repeat, float);            \
   template void Core::vdup<T>(Local<T>, std::size_t, float, Mask, Repeat);                                             \
   template void Core::vreduce<T>(VecOp, Local<T>, std::size_t, Local<T>, std::size_t, Mask, Repeat);                  \
+  template void Core::vbrcb<T>(Local<T>, std::size_t, Local<T>, std::size_t, unsigned, unsigned, unsigned);          \
   template float Core::scalar_read<T>(Local<T>, std::size_t);
 KILN_INSTANTIATE(f16)
 KILN_INSTANTIATE(float)

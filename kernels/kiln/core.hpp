@@ -273,6 +273,19 @@ class Core {
   template <class T, class = OnChip<T>>
   void vreduce(VecOp op, Local<T> dst, std::size_t doff, Local<T> src, std::size_t soff, Mask mask, Repeat rp);
 
+  // 16x16 transpose of 16-bit elements (the TransDataTo5HD/vnchwconv data movement, its 16 source and 16
+  // destination addresses given as a start and a stride): in repeat r, destination row i, column j is
+  // dst[doff + r*dst_rep + i*dst_stride + j] = src[soff + r*src_rep + j*src_stride + i]. Strides are in
+  // elements and, like every Vector operand, keep each 32-byte row aligned.
+  void vtranspose(Local<f16> dst, std::size_t doff, std::size_t dst_stride, Local<f16> src, std::size_t soff,
+                  std::size_t src_stride, unsigned times, std::size_t dst_rep, std::size_t src_rep);
+
+  // Brcb: each repeat reads 8 consecutive elements of src and fills 8 destination 32-byte blocks, block b
+  // with element b (blocks dst_blk blocks apart, repeats dst_rep blocks apart; src advances 8 per repeat).
+  template <class T, class = OnChip<T>>
+  void vbrcb(Local<T> dst, std::size_t doff, Local<T> src, std::size_t soff, unsigned times, unsigned dst_blk,
+             unsigned dst_rep);
+
   // Scalar unit reads one value from UB (GetValue): the result feeds scalar
   // operands of later vector instructions. The S pipe waits for the vector pipe
   // to have written it (the kernel sets/waits V->S before calling this).
