@@ -12,6 +12,8 @@ Epilogues each kernel family can run (the kernels implement them):
     downsample block): the 1x1 one becomes a second source of the other, its K
     fractals accumulated into the same L0C, so the add is free and neither
     result goes to GM; a ReLU after it is then a Fixpipe ReLU.
+  GEMMs reading the same activation (Q, K, V projections): one GEMM over their
+    weights side by side, each result a contiguous slice of its output.
 A fusion is taken when ENABLE_FUSION=ON, the producer's output feeds only the
 activation (and is not a graph output), and the kernel's source ops stay
 within MAX_FUSION_DEPTH (BatchNormalization folded into a Conv's weights is
@@ -134,9 +136,81 @@ def fuse(g: Graph, model: str, enable: bool, max_depth: int, log: OptLog, profil
                 ops=len(prod.source))
         res.fused.append({"node": act.name, "into": prod.name, "pattern": pattern, "where": where})
     g.nodes = [n for n in g.nodes if n.name not in removed]
+    _fuse_siblings(g, model, enable, max_depth, log, res)
     if profile is not None:
         _fuse_chains(g, model, enable, max_depth, log, res, profile)
     return res
+
+
+def _sibling_gemm(n: Node, g: Graph) -> bool:
+    """A GEMM with a constant 2-D weight (MatMul, or Gemm without transA/alpha/beta): one of a sibling group."""
+    if n.op_type == "MatMul":
+        return len(n.inputs) == 2 and n.inputs[1] in g.initializers and g.initializers[n.inputs[1]].ndim == 2
+    return (n.op_type == "Gemm" and not n.attrs.get("transA", 0) and n.attrs.get("alpha", 1.0) == 1.0
+            and n.attrs.get("beta", 1.0) == 1.0 and n.inputs[1] in g.initializers)
+
+
+def _fuse_siblings(g: Graph, model: str, enable: bool, max_depth: int, log: OptLog, res: FusionResult) -> None:
+    """GEMMs that read the same activation (a transformer's Q, K and V projections) become one GEMM over their
+    weights side by side: the input is read once and one launch replaces several. Each result is written as a
+    contiguous slice of the one output (GemmSpec.split), so its readers see the tensor they read before."""
+    outputs = {v.name for v in g.outputs}
+    consumers: dict[str, list[Node]] = {}
+    for n in g.nodes:
+        for i in n.inputs:
+            consumers.setdefault(i, []).append(n)
+    groups: dict[str, list[Node]] = {}
+    for n in g.nodes:
+        if _sibling_gemm(n, g) and n.inputs[0] not in g.initializers:
+            groups.setdefault(n.inputs[0], []).append(n)
+    removed: set[str] = set()
+    for x, members in groups.items():
+        if len(members) < 2:
+            continue
+        names = [m.name for m in members]
+        subject, pattern = f"{model}:{members[0].name}", "+".join(m.op_type for m in members)
+
+        def n_out(m: Node) -> int:
+            w = g.initializers[m.inputs[1]]
+            return int(w.shape[0] if m.op_type == "Gemm" and m.attrs.get("transB", 0) else w.shape[1])
+        widths = sorted({n_out(m) for m in members})
+        acts = {(m.attrs.get("activation"), m.attrs.get("min"), m.attrs.get("max")) for m in members}
+        final = []  # what each member's readers read: its output, or that of the Add of a constant row after it
+        for m in members:
+            cs = consumers.get(m.outputs[0], [])
+            bias_add = (len(cs) == 1 and cs[0].op_type == "Add" and not m.attrs.get("activation")
+                        and any(i in g.initializers for i in cs[0].inputs))
+            final += [m.outputs[0]] + ([cs[0].outputs[0]] if bias_add else [])
+        depth = sum(_depth(m) for m in members)
+        if not enable:
+            reason, detail = "fusion_off", "ENABLE_FUSION=OFF"
+        elif len(widths) > 1 or widths[0] % 16:
+            reason, detail = "sibling_shapes", (f"outputs of {'/'.join(map(str, widths))} columns: the results must "
+                                                f"be equally wide and a multiple of 16 to be slices of one output")
+        elif len(acts) > 1:
+            reason, detail = "sibling_shapes", "different epilogues (activation) after the GEMMs"
+        elif any(v in outputs for v in final):
+            reason, detail = "graph_output", "a result is a graph output, which cannot be a slice of another tensor"
+        elif depth > max_depth:
+            reason, detail = "depth_limit", f"depth {depth} > MAX_FUSION_DEPTH={max_depth}"
+        else:
+            reason, detail = "siblings_one_gemm", f"{len(members)} GEMMs of {x} in one, N {widths[0]} each"
+        if reason != "siblings_one_gemm":
+            log.add("fusion", subject, f"{pattern}:rejected", reason, siblings=",".join(names), detail=detail)
+            res.audit.append({"node": ",".join(names[1:]), "into": names[0], "pattern": pattern, "reason": reason,
+                              "detail": detail})
+            continue
+        lead = members[0]
+        lead.attrs["siblings"] = members[1:]
+        for m in members[1:]:
+            lead.attrs.setdefault("fused", []).append(m.name)
+            lead.attrs.setdefault("fused_types", []).append(m.op_type)
+            lead.source = (list(lead.source) or [lead.name]) + (list(m.source) or [m.name])
+            removed.add(m.name)
+        log.add("fusion", subject, f"Fused({pattern})", reason, into=lead.name, siblings=",".join(names),
+                n=widths[0], ops=len(lead.source))
+        res.fused.append({"node": ",".join(names[1:]), "into": lead.name, "pattern": pattern, "where": detail})
+    g.nodes = [n for n in g.nodes if n.name not in removed]
 
 
 def _chain_problem(first: Node, second: Node, g: Graph) -> str | None:

@@ -67,6 +67,7 @@ class LoweredModel:
     aliases: dict[str, str]         # view value -> the value whose bytes it shares
     weights: dict[str, np.ndarray]  # packed, in first-use order
     decisions: list[str] = field(default_factory=list)
+    alias_offsets: dict[str, int] = field(default_factory=dict)  # view value -> byte offset in its root (slices)
 
 
 class _Lowerer:
@@ -75,6 +76,7 @@ class _Lowerer:
         self.steps: list[Step] = []
         self.storage: dict[str, Storage] = {}
         self.aliases: dict[str, str] = {}
+        self.alias_offsets: dict[str, int] = {}
         self.weights: dict[str, np.ndarray] = {}
         self.decisions: list[str] = []
         self.device: dict[str, str] = {}  # IR value -> device value holding it
@@ -121,10 +123,14 @@ class _Lowerer:
             return out
         raise self.fail(node, f"needs {v} as {layout}, which is held as {have}; no relayout for that yet")
 
-    def new_value(self, name: str, st: Storage, alias_of: str | None = None) -> str:
+    def new_value(self, name: str, st: Storage, alias_of: str | None = None, offset: int = 0) -> str:
+        """A device value; alias_of: a view of that value's bytes, starting `offset` bytes into it."""
         self.storage[name] = st
         if alias_of:
             self.aliases[name] = self.aliases.get(alias_of, alias_of)
+            offset += self.alias_offsets.get(alias_of, 0)
+            if offset:
+                self.alias_offsets[name] = offset
         return name
 
     def out(self, node: Node, layout: str) -> str:
@@ -211,7 +217,52 @@ class _Lowerer:
             ins.append(self.act(node, node.attrs["residual"], "NC1HWC0"))
         self.kernel(node, "Conv", attrs, ins, "NC1HWC0")
 
+    def gemm_siblings(self, node: Node) -> None:
+        """Sibling GEMMs of one input (fusion): one GEMM over their weights side by side, writing result j as
+        the j-th [M, N] slice of its output; each member's value is a view of its slice."""
+        members = [node] + list(node.attrs["siblings"])
+        x = node.inputs[0]
+        xs = self.shape(x)
+        m = prod(xs[:-1])
+        ws, biases, values, ops = [], [], [], []
+        absorbed = {o for mem in members[1:] for o in (list(mem.source) or [mem.name])}
+        for mem in members:
+            w = self.const(mem, mem.inputs[1])
+            w = w.T if mem.op_type == "Gemm" and mem.attrs.get("transB", 0) else w
+            bias_value = mem.inputs[2] if mem.op_type == "Gemm" and len(mem.inputs) > 2 and mem.inputs[2] else None
+            own = list(mem.source) or [mem.name]
+            value, ops_m = mem.outputs[0], [o for o in own if o not in absorbed] if mem is node else own
+            if mem.name in self.bias_add:  # MatMul + Add(constant row): the Add is the bias, its output the value
+                add = self.bias_add[mem.name]
+                bias_value = next(i for i in add.inputs if i in self.g.initializers)
+                value, ops_m = add.outputs[0], ops_m + [add.name]
+                self.decisions.append(f"{mem.name}: {add.name} folded into the sibling GEMM as its bias")
+            b = self.const(mem, bias_value).reshape(-1) if bias_value else np.zeros(w.shape[1], np.float32)
+            if b.size != w.shape[1]:
+                raise self.fail(mem, f"bias of {b.size} values for {w.shape[1]} outputs: only a per-column bias is "
+                                     f"supported")
+            ws.append(w)
+            biases.append((b, bias_value is not None))
+            values.append(value)
+            ops += ops_m
+        n = ws[0].shape[1]
+        has_bias = any(flag for _, flag in biases)
+        ins = [self.act(node, x, "ND"), self.weight(f"{node.name}.siblings.w", layouts.kn_to_zn(np.concatenate(ws, 1)))]
+        if has_bias:
+            ins.append(self.weight(f"{node.name}.siblings.b", layouts.pad_bias(np.concatenate([b for b, _ in biases]))))
+        out = self.new_value(f"{node.name}@siblings", Storage("ND", (len(members), m, n)))  # device-only
+        attrs = dict(a=(m, xs[-1]), b=(xs[-1], n * len(members)), bias=has_bias, split=n, **self.epilogue(node))
+        self.steps.append(Step("kernel", node.name, ops, [mem.op_type for mem in members], ins, out,
+                               instance=OpInstance(node.name, "Gemm", attrs)))
+        for j, v in enumerate(values):
+            shape = self.shape(v)
+            if prod(shape) != m * n:
+                raise self.fail(node, f"sibling result {v} of shape {list(shape)} is not [{m}, {n}]")
+            self.device[v] = self.new_value(v, Storage("ND", shape), alias_of=out, offset=j * m * n * 2)
+
     def gemm(self, node: Node) -> None:
+        if node.attrs.get("siblings"):
+            return self.gemm_siblings(node)
         a = node.attrs
         if node.op_type == "Gemm" and (a.get("transA", 0) or a.get("alpha", 1.0) != 1.0 or a.get("beta", 1.0) != 1.0):
             raise self.fail(node, "Gemm with transA=1 or alpha/beta != 1 is not supported yet")
@@ -361,7 +412,8 @@ class _Lowerer:
             for i in n.inputs:
                 consumers.setdefault(i, []).append(n)
         outputs = {v.name for v in g.outputs}
-        for n in g.nodes:
+        siblings = [m for n in g.nodes for m in n.attrs.get("siblings", [])]  # fused into a GEMM before them
+        for n in list(g.nodes) + siblings:
             # MatMul(x, W) + Add(constant row of N): the Add is the GEMM's bias
             if (n.op_type == "MatMul" and n.inputs[1] in g.initializers and n.outputs[0] not in outputs
                     and not n.attrs.get("activation")):  # relu(xW) + b is not relu(xW + b)
@@ -563,7 +615,8 @@ class _Lowerer:
                                    params=list(st.logical)))
             outs.append((v.name, tuple(v.shape)))
         return LoweredModel(self.model, g.source_path, [(v.name, tuple(v.shape)) for v in g.inputs], outs,
-                            self.steps, self.storage, self.aliases, self.weights, self.decisions)
+                            self.steps, self.storage, self.aliases, self.weights, self.decisions,
+                            self.alias_offsets)
 
 
 def lower(g: Graph, model: str) -> LoweredModel:

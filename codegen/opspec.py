@@ -223,11 +223,15 @@ class GemmSpec:
     n: int
     bias: bool
     relu: bool
+    # Sibling GEMMs of one input, run as one (fusion): n is `n // split` results of `split` columns each, written
+    # one after another, [n // split][m][split], so each is a contiguous slice of the output. 0: one result.
+    split: int = 0
     kind = "gemm"
 
     @property
     def name(self) -> str:
-        return f"gemm_m{self.m}_k{self.k}_n{self.n}{'_bias' if self.bias else ''}{_act(self.relu)}"
+        siblings = f"_siblings{self.n // self.split}" if self.split else ""
+        return f"gemm_m{self.m}_k{self.k}_n{self.n}{'_bias' if self.bias else ''}{_act(self.relu)}{siblings}"
 
     @property
     def flops(self) -> int:
@@ -241,6 +245,8 @@ class GemmSpec:
         return t
 
     def output(self) -> Tensor:
+        if self.split:
+            return Tensor("y", (self.n // self.split, self.m, self.split), "fp16", "ND")
         return Tensor("y", (self.m, self.n), "fp16", "ND")
 
     @property
@@ -466,7 +472,7 @@ def opspec_of(op: OpInstance) -> Opspec:
         return DwConv2dSpec(n, cin, h, w, kh, kw, sh, sw, pt, pl, pb, pr, dh, dw, a["bias"], relu, clip_hi)
     if op.type in ("Gemm", "MatMul"):
         (m, k), (_, n) = a["a"], a["b"]
-        return GemmSpec(m, k, n, a["bias"], relu)
+        return GemmSpec(m, k, n, a["bias"], relu, a.get("split", 0))
     if op.type in ("Relu", "Add", "Clip", "Mul", "Muls", "Adds", "Gelu"):
         numel = prod(a["shape"])
         act = "relu" if relu else ("clip" if a["activation"] == "Clip" else "")

@@ -55,6 +55,8 @@ def spec_hash(spec: Opspec) -> str:
     if not values.get("mid", 1):  # nor does a conv without a chained 1x1
         for name in ("mid", "mid_bias", "mid_relu"):
             values.pop(name)
+    if not values.get("split", 1):  # nor a GEMM with one result
+        values.pop("split")
     canon = json.dumps({"kind": spec.kind, **values},
                        sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canon.encode()).hexdigest()[:16]

@@ -62,6 +62,10 @@ REASONS = {
     "winograd_channels": "rejected by the cost model: channels do not fill the Cube's 16-wide fractals",
     "winograd_small_map": "rejected by the cost model: too few tiles to fill the Cube and cover the transform overhead",
     "winograd_slower": "rejected by the cost model: transform passes cost more than the multiplications saved",
+    "siblings_one_gemm": "GEMMs reading the same activation run as one GEMM over their weights side by side; each "
+                         "result is a contiguous slice of its output",
+    "sibling_shapes": "rejected: sibling GEMMs whose results are not equally wide (multiple of 16) or differ in epilogue",
+    "graph_output": "rejected: the result is a graph output, which cannot be a slice of another tensor",
     "vector_slower": "rejected by the cost model: the conv on the Vector unit alone (conv2d_vector) takes more cycles "
                      "than on the Cube",
     "vector_unsupported": "rejected: conv2d_vector cannot implement this fused conv (second source, chain)",

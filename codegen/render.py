@@ -138,7 +138,7 @@ def model_record(m: ModelPlan, kernel_symbols: dict[int, str], windex: dict[str,
             return [SPACE_INPUT, inputs.index(v), int(np.prod(shape)) * 4]
         if v in outputs:
             return [SPACE_OUTPUT, outputs.index(v), low.storage[v].nbytes]
-        return [SPACE_ARENA, mem.placements[mem.roots[v]].offset, low.storage[v].nbytes]
+        return [SPACE_ARENA, mem.placements[mem.roots[v]].offset + low.alias_offsets.get(v, 0), low.storage[v].nbytes]
 
     frees: dict[int, list[list[int]]] = {}  # step -> arena regions whose tensor is dead after it
     for p in mem.placements.values():

@@ -106,7 +106,7 @@ def gemm_candidates(spec: GemmSpec, profile: Profile, buffers, edges=TILE_EDGES)
         if bm > ceil(spec.m / 16) * 16 and bm != 16:
             continue
         for bn in edges:
-            if bn > N1 * 16 and bn != 16:
+            if bn > N1 * 16 and bn != 16 or spec.split % bn:  # siblings: an N tile stays in one result
                 continue
             for bk in K_FRACTALS:
                 if bk > K1:

@@ -441,6 +441,8 @@ def _gemm_variant(spec: GemmSpec, profile: Profile, log: OptLog, search: bool = 
     if blocks(base_m, base_n) != before:
         log.add("tiling", spec.name, f"base_m={base_m},base_n={base_n}", "balance_cores",
                 blocks_before=before, blocks=blocks(base_m, base_n), cores=cores)
+    while spec.split and spec.split % base_n:  # an N tile writes into one sibling's result
+        base_n -= 16
     k1_step = None
     for s in range(ceil(K1 / base_k1) * base_k1, 0, -base_k1):
         if _fits(profile, _gemm_buffers(spec, base_m, base_n, base_k1, s)) is None:
@@ -776,6 +778,9 @@ def variant_from_params(spec: Opspec, profile: Profile, family: str, params: dic
     elif family == "gemm_cube":
         base = _gemm_variant(spec, profile, OptLog())
         p = dict(base.params, **params)
+        if spec.split and spec.split % p["base_n"]:
+            raise KilnError("tiling", spec.name, f"{source}: base_n={p['base_n']} must divide the {spec.split} "
+                            f"columns of each sibling result")
         bufs = _gemm_buffers(spec, p["base_m"], p["base_n"], p["base_k1"], p["k1_step"])
         blocks = ceil(spec.m / p["base_m"]) * ceil(c1(spec.n) * 16 / p["base_n"])
     elif family == "conv2d_winograd":

@@ -271,3 +271,48 @@ def test_torchvision_style_resnet50_export_fits_47_launches(tmp_path):
     fused = [ln for ln in p.log.lines if ln.startswith("[OPT] fusion") and "Fused(" in ln]
     assert sum("reason=second_source_l0c" in ln for ln in fused) == 4  # the four downsample blocks
     assert sum("reason=chain_l1" in ln for ln in fused) == 5
+
+
+def qkv_graph(width=32, value_width=32):
+    """Three projections of one input (MatMul + bias Add, as exporters write them), each read by its own op."""
+    nodes, inits = [], []
+    for name, n in (("q", width), ("k", width), ("v", value_width)):
+        inits += [wts(f"{name}.w", (48, n)), wts(f"{name}.b", (n,))]
+        nodes.append(helper.make_node("MatMul", ["x", f"{name}.w"], [f"{name}.mm"], name=f"{name}.MatMul"))
+        nodes.append(helper.make_node("Add", [f"{name}.mm", f"{name}.b"], [name], name=f"{name}.Add"))
+    nodes.append(helper.make_node("Mul", ["v", "v"], ["v_out"], name="v.Square"))
+    nodes.append(helper.make_node("Add", ["q", "k"], ["qk"], name="qk.Add"))
+    return nodes, [t("x", [1, 24, 48])], [t("qk", [1, 24, width]), t("v_out", [1, 24, value_width])], inits
+
+
+def test_sibling_gemms_of_one_input_become_one_gemm(tmp_path):
+    m, lines = plan_graph(tmp_path, *qkv_graph())
+    kernels = [s for s in m.lowered.steps if s.kind == "kernel"]
+    gemms = [s for s in kernels if s.instance.type == "Gemm"]
+    assert len(gemms) == 1 and gemms[0].instance.attrs["split"] == 32 and gemms[0].instance.attrs["b"] == (48, 96)
+    assert sorted(gemms[0].ops) == sorted(["q.MatMul", "q.Add", "k.MatMul", "k.Add", "v.MatMul", "v.Add"])
+    assert len(kernels) == 3  # the GEMM, q + k, v * v
+    assert any("g:q.MatMul Fused(MatMul+MatMul+MatMul) reason=siblings_one_gemm" in ln
+               and "siblings=q.MatMul,k.MatMul,v.MatMul" in ln for ln in lines), lines
+    # each result is a view of its slice of the one output
+    low = m.lowered
+    out = gemms[0].output
+    assert [low.aliases.get(v) for v in ("q", "k", "v")] == [out] * 3
+    assert [low.alias_offsets.get(v, 0) for v in ("q", "k", "v")] == [0, 24 * 32 * 2, 2 * 24 * 32 * 2]
+
+
+@pytest.mark.parametrize("opts,reason", [({"ENABLE_FUSION": "OFF"}, "fusion_off"),
+                                         ({"MAX_FUSION_DEPTH": "2"}, "depth_limit")])
+def test_sibling_gemms_stay_apart_when_fusion_is_off_or_too_deep(tmp_path, opts, reason):
+    m, lines = plan_graph(tmp_path, *qkv_graph(), **opts)
+    assert sum(1 for s in m.lowered.steps if s.kind == "kernel" and s.instance.type == "Gemm") == 3
+    assert any(f"Fused(MatMul+MatMul+MatMul)" not in ln and "MatMul+MatMul+MatMul:rejected" in ln
+               and f"reason={reason}" in ln for ln in lines), lines
+    assert any(a["pattern"] == "MatMul+MatMul+MatMul" and a["reason"] == reason for a in m.fusion.audit)
+
+
+def test_sibling_gemms_of_different_widths_are_audited(tmp_path):
+    m, lines = plan_graph(tmp_path, *qkv_graph(value_width=40))
+    assert sum(1 for s in m.lowered.steps if s.kind == "kernel" and s.instance.type == "Gemm") == 3
+    (a,) = [a for a in m.fusion.audit if a["pattern"] == "MatMul+MatMul+MatMul"]
+    assert a["reason"] == "sibling_shapes" and "32/40" in a["detail"]
