@@ -262,8 +262,11 @@ def _fuse_chains(g: Graph, model: str, enable: bool, max_depth: int, log: OptLog
             plain_first = Node(first.name, "Conv", [], [])
             if _chain_problem(plain_first, second, g) is None and (depthwise or "ends with" in problem):
                 kind = "DwConv+Conv1x1" if depthwise else pattern
-                detail = (f"{first.name} is depthwise (Vector unit) and {second.name} pointwise (Cube)"
-                          if depthwise else problem) + "; no kernel chains them"
+                where = ("they run on separate cores that meet only through GM" if not profile.coupled else
+                         "they share a core, but the core has no UB -> L1 move")
+                detail = (f"{first.name} is depthwise (Vector unit, result in UB) and {second.name} pointwise "
+                          f"(Cube, operands from L1): on {profile.name} {where}, so the intermediate goes "
+                          f"through GM in any kernel" if depthwise else problem + "; no kernel chains them")
                 log.add("fusion", subject, f"{kind}:rejected", "chain_unsupported", detail=detail)
                 res.audit.append({"node": second.name, "into": first.name, "pattern": kind,
                                   "reason": "chain_unsupported", "detail": detail})
