@@ -44,23 +44,38 @@ def ranked(spec, family: str, rule_params: dict, cands: list[dict], fit, profile
 
 
 def _pick(spec, family: str, rule_params: dict, cands: list[dict], fit, profile: Profile, log: OptLog,
-          total: int) -> dict:
-    """The candidate with the fewest exactly replayed cycles (the rule is always replayed)."""
+          total: int, partition=None) -> dict:
+    """The candidate with the fewest exactly replayed cycles (the rule is always replayed). partition(params):
+    the L1 bytes of the winner's feature-map and weight chunks, logged as shares of L1."""
     exact, fitting = ranked(spec, family, rule_params, cands, fit, profile)
     best_cycles, best = exact[0]
     rule_cycles = next(c for c, p in exact if p is rule_params)
     from .tiling import PARAM_LETTER
+    shares = {}
+    if partition is not None:  # the seeds' CONV_CACHE_RATIO / DATA_CACHE_RATIO, as the search arrived at them
+        fm, w = partition(best)
+        shares = dict(l1_data_share=round(fm / profile.capacity["L1"], 3),
+                      l1_weight_share=round(w / profile.capacity["L1"], 3))
     log.add("search", spec.name, family + "_" + "".join(f"{PARAM_LETTER[k]}{v}" for k, v in best.items()),
             "cost_model", candidates=total, fitting=fitting, replayed=len(exact),
-            rule_cycles=round(rule_cycles), best_cycles=round(best_cycles))
+            rule_cycles=round(rule_cycles), best_cycles=round(best_cycles), **shares)
     return best
+
+
+def conv_l1_partition(spec: Conv2dSpec, p: dict) -> tuple[int, int]:
+    """L1 bytes of a direct-conv tiling's feature-map slabs and weight chunks (both buffers)."""
+    from .tiling import conv_slab_elems
+    bufs, step = p.get("l1_buffers", 2), p["c1_step"]
+    return (bufs * step * conv_slab_elems(spec, p["base_m"]) * 2,
+            bufs * step * spec.kh * spec.kw * (p["base_n"] // 16) * 512)
 
 
 def search_conv(spec: Conv2dSpec, rule_params: dict, profile: Profile, log: OptLog, buffers) -> dict:
     """Tiling of conv2d_cube_img2col: base_m x base_n x base_k1 x c1_step; `buffers(spec, m, n, k1, step)`
     gives the on-chip bytes of a candidate (tiling's own accounting)."""
     cands, fit = conv_candidates(spec, rule_params, profile, buffers)
-    return _pick(spec, "conv2d_cube_img2col", rule_params, cands, fit, profile, log, len(cands))
+    return _pick(spec, "conv2d_cube_img2col", rule_params, cands, fit, profile, log, len(cands),
+                 lambda p: conv_l1_partition(spec, p))
 
 
 def conv_candidates(spec: Conv2dSpec, rule_params: dict, profile: Profile, buffers, edges=TILE_EDGES):
