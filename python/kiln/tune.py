@@ -22,7 +22,7 @@ RUN_CANDIDATES = """
 import json, numpy as np, kiln
 out = {}
 for k in kiln.kernels():
-    ins = [np.zeros(t["shape"], np.float16 if t["dtype"] == "fp16" else np.float32) for t in k.record["inputs"]]
+    ins = [np.zeros(t["shape"], {"fp16": np.float16, "bf16": np.uint16}.get(t["dtype"], np.float32)) for t in k.record["inputs"]]
     k.run_packed(*ins)
     for label in k.record["instances"]:
         out[label] = {"kernel": k.name, "cycles": k.last_stats["cycles"], "tiling": k.record["tiling"]}
