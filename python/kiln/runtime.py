@@ -16,6 +16,15 @@ def _as_f16(bits: np.ndarray) -> np.ndarray:
     return bits.view(np.float16)
 
 
+def as_packed(values: np.ndarray, dtype: str) -> np.ndarray:
+    """Values (any float array) as a packed tensor of the record's dtype: fp16, fp32, or bf16 bit patterns
+    (uint16, a KILN_DTYPE=bf16 Cube weight)."""
+    if dtype == "bf16":
+        from .codegen.layouts import f32_to_bf16_bits
+        return f32_to_bf16_bits(values)
+    return np.ascontiguousarray(values, np.float16 if dtype == "fp16" else np.float32)
+
+
 def _pad_bias(b: np.ndarray, length: int) -> np.ndarray:
     out = np.zeros(length, np.float32)
     out[: b.size] = np.asarray(b, np.float32).reshape(-1)
