@@ -357,8 +357,8 @@ inline void f32_to_bf16_run(const float* src, f16* dst, std::size_t n, bool relu
 // taken from one 32-bit word of each operand, so A (ZZ: a row's k values are contiguous) is used as it
 // sits in L0A and only B is regrouped. vdpbf16ps treats bf16 denormal inputs as zero, flushes denormal
 // results and adds the pair's two exact products to the accumulator in its own order, so results can
-// differ from the k-ascending FMA path by a few fp32 roundings of the accumulator (docs/bf16.md
-// measures it); the FMA path stays the reference on every other ISA.
+// differ from the k-ascending FMA path by a few fp32 roundings of the accumulator (README, bf16 section;
+// benchmarks/micro/bench_bf16_mmad.cpp measures it); the FMA path stays the reference on every other ISA.
 // B (ZN, [K1][N1][16 n][16 k] bf16) -> [K1][N1][8 k pairs][16 n] 32-bit pairs: a 16x8 dword transpose.
 inline void pair_b_bf16(const f16* src, std::uint32_t* dst, std::size_t fractals) {
   for (std::size_t f = 0; f < fractals; ++f) {
