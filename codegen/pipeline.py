@@ -76,11 +76,11 @@ class Plan:
 
 
 def with_cube_dtype(op: OpInstance, dtype: str) -> OpInstance:
-    """A kernel-list entry of a Cube op (convolution, GEMM, batched MatMul) in the build's KILN_DTYPE; an entry
-    naming its own dtype keeps it. Depthwise convolutions run on the Vector cores and stay fp16."""
+    """A kernel-list entry of a Cube op (convolution, GEMM, batched MatMul) in the build's KILN_DTYPE (entries
+    have no dtype field of their own). Depthwise convolutions run on the Vector cores and stay fp16."""
     a = op.attrs
     cube = op.type in ("Gemm", "MatMul", "BatchedMatMul") or (op.type == "Conv" and a.get("group", 1) == 1)
-    if dtype == "fp16" or not cube or "dtype" in a:
+    if dtype == "fp16" or not cube:
         return op
     return OpInstance(op.label, op.type, {**a, "dtype": dtype})
 
