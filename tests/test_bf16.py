@@ -19,10 +19,15 @@ import pytest
 from conftest import build_package
 
 try:
+    from kiln.codegen.opspec_file import render_opspec, spec_hash
     from kiln.codegen.options import OptionError, parse_options
+    from kiln.codegen.pipeline import plan
 except ImportError:  # running from the source tree
     sys.path.insert(0, str(__import__("conftest").REPO))
+    from codegen.opspec_file import render_opspec, spec_hash
     from codegen.options import OptionError, parse_options
+    from codegen.pipeline import plan
+from conftest import REPO
 
 KERNELS = textwrap.dedent("""
     [[op]]
@@ -222,6 +227,29 @@ def tiny_cnn(path):
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])], inits)
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
     return path
+
+
+def test_bf16_plan_names_hashes_weights_and_winograd(tmp_path):
+    """The codegen alone (no compile): the same model planned fp16 and bf16."""
+    model = tiny_cnn(tmp_path / "tiny_bf16.onnx")
+    (tmp_path / "k.toml").write_text('[[op]]\nlabel = "k"\ntype = "Relu"\nshape = [16]\n')
+    plans = {dt: plan(parse_options({"KILN_MODELS": str(model), "KILN_KERNEL_LIST": str(tmp_path / "k.toml"),
+                                     "KILN_DTYPE": dt, "DEBUG_OPTIMIZATION_PATH": "ON"}), REPO, tmp_path)
+             for dt in ("fp16", "bf16")}
+    cube = {dt: [k for k in p.kernels if k.spec.kind in ("conv2d", "gemm")] for dt, p in plans.items()}
+    assert len(cube["fp16"]) == len(cube["bf16"]) > 0
+    for k16, kb in zip(cube["fp16"], cube["bf16"]):
+        assert kb.spec.dtype == "bf16" and kb.symbol.endswith("_bf16") and not k16.symbol.endswith("_bf16")
+        assert spec_hash(kb.spec) != spec_hash(k16.spec)  # same dims, another kernel
+        text = render_opspec(kb.spec, kb.instances, plans["bf16"].profile)
+        weight = "input.b = bf16" if kb.spec.kind == "gemm" else "input.w = bf16"
+        assert "dim.dtype = bf16" in text and "feature.dtype_cube = bf16" in text and weight in text, text
+        assert kb.variant.family != "conv2d_winograd"
+    weights = plans["bf16"].models[0].lowered.weights
+    packed = [w for name, w in weights.items() if name.endswith(".w")]
+    assert packed and all(w.dtype == np.uint16 for w in packed)  # Cube weights as bf16 bit patterns
+    assert any("reason=winograd_dtype" in line for line in plans["bf16"].log.lines)
+    assert not any("reason=winograd_dtype" in line for line in plans["fp16"].log.lines)
 
 
 def test_tiny_bf16_model_matches_onnx_runtime(tmp_path):
