@@ -232,7 +232,8 @@ def tiny_cnn(path):
 def test_bf16_plan_names_hashes_weights_and_winograd(tmp_path):
     """The codegen alone (no compile): the same model planned fp16 and bf16."""
     model = tiny_cnn(tmp_path / "tiny_bf16.onnx")
-    (tmp_path / "k.toml").write_text('[[op]]\nlabel = "k"\ntype = "Relu"\nshape = [16]\n')
+    (tmp_path / "k.toml").write_text('[[op]]\nlabel = "k"\ntype = "Conv"\ninput = [1, 32, 14, 14]\n'
+                                     'weight = [32, 32, 3, 3]\npads = [1, 1, 1, 1]\n')  # Winograd-legal
     plans = {dt: plan(parse_options({"KILN_MODELS": str(model), "KILN_KERNEL_LIST": str(tmp_path / "k.toml"),
                                      "KILN_DTYPE": dt, "DEBUG_OPTIMIZATION_PATH": "ON"}), REPO, tmp_path)
              for dt in ("fp16", "bf16")}
