@@ -19,6 +19,7 @@ import time
 import numpy as np
 
 import kiln
+from kiln.runtime import as_packed
 
 
 def median_time(fn, repeat: int) -> float:
@@ -48,7 +49,7 @@ def main() -> int:
     for k in kiln.kernels():
         if args.filter not in k.name:
             continue
-        ins = [rng.standard_normal(t["shape"]).astype(np.float16 if t["dtype"] == "fp16" else np.float32)
+        ins = [as_packed(rng.standard_normal(t["shape"]), t["dtype"])
                for t in k.record["inputs"]]
         out = k.empty_output()
         sec = median_time(lambda: k.run_packed(*ins, out=out), args.repeat)

@@ -28,6 +28,7 @@ import numpy as np
 
 import kiln
 from kiln import bench
+from kiln.runtime import as_packed
 
 MODELS = (("resnet50", 1), ("resnet50", 32), ("mobilenet_v2", 1), ("mobilenet_v2", 32), ("bert_layer", 1))
 PEERS = ("ort", "openvino", "torch")
@@ -44,8 +45,7 @@ def time_kernel(k: kiln.Kernel, threads: int, repeat: int) -> dict:
     """Median wall time of one kernel on random packed inputs (the emulator computes the real result)."""
     kiln._core.set_num_threads(threads)
     rng = np.random.default_rng(bench.SEED)
-    ins = [rng.standard_normal(t["shape"]).astype(np.float16 if t["dtype"] == "fp16" else np.float32)
-           for t in k.record["inputs"]]
+    ins = [as_packed(rng.standard_normal(t["shape"]), t["dtype"]) for t in k.record["inputs"]]
     out = k.empty_output()
     k.run_packed(*ins, out=out)  # warm-up
     times = []
@@ -111,7 +111,7 @@ def run_suite(threads_list, repeat: int, warmup: int, rounds: int, kernel_repeat
             kernels.append({"kernel": k.name, "family": k.family, "flops": flops, "threads": t, **m,
                             "gflops": gflops, "pct_of_peak": 100 * gflops / peaks[t]["gflops"]})
     return {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "machine": bench.machine(), "isa": info["isa"], "profile": info["profile"], "commit": bench.git_commit(),
+            "machine": bench.machine(), "isa": info["isa"], "dtype": info.get("dtype", "fp16"), "profile": info["profile"], "commit": bench.git_commit(),
             "threads": list(threads_list), "repeat": repeat, "warmup": warmup, "rounds": rounds,
             "peaks": {str(t): p for t, p in peaks.items()}, "models": rows, "not_baked": not_baked,
             "unavailable": unavailable, "kernels": kernels, "seconds": round(time.monotonic() - t_start, 1)}
@@ -131,7 +131,8 @@ def markdown(s: dict) -> str:
              f"`python benchmarks/bench_suite.py`, {s['seconds']:.0f} s.",
              "",
              f"Latency: median of {s['rounds']} rounds x {s['repeat']} runs after {s['warmup']} warm-up, "
-             f"each engine in its own process, same ONNX file and input; kiln fp16 (fp32 accumulate), peers fp32. "
+             f"each engine in its own process, same ONNX file and input; kiln {s.get('dtype', 'fp16')} (fp32 accumulate), "
+             f"peers fp32. "
              f"GFLOP/s from the ONNX graph's FLOPs; % of the measured peak (best fp32 GEMM 2048^3: {peak_text}). "
              f"kiln's simulated latency is the {s['profile']} figure of the same run, not a measurement.",
              ""]

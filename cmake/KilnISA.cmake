@@ -5,6 +5,8 @@ include(CheckCXXCompilerFlag)
 include(CheckCXXSourceRuns)
 
 set(_kiln_isa_flags_amx_bf16 -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mamx-tile -mamx-bf16 -mfma -mf16c)
+# avx512 + AVX512_BF16 (vdpbf16ps): the bf16 Cube path of KILN_DTYPE=bf16 builds takes two k per instruction
+set(_kiln_isa_flags_avx512_bf16 -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mfma -mf16c)
 set(_kiln_isa_flags_avx512 -mavx512f -mavx512bw -mavx512vl -mavx512dq -mfma -mf16c)
 set(_kiln_isa_flags_avx2 -mavx2 -mfma -mf16c)
 set(_kiln_isa_flags_portable "")
@@ -34,6 +36,7 @@ int main() {
   const bool avx512bf16 = a1 & (1u << 5);
   const bool has512 = zmm && avx512f && avx512bw && avx512vl && avx512dq && fma && f16c;
   if (has512 && amx_bf16 && amx_tile && tiles && avx512bf16) return 40;
+  if (has512 && avx512bf16) return 35;
   if (has512) return 30;
   if (ymm && avx2 && fma && f16c) return 20;
   return 10;
@@ -45,6 +48,8 @@ int main() {
     set(${out} portable PARENT_SCOPE)
   elseif(run_rc EQUAL 40)
     set(${out} amx_bf16 PARENT_SCOPE)
+  elseif(run_rc EQUAL 35)
+    set(${out} avx512_bf16 PARENT_SCOPE)
   elseif(run_rc EQUAL 30)
     set(${out} avx512 PARENT_SCOPE)
   elseif(run_rc EQUAL 20)
@@ -62,7 +67,7 @@ else()
   set(_kiln_isa_why "forced by KILN_ISA")
 endif()
 if(NOT DEFINED _kiln_isa_flags_${_kiln_isa})
-  message(FATAL_ERROR "KILN_ISA='${KILN_ISA}' is not valid: expected one of auto, amx_bf16, avx512, avx2, portable")
+  message(FATAL_ERROR "KILN_ISA='${KILN_ISA}' is not valid: expected one of auto, amx_bf16, avx512_bf16, avx512, avx2, portable")
 endif()
 set(KILN_ISA_FLAGS ${_kiln_isa_flags_${_kiln_isa}})
 if(KILN_ISA_FLAGS)

@@ -13,22 +13,47 @@ def _c1(c: int) -> int:
     return -(-c // C0)
 
 
-def oihw_to_fractal_z(w: np.ndarray) -> np.ndarray:
-    """Conv weight (Cout, Cin, Kh, Kw) -> FRACTAL_Z (Cin1*Kh*Kw, Cout1, 16 cout, 16 cin), fp16."""
+def f32_to_bf16_bits(a: np.ndarray) -> np.ndarray:
+    """fp32 values -> bfloat16 bit patterns (uint16), round to nearest even; NaN stays a quiet NaN. NumPy has
+    no bfloat16, so bf16 tensors are carried as these bits (as the emulator's f32_to_bf16 rounds)."""
+    x = np.ascontiguousarray(a, np.float32).view(np.uint32)
+    r = ((x + np.uint32(0x7FFF) + ((x >> 16) & 1)) >> 16).astype(np.uint16)
+    nan = np.isnan(np.asarray(a, np.float32))
+    return np.where(nan, ((x >> 16) | 0x40).astype(np.uint16), r)
+
+
+def bf16_bits_to_f32(b: np.ndarray) -> np.ndarray:
+    return (np.asarray(b, np.uint16).astype(np.uint32) << 16).view(np.float32)
+
+
+def _staging(dtype: str):
+    """The array type a Cube weight is padded in: fp16 directly (each value rounded once, as always), or fp32
+    for bf16, rounded to bf16 bits by _cube_operand at the end."""
+    if dtype not in ("fp16", "bf16"):
+        raise ValueError(f"Cube operand dtype must be fp16 or bf16, got {dtype!r}")
+    return np.float16 if dtype == "fp16" else np.float32
+
+
+def _cube_operand(p: np.ndarray, dtype: str) -> np.ndarray:
+    return f32_to_bf16_bits(p) if dtype == "bf16" else p
+
+
+def oihw_to_fractal_z(w: np.ndarray, dtype: str = "fp16") -> np.ndarray:
+    """Conv weight (Cout, Cin, Kh, Kw) -> FRACTAL_Z (Cin1*Kh*Kw, Cout1, 16 cout, 16 cin), fp16 or bf16 bits."""
     co, ci, kh, kw = w.shape
-    p = np.zeros((_c1(co) * C0, _c1(ci) * C0, kh, kw), np.float16)
+    p = np.zeros((_c1(co) * C0, _c1(ci) * C0, kh, kw), _staging(dtype))
     p[:co, :ci] = w
     # (CO1, 16o, CI1, 16i, kh, kw) -> (CI1, kh, kw, CO1, 16o, 16i)
     p = p.reshape(_c1(co), C0, _c1(ci), C0, kh, kw).transpose(2, 4, 5, 0, 1, 3)
-    return np.ascontiguousarray(p.reshape(_c1(ci) * kh * kw, _c1(co), C0, C0))
+    return _cube_operand(np.ascontiguousarray(p.reshape(_c1(ci) * kh * kw, _c1(co), C0, C0)), dtype)
 
 
-def kn_to_zn(b: np.ndarray) -> np.ndarray:
-    """GEMM weight (K, N) -> ZN fractals (K1, N1, 16 n, 16 k), fp16."""
+def kn_to_zn(b: np.ndarray, dtype: str = "fp16") -> np.ndarray:
+    """GEMM weight (K, N) -> ZN fractals (K1, N1, 16 n, 16 k), fp16 or bf16 bits."""
     k, n = b.shape
-    p = np.zeros((_c1(k) * C0, _c1(n) * C0), np.float16)
+    p = np.zeros((_c1(k) * C0, _c1(n) * C0), _staging(dtype))
     p[:k, :n] = b
-    return np.ascontiguousarray(p.reshape(_c1(k), C0, _c1(n), C0).transpose(0, 2, 3, 1))
+    return _cube_operand(np.ascontiguousarray(p.reshape(_c1(k), C0, _c1(n), C0).transpose(0, 2, 3, 1)), dtype)
 
 
 def dw_weight_to_c1hwc0(w: np.ndarray) -> np.ndarray:

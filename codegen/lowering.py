@@ -5,7 +5,8 @@ into a kernel); layout changes at the graph boundary and between layouts become
 glue steps run by the executor on the host; Flatten/Reshape that do not move
 bytes become views. Activations with 4 dims live as NC1HWC0 fp16, everything
 else as row-major (ND) fp16. Weights are packed here, once, at build time, into
-the layouts their kernels read (FRACTAL_Z, ZN, C1HWC0) and the padded fp32 bias.
+the layouts their kernels read (FRACTAL_Z, ZN, C1HWC0) and the padded fp32 bias;
+Cube weights in the build's KILN_DTYPE (fp16, or bf16 as uint16 bit patterns).
 
 Lowering rules are a table (LOWER): supporting one more op is one entry.
 """
@@ -71,8 +72,9 @@ class LoweredModel:
 
 
 class _Lowerer:
-    def __init__(self, g: Graph, model: str):
+    def __init__(self, g: Graph, model: str, dtype: str = "fp16"):
         self.g, self.model = g, model
+        self.dtype = dtype  # the Cube kernels' operand type (KILN_DTYPE): their weights are packed in it
         self.steps: list[Step] = []
         self.storage: dict[str, Storage] = {}
         self.aliases: dict[str, str] = {}
@@ -87,6 +89,10 @@ class _Lowerer:
         self.gelu_chain: dict[str, list[str]] = {}  # last node of a GELU chain -> the chain's node names
         self.gelu_input: dict[str, str] = {}
         self.layernorm_chain: dict[str, tuple] = {}  # last node -> (names, x, gamma, beta, eps)
+
+    def cube_dtype(self) -> dict:
+        """The operand type attribute of a Cube op instance (none for fp16: its specs are as they always were)."""
+        return {} if self.dtype == "fp16" else {"dtype": self.dtype}
 
     def fail(self, node: Node, why: str) -> KilnError:
         return KilnError("lowering", f"node '{node.name}' ({node.op_type}) of {self.model}", why)
@@ -168,7 +174,8 @@ class _Lowerer:
         attrs = dict(input=xs, weight=tuple(w.shape), strides=tuple(a["strides"]), pads=tuple(a["pads"]),
                      dilations=tuple(a["dilations"]), group=group, bias=bias, **self.epilogue(node))
         if group == 1:
-            wname = self.weight(f"{node.name}.w", layouts.oihw_to_fractal_z(w))
+            attrs.update(self.cube_dtype())
+            wname = self.weight(f"{node.name}.w", layouts.oihw_to_fractal_z(w, self.dtype))
         elif group == xs[1] == w.shape[0] and w.shape[1] == 1:
             wname = self.weight(f"{node.name}.w", layouts.dw_weight_to_c1hwc0(w))
         else:
@@ -190,7 +197,7 @@ class _Lowerer:
             x2s = self.shape(x2)
             attrs["second"] = (int(x2s[1]), int(x2s[2]), int(x2s[3]), int(second.attrs["strides"][0]))
             ins.append(self.act(node, x2, "NC1HWC0"))
-            ins.append(self.weight(f"{second.name}.w", layouts.oihw_to_fractal_z(w2)))
+            ins.append(self.weight(f"{second.name}.w", layouts.oihw_to_fractal_z(w2, self.dtype)))
         self.kernel(node, "Conv", attrs, ins, "NC1HWC0")
 
     def conv_chain(self, node: Node) -> None:
@@ -205,11 +212,11 @@ class _Lowerer:
         attrs = dict(input=self.shape(x), weight=tuple(w1.shape), strides=tuple(fa["strides"]),
                      pads=tuple(fa["pads"]), dilations=tuple(fa["dilations"]), group=1, bias=b2,
                      mid=(int(w1.shape[0]), b1, fa.get("activation") == "Relu"), cout=int(w2.shape[0]),
-                     **self.epilogue(node))
-        ins = [self.act(node, x, "NC1HWC0"), self.weight(f"{first.name}.w", layouts.oihw_to_fractal_z(w1))]
+                     **self.cube_dtype(), **self.epilogue(node))
+        ins = [self.act(node, x, "NC1HWC0"), self.weight(f"{first.name}.w", layouts.oihw_to_fractal_z(w1, self.dtype))]
         if b1:
             ins.append(self.weight(f"{first.name}.b", layouts.pad_bias(self.const(first, first.inputs[2]))))
-        ins.append(self.weight(f"{node.name}.w", layouts.oihw_to_fractal_z(w2)))
+        ins.append(self.weight(f"{node.name}.w", layouts.oihw_to_fractal_z(w2, self.dtype)))
         if b2:
             ins.append(self.weight(f"{node.name}.b", layouts.pad_bias(self.const(node, node.inputs[2]))))
         if node.attrs.get("residual"):
@@ -283,7 +290,7 @@ class _Lowerer:
             add = self.bias_add[node.name]
             bias, bias_value = True, next(i for i in add.inputs if i in self.g.initializers)
             self.decisions.append(f"{node.name}: {add.name} folded into the GEMM as its bias")
-        ins = [self.act(node, x, "ND"), self.weight(f"{node.name}.w", layouts.kn_to_zn(b))]
+        ins = [self.act(node, x, "ND"), self.weight(f"{node.name}.w", layouts.kn_to_zn(b, self.dtype))]
         if bias:
             bv = self.const(node, bias_value).reshape(-1)
             if bv.size != b.shape[1]:
@@ -292,7 +299,8 @@ class _Lowerer:
         if node.name in self.bias_add:  # the GEMM writes the Add's output
             add = self.bias_add[node.name]
             node = Node(node.name, node.op_type, node.inputs, add.outputs, node.attrs, [node.name, add.name])
-        self.kernel(node, "Gemm", dict(a=xs, b=tuple(b.shape), bias=bias, **self.epilogue(node)), ins, "ND")
+        self.kernel(node, "Gemm", dict(a=xs, b=tuple(b.shape), bias=bias, **self.cube_dtype(), **self.epilogue(node)),
+                    ins, "ND")
 
     def scalar_const(self, v: str) -> float | None:
         if v in self.g.initializers and self.g.initializers[v].size == 1:
@@ -353,7 +361,8 @@ class _Lowerer:
         trans_b = b in self.trans_b_values
         batch, m, k, n = prod(ash[:-2]), ash[-2], ash[-1], bsh[-1]
         ins = [self.act(node, a, "ND"), self.device[b] if trans_b else self.act(node, b, "ND")]
-        self.kernel(node, "BatchedMatMul", dict(batch=batch, m=m, k=k, n=n, trans_b=trans_b, activation="", bias=False),
+        self.kernel(node, "BatchedMatMul", dict(batch=batch, m=m, k=k, n=n, trans_b=trans_b, activation="", bias=False,
+                                                **self.cube_dtype()),
                     ins, "ND")
 
     def transpose(self, node: Node) -> None:
@@ -619,8 +628,9 @@ class _Lowerer:
                             self.alias_offsets)
 
 
-def lower(g: Graph, model: str) -> LoweredModel:
-    return _Lowerer(g, model).run()
+def lower(g: Graph, model: str, dtype: str = "fp16") -> LoweredModel:
+    """dtype: the Cube kernels' operand type (KILN_DTYPE), which their packed weights take."""
+    return _Lowerer(g, model, dtype).run()
 
 
 def unsupported_nodes(g: Graph, model: str) -> list[Node]:

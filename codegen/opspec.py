@@ -25,12 +25,17 @@ def c1(c: int) -> int:
 class Tensor:
     name: str
     shape: tuple[int, ...]
-    dtype: str    # fp16 | fp32
+    dtype: str    # fp16 | bf16 | fp32
     layout: str   # NC1HWC0, FRACTAL_Z, ZN, C1HWC0, ND
 
     @property
     def nbytes(self) -> int:
-        return prod(self.shape) * (2 if self.dtype == "fp16" else 4)
+        return prod(self.shape) * (4 if self.dtype == "fp32" else 2)
+
+
+def _dtype(dtype: str) -> str:
+    """The name fragment of a Cube kernel's operand type: none for fp16 (the names fp16 builds always had)."""
+    return "" if dtype == "fp16" else "_" + dtype
 
 
 def _act(relu: bool) -> str:
@@ -79,6 +84,9 @@ class Conv2dSpec:
     mid: int = 0
     mid_bias: bool = False
     mid_relu: bool = False
+    # The Cube's operand type (KILN_DTYPE): fp16, or bf16 with the weights packed as bf16 and the activations
+    # (fp16 in GM) rounded to bf16 on their way into L1. Accumulation is fp32 and the output fp16 either way.
+    dtype: str = "fp16"
     kind = "conv2d"
 
     @property
@@ -89,7 +97,7 @@ class Conv2dSpec:
     def second(self) -> "Conv2dSpec":
         """The second source as a conv of its own (for its geometry: rows per tile, reuse)."""
         return Conv2dSpec(self.n, self.cin2, self.h2, self.w2, self.cout, 1, 1, self.s2, self.s2, 0, 0, 0, 0, 1, 1,
-                          False, False)
+                          False, False, dtype=self.dtype)
 
     @property
     def vector_epilogue(self) -> bool:
@@ -113,9 +121,9 @@ class Conv2dSpec:
             first = (f"conv2d_{self.n}x{self.cin}x{self.h}x{self.w}_o{self.mid}_k{self.kh}x{self.kw}_{win}"
                      f"{'_bias' if self.mid_bias else ''}{'_relu' if self.mid_relu else ''}")
             return (f"{first}_then_o{self.cout}{'_bias' if self.bias else ''}{acc}{'_add' if self.residual else ''}"
-                    f"{act}")
+                    f"{act}{_dtype(self.dtype)}")
         return (f"conv2d_{self.n}x{self.cin}x{self.h}x{self.w}_o{self.cout}_k{self.kh}x{self.kw}_{win}"
-                f"{'_bias' if self.bias else ''}{acc}{'_add' if self.residual else ''}{act}")
+                f"{'_bias' if self.bias else ''}{acc}{'_add' if self.residual else ''}{act}{_dtype(self.dtype)}")
 
     @property
     def flops(self) -> int:
@@ -125,18 +133,18 @@ class Conv2dSpec:
 
     def inputs(self) -> list[Tensor]:
         t = [Tensor("x", (self.n, c1(self.cin), self.h, self.w, C0), "fp16", "NC1HWC0"),
-             Tensor("w", (c1(self.cin) * self.kh * self.kw, c1(self.first_cout), C0, C0), "fp16", "FRACTAL_Z")]
+             Tensor("w", (c1(self.cin) * self.kh * self.kw, c1(self.first_cout), C0, C0), self.dtype, "FRACTAL_Z")]
         if self.mid:  # the chain's first bias, then the 1x1 conv's weights
             if self.mid_bias:
                 t.append(Tensor("mid_bias", (c1(self.mid) * C0,), "fp32", "ND"))
-            t.append(Tensor("w_mid", (c1(self.mid), c1(self.cout), C0, C0), "fp16", "FRACTAL_Z"))
+            t.append(Tensor("w_mid", (c1(self.mid), c1(self.cout), C0, C0), self.dtype, "FRACTAL_Z"))
         if self.bias:
             t.append(Tensor("bias", (c1(self.cout) * C0,), "fp32", "ND"))
         if self.residual:
             t.append(Tensor("residual", self.output().shape, "fp16", "NC1HWC0"))
         if self.cin2:
             t.append(Tensor("x2", (self.n, c1(self.cin2), self.h2, self.w2, C0), "fp16", "NC1HWC0"))
-            t.append(Tensor("w2", (c1(self.cin2), c1(self.cout), C0, C0), "fp16", "FRACTAL_Z"))
+            t.append(Tensor("w2", (c1(self.cin2), c1(self.cout), C0, C0), self.dtype, "FRACTAL_Z"))
         return t
 
     def output(self) -> Tensor:
@@ -223,6 +231,7 @@ class GemmSpec:
     n: int
     bias: bool
     relu: bool
+    dtype: str = "fp16"  # the Cube's operand type, as Conv2dSpec.dtype
     # Sibling GEMMs of one input, run as one (fusion): n is `n // split` results of `split` columns each, written
     # one after another, [n // split][m][split], so each is a contiguous slice of the output. 0: one result.
     split: int = 0
@@ -231,7 +240,8 @@ class GemmSpec:
     @property
     def name(self) -> str:
         siblings = f"_siblings{self.n // self.split}" if self.split else ""
-        return f"gemm_m{self.m}_k{self.k}_n{self.n}{'_bias' if self.bias else ''}{_act(self.relu)}{siblings}"
+        return (f"gemm_m{self.m}_k{self.k}_n{self.n}{'_bias' if self.bias else ''}{_act(self.relu)}{siblings}"
+                f"{_dtype(self.dtype)}")
 
     @property
     def flops(self) -> int:
@@ -239,7 +249,7 @@ class GemmSpec:
 
     def inputs(self) -> list[Tensor]:
         t = [Tensor("a", (self.m, self.k), "fp16", "ND"),
-             Tensor("b", (c1(self.k), c1(self.n), C0, C0), "fp16", "ZN")]
+             Tensor("b", (c1(self.k), c1(self.n), C0, C0), self.dtype, "ZN")]
         if self.bias:
             t.append(Tensor("bias", (c1(self.n) * C0,), "fp32", "ND"))
         return t
@@ -399,11 +409,12 @@ class BatchedGemmSpec:
     k: int
     n: int
     trans_b: bool
+    dtype: str = "fp16"  # the Cube's operand type, as Conv2dSpec.dtype (both operands are activations)
     kind = "bgemm"
 
     @property
     def name(self) -> str:
-        return f"bgemm_b{self.batch}_m{self.m}_k{self.k}_n{self.n}{'_bt' if self.trans_b else ''}"
+        return f"bgemm_b{self.batch}_m{self.m}_k{self.k}_n{self.n}{'_bt' if self.trans_b else ''}{_dtype(self.dtype)}"
 
     @property
     def flops(self) -> int:
@@ -453,6 +464,17 @@ class TransposeSpec:
 Opspec = Conv2dSpec | DwConv2dSpec | GemmSpec | EltwiseSpec | Pool2dSpec | RowSpec | BatchedGemmSpec | TransposeSpec
 
 
+CUBE_DTYPES = ("fp16", "bf16")
+
+
+def cube_dtype(op: OpInstance) -> str:
+    """The Cube operand type lowering (or the build, for kernel-list entries) gave the instance."""
+    dtype = op.attrs.get("dtype", "fp16")
+    if dtype not in CUBE_DTYPES:
+        raise KilnError("opspec", op.label, f"dtype {dtype!r} is not one of {', '.join(CUBE_DTYPES)}")
+    return dtype
+
+
 def opspec_of(op: OpInstance) -> Opspec:
     a = op.attrs
     relu = a["activation"] == "Relu"
@@ -467,12 +489,12 @@ def opspec_of(op: OpInstance) -> Opspec:
                 extra.update(mid=a["mid"][0], mid_bias=a["mid"][1], mid_relu=a["mid"][2])
                 cout = a["cout"]
             return Conv2dSpec(n, cin, h, w, cout, kh, kw, sh, sw, pt, pl, pb, pr, dh, dw, a["bias"], relu,
-                              bool(a.get("residual", False)), clip_hi, **extra)
+                              bool(a.get("residual", False)), clip_hi, **extra, dtype=cube_dtype(op))
         clip_hi = f32(a["max"]) if a["activation"] == "Clip" else 0.0
         return DwConv2dSpec(n, cin, h, w, kh, kw, sh, sw, pt, pl, pb, pr, dh, dw, a["bias"], relu, clip_hi)
     if op.type in ("Gemm", "MatMul"):
         (m, k), (_, n) = a["a"], a["b"]
-        return GemmSpec(m, k, n, a["bias"], relu, a.get("split", 0))
+        return GemmSpec(m, k, n, a["bias"], relu, cube_dtype(op), a.get("split", 0))
     if op.type in ("Relu", "Add", "Clip", "Mul", "Muls", "Adds", "Gelu"):
         numel = prod(a["shape"])
         act = "relu" if relu else ("clip" if a["activation"] == "Clip" else "")
@@ -491,7 +513,7 @@ def opspec_of(op: OpInstance) -> Opspec:
             return RowSpec("softmax", rows, length)
         return RowSpec("layernorm", rows, length, f32(a["epsilon"]))
     if op.type == "BatchedMatMul":
-        return BatchedGemmSpec(a["batch"], a["m"], a["k"], a["n"], bool(a["trans_b"]))
+        return BatchedGemmSpec(a["batch"], a["m"], a["k"], a["n"], bool(a["trans_b"]), cube_dtype(op))
     if op.type == "Transpose0213":
         return TransposeSpec(*a["input"])
     if op.type in ("MaxPool", "AveragePool", "GlobalAveragePool"):

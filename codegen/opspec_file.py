@@ -37,7 +37,8 @@ CUBE_KINDS = ("conv2d", "gemm", "bgemm")
 
 # name -> unit; the order is the file's order (docs/opspec.md explains each).
 FEATURES: dict[str, str] = {
-    "fused_chain": "ops", "unit": "enum", "dtype_in": "enum", "dtype_out": "enum", "dtype_acc": "enum",
+    "fused_chain": "ops", "unit": "enum", "dtype_in": "enum", "dtype_cube": "enum", "dtype_out": "enum",
+    "dtype_acc": "enum",
     "layout_in": "enum", "layout_out": "enum", "layout_weight": "enum",
     "flops": "FLOP", "macs": "MAC", "bytes_in": "B", "bytes_weights": "B", "bytes_out": "B", "bytes_total": "B",
     "arithmetic_intensity": "FLOP/B", "reduction_length": "elements", "output_elements": "elements",
@@ -57,6 +58,8 @@ def spec_hash(spec: Opspec) -> str:
             values.pop(name)
     if not values.get("split", 1):  # nor a GEMM with one result
         values.pop("split")
+    if values.get("dtype") == "fp16":  # nor does an fp16 Cube kernel (the only type before KILN_DTYPE)
+        values.pop("dtype")
     canon = json.dumps({"kind": spec.kind, **values},
                        sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canon.encode()).hexdigest()[:16]
@@ -114,7 +117,8 @@ def features(spec: Opspec, profile: Profile) -> dict:
     intensity = spec.flops / bytes_moved(spec)
     return {
         "fused_chain": _fused_chain(spec), "unit": "cube" if cube else "vector",
-        "dtype_in": acts[0].dtype if acts else "fp16", "dtype_out": out.dtype, "dtype_acc": "fp32",
+        "dtype_in": acts[0].dtype if acts else "fp16", "dtype_cube": getattr(spec, "dtype", "fp16") if cube else "none",
+        "dtype_out": out.dtype, "dtype_acc": "fp32",
         "layout_in": acts[0].layout if acts else "ND", "layout_out": out.layout,
         "layout_weight": weights[0].layout if weights and weights[0].name == "w" else "none",
         "flops": spec.flops, "macs": macs, "bytes_in": b_in, "bytes_weights": b_w, "bytes_out": b_out,

@@ -17,7 +17,8 @@ from typing import Any
 from .profiles import PROFILES
 
 ZOO_MODELS = ("resnet50", "mobilenet_v2", "bert_layer")
-ISAS = ("auto", "amx_bf16", "avx512", "avx2", "portable")
+ISAS = ("auto", "amx_bf16", "avx512_bf16", "avx512", "avx2", "portable")
+DTYPES = ("fp16", "bf16")
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,9 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("USE_FLASH_ATTENTION", "bool", "ON", "Fused attention for transformer blocks"),
     OptionSpec("MAX_SEQ_LEN", "int", "512", "Longest sequence the attention kernels are built for", lo=1, hi=65536),
     OptionSpec("KILN_ISA", "enum", "auto", "Host instruction set for the emulator", allowed=ISAS),
+    OptionSpec("KILN_DTYPE", "enum", "fp16", "Operand type of the Cube kernels (fp32 accumulate either way): fp16 "
+               "or bf16 (weights packed as bf16, activations rounded to bf16 where they enter the Cube)",
+               allowed=DTYPES),
 )
 OPTION_BY_NAME = {o.name: o for o in OPTIONS}
 
@@ -158,6 +162,7 @@ class Options:
     use_flash_attention: bool
     max_seq_len: int
     kiln_isa: str
+    kiln_dtype: str
     isa_resolved: str = ""  # what configure picked for KILN_ISA=auto
     from_level: tuple[str, ...] = ()  # options that took KILN_OPT_LEVEL's value (left empty)
 

@@ -16,6 +16,9 @@ REASONS = {
     "tile_shrunk": "a larger tile did not fit a buffer; the named buffer was the limit",
     "balance_cores": "tile reduced so the blocks cover more AI cores",
     "option": "a build option decided this",
+    "winograd_dtype": "KILN_DTYPE=bf16: direct img2col, no Winograd. At bf16's unit roundoff (2^-8, 8x fp16's) "
+                      "F(4,3)'s expected error (error_bound_f4, about 8%) is over the 2% gate; F(2,3)'s (about 0.8%) "
+                      "is not, but the Winograd kernel's transforms and GEMM are fp16 only so far",
     "tuning_record": "the variant comes from KILN_TUNING_RECORDS (measured on the emulator by `kiln tune`), no search",
     "opt_level": "the option was left empty, so KILN_OPT_LEVEL set it (codegen/options.py OPT_LEVELS)",
     "view_or_relayout": "a lowering decision: a reshape shares its input's bytes, a layout change needs a host "

@@ -75,6 +75,16 @@ class Plan:
     generic_kernels: list[GenericKernel] = field(default_factory=list)  # KILN_SHAPE_BUCKETS (codegen/generic.py)
 
 
+def with_cube_dtype(op: OpInstance, dtype: str) -> OpInstance:
+    """A kernel-list entry of a Cube op (convolution, GEMM, batched MatMul) in the build's KILN_DTYPE (entries
+    have no dtype field of their own). Depthwise convolutions run on the Vector cores and stay fp16."""
+    a = op.attrs
+    cube = op.type in ("Gemm", "MatMul", "BatchedMatMul") or (op.type == "Conv" and a.get("group", 1) == 1)
+    if dtype == "fp16" or not cube:
+        return op
+    return OpInstance(op.label, op.type, {**a, "dtype": dtype})
+
+
 def default_kernel_list(source_dir: Path) -> Path:
     return source_dir / "kernels" / "default.toml"
 
@@ -114,7 +124,8 @@ def plan(options: Options, source_dir: Path, work_dir: Path | None = None, progr
     """jobs: processes for the tiling search; search_cache_dir: where its results are kept between runs."""
     log = OptLog()
     profile = get_profile(options.kiln_target)
-    log.add("options", "build", f"target={profile.name}", "option", isa=options.isa_resolved or options.kiln_isa)
+    log.add("options", "build", f"target={profile.name}", "option", isa=options.isa_resolved or options.kiln_isa,
+            dtype=options.kiln_dtype)
     for name in options.from_level:
         value = options.as_dict()[name]
         value = ("ON" if value else "OFF") if isinstance(value, bool) else value
@@ -137,7 +148,7 @@ def plan(options: Options, source_dir: Path, work_dir: Path | None = None, progr
 
     kernel_list = Path(options.kiln_kernel_list) if options.kiln_kernel_list else default_kernel_list(source_dir)
     for op in load_kernel_list(kernel_list):
-        add_instance(op)
+        add_instance(with_cube_dtype(op, options.kiln_dtype))
 
     models: list[tuple] = []
     names: set[str] = set()
@@ -145,7 +156,7 @@ def plan(options: Options, source_dir: Path, work_dir: Path | None = None, progr
 
     def add_model(name: str, path: Path, graph) -> None:
         fusion = fuse(graph, name, options.enable_fusion, options.max_fusion_depth, log, profile)
-        lowered = lower(graph, name)
+        lowered = lower(graph, name, options.kiln_dtype)
         for d in lowered.decisions:
             node, _, detail = d.partition(":")
             log.add("lowering", f"{name}:{node}", "decision", "view_or_relayout", detail=detail.strip())

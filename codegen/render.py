@@ -114,7 +114,8 @@ def weights_blob(m: ModelPlan) -> tuple[bytes, dict[str, tuple[int, int]]]:
     """All packed weights of a model in one blob: name -> (offset, bytes)."""
     parts, index, off = [], {}, 0
     for name, arr in packed_weights(m).items():
-        data = arr.astype(np.float16 if arr.dtype == np.float16 else np.float32).tobytes()
+        # fp16, bf16 bit patterns (uint16: Cube weights of KILN_DTYPE=bf16) or fp32, as packed
+        data = (arr if arr.dtype in (np.float16, np.uint16) else arr.astype(np.float32)).tobytes()
         pad = (-off) % WEIGHT_ALIGN
         parts.append(b"\0" * pad)
         off += pad

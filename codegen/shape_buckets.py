@@ -280,7 +280,8 @@ def step_specs(graph: Graph, name: str, size, pads, options, fusion_profile) -> 
     from .opspec import opspec_of
     g = graph_at_size(graph, size, name, pads)
     fuse(g, name, options.enable_fusion, options.max_fusion_depth, OptLog(), fusion_profile)
-    return [(st.name, opspec_of(st.instance) if st.kind == "kernel" else None) for st in lower(g, name).steps]
+    return [(st.name, opspec_of(st.instance) if st.kind == "kernel" else None)
+            for st in lower(g, name, options.kiln_dtype).steps]
 
 
 def _generic_path(m, sb: ShapeBuckets, profile, options, log: OptLog, generic: dict) -> None:
@@ -463,10 +464,10 @@ def _plan_with(model: dict, kernels: list[dict], options, profile, fusion_profil
     log = OptLog()
     g = graph_at_size(graph_from_record(sb["graph"]), size, name, sb["graph"]["same_pads"])
     fusion = fuse(g, name, options.enable_fusion, options.max_fusion_depth, log, fusion_profile)
-    lowered = lower(g, name)
+    lowered = lower(g, name, options.kiln_dtype)
     windex = {n: tuple(r) for n, r in sb["weights"].items()}
     for wname, arr in lowered.weights.items():  # weight layouts do not depend on the size: the blob has them
-        nbytes = arr.size * (2 if arr.dtype == np.float16 else 4)
+        nbytes = arr.nbytes  # fp16 / bf16 bits (uint16) / fp32
         if wname not in windex or windex[wname][1] != nbytes:
             raise KilnError("shapes", f"{name}: weight '{wname}'", f"the blob has no {nbytes}-byte weight of this "
                             f"name ({windex.get(wname, 'absent')}); rebuild with KILN_SHAPE_BUCKETS")

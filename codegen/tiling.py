@@ -945,6 +945,14 @@ def _cube_conv_algorithm(spec: Conv2dSpec, profile: Profile, log: OptLog, option
             raise KilnError("tiling", spec.name, f"algorithm {pinned} was pinned but {winograd_legal(spec)}")
     direct = _conv_variant(spec, profile, log, search)
     illegal = winograd_legal(spec)
+    if spec.dtype != "fp16" and not illegal and mode != "OFF":
+        # Also over a kernel-list pin (the default list pins Winograd entries for bench_winograd.py): the pin
+        # is reported, and the kernel is the direct one. The expected errors scale with the operand type's unit
+        # roundoff: bf16's 2^-8 is 8x fp16's 2^-11.
+        bound = {f"error_bound_f{t}": winograd.expected_error(t) * 8 for t in WINOGRAD_TILES}
+        log.add("algorithm", spec.name, "direct_img2col", "winograd_dtype", dtype=spec.dtype, USE_WINOGRAD=mode,
+                tolerance=WINOGRAD_MAX_ERROR, **({"pinned": pinned} if pinned else {}), **bound)
+        return replace(direct, notes={"algorithm": "direct_img2col"})
     if mode == "OFF" or illegal:
         why = dict(detail=illegal) if illegal else dict(pinned=pinned) if pinned else dict(
             USE_WINOGRAD=options.use_winograd, FORCE_DIRECT_CONV=options.force_direct_conv)

@@ -28,10 +28,13 @@ using namespace kiln::emu;
 
 namespace {
 
-const char* dtype_name(DType d) { return d == DType::F16 ? "float16" : "float32"; }
+const char* dtype_name(DType d) {
+  return d == DType::F16 ? "float16" : d == DType::BF16 ? "bfloat16 bits (uint16)" : "float32";
+}
 
 bool dtype_matches(const py::array& a, DType d) {
-  return a.dtype().kind() == 'f' && a.itemsize() == (d == DType::F16 ? 2 : 4);
+  if (d == DType::BF16) return a.dtype().kind() == 'u' && a.itemsize() == 2;
+  return a.dtype().kind() == 'f' && a.itemsize() == int(dtype_bytes(d));
 }
 
 std::string shape_text(const std::vector<std::size_t>& s) {
@@ -403,7 +406,7 @@ class PyExecutor {
           throw py::value_error("model '" + model + "', step '" + s.name + "': input count differs from the kernel's");
         for (std::size_t i = 0; i < s.inputs.size(); ++i) {
           const TensorDesc& t = s.kernel->inputs[i];
-          if (s.inputs[i].bytes != t.numel() * (t.dtype == DType::F16 ? 2 : 4))
+          if (s.inputs[i].bytes != t.numel() * dtype_bytes(t.dtype))
             throw py::value_error("model '" + model + "', step '" + s.name + "': input '" + t.name +
                                   "' size differs from kernel " + s.kernel->name);
         }

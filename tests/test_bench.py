@@ -30,6 +30,7 @@ def test_bench_json_has_the_schema_and_a_ratio_per_peer():
     assert {"peak_gflops", "date", "machine", "isa", "commit", "unavailable"} <= set(d)
     assert d["model"] == small_model() and d["batch"] >= 1 and d["threads"] >= 1
     assert [e["name"] for e in d["engines"]] == ["kiln", "ort"]
+    assert d["dtype"] == d["engines"][0]["dtype"] == kiln.build_info()["dtype"]  # the build's KILN_DTYPE
     for e in d["engines"]:
         assert {"name", "median_ms", "min_ms", "max_ms", "gflops", "peak_rss_mb"} <= set(e)
         assert 0 < e["min_ms"] <= e["median_ms"] <= e["max_ms"]

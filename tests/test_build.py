@@ -58,6 +58,7 @@ def build_cmd(build: Path) -> subprocess.CompletedProcess:
     ("MAX_FUSION_DEPTH=abc", "MAX_FUSION_DEPTH='abc' is not valid: expected an integer 1..8"),
     ("USE_WINOGRAD=MAYBE", "USE_WINOGRAD='MAYBE' is not valid: expected one of ON, OFF, AUTO, F2, F4"),
     ("KILN_TARGET=ascend999", "KILN_TARGET='ascend999' is not valid: expected one of ascend910b, ascend310p"),
+    ("KILN_DTYPE=fp8", "KILN_DTYPE='fp8' is not valid: expected one of fp16, bf16"),
 ])
 def test_configure_rejects_bad_option(tmp_path, define, message):
     r = configure(REPO, tmp_path / "b", define)

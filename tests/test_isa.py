@@ -1,5 +1,5 @@
 """Every instruction-set path the CPU supports computes the same kernels: a small kernel set is baked once
-per ISA (KILN_ISA=avx512 / avx2 / portable; amx_bf16 where the CPU has AMX) and run on the same inputs.
+per ISA (KILN_ISA=avx512_bf16 / avx512 / avx2 / portable; amx_bf16 where the CPU has AMX) and run on the same inputs.
 Paths with FMA accumulate each Cube product in the same order, so their results are bit-identical; the
 portable path (no FMA: a multiply then an add) must stay within the fp32-accumulation error of the
 reference. The thread count must not change results or simulated cycles."""
@@ -89,6 +89,7 @@ def cpu_flags() -> set[str]:
 FLAGS = cpu_flags()
 ISAS = [("portable", True), ("avx2", {"avx2", "fma", "f16c"} <= FLAGS),
         ("avx512", {"avx512f", "avx512bw", "avx512vl", "avx512dq"} <= FLAGS),
+        ("avx512_bf16", {"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_bf16"} <= FLAGS),
         ("amx_bf16", {"amx_bf16", "amx_tile", "avx512f"} <= FLAGS)]
 
 

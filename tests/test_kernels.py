@@ -74,11 +74,13 @@ def make_inputs(k: kiln.Kernel, seed: int):
 def chain_reference(s, args, absolute=False):
     """A chained conv: the window conv (+ bias, ReLU) rounded to fp16 as the kernel keeps it in L1, then the
     1x1 conv and its epilogue. With absolute=True: the magnitudes the error bound scales with."""
+    dt = s.get("dtype", "fp16")  # KILN_DTYPE: x, w and w_mid as the Cube reads them; the rest is fp16/fp32
     q = [ref.f16(a) for a in args]
+    q[0], q[1] = ref.cube_operand(args[0], dt), ref.cube_operand(args[1], dt, activation=False)
     i = 2
     b1 = np.asarray(args[i], np.float64) if s["mid_bias"] else None
     i += 1 if s["mid_bias"] else 0
-    w2 = q[i]
+    w2 = ref.cube_operand(args[i], dt, activation=False)
     b2 = np.asarray(args[i + 1], np.float64) if s["bias"] else None
     residual = q[-1] if s.get("residual") else None
     geometry = ((s["sh"], s["sw"]), (s["pt"], s["pl"], s["pb"], s["pr"]), (s["dh"], s["dw"]))
@@ -87,6 +89,8 @@ def chain_reference(s, args, absolute=False):
         y = ref.conv2d_nchw(mid, np.abs(w2), None if b2 is None else np.abs(b2))
         return y + (np.abs(residual) if residual is not None else 0)
     mid = ref.f16(ref.conv2d_nchw(q[0], q[1], b1, *geometry, relu=s["mid_relu"]))
+    if dt == "bf16":  # Fixpipe rounds the intermediate to bf16 (not through fp16)
+        mid = ref.bf16(ref.conv2d_nchw(q[0], q[1], b1, *geometry, relu=s["mid_relu"]))
     vec = s.get("residual") or s.get("clip_hi")
     y = ref.conv2d_nchw(mid, w2, b2, relu=s["relu"] and not vec)
     if residual is not None:
@@ -102,10 +106,11 @@ def reference(k: kiln.Kernel, args, absolute=False):
     s, kind = k.spec, k.record["features"]["kind"]
     if kind == "conv2d" and s.get("mid"):
         return chain_reference(s, args, absolute)
-    q = [ref.f16(a) for a in args[:2]]  # activations and weights as the kernel reads them
+    dt = s.get("dtype", "fp16")  # KILN_DTYPE of a Cube kernel (depthwise: fp16)
+    q = [ref.cube_operand(args[0], dt), ref.cube_operand(args[1], dt, activation=False)]  # as the kernel reads them
     bias = np.asarray(args[2], np.float64) if s.get("bias") else None
     residual = ref.f16(args[3 if s.get("bias") else 2]) if s.get("residual") else None
-    second = [ref.f16(a) for a in args[-2:]] if s.get("cin2") else None
+    second = [ref.cube_operand(args[-2], dt), ref.cube_operand(args[-1], dt, activation=False)] if s.get("cin2") else None
     if absolute:
         q = [np.abs(t) for t in q]
         bias = None if bias is None else np.abs(bias)
@@ -202,6 +207,7 @@ def check_fp32_math(k, args, y):
         scale = np.abs((x[0] - x[0].mean(-1, keepdims=True)) / x[0].std(-1, keepdims=True) * x[1]) + np.abs(x[2])
         tol = 2.0 ** -11 * np.abs(want) + 4 * s["length"] * 2.0 ** -24 * scale + 2.0 ** -24
     elif kind == "bgemm":
+        x = [ref.cube_operand(a, s.get("dtype", "fp16")) for a in args]
         b = x[1].transpose(0, 2, 1) if s["trans_b"] else x[1]
         want = x[0] @ b
         tol = ref.bound(want, np.abs(x[0]) @ np.abs(b), s["k"])

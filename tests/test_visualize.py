@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import kiln
+from kiln.runtime import as_packed
 from conftest import run
 
 REPORT_MODELS = [m for m in ("bert_layer", "resnet50") if m in kiln.models()]
@@ -494,7 +495,7 @@ def test_trace_text_and_chrome_json_match_the_replay_and_the_emulator(model, lau
 
     # and the emulator: same per-pipe instruction counts and busy cycles on a real run of the kernel
     k = kiln.kernel(rec["name"])
-    k.run_packed(*[np.zeros(t["shape"], np.float16 if t["dtype"] == "fp16" else np.float32) for t in rec["inputs"]])
+    k.run_packed(*[as_packed(np.zeros(t["shape"]), t["dtype"]) for t in rec["inputs"]])
     for pipe, st in k.last_stats["pipes"].items():
         assert busy.get(pipe, 0.0) == pytest.approx(st["busy_cycles"], rel=1e-9, abs=1e-6), pipe
     assert end == pytest.approx(k.last_stats["cycles"], rel=1e-9)

@@ -236,10 +236,24 @@ void Core::copy_gm_to_local(Local<T> dst, std::size_t doff, Global<const T> src,
   issue(Pipe::MTE2, prof_.mte2_head + bytes / rate, bytes);
 }
 
+// A Cube operand held in GM as fp16 (an activation) -> L1 as `as`: bf16 rounds each value on the way, at the
+// fp16 copy's bytes and cost (the arena stays fp16; see core.hpp).
+void Core::copy_gm_to_local(Local<f16> dst, std::size_t doff, Global<const f16> src, std::size_t soff,
+                            std::size_t nburst, std::size_t burst, std::size_t src_stride, std::size_t dst_stride,
+                            CubeIn as) {
+  copy_gm_to_local<f16>(dst, doff, src, soff, nburst, burst, src_stride, dst_stride);
+  if (as != CubeIn::BF16) return;
+  if (dst.pos != Pos::L1) fail<EmulationError>("copy_gm_to_local: a bf16 Cube operand goes to L1");
+  if (dst_stride == burst || nburst == 1)
+    simd::f16_to_bf16_inplace(dst.ptr + doff, nburst * burst);
+  else
+    for (std::size_t b = 0; b < nburst; ++b) simd::f16_to_bf16_inplace(dst.ptr + doff + b * dst_stride, burst);
+}
+
 // GM (row-major rows x cols, row stride ld) -> L1 in NZ: column blocks of 16,
 // each [dst_rows][16]; rows >= rows and cols >= cols are zero-filled.
 void Core::copy_gm_to_l1_nd2nz(Local<f16> dst, std::size_t doff, Global<const f16> src, std::size_t soff, std::size_t rows,
-                         std::size_t cols, std::size_t ld, std::size_t dst_rows) {
+                         std::size_t cols, std::size_t ld, std::size_t dst_rows, CubeIn as) {
   if (dst.pos != Pos::L1) fail<EmulationError>("copy_gm_to_l1_nd2nz: destination must be L1");
   const std::size_t c1 = (cols + 15) / 16;
   check_local(dst, doff, c1 * dst_rows * 16, "copy_gm_to_l1_nd2nz", "dst");
@@ -256,6 +270,7 @@ void Core::copy_gm_to_l1_nd2nz(Local<f16> dst, std::size_t doff, Global<const f1
         std::memset(blk + r * 16 + w, 0, (16 - w) * sizeof(f16));
       }
     if (dst_rows > full) std::memset(blk + full * 16, 0, (dst_rows - full) * 16 * sizeof(f16));
+    if (as == CubeIn::BF16) simd::f16_to_bf16_inplace(blk, full * 16);  // zero padding is zero in both formats
   }
   const std::uint64_t bytes = rows * cols * sizeof(f16);
   issue(Pipe::MTE2, prof_.mte2_head + bytes / prof_.gm_to_l1_bpc, bytes);
@@ -444,6 +459,13 @@ void Core::mmad(Local<float> c, std::size_t coff, Local<f16> a, std::size_t aoff
   // Register-blocked AVX-512/AVX2 microkernel (simd.hpp): per output element the
   // same FMAs in the same k order as the plain loop below (which -mfma contracts
   // to FMAs), so results are bit-identical. Portable builds keep the plain loop.
+#if defined(KILN_SIMD_DPBF16)
+  if (in_type == CubeIn::BF16) {  // two k per instruction on vdpbf16ps (simd.hpp: what differs from the FMA path)
+    auto* bp = reinterpret_cast<std::uint32_t*>(simd::scratch64(scratch_b_, std::size_t(K1) * N1 * 128 + 128));
+    simd::pair_b_bf16(b.ptr + boff, bp, std::size_t(K1) * N1);
+    simd::mmad_bf16_dp(c.ptr + coff, a.ptr + aoff, bp, M1, N1, K1, init, bias ? bias->ptr + bias_off : nullptr);
+  } else
+#endif
   {
     float* afp = simd::scratch64(scratch_a_, std::size_t(M1) * K1 * 256);
     float* bfp = simd::scratch64(scratch_b_, std::size_t(K1) * N1 * 256);
@@ -560,11 +582,12 @@ void Core::fixpipe_nz_to_nc1hwc0(Global<f16> dst, std::size_t doff, std::size_t 
 
 // L0C -> L1, fp16 in NZ order (see core.hpp): a chained Cube stage's A operand, kept on chip.
 void Core::fixpipe_nz_to_l1(Local<f16> dst, std::size_t doff, Local<float> c, std::size_t coff, std::size_t count,
-                            bool relu) {
+                            bool relu, CubeIn as) {
   if (c.pos != Pos::L0C || dst.pos != Pos::L1) fail<EmulationError>("fixpipe_nz_to_l1: moves L0C -> L1");
   check_local(c, coff, count, "fixpipe_nz_to_l1", "src");
   check_local(dst, doff, count, "fixpipe_nz_to_l1", "dst");
-  simd::f32_to_f16_run(c.ptr + coff, dst.ptr + doff, count, relu);
+  if (as == CubeIn::BF16) simd::f32_to_bf16_run(c.ptr + coff, dst.ptr + doff, count, relu);
+  else simd::f32_to_f16_run(c.ptr + coff, dst.ptr + doff, count, relu);
   fixpipe_cost(count);
 }
 

@@ -189,10 +189,18 @@ class Core {
   void copy_gm_to_local(Local<T> dst, std::size_t doff, Global<const T> src, std::size_t soff, std::size_t nburst,
                         std::size_t burst, std::size_t src_stride, std::size_t dst_stride);
 
+  // The same for a Cube operand that GM holds as fp16 (an activation), landing in L1 as `as`. KILN_DTYPE=bf16
+  // builds keep the arena in fp16 (the Vector kernels stay as they are) and round activations to bf16 here,
+  // where they enter the Cube, at the fp16 copy's bytes and cycles: on the 910B the same data would sit in GM
+  // as bf16, written by the producer's Fixpipe (fp32 -> bf16); the emulation differs from that by the fp16
+  // range and one extra rounding (fp32 -> fp16 -> bf16), which changes a value only at a rare tie.
+  void copy_gm_to_local(Local<f16> dst, std::size_t doff, Global<const f16> src, std::size_t soff, std::size_t nburst,
+                        std::size_t burst, std::size_t src_stride, std::size_t dst_stride, CubeIn as);
+
   // GM (row-major rows x cols, row stride ld) -> L1 in NZ: column blocks of 16,
-  // each [dst_rows][16]; rows >= rows and cols >= cols are zero-filled.
+  // each [dst_rows][16]; rows >= rows and cols >= cols are zero-filled. as: as above.
   void copy_gm_to_l1_nd2nz(Local<f16> dst, std::size_t doff, Global<const f16> src, std::size_t soff, std::size_t rows,
-                           std::size_t cols, std::size_t ld, std::size_t dst_rows);
+                           std::size_t cols, std::size_t ld, std::size_t dst_rows, CubeIn as = CubeIn::F16);
 
   // ---- MTE3: UB -> GM ------------------------------------------------------
   template <class T, class = OnChip<T>>
@@ -243,8 +251,9 @@ class Core {
   // L0C -> L1 (a chained Cube stage's operand): the NZ tile is rounded to fp16 (ReLU first) and kept in NZ
   // order, so its fractal (n1, m1) is the next GEMM's A fractal (m1, k1 = n1), which load2d picks up with a
   // stride of the tile's m1 count. The result never leaves the core.
+  // as = BF16: rounded to bf16 instead (the next stage of a bf16 chain reads bf16).
   void fixpipe_nz_to_l1(Local<f16> dst, std::size_t doff, Local<float> c, std::size_t coff, std::size_t count,
-                        bool relu);
+                        bool relu, CubeIn as = CubeIn::F16);
 
   // Channel-blocked fp32 out (a GM workspace that a Vector pass reads back): block n1, row i of the NZ
   // tile -> dst[doff + n1*plane + i*16 + c0], unrounded. No activation: the consumer applies it.

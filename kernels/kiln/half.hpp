@@ -79,6 +79,18 @@ inline float bf16_to_f32(std::uint16_t b) {
   return f;
 }
 
+// fp32 -> bfloat16 bits, round to nearest even (denormals kept, NaN stays a quiet NaN): the Fixpipe's and the
+// fp16 -> bf16 operand conversion of KILN_DTYPE=bf16 builds. fp16 values are never fp32 denormals, so an
+// fp16 value converts as its exact fp32 widening does.
+inline std::uint16_t f32_to_bf16(float f) {
+  std::uint32_t x;
+  std::memcpy(&x, &f, 4);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return std::uint16_t((x >> 16) | 0x40u);
+  return std::uint16_t((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+
+inline std::uint16_t f16_to_bf16(f16 h) { return f32_to_bf16(f16_to_f32(h)); }
+
 inline void f16_to_f32(const f16* src, float* dst, std::size_t n) {
   std::size_t i = 0;
 #if defined(__AVX512F__)

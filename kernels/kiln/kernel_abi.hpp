@@ -10,7 +10,10 @@
 
 namespace kiln {
 
-enum class DType { F16, F32 };
+// BF16: a Cube weight packed as bfloat16 (KILN_DTYPE=bf16); NumPy holds it as its uint16 bit patterns.
+enum class DType { F16, BF16, F32 };
+
+inline std::size_t dtype_bytes(DType d) { return d == DType::F32 ? 4 : 2; }
 
 struct TensorDesc {
   const char* name;

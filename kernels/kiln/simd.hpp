@@ -316,6 +316,119 @@ inline void f32_to_f16_run(const float* src, f16* dst, std::size_t n, bool relu)
 #endif
 }
 
+// ---- bf16 Cube operands (KILN_DTYPE=bf16) -------------------------------------
+// Round to nearest even on the fp32 bit pattern, as f32_to_bf16 (half.hpp): NaN stays a quiet NaN.
+#if KILN_SIMD_BITS == 512
+inline __m256i bf16_round(__m512 v) {
+  const __m512i x = _mm512_castps_si512(v);
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1));
+  __m512i r = _mm512_srli_epi32(_mm512_add_epi32(x, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
+  const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+  r = _mm512_mask_or_epi32(r, nan, _mm512_srli_epi32(x, 16), _mm512_set1_epi32(0x40));
+  return _mm512_cvtepi32_epi16(r);
+}
+#endif
+
+// fp16 values rounded to bf16 in place (an activation entering the Cube of a bf16 build).
+inline void f16_to_bf16_inplace(f16* p, std::size_t n) {
+  std::size_t i = 0;
+#if KILN_SIMD_BITS == 512
+  for (; i + 16 <= n; i += 16) _mm256_storeu_si256(reinterpret_cast<__m256i*>(p + i), bf16_round(vload(p + i)));
+#endif
+  for (; i < n; ++i) p[i] = f16_to_bf16(p[i]);
+}
+
+// dst[i] = bf16(relu ? max(src[i], 0) : src[i]) (Fixpipe L0C -> L1 of a bf16 chain).
+inline void f32_to_bf16_run(const float* src, f16* dst, std::size_t n, bool relu) {
+  std::size_t i = 0;
+#if KILN_SIMD_BITS == 512
+  const vf z = vzero();
+  for (; i + 16 <= n; i += 16) {
+    const vf v = vload(src + i);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), bf16_round(relu ? vmax(v, z) : v));
+  }
+#endif
+  for (; i < n; ++i) dst[i] = f32_to_bf16(relu && !(src[i] > 0.f) ? 0.f : src[i]);
+}
+
+#if KILN_SIMD_BITS == 512 && defined(__AVX512BF16__)
+#define KILN_SIMD_DPBF16 1
+// The bf16 mmad on vdpbf16ps (AVX512_BF16): each instruction adds two k steps per lane, pairs (k, k+1)
+// taken from one 32-bit word of each operand, so A (ZZ: a row's k values are contiguous) is used as it
+// sits in L0A and only B is regrouped. vdpbf16ps treats bf16 denormal inputs as zero, flushes denormal
+// results and adds the pair's two exact products to the accumulator in its own order, so results can
+// differ from the k-ascending FMA path by a few fp32 roundings of the accumulator (README, bf16 section;
+// benchmarks/micro/bench_bf16_mmad.cpp measures it); the FMA path stays the reference on every other ISA.
+// B (ZN, [K1][N1][16 n][16 k] bf16) -> [K1][N1][8 k pairs][16 n] 32-bit pairs: a 16x8 dword transpose.
+inline void pair_b_bf16(const f16* src, std::uint32_t* dst, std::size_t fractals) {
+  for (std::size_t f = 0; f < fractals; ++f) {
+    __m512 r[16];  // r[n] = row n's 8 pairs, then the next fractal's (zero past the end)
+    const std::uint32_t* s = reinterpret_cast<const std::uint32_t*>(src + f * 256);
+    const bool two = f + 1 < fractals;
+    for (int n = 0; n < 16; ++n) {
+      const __m256 lo = _mm256_loadu_ps(reinterpret_cast<const float*>(s + n * 8));
+      const __m256 hi = two ? _mm256_loadu_ps(reinterpret_cast<const float*>(s + 128 + n * 8)) : _mm256_setzero_ps();
+      r[n] = _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
+    }
+    transpose16(r);  // r[p] = pair p over the 16 n of fractal f; r[8 + p] the same of fractal f + 1
+    float* d = reinterpret_cast<float*>(dst + f * 128);
+    for (int p = 0; p < (two ? 16 : 8); ++p) _mm512_storeu_ps(d + p * 16, r[p]);
+    if (two) ++f;
+  }
+}
+
+// As mmad_block, two k per instruction: a = L0A row 0 of this block at k fractal 0 as 32-bit pairs
+// (row step 8, k fractal step 128), b = paired B (n fractal step 128, k fractal step b_kstep).
+template <int MR, int NR>
+inline void mmad_block_bf16(float* c, std::size_t c_nstep, const std::uint32_t* a, const std::uint32_t* b,
+                            std::size_t b_kstep, int K1, bool init, const float* bias) {
+  __m512 acc[MR][NR];
+  for (int q = 0; q < NR; ++q) {
+    const __m512 b0 = init && bias ? _mm512_loadu_ps(bias + q * 16) : _mm512_setzero_ps();
+    for (int i = 0; i < MR; ++i) acc[i][q] = init ? b0 : _mm512_loadu_ps(c + q * c_nstep + i * 16);
+  }
+  for (int k1 = 0; k1 < K1; ++k1) {
+    const std::uint32_t* ak = a + std::size_t(k1) * 128;
+    const std::uint32_t* bk = b + std::size_t(k1) * b_kstep;
+#pragma GCC unroll 2
+    for (int p = 0; p < 8; ++p) {
+      __m512bh bv[NR];
+      for (int q = 0; q < NR; ++q) bv[q] = (__m512bh)_mm512_loadu_si512(bk + q * 128 + p * 16);
+      for (int i = 0; i < MR; ++i) {
+        const __m512bh av = (__m512bh)_mm512_set1_epi32(int(ak[i * 8 + p]));
+        for (int q = 0; q < NR; ++q) acc[i][q] = _mm512_dpbf16_ps(acc[i][q], av, bv[q]);
+      }
+    }
+  }
+  for (int q = 0; q < NR; ++q)
+    for (int i = 0; i < MR; ++i) _mm512_storeu_ps(c + q * c_nstep + i * 16, acc[i][q]);
+}
+
+// C (NZ fp32) (+)= A (L0A ZZ bf16) x B (paired, from pair_b_bf16), grouped as mmad_f32.
+inline void mmad_bf16_dp(float* c, const f16* a16, const std::uint32_t* bp, int M1, int N1, int K1, bool init,
+                         const float* bias) {
+  const std::size_t c_nstep = std::size_t(M1) * 256, b_kstep = std::size_t(N1) * 128;
+  const std::uint32_t* a = reinterpret_cast<const std::uint32_t*>(a16);
+  int n1 = 0;
+  auto rows = [&](auto nr, auto mr, int r0) {
+    constexpr int NR = decltype(nr)::value, MR = decltype(mr)::value;
+    for (int m1 = 0; m1 < M1; ++m1)
+      mmad_block_bf16<MR, NR>(c + std::size_t(n1) * c_nstep + std::size_t(m1) * 256 + r0 * 16, c_nstep,
+                              a + std::size_t(m1) * K1 * 128 + r0 * 8, bp + std::size_t(n1) * 128, b_kstep, K1, init,
+                              bias ? bias + n1 * 16 : nullptr);
+  };
+  using I1 = std::integral_constant<int, 1>;
+  using I2 = std::integral_constant<int, 2>;
+  using I3 = std::integral_constant<int, 3>;
+  using I8 = std::integral_constant<int, 8>;
+  using I16 = std::integral_constant<int, 16>;
+  const int threes = N1 % 3 == 1 && N1 > 1 ? N1 / 3 - 1 : N1 / 3;
+  for (int g = 0; g < threes; ++g, n1 += 3) rows(I3{}, I8{}, 0), rows(I3{}, I8{}, 8);
+  for (; N1 - n1 >= 2; n1 += 2) rows(I2{}, I8{}, 0), rows(I2{}, I8{}, 8);
+  if (n1 < N1) rows(I1{}, I16{}, 0);
+}
+#endif
+
 // ---- Vector ops ----------------------------------------------------------------
 // One functor per VecOp, called as op(a, b, c) with a = src0, b = src1 (binary)
 // or the scalar s (unary), c = dst before the op (read only if kReadsDst). The

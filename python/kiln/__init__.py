@@ -63,6 +63,7 @@ def manifest() -> dict:
 def build_info() -> dict:
     info = dict(_core.build_info())
     info["options"] = manifest()["options"]
+    info["dtype"] = info["options"].get("KILN_DTYPE", "fp16")  # the Cube kernels' operand type
     return info
 
 

@@ -348,7 +348,7 @@ def _child(engine: str, model: str, onnx: str, threads: int, warmup: int, repeat
         m = kiln.load(model)
         xs = list(feeds.values())
         times = _time_runs(lambda: m.run(*xs), warmup, repeat)
-        extra = {"dtype": kiln.build_info()["options"].get("KILN_DTYPE", "fp16"),
+        extra = {"dtype": kiln.build_info()["dtype"],  # the build's KILN_DTYPE (Cube operands)
                  "threads_used": kiln.build_info()["threads"], "simulated_cycles": m.simulated_cycles}
     elif engine == "ort":
         import onnxruntime as ort

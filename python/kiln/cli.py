@@ -154,7 +154,7 @@ def _validate(args) -> int:
         return 2
     if args.per_kernel:
         report["kernels"] = v.per_kernel(model, input_size=size)
-        bad = [k for k in report["kernels"] if k["cosine"] < v.COSINE_MIN]
+        bad = [k for k in report["kernels"] if k["cosine"] < report["thresholds"]["cosine"]]
         report["first_divergent_kernel"] = bad[0]["name"] if bad else None
         report["passed"] = report["passed"] and not bad
     if args.json:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from . import build_info
 from .tune import TUNED_FAMILIES, _build_and_run, _entry, baked_model
 
 
@@ -74,7 +75,7 @@ def optimize(model: str, out: str, threshold: float = 0.15, build_dir: str | Non
         work = Path(build_dir) if build_dir else Path(tempfile.mkdtemp(prefix=f"kiln-optimize-{model}-"))
         work.mkdir(parents=True, exist_ok=True)
         (work / "candidates.toml").write_text("".join(lines))
-        measured = _build_and_run(work, profile.name, progress)
+        measured = _build_and_run(work, profile.name, progress, build_info()["dtype"])
         for h, (item, kr) in pending.items():
             before, after = measured[f"{h}#current"]["cycles"], measured[f"{h}#suggested"]["cycles"]
             item["simulated_before"], item["simulated_after"] = before, after

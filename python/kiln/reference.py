@@ -20,6 +20,22 @@ def f16(a) -> np.ndarray:
     return np.asarray(a, np.float32).astype(np.float16).astype(np.float64)
 
 
+def bf16(a) -> np.ndarray:
+    """Round to bf16 (nearest even) and widen to float64. Written here on its own (not codegen.layouts'
+    packer), so the kernels' bf16 rounding is checked against an independent one."""
+    b = np.ascontiguousarray(a, np.float32).view(np.uint32)
+    r = ((b + np.uint32(0x7FFF) + ((b >> 16) & 1)) >> 16) << 16
+    return r.astype(np.uint32).view(np.float32).astype(np.float64)
+
+
+def cube_operand(a, dtype: str = "fp16", activation: bool = True) -> np.ndarray:
+    """The value a Cube kernel multiplies: fp16 operands as f16(); in a KILN_DTYPE=bf16 kernel an activation
+    (fp16 in GM) rounded fp16 -> bf16 on its way into L1, a weight rounded fp32 -> bf16 at build time."""
+    if dtype == "fp16":
+        return f16(a)
+    return bf16(f16(a) if activation else np.asarray(a, np.float32))
+
+
 def conv2d_nchw(x, w, bias=None, stride=(1, 1), pads=(0, 0, 0, 0), dilation=(1, 1), relu=False):
     """x [N,C,H,W], w [O,C,KH,KW], pads (top, left, bottom, right)."""
     x, w = np.asarray(x, np.float64), np.asarray(w, np.float64)

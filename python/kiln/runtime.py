@@ -16,6 +16,15 @@ def _as_f16(bits: np.ndarray) -> np.ndarray:
     return bits.view(np.float16)
 
 
+def as_packed(values: np.ndarray, dtype: str) -> np.ndarray:
+    """Values (any float array) as a packed tensor of the record's dtype: fp16, fp32, or bf16 bit patterns
+    (uint16, a KILN_DTYPE=bf16 Cube weight)."""
+    if dtype == "bf16":
+        from .codegen.layouts import f32_to_bf16_bits
+        return f32_to_bf16_bits(values)
+    return np.ascontiguousarray(values, np.float16 if dtype == "fp16" else np.float32)
+
+
 def _pad_bias(b: np.ndarray, length: int) -> np.ndarray:
     out = np.zeros(length, np.float32)
     out[: b.size] = np.asarray(b, np.float32).reshape(-1)
@@ -49,6 +58,16 @@ class Kernel:
         return out
 
     # ---- natural layouts -------------------------------------------------------
+    def _weight(self, i: int, w: np.ndarray) -> np.ndarray:
+        """Input i, a Cube weight in natural layout (OIHW conv or [K, N] GEMM), packed as the kernel takes it:
+        fp16, or bf16 bit patterns (uint16) in a KILN_DTYPE=bf16 build."""
+        t = self.record["inputs"][i]
+        w = np.asarray(w, np.float32)
+        if t["dtype"] == "bf16":
+            from .codegen import layouts  # NumPy packing: the C++ packers write fp16
+            return layouts.kn_to_zn(w, "bf16") if t["layout"] == "ZN" else layouts.oihw_to_fractal_z(w, "bf16")
+        return _as_f16(_core.kn_to_zn(w) if t["layout"] == "ZN" else _core.oihw_to_fractal_z(w))
+
     def pack(self, *args: np.ndarray) -> list[np.ndarray]:
         """Natural layouts -> the kernel's packed inputs (weights would be packed once, at build time)."""
         s, kind = self.spec, self.record["features"]["kind"]
@@ -59,12 +78,12 @@ class Kernel:
         if kind == "conv2d":
             x = _as_f16(_core.nchw_to_nc1hwc0(np.asarray(args[0], np.float32)))
             if s.get("mid"):  # a chain: x, w, [mid_bias], w_mid (OIHW 1x1), [bias], [residual]
-                packed = [x, _as_f16(_core.oihw_to_fractal_z(np.asarray(args[1], np.float32)))]
+                packed = [x, self._weight(1, args[1])]
                 i = 2
                 if s["mid_bias"]:
                     packed.append(_pad_bias(args[i], self.record["inputs"][i]["shape"][0]))
                     i += 1
-                packed.append(_as_f16(_core.oihw_to_fractal_z(np.asarray(args[i], np.float32))))
+                packed.append(self._weight(len(packed), args[i]))
                 i += 1
                 if s["bias"]:
                     packed.append(_pad_bias(args[i], self.record["inputs"][i]["shape"][0]))
@@ -76,7 +95,7 @@ class Kernel:
                 from .codegen.layouts import oihw_to_winograd
                 w = oihw_to_winograd(np.asarray(args[1], np.float32).astype(np.float16), self.record["tiling"]["tile"])
             else:
-                w = _as_f16(_core.oihw_to_fractal_z(np.asarray(args[1], np.float32)))
+                w = self._weight(1, args[1])
             packed = [x, w]
             if s["bias"]:
                 packed.append(_pad_bias(args[2], self.record["inputs"][2]["shape"][0]))
@@ -86,7 +105,7 @@ class Kernel:
                 i += 1
             if s.get("cin2"):  # the accumulated 1x1 source: its input (NCHW) and weights (OIHW)
                 packed.append(_as_f16(_core.nchw_to_nc1hwc0(np.asarray(args[i], np.float32))))
-                packed.append(_as_f16(_core.oihw_to_fractal_z(np.asarray(args[i + 1], np.float32))))
+                packed.append(self._weight(len(packed), args[i + 1]))
             return packed
         if kind == "dwconv2d":
             x = _as_f16(_core.nchw_to_nc1hwc0(np.asarray(args[0], np.float32)))
@@ -96,7 +115,7 @@ class Kernel:
                 packed.append(_pad_bias(args[2], self.record["inputs"][2]["shape"][0]))
             return packed
         if kind == "gemm":
-            packed = [_f16_bits(args[0]), _as_f16(_core.kn_to_zn(np.asarray(args[1], np.float32)))]
+            packed = [_f16_bits(args[0]), self._weight(1, args[1])]
             if s["bias"]:
                 packed.append(_pad_bias(args[2], self.record["inputs"][2]["shape"][0]))
             return packed

@@ -22,7 +22,7 @@ RUN_CANDIDATES = """
 import json, numpy as np, kiln
 out = {}
 for k in kiln.kernels():
-    ins = [np.zeros(t["shape"], np.float16 if t["dtype"] == "fp16" else np.float32) for t in k.record["inputs"]]
+    ins = [np.zeros(t["shape"], {"fp16": np.float16, "bf16": np.uint16}.get(t["dtype"], np.float32)) for t in k.record["inputs"]]
     k.run_packed(*ins)
     for label in k.record["instances"]:
         out[label] = {"kernel": k.name, "cycles": k.last_stats["cycles"], "tiling": k.record["tiling"]}
@@ -82,7 +82,8 @@ def tune(model: str, out: str, k: int = 3, build_dir: str | None = None, progres
     work = Path(build_dir) if build_dir else Path(tempfile.mkdtemp(prefix=f"kiln-tune-{model}-"))
     work.mkdir(parents=True, exist_ok=True)
     (work / "candidates.toml").write_text("".join(lines))
-    measured = _build_and_run(work, profile.name, progress)
+    from . import build_info
+    measured = _build_and_run(work, profile.name, progress, build_info()["dtype"])
     records = []
     for h, (kr, top) in cands.items():
         runs = [(measured[f"{h}#{j}"]["cycles"], j, top[j][1]) for j in range(len(top))]
@@ -96,14 +97,15 @@ def tune(model: str, out: str, k: int = 3, build_dir: str | None = None, progres
     return {"records": len(records), "file": out, "build_dir": str(work)}
 
 
-def _build_and_run(work: Path, target: str, progress) -> dict:
+def _build_and_run(work: Path, target: str, progress, dtype: str = "fp16") -> dict:
     """Bakes candidates.toml from the source tree next to the installed package or the repo, runs every kernel."""
     repo = _source_tree()
     if not shutil.which("cmake"):
         raise RuntimeError("cmake is not on PATH: `pip install cmake ninja` (the scratch build bakes the candidates)")
     gen = ["-G", "Ninja"] if shutil.which("ninja") else []
     for cmd in (["cmake", "-S", str(repo), "-B", str(work / "build"), *gen, f"-DPython_EXECUTABLE={sys.executable}",
-                 "-DKILN_MODELS=", f"-DKILN_KERNEL_LIST={work / 'candidates.toml'}", f"-DKILN_TARGET={target}"],
+                 "-DKILN_MODELS=", f"-DKILN_KERNEL_LIST={work / 'candidates.toml'}", f"-DKILN_TARGET={target}",
+                 f"-DKILN_DTYPE={dtype}"],  # the candidates' opspec hashes are the build's kernels'
                 ["cmake", "--build", str(work / "build"), "-j", str(os.cpu_count() or 2)]):
         progress("$ " + " ".join(cmd[:4]) + " ...")
         r = subprocess.run(cmd, capture_output=True, text=True)

@@ -3,8 +3,9 @@
 Both run the same seeded standard-normal inputs (fp32 at the boundary); kiln's
 result went through fp16 weights and activations with fp32 accumulation, so
 it is compared with thresholds, not bitwise: cosine similarity >= 0.999 on every
-output, and for classifiers (a last dimension of 1000) the same top-1 class on
-every seed. Errors are relative to the largest reference magnitude.
+output (0.995 in a KILN_DTYPE=bf16 build, below), and for classifiers (a last
+dimension of 1000) the same top-1 class on every seed. Errors are relative to the
+largest reference magnitude.
 """
 from __future__ import annotations
 
@@ -14,6 +15,16 @@ from pathlib import Path
 import numpy as np
 
 COSINE_MIN = 0.999
+# bf16 Cube operands round at 2^-8, 8x fp16's unit roundoff, and 1 - cosine grows with the square of the relative
+# error: ResNet-50 of the zoo measured 1 - cosine 4.1e-5 (fp16) and 2.2e-3 (bf16), 54x. 0.995 allows about 10%
+# RMS relative error (0.999: 4.5%); top-1 agreement is required as for fp16.
+COSINE_MIN_BY_DTYPE = {"fp16": COSINE_MIN, "bf16": 0.995}
+
+
+def cosine_min() -> float:
+    """The cosine gate of this build's KILN_DTYPE."""
+    from . import build_info
+    return COSINE_MIN_BY_DTYPE.get(build_info()["dtype"], COSINE_MIN)
 LOW_SIGNAL_STD = 1e-3  # a reference output with less spread than this says little: check every kernel
 
 
@@ -106,16 +117,17 @@ def validate(model, seeds=(0, 1, 2), input_size: tuple[int, int] | None = None, 
             if g.shape[-1] == 1000:  # a classifier head
                 top1.append(bool(np.array_equal(g.reshape(-1, 1000).argmax(1), w.reshape(-1, 1000).argmax(1))))
     outs = list(outputs.values())
-    passed = all(o["cosine"] >= COSINE_MIN for o in outs) and all(top1)
+    gate = cosine_min()
+    passed = all(o["cosine"] >= gate for o in outs) and all(top1)
     report = {"model": model.name, "onnx": str(path), "passed": passed, "seeds": list(seeds), "outputs": outs,
-              "top1_agreement": (sum(top1) / len(top1)) if top1 else None, "thresholds": {"cosine": COSINE_MIN}}
+              "top1_agreement": (sum(top1) / len(top1)) if top1 else None, "thresholds": {"cosine": gate}}
     if input_size is not None or (dispatch and dispatch["path"] != "baked"):
         report["dispatch"] = {k: dispatch[k] for k in ("path", "input_size", "kernels", "generic_kernels")}
     if min(low_signal) < LOW_SIGNAL_STD:
         # The final output barely depends on anything: agreement there proves little, so every kernel is compared.
         report["low_signal_output"] = True
         report["kernels"] = per_kernel(model, seeds[0], input_size, force_generic)
-        report["passed"] = passed and all(k["cosine"] >= COSINE_MIN for k in report["kernels"])
+        report["passed"] = passed and all(k["cosine"] >= gate for k in report["kernels"])
     return report
 
 
@@ -147,8 +159,9 @@ def per_kernel(model, seed: int = 0, input_size: tuple[int, int] | None = None,
 def format_text(r: dict) -> str:
     lines = [f"{r['model']}: {'PASSED' if r['passed'] else 'FAILED'} against ONNX Runtime on {r['onnx']} "
              f"(seeds {r['seeds']})"]
+    gate = r["thresholds"]["cosine"]
     for o in r["outputs"]:
-        lines.append(f"  {o['name']}: cosine {o['cosine']:.6f} (>= {COSINE_MIN}), max abs err {o['max_abs_err']:.3g}, "
+        lines.append(f"  {o['name']}: cosine {o['cosine']:.6f} (>= {gate}), max abs err {o['max_abs_err']:.3g}, "
                      f"max rel err {o['max_rel_err']:.3g}")
     if r.get("dispatch"):
         d = r["dispatch"]
@@ -157,7 +170,7 @@ def format_text(r: dict) -> str:
     if r["top1_agreement"] is not None:
         lines.append(f"  top-1 agreement {100 * r['top1_agreement']:.0f}%")
     if r.get("kernels"):
-        bad = [k for k in r["kernels"] if k["cosine"] < COSINE_MIN]
+        bad = [k for k in r["kernels"] if k["cosine"] < gate]
         worst = min(r["kernels"], key=lambda k: k["cosine"])
         lines.append(f"  per kernel: {len(r['kernels'])} kernel outputs compared, worst cosine {worst['cosine']:.6f} "
                      f"({', '.join(worst['ops'])})")

@@ -180,7 +180,7 @@ def _roofline(rec: dict, cycles: float, profile) -> dict:
 
 def _zeros(rec: dict):
     import numpy as np
-    return [np.zeros(t["shape"], np.float16 if t["dtype"] == "fp16" else np.float32) for t in rec["inputs"]]
+    return [np.zeros(t["shape"], {"fp16": np.float16, "bf16": np.uint16}.get(t["dtype"], np.float32)) for t in rec["inputs"]]
 
 
 def build(model_name: str, threshold: float = 0.15, suggest: bool = True, profile_path=None) -> dict:
