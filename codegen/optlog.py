@@ -71,7 +71,7 @@ REASONS = {
     "graph_output": "rejected: the result is a graph output, which cannot be a slice of another tensor",
     "vector_slower": "rejected by the cost model: the conv on the Vector unit alone (conv2d_vector) takes more cycles "
                      "than on the Cube",
-    "vector_unsupported": "rejected: conv2d_vector cannot implement this fused conv (second source, chain)",
+    "vector_unsupported": "rejected: conv2d_vector cannot implement this conv (second source, chain, bf16 weights)",
     "operand_order": "rejected: the add's other operand is computed after the convolution that would take it",
     "shape_buckets": "KILN_SHAPE_BUCKETS: the image model gets a plan per listed square input size besides its own",
     "shape_bucket": "a bucket size's plan: the graph re-shaped to that size, fused, lowered and its kernels baked",

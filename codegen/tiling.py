@@ -522,6 +522,8 @@ def vector_conv_legal(spec: Conv2dSpec) -> str | None:
         return "a second source accumulates in the Cube's L0C"
     if spec.mid:
         return "a chain keeps its intermediate in the Cube's L1"
+    if spec.dtype != "fp16":
+        return f"the build's Cube weights are packed as {spec.dtype}; the Vector kernel reads fp16"
     return None
 
 
@@ -894,6 +896,11 @@ def choose_conv_algorithm(spec: Conv2dSpec, profile: Profile, log: OptLog, optio
     predicts fewer cycles for it. FORCE_DIRECT_CONV=ON, a forced Winograd tile (USE_WINOGRAD=ON/F2/F4), O0 and a
     pinned Cube algorithm keep the conv on the Cube; a pinned vector_direct skips the comparison."""
     from . import costmodel
+    if pinned == "vector_direct" and spec.dtype != "fp16":
+        # like a Winograd pin in a bf16 build: reported, and the kernel is the Cube's direct one
+        log.add("algorithm", spec.name, "vector_direct:rejected", "vector_unsupported", pinned=pinned,
+                detail=vector_conv_legal(spec))
+        pinned = "direct_img2col"
     if pinned == "vector_direct":
         illegal = vector_conv_legal(spec)
         v = None if illegal else _vector_conv_variant(spec, profile)

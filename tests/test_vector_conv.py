@@ -111,3 +111,18 @@ def test_fused_convs_that_need_the_cube_are_not_offered_to_the_vector_unit():
     log = OptLog()
     v = tiling.choose_conv_algorithm(second, prof, log, parse_options({"KILN_MODELS": ""}))
     assert v.family != "conv2d_vector"
+
+
+def test_a_bf16_build_keeps_convs_on_the_cube_even_when_pinned():
+    """KILN_DTYPE=bf16 packs the conv weights as bf16, which the Vector kernel does not read: a vector_direct pin
+    falls back to the Cube's direct conv, logged, as a Winograd pin does."""
+    prof = PROFILES["ascend910b"]
+    spec = Conv2dSpec(1, 1, 4, 4, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, True, True, dtype="bf16")
+    assert "bf16" in tiling.vector_conv_legal(spec)
+    log = OptLog()
+    v = tiling.choose_conv_algorithm(spec, prof, log, parse_options({"KILN_MODELS": ""}), pinned="vector_direct")
+    assert v.family == "conv2d_cube_img2col"
+    assert any("vector_direct:rejected reason=vector_unsupported" in x for x in log.lines)
+    # and the cost model is not asked: the tiny conv the Vector unit wins at fp16 stays on the Cube
+    v = tiling.choose_conv_algorithm(spec, prof, OptLog(), parse_options({"KILN_MODELS": ""}))
+    assert v.family == "conv2d_cube_img2col"
