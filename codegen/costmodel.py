@@ -208,6 +208,52 @@ def launch(profile: Profile, unit: str, blocks: int, body) -> Prediction:
     return Prediction(cycles, pipes, macs, useful, cores, [cycles])
 
 
+CROSS_CORE_CYCLES = 100  # kiln::emu::kCrossCoreCycles (kernels/kiln/ops.hpp)
+
+
+class CrossFlagSim:
+    """kiln::emu::CrossFlag: a flag between two cores' timelines (no latency when both are one core)."""
+
+    def __init__(self, same_core: bool):
+        self.latency = 0.0 if same_core else CROSS_CORE_CYCLES
+        self.times: deque = deque()
+
+    def set(self, core: SimCore, src: str) -> None:
+        self.times.append(core.free_at[src] + self.latency)
+
+    def wait(self, core: SimCore, dst: str) -> None:
+        core.wait_until[dst] = max(core.wait_until[dst], self.times.popleft())
+
+
+def launch_pair(profile: Profile, blocks: int, body) -> Prediction:
+    """kiln::emu::launch_pair: block b on core pair b % groups, each an AIC and an AIV (one core if coupled)."""
+    groups = max(1, min(blocks, profile.cube_cores))
+    pipes = {p: PipeCount() for p in PIPES}
+    cycles, macs, useful = 0.0, 0, 0
+    traces = {} if _RECORD is not None else None
+    for v in (sorted({0, (blocks - 1) % groups}) if _SAMPLE else range(groups)):
+        aic = SimCore(profile)
+        aiv = aic if profile.coupled else SimCore(profile)
+        if traces is not None:
+            aic.trace = traces[v] = []
+            if aiv is not aic:
+                aiv.trace = traces[groups + v] = []
+        for b in range(v, blocks, groups):
+            body(aic, aiv, b)
+            aic.blocks += 1
+        for core in ([aic] if aiv is aic else [aic, aiv]):
+            cycles = max(cycles, core.end_cycle())
+            for p in PIPES:
+                pipes[p].instrs += core.count[p].instrs
+                pipes[p].bytes += core.count[p].bytes
+                pipes[p].busy += core.count[p].busy
+            macs += core.cube_macs
+            useful += core.useful_macs
+    if traces is not None:
+        _RECORD.append(("cube", cycles, traces))
+    return Prediction(cycles, pipes, macs, useful, groups if profile.coupled else 2 * groups, [cycles])
+
+
 def then(*phases: Prediction) -> Prediction:
     """Launches that run one after another: cycles add up, counters are summed."""
     pipes = {p: PipeCount(sum(ph.pipes[p].instrs for ph in phases), sum(ph.pipes[p].bytes for ph in phases),
@@ -897,10 +943,194 @@ def _transpose(spec, params: dict, profile: Profile) -> Prediction:
     return launch(profile, "vector", ceil(planes / ppb), block)
 
 
+# ---------------------------------------------------------------- attention_flash (Cube + Vector)
+
+def _attention(spec, params: dict, profile: Profile) -> Prediction:
+    """templates/attention_flash.cpp.j2, instruction for instruction."""
+    bq, bkv = params["base_q"], params["base_kv"]
+    D1 = ceil(spec.d / 16)
+    d16 = D1 * 16
+    kvp = ceil(bkv / 64) * 64
+    parts = kvp // 64
+    qt, kvt = ceil(spec.q / bq), ceil(spec.kv / bkv)
+
+    def scores(c: SimCore, x: dict, j: int, m: int) -> None:
+        n = min(bkv, spec.kv - j * bkv)
+        n1 = ceil(n / 16)
+        c.wait_flag("MTE1", "MTE2", 1)
+        c.copy_gm(1, n * spec.d, 2, "L1")
+        c.set_flag("MTE2", "MTE1", 1)
+        c.wait_flag("MTE2", "MTE1", 1)
+        c.wait_flag("M", "MTE1", 1)
+        c.load2d(D1 * n1, "L0B")
+        c.set_flag("MTE1", "MTE2", 1)
+        c.set_flag("MTE1", "M", 1)
+        c.wait_flag("MTE1", "M", 1)
+        c.wait_flag("FIX", "M", 1)
+        c.mmad(m, n1 * 16, D1 * 16)
+        c.set_flag("M", "MTE1", 1)
+        c.set_flag("M", "FIX", 1)
+        c.wait_flag("M", "FIX", 1)
+        x["s_free"].wait(c, "FIX")
+        c.fixpipe(m * n, 4)
+        c.set_flag("FIX", "M", 1)
+        x["s_ready"].set(c, "FIX")
+
+    def pv(c: SimCore, x: dict, j: int, m: int) -> None:
+        n = min(bkv, spec.kv - j * bkv)
+        n1, m1 = ceil(n / 16), ceil(m / 16)
+        c.wait_flag("MTE1", "MTE2", 2)
+        c.copy_gm(1, n * spec.d, 2, "L1")
+        x["p_ready"].wait(c, "MTE2")
+        c.copy_gm(1, m * n, 2, "L1")
+        x["p_free"].set(c, "MTE2")
+        c.set_flag("MTE2", "MTE1", 2)
+        c.wait_flag("MTE2", "MTE1", 2)
+        c.wait_flag("M", "MTE1", 2)
+        for _ in range(m1):
+            c.load2d(n1, "L0A")
+        for _ in range(n1):
+            c.load2d(D1, "L0B")
+        c.set_flag("MTE1", "MTE2", 2)
+        c.set_flag("MTE1", "M", 2)
+        c.wait_flag("MTE1", "M", 2)
+        c.wait_flag("FIX", "M", 2)
+        c.mmad(m, D1 * 16, n1 * 16)
+        c.set_flag("M", "MTE1", 2)
+        c.set_flag("M", "FIX", 2)
+        c.wait_flag("M", "FIX", 2)
+        x["o_free"].wait(c, "FIX")
+        c.fixpipe(m * spec.d, 4)
+        c.set_flag("FIX", "M", 2)
+        x["o_ready"].set(c, "FIX")
+
+    def rows_reduce(v: SimCore, fold: str, reduce: str, m: int) -> None:
+        for _ in range(max(0, parts - 1)):
+            v.vec(fold, True, m)
+        v.vec(reduce, True, m)
+
+    def softmax(v: SimCore, x: dict, j: int, m: int) -> None:
+        n = min(bkv, spec.kv - j * bkv)
+        tile = m * kvp
+        v.wait_flag("V", "MTE2", 1)
+        x["s_ready"].wait(v, "MTE2")
+        v.copy_gm(1, tile, 4, "UB")
+        x["s_free"].set(v, "MTE2")
+        v.set_flag("MTE2", "V", 1)
+        v.wait_flag("MTE2", "V", 1)
+        v.vec_flat(tile, 64, [("Muls", True)])
+        for _ in range(n // 64, parts):
+            v.vec("Dup", True, m)
+        rows_reduce(v, "Max", "ReduceMax", m)
+        v.vec_flat(m, 64, [("Max", True), ("Sub", True), ("Exp", True), ("Copy", True)])
+        v.set_flag("V", "S", 0)
+        v.wait_flag("V", "S", 0)
+        for _ in range(2 * m):
+            v.scalar_read()
+        v.set_flag("S", "V", 0)
+        v.wait_flag("S", "V", 0)
+        for _ in range(m):
+            v.vec("Adds", True, parts)
+        v.vec_flat(tile, 64, [("Exp", True)])
+        rows_reduce(v, "Add", "ReduceSum", m)
+        v.vec_flat(m, 64, [("Mul", True), ("Add", True)])
+        v.wait_flag("MTE3", "V", 1)
+        v.vec_flat(tile, 64, [("Cast", True)])
+        v.set_flag("V", "MTE2", 1)
+        v.set_flag("V", "MTE3", 1)
+        v.wait_flag("V", "MTE3", 1)
+        x["p_free"].wait(v, "MTE3")
+        v.copy_ub_to_gm(1, tile, 2)
+        v.set_flag("MTE3", "V", 1)
+        x["p_ready"].set(v, "MTE3")
+
+    def update(v: SimCore, x: dict, m: int) -> None:
+        v.wait_flag("V", "MTE2", 2)
+        x["o_ready"].wait(v, "MTE2")
+        v.copy_gm(1, m * d16, 4, "UB")
+        x["o_free"].set(v, "MTE2")
+        v.set_flag("MTE2", "V", 2)
+        v.wait_flag("MTE2", "V", 2)
+        for _ in range(m):
+            v.vec_flat(d16, 64, [("Muls", True)])
+        v.vec_flat(m * d16, 64, [("Add", True)])
+        v.set_flag("V", "MTE2", 2)
+
+    def block(c: SimCore, v: SimCore, blk: int) -> None:
+        q0 = (blk % qt) * bq
+        m = min(bq, spec.q - q0)
+        m1 = ceil(m / 16)
+        same = c is v
+        if c.blocks > 0:
+            c.barrier_all()
+            if not same:
+                v.barrier_all()
+        x = {name: CrossFlagSim(same) for name in ("s_ready", "s_free", "p_ready", "p_free", "o_ready", "o_free")}
+        for _ in range(2):
+            x["s_free"].set(v, "MTE2")
+            x["p_free"].set(c, "MTE2")
+            x["o_free"].set(v, "MTE2")
+        for ev in (1, 2):
+            c.set_flag("MTE1", "MTE2", ev)
+            c.set_flag("M", "MTE1", ev)
+            c.set_flag("FIX", "M", ev)
+        v.set_flag("V", "MTE2", 1)
+        v.set_flag("MTE3", "V", 1)
+        v.set_flag("V", "MTE2", 2)
+        c.copy_gm(1, m * spec.d, 2, "L1")
+        c.set_flag("MTE2", "MTE1", 0)
+        c.wait_flag("MTE2", "MTE1", 0)
+        for _ in range(m1):
+            c.load2d(D1, "L0A")
+        v.vec_flat(m, 64, [("Dup", True), ("Dup", True)])
+        v.vec_flat(m * d16, 64, [("Dup", True)])
+        scores(c, x, 0, m)
+        if kvt > 1:
+            scores(c, x, 1, m)
+        softmax(v, x, 0, m)
+        for j in range(kvt):
+            pv(c, x, j, m)
+            if j + 2 < kvt:
+                scores(c, x, j + 2, m)
+            if j + 1 < kvt:
+                softmax(v, x, j + 1, m)
+            update(v, x, m)
+        v.vec_flat(m, 64, [("Reciprocal", True)])
+        v.set_flag("V", "S", 0)
+        v.wait_flag("V", "S", 0)
+        for _ in range(m):
+            v.scalar_read()
+        v.set_flag("S", "V", 0)
+        v.wait_flag("S", "V", 0)
+        for _ in range(m):
+            v.vec_flat(d16, 64, [("Muls", True)])
+        v.vec_flat(m * d16, 64, [("Cast", True)])
+        v.set_flag("V", "MTE3", 3)
+        v.wait_flag("V", "MTE3", 3)
+        if spec.d == d16:
+            v.copy_ub_to_gm(1, m * spec.d, 2)
+        else:
+            v.copy_ub_to_gm(m, spec.d, 2)
+        for _ in range(2):
+            x["s_free"].wait(c, "FIX")
+            x["p_free"].wait(v, "MTE3")
+            x["o_free"].wait(c, "FIX")
+        for ev in (1, 2):
+            c.wait_flag("MTE1", "MTE2", ev)
+            c.wait_flag("M", "MTE1", ev)
+            c.wait_flag("FIX", "M", ev)
+        v.wait_flag("V", "MTE2", 1)
+        v.wait_flag("MTE3", "V", 1)
+        v.wait_flag("V", "MTE2", 2)
+
+    return launch_pair(profile, spec.batch * spec.heads * qt, block)
+
+
 _REPLAYS = {"conv2d_cube_img2col": _conv_img2col, "conv2d_winograd": _conv_winograd, "gemm_cube": _gemm,
             "batched_gemm_cube": _bgemm, "eltwise_vector": _eltwise, "gelu_vector": _gelu,
             "softmax_vector": _rows, "layernorm_vector": _rows, "dwconv2d_vector": _dwconv,
-            "maxpool2d_vector": _maxpool, "global_avgpool_vector": _global_avgpool, "transpose_mte": _transpose}
+            "maxpool2d_vector": _maxpool, "global_avgpool_vector": _global_avgpool, "transpose_mte": _transpose,
+            "attention_flash": _attention}
 
 
 def predict(spec, family: str, params: dict, profile: Profile, sample: bool = False) -> Prediction | None:

@@ -88,6 +88,59 @@ KernelStats launch(const Profile& p, CoreKind kind, const char* kernel, int bloc
   return ks;
 }
 
+// A kernel whose every block uses a Cube core and a Vector core together, exchanging tiles (flash attention:
+// S = Q.K^T on the Cube, the online softmax on the Vector unit, P.V on the Cube). Group v pairs AIC v with
+// one AIV (of the two per Cube core on 910B one is used); body(aic, aiv, group, block). On coupled profiles
+// the two roles are the same AI core. The kernel's time is the slowest core of either kind.
+template <class Body>
+KernelStats launch_pair(const Profile& p, const char* kernel, int blocks, Body&& body) {
+  KernelStats ks;
+  ks.profile = &p;
+  ks.kind = CoreKind::AIC;
+  ks.blocks = blocks;
+  const int groups = std::max(1, std::min(blocks, p.cube_cores));
+  ks.cores = p.coupled ? groups : 2 * groups;
+  ks.cores_available = p.coupled ? p.cube_cores : p.cube_cores + p.vector_cores;
+  ks.per_core.resize(ks.cores);
+  std::exception_ptr error;
+  std::mutex error_mutex;
+#if defined(_OPENMP)
+#pragma omp parallel for schedule(dynamic, 1)
+#endif
+  for (int v = 0; v < groups; ++v) {
+    try {
+      Core& aic = thread_core(p, CoreKind::AIC);
+      Core& aiv = p.coupled ? aic : thread_core(p, CoreKind::AIV);
+      aic.start(kernel, v);
+      if (!p.coupled) aiv.start(kernel, v);
+      for (int b = v; b < blocks; b += groups) {
+        body(aic, aiv, v, b);
+        aic.stats().blocks += 1;
+      }
+      ks.per_core[v] = aic.finish();
+      if (!p.coupled) ks.per_core[groups + v] = aiv.finish();
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(error_mutex);
+      if (!error) error = std::current_exception();
+    }
+  }
+  if (error) std::rethrow_exception(error);
+  for (const auto& c : ks.per_core) {
+    ks.cycles = std::max(ks.cycles, c.end_cycle);
+    for (int i = 0; i < kNumPipes; ++i) {
+      ks.total.pipe[i].instrs += c.pipe[i].instrs;
+      ks.total.pipe[i].bytes += c.pipe[i].bytes;
+      ks.total.pipe[i].busy += c.pipe[i].busy;
+    }
+    ks.total.cube_macs += c.cube_macs;
+    ks.total.cube_useful_macs += c.cube_useful_macs;
+    ks.total.vec_repeats += c.vec_repeats;
+    ks.total.blocks += c.blocks;
+  }
+  ks.total.end_cycle = ks.cycles;
+  return ks;
+}
+
 // Two launches of one kernel that run one after the other (a Cube phase, then a
 // Vector-core pass that waits for every Cube block through a cross-core flag):
 // the cycles add up and the counters are summed over both sets of cores.
