@@ -746,7 +746,9 @@ void Core::vreduce(VecOp op, Local<T> dst, std::size_t doff, Local<T> src, std::
 // to have written it (the kernel sets/waits V->S before calling this).
 template <class T, class>
 float Core::scalar_read(Local<T> src, std::size_t idx) {
-  check_local(src, idx, 1, "scalar_read", "src");
+  // GetValue reads any element: the tensor's start is checked (alignment), the element only for bounds
+  check_local(src, 0, 1, "scalar_read", "src");
+  if (idx >= src.count) out_of_range("scalar_read", "src", src.name, pos_name(src.pos), idx, 1, src.count);
   issue(Pipe::S, 1, sizeof(T));
   return load(src.ptr[idx]);
 }
