@@ -947,7 +947,8 @@ def _transpose(spec, params: dict, profile: Profile) -> Prediction:
 
 def _attention(spec, params: dict, profile: Profile) -> Prediction:
     """templates/attention_flash.cpp.j2, instruction for instruction."""
-    bq, bkv = params["base_q"], params["base_kv"]
+    bq, bkv, on_chip = params["base_q"], params["base_kv"], bool(params.get("on_chip"))
+    reader = "V" if on_chip else "MTE2"  # what reads the S and P.V tiles on the Vector side
     D1 = ceil(spec.d / 16)
     d16 = D1 * 16
     kvp = ceil(bkv / 64) * 64
@@ -972,7 +973,10 @@ def _attention(spec, params: dict, profile: Profile) -> Prediction:
         c.set_flag("M", "FIX", 1)
         c.wait_flag("M", "FIX", 1)
         x["s_free"].wait(c, "FIX")
-        c.fixpipe(m * n, 4)
+        if on_chip:
+            c.fixpipe_to_ub(n1 * ceil(m / 16) * 256)
+        else:
+            c.fixpipe(m * n, 4)
         c.set_flag("FIX", "M", 1)
         x["s_ready"].set(c, "FIX")
 
@@ -1000,7 +1004,10 @@ def _attention(spec, params: dict, profile: Profile) -> Prediction:
         c.set_flag("M", "FIX", 2)
         c.wait_flag("M", "FIX", 2)
         x["o_free"].wait(c, "FIX")
-        c.fixpipe(m * spec.d, 4)
+        if on_chip:
+            c.fixpipe_to_ub(D1 * m1 * 256)
+        else:
+            c.fixpipe(m * spec.d, 4)
         c.set_flag("FIX", "M", 2)
         x["o_ready"].set(c, "FIX")
 
@@ -1012,12 +1019,18 @@ def _attention(spec, params: dict, profile: Profile) -> Prediction:
     def softmax(v: SimCore, x: dict, j: int, m: int) -> None:
         n = min(bkv, spec.kv - j * bkv)
         tile = m * kvp
-        v.wait_flag("V", "MTE2", 1)
-        x["s_ready"].wait(v, "MTE2")
-        v.copy_gm(1, tile, 4, "UB")
-        x["s_free"].set(v, "MTE2")
-        v.set_flag("MTE2", "V", 1)
-        v.wait_flag("MTE2", "V", 1)
+        if on_chip:
+            x["s_ready"].wait(v, "V")
+            for _ in range(ceil(n / 16)):
+                v.vec("Copy", True, m)
+            x["s_free"].set(v, "V")
+        else:
+            v.wait_flag("V", "MTE2", 1)
+            x["s_ready"].wait(v, "MTE2")
+            v.copy_gm(1, tile, 4, "UB")
+            x["s_free"].set(v, "MTE2")
+            v.set_flag("MTE2", "V", 1)
+            v.wait_flag("MTE2", "V", 1)
         v.vec_flat(tile, 64, [("Muls", True)])
         for _ in range(n // 64, parts):
             v.vec("Dup", True, m)
@@ -1036,7 +1049,8 @@ def _attention(spec, params: dict, profile: Profile) -> Prediction:
         v.vec_flat(m, 64, [("Mul", True), ("Add", True)])
         v.wait_flag("MTE3", "V", 1)
         v.vec_flat(tile, 64, [("Cast", True)])
-        v.set_flag("V", "MTE2", 1)
+        if not on_chip:
+            v.set_flag("V", "MTE2", 1)
         v.set_flag("V", "MTE3", 1)
         v.wait_flag("V", "MTE3", 1)
         x["p_free"].wait(v, "MTE3")
@@ -1045,16 +1059,23 @@ def _attention(spec, params: dict, profile: Profile) -> Prediction:
         x["p_ready"].set(v, "MTE3")
 
     def update(v: SimCore, x: dict, m: int) -> None:
-        v.wait_flag("V", "MTE2", 2)
-        x["o_ready"].wait(v, "MTE2")
-        v.copy_gm(1, m * d16, 4, "UB")
-        x["o_free"].set(v, "MTE2")
-        v.set_flag("MTE2", "V", 2)
-        v.wait_flag("MTE2", "V", 2)
+        if on_chip:
+            x["o_ready"].wait(v, "V")
+            for _ in range(D1):
+                v.vec("Copy", True, m)
+            x["o_free"].set(v, "V")
+        else:
+            v.wait_flag("V", "MTE2", 2)
+            x["o_ready"].wait(v, "MTE2")
+            v.copy_gm(1, m * d16, 4, "UB")
+            x["o_free"].set(v, "MTE2")
+            v.set_flag("MTE2", "V", 2)
+            v.wait_flag("MTE2", "V", 2)
         for _ in range(m):
             v.vec_flat(d16, 64, [("Muls", True)])
         v.vec_flat(m * d16, 64, [("Add", True)])
-        v.set_flag("V", "MTE2", 2)
+        if not on_chip:
+            v.set_flag("V", "MTE2", 2)
 
     def block(c: SimCore, v: SimCore, blk: int) -> None:
         q0 = (blk % qt) * bq
@@ -1067,16 +1088,17 @@ def _attention(spec, params: dict, profile: Profile) -> Prediction:
                 v.barrier_all()
         x = {name: CrossFlagSim(same) for name in ("s_ready", "s_free", "p_ready", "p_free", "o_ready", "o_free")}
         for _ in range(2):
-            x["s_free"].set(v, "MTE2")
+            x["s_free"].set(v, reader)
             x["p_free"].set(c, "MTE2")
-            x["o_free"].set(v, "MTE2")
+            x["o_free"].set(v, reader)
         for ev in (1, 2):
             c.set_flag("MTE1", "MTE2", ev)
             c.set_flag("M", "MTE1", ev)
             c.set_flag("FIX", "M", ev)
-        v.set_flag("V", "MTE2", 1)
+        if not on_chip:
+            v.set_flag("V", "MTE2", 1)
+            v.set_flag("V", "MTE2", 2)
         v.set_flag("MTE3", "V", 1)
-        v.set_flag("V", "MTE2", 2)
         c.copy_gm(1, m * spec.d, 2, "L1")
         c.set_flag("MTE2", "MTE1", 0)
         c.wait_flag("MTE2", "MTE1", 0)
@@ -1119,9 +1141,10 @@ def _attention(spec, params: dict, profile: Profile) -> Prediction:
             c.wait_flag("MTE1", "MTE2", ev)
             c.wait_flag("M", "MTE1", ev)
             c.wait_flag("FIX", "M", ev)
-        v.wait_flag("V", "MTE2", 1)
+        if not on_chip:
+            v.wait_flag("V", "MTE2", 1)
+            v.wait_flag("V", "MTE2", 2)
         v.wait_flag("MTE3", "V", 1)
-        v.wait_flag("V", "MTE2", 2)
 
     return launch_pair(profile, spec.batch * spec.heads * qt, block)
 

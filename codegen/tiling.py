@@ -671,24 +671,26 @@ def _transpose_mte2(spec: TransposeSpec, v: Variant) -> int:
 ATTENTION_TILES = (16, 32, 64, 128)  # q rows per block, kv rows per tile (and 256 for kv)
 
 
-def attention_buffers(d: int, base_q: int, base_kv: int) -> dict[str, int]:
+def attention_buffers(d: int, base_q: int, base_kv: int, on_chip: bool = False) -> dict[str, int]:
     """Bytes per buffer of attention_flash's tiles: on the Cube side Q, K, V and P in L1, Q and P in L0A, K and V
     in L0B, S and P.V in L0C; on the Vector side the score tile (fp32) and P (fp16) with rows padded to whole
-    repeats, the row fold, the output accumulator and P.V (fp32), the fp16 output and six per-row vectors."""
+    repeats, the row fold, the output accumulator and P.V (fp32), the fp16 output and six per-row vectors, and
+    on_chip (coupled profiles) two S and two P.V tiles as Fixpipe drains them into UB."""
     d16, kvp = c1(d) * 16, ceil(base_kv / 64) * 64
+    nz = 2 * (base_q * base_kv + base_q * d16) * 4 if on_chip else 0
     return {
         "L1": (base_q * d16 + 2 * base_kv * d16 + base_q * base_kv) * 2,
         "L0A": (base_q * d16 + base_q * base_kv) * 2,
         "L0B": 2 * base_kv * d16 * 2,
         "L0C": (base_q * base_kv + base_q * d16) * 4,
         "UB": (_r32(base_q * kvp * 4) + _r32(base_q * kvp * 2) + _r32(base_q * 64 * 4) + 2 * _r32(base_q * d16 * 4)
-               + _r32(base_q * d16 * 2) + 6 * _r32(base_q * 4)),
+               + _r32(base_q * d16 * 2) + 6 * _r32(base_q * 4) + nz),
     }
 
 
 def attention_capacity_problem(d: int, profile: Profile) -> str:
     """Why even the smallest attention_flash tile (16 q rows, 16 kv rows) does not fit the profile, or ''."""
-    bufs = attention_buffers(d, 16, 16)
+    bufs = attention_buffers(d, 16, 16, profile.coupled)
     over = _fits(profile, bufs)
     if over is None:
         return ""
@@ -707,15 +709,17 @@ def _attention_variant(spec: AttentionSpec, profile: Profile, log: OptLog) -> Va
         if bq > _r16(spec.q) and bq > 16:
             continue
         for bkv in ATTENTION_TILES + (256,):
-            if (bkv > _r16(spec.kv) and bkv > 16) or _fits(profile, attention_buffers(spec.d, bq, bkv)):
+            if (bkv > _r16(spec.kv) and bkv > 16) or _fits(profile, attention_buffers(spec.d, bq, bkv,
+                                                                                      profile.coupled)):
                 continue
-            p = {"base_q": bq, "base_kv": bkv}
+            p = {"base_q": bq, "base_kv": bkv, **({"on_chip": 1} if profile.coupled else {})}
             cands.append((costmodel.predict(spec, "attention_flash", p, profile, sample=True).cycles, -bq, -bkv, p))
     cycles, _, _, best = min(cands, key=lambda c: c[:3])
     log.add("search", spec.name, f"base_q={best['base_q']},base_kv={best['base_kv']}", "cost_model",
             candidates=len(cands), predicted_cycles=round(cycles))
     blocks = spec.batch * spec.heads * ceil(spec.q / best["base_q"])
-    return Variant("attention_flash", best, blocks, attention_buffers(spec.d, best["base_q"], best["base_kv"]))
+    return Variant("attention_flash", best, blocks, attention_buffers(spec.d, best["base_q"], best["base_kv"],
+                                                                     profile.coupled))
 
 
 def _attention_mte2(spec: AttentionSpec, v: Variant) -> int:
@@ -728,7 +732,9 @@ def _attention_mte2(spec: AttentionSpec, v: Variant) -> int:
         total += m * spec.d * 2
         for kv0 in range(0, spec.kv, bkv):
             n = min(bkv, spec.kv - kv0)
-            total += 2 * n * spec.d * 2 + m * n * 2 + m * kvp * 4 + m * d16 * 4
+            total += 2 * n * spec.d * 2 + m * n * 2  # K, V, P
+            if not v.params.get("on_chip"):  # S and P.V from the workspace
+                total += m * kvp * 4 + m * d16 * 4
     return total * spec.batch * spec.heads
 
 
