@@ -225,23 +225,24 @@ class CrossFlagSim:
         core.wait_until[dst] = max(core.wait_until[dst], self.times.popleft())
 
 
-def launch_pair(profile: Profile, blocks: int, body) -> Prediction:
-    """kiln::emu::launch_pair: block b on core pair b % groups, each an AIC and an AIV (one core if coupled)."""
+def launch_group(profile: Profile, blocks: int, body) -> Prediction:
+    """kiln::emu::launch_group: block b on core group b % groups, an AIC and its two AIVs (one core if coupled);
+    body(aic, aiv0, aiv1, block)."""
     groups = max(1, min(blocks, profile.cube_cores))
     pipes = {p: PipeCount() for p in PIPES}
     cycles, macs, useful = 0.0, 0, 0
     traces = {} if _RECORD is not None else None
     for v in (sorted({0, (blocks - 1) % groups}) if _SAMPLE else range(groups)):
         aic = SimCore(profile)
-        aiv = aic if profile.coupled else SimCore(profile)
+        aivs = [aic, aic] if profile.coupled else [SimCore(profile), SimCore(profile)]
         if traces is not None:
             aic.trace = traces[v] = []
-            if aiv is not aic:
-                aiv.trace = traces[groups + v] = []
+            if not profile.coupled:
+                aivs[0].trace, aivs[1].trace = traces[groups + 2 * v], traces[groups + 2 * v + 1] = [], []
         for b in range(v, blocks, groups):
-            body(aic, aiv, b)
+            body(aic, aivs[0], aivs[1], b)
             aic.blocks += 1
-        for core in ([aic] if aiv is aic else [aic, aiv]):
+        for core in ([aic] if profile.coupled else [aic] + aivs):
             cycles = max(cycles, core.end_cycle())
             for p in PIPES:
                 pipes[p].instrs += core.count[p].instrs
@@ -251,7 +252,7 @@ def launch_pair(profile: Profile, blocks: int, body) -> Prediction:
             useful += core.useful_macs
     if traces is not None:
         _RECORD.append(("cube", cycles, traces))
-    return Prediction(cycles, pipes, macs, useful, groups if profile.coupled else 2 * groups, [cycles])
+    return Prediction(cycles, pipes, macs, useful, groups if profile.coupled else 3 * groups, [cycles])
 
 
 def then(*phases: Prediction) -> Prediction:
@@ -948,6 +949,7 @@ def _transpose(spec, params: dict, profile: Profile) -> Prediction:
 def _attention(spec, params: dict, profile: Profile) -> Prediction:
     """templates/attention_flash.cpp.j2, instruction for instruction."""
     bq, bkv, on_chip = params["base_q"], params["base_kv"], bool(params.get("on_chip"))
+    split = params.get("vec_split", 1) == 2
     reader = "V" if on_chip else "MTE2"  # what reads the S and P.V tiles on the Vector side
     D1 = ceil(spec.d / 16)
     d16 = D1 * 16
@@ -955,7 +957,12 @@ def _attention(spec, params: dict, profile: Profile) -> Prediction:
     parts = kvp // 64
     qt, kvt = ceil(spec.q / bq), ceil(spec.kv / bkv)
 
-    def scores(c: SimCore, x: dict, j: int, m: int) -> None:
+    class Side:  # one Vector core's rows of the block and its flags with the Cube
+        def __init__(self, core: SimCore, rows: int, same: bool):
+            self.v, self.rows = core, rows
+            self.x = {n: CrossFlagSim(same) for n in ("s_ready", "s_free", "p_ready", "p_free", "o_ready", "o_free")}
+
+    def scores(c: SimCore, sides: list, j: int, m: int) -> None:
         n = min(bkv, spec.kv - j * bkv)
         n1 = ceil(n / 16)
         c.wait_flag("MTE1", "MTE2", 1)
@@ -972,22 +979,26 @@ def _attention(spec, params: dict, profile: Profile) -> Prediction:
         c.set_flag("M", "MTE1", 1)
         c.set_flag("M", "FIX", 1)
         c.wait_flag("M", "FIX", 1)
-        x["s_free"].wait(c, "FIX")
+        for sd in sides:
+            sd.x["s_free"].wait(c, "FIX")
         if on_chip:
             c.fixpipe_to_ub(n1 * ceil(m / 16) * 256)
         else:
             c.fixpipe(m * n, 4)
         c.set_flag("FIX", "M", 1)
-        x["s_ready"].set(c, "FIX")
+        for sd in sides:
+            sd.x["s_ready"].set(c, "FIX")
 
-    def pv(c: SimCore, x: dict, j: int, m: int) -> None:
+    def pv(c: SimCore, sides: list, j: int, m: int) -> None:
         n = min(bkv, spec.kv - j * bkv)
         n1, m1 = ceil(n / 16), ceil(m / 16)
         c.wait_flag("MTE1", "MTE2", 2)
         c.copy_gm(1, n * spec.d, 2, "L1")
-        x["p_ready"].wait(c, "MTE2")
+        for sd in sides:
+            sd.x["p_ready"].wait(c, "MTE2")
         c.copy_gm(1, m * n, 2, "L1")
-        x["p_free"].set(c, "MTE2")
+        for sd in sides:
+            sd.x["p_free"].set(c, "MTE2")
         c.set_flag("MTE2", "MTE1", 2)
         c.wait_flag("MTE2", "MTE1", 2)
         c.wait_flag("M", "MTE1", 2)
@@ -1003,26 +1014,29 @@ def _attention(spec, params: dict, profile: Profile) -> Prediction:
         c.set_flag("M", "MTE1", 2)
         c.set_flag("M", "FIX", 2)
         c.wait_flag("M", "FIX", 2)
-        x["o_free"].wait(c, "FIX")
+        for sd in sides:
+            sd.x["o_free"].wait(c, "FIX")
         if on_chip:
             c.fixpipe_to_ub(D1 * m1 * 256)
         else:
             c.fixpipe(m * spec.d, 4)
         c.set_flag("FIX", "M", 2)
-        x["o_ready"].set(c, "FIX")
+        for sd in sides:
+            sd.x["o_ready"].set(c, "FIX")
 
-    def rows_reduce(v: SimCore, fold: str, reduce: str, m: int) -> None:
+    def rows_reduce(v: SimCore, fold: str, reduce: str, rows: int) -> None:
         for _ in range(max(0, parts - 1)):
-            v.vec(fold, True, m)
-        v.vec(reduce, True, m)
+            v.vec(fold, True, rows)
+        v.vec(reduce, True, rows)
 
-    def softmax(v: SimCore, x: dict, j: int, m: int) -> None:
+    def softmax(sd: Side, j: int) -> None:
+        v, x, rows = sd.v, sd.x, sd.rows
         n = min(bkv, spec.kv - j * bkv)
-        tile = m * kvp
+        tile = rows * kvp
         if on_chip:
             x["s_ready"].wait(v, "V")
             for _ in range(ceil(n / 16)):
-                v.vec("Copy", True, m)
+                v.vec("Copy", True, rows)
             x["s_free"].set(v, "V")
         else:
             v.wait_flag("V", "MTE2", 1)
@@ -1033,20 +1047,20 @@ def _attention(spec, params: dict, profile: Profile) -> Prediction:
             v.wait_flag("MTE2", "V", 1)
         v.vec_flat(tile, 64, [("Muls", True)])
         for _ in range(n // 64, parts):
-            v.vec("Dup", True, m)
-        rows_reduce(v, "Max", "ReduceMax", m)
-        v.vec_flat(m, 64, [("Max", True), ("Sub", True), ("Exp", True), ("Copy", True)])
+            v.vec("Dup", True, rows)
+        rows_reduce(v, "Max", "ReduceMax", rows)
+        v.vec_flat(rows, 64, [("Max", True), ("Sub", True), ("Exp", True), ("Copy", True)])
         v.set_flag("V", "S", 0)
         v.wait_flag("V", "S", 0)
-        for _ in range(2 * m):
+        for _ in range(2 * rows):
             v.scalar_read()
         v.set_flag("S", "V", 0)
         v.wait_flag("S", "V", 0)
-        for _ in range(m):
+        for _ in range(rows):
             v.vec("Adds", True, parts)
         v.vec_flat(tile, 64, [("Exp", True)])
-        rows_reduce(v, "Add", "ReduceSum", m)
-        v.vec_flat(m, 64, [("Mul", True), ("Add", True)])
+        rows_reduce(v, "Add", "ReduceSum", rows)
+        v.vec_flat(rows, 64, [("Mul", True), ("Add", True)])
         v.wait_flag("MTE3", "V", 1)
         v.vec_flat(tile, 64, [("Cast", True)])
         if not on_chip:
@@ -1058,95 +1072,112 @@ def _attention(spec, params: dict, profile: Profile) -> Prediction:
         v.set_flag("MTE3", "V", 1)
         x["p_ready"].set(v, "MTE3")
 
-    def update(v: SimCore, x: dict, m: int) -> None:
+    def update(sd: Side) -> None:
+        v, x, rows = sd.v, sd.x, sd.rows
         if on_chip:
             x["o_ready"].wait(v, "V")
             for _ in range(D1):
-                v.vec("Copy", True, m)
+                v.vec("Copy", True, rows)
             x["o_free"].set(v, "V")
         else:
             v.wait_flag("V", "MTE2", 2)
             x["o_ready"].wait(v, "MTE2")
-            v.copy_gm(1, m * d16, 4, "UB")
+            v.copy_gm(1, rows * d16, 4, "UB")
             x["o_free"].set(v, "MTE2")
             v.set_flag("MTE2", "V", 2)
             v.wait_flag("MTE2", "V", 2)
-        for _ in range(m):
+        for _ in range(rows):
             v.vec_flat(d16, 64, [("Muls", True)])
-        v.vec_flat(m * d16, 64, [("Add", True)])
+        v.vec_flat(rows * d16, 64, [("Add", True)])
         if not on_chip:
             v.set_flag("V", "MTE2", 2)
 
-    def block(c: SimCore, v: SimCore, blk: int) -> None:
-        q0 = (blk % qt) * bq
-        m = min(bq, spec.q - q0)
-        m1 = ceil(m / 16)
-        same = c is v
-        if c.blocks > 0:
-            c.barrier_all()
-            if not same:
-                v.barrier_all()
-        x = {name: CrossFlagSim(same) for name in ("s_ready", "s_free", "p_ready", "p_free", "o_ready", "o_free")}
+    def begin(sd: Side, c: SimCore) -> None:
+        v, x = sd.v, sd.x
         for _ in range(2):
             x["s_free"].set(v, reader)
             x["p_free"].set(c, "MTE2")
             x["o_free"].set(v, reader)
-        for ev in (1, 2):
-            c.set_flag("MTE1", "MTE2", ev)
-            c.set_flag("M", "MTE1", ev)
-            c.set_flag("FIX", "M", ev)
         if not on_chip:
             v.set_flag("V", "MTE2", 1)
             v.set_flag("V", "MTE2", 2)
         v.set_flag("MTE3", "V", 1)
-        c.copy_gm(1, m * spec.d, 2, "L1")
-        c.set_flag("MTE2", "MTE1", 0)
-        c.wait_flag("MTE2", "MTE1", 0)
-        for _ in range(m1):
-            c.load2d(D1, "L0A")
-        v.vec_flat(m, 64, [("Dup", True), ("Dup", True)])
-        v.vec_flat(m * d16, 64, [("Dup", True)])
-        scores(c, x, 0, m)
-        if kvt > 1:
-            scores(c, x, 1, m)
-        softmax(v, x, 0, m)
-        for j in range(kvt):
-            pv(c, x, j, m)
-            if j + 2 < kvt:
-                scores(c, x, j + 2, m)
-            if j + 1 < kvt:
-                softmax(v, x, j + 1, m)
-            update(v, x, m)
-        v.vec_flat(m, 64, [("Reciprocal", True)])
+
+    def end(sd: Side, c: SimCore) -> None:
+        v, x, rows = sd.v, sd.x, sd.rows
+        v.vec_flat(rows, 64, [("Reciprocal", True)])
         v.set_flag("V", "S", 0)
         v.wait_flag("V", "S", 0)
-        for _ in range(m):
+        for _ in range(rows):
             v.scalar_read()
         v.set_flag("S", "V", 0)
         v.wait_flag("S", "V", 0)
-        for _ in range(m):
+        for _ in range(rows):
             v.vec_flat(d16, 64, [("Muls", True)])
-        v.vec_flat(m * d16, 64, [("Cast", True)])
+        v.vec_flat(rows * d16, 64, [("Cast", True)])
         v.set_flag("V", "MTE3", 3)
         v.wait_flag("V", "MTE3", 3)
         if spec.d == d16:
-            v.copy_ub_to_gm(1, m * spec.d, 2)
+            v.copy_ub_to_gm(1, rows * spec.d, 2)
         else:
-            v.copy_ub_to_gm(m, spec.d, 2)
+            v.copy_ub_to_gm(rows, spec.d, 2)
         for _ in range(2):
             x["s_free"].wait(c, "FIX")
             x["p_free"].wait(v, "MTE3")
             x["o_free"].wait(c, "FIX")
-        for ev in (1, 2):
-            c.wait_flag("MTE1", "MTE2", ev)
-            c.wait_flag("M", "MTE1", ev)
-            c.wait_flag("FIX", "M", ev)
         if not on_chip:
             v.wait_flag("V", "MTE2", 1)
             v.wait_flag("V", "MTE2", 2)
         v.wait_flag("MTE3", "V", 1)
 
-    return launch_pair(profile, spec.batch * spec.heads * qt, block)
+    def block(c: SimCore, v0: SimCore, v1: SimCore, blk: int) -> None:
+        q0 = (blk % qt) * bq
+        m = min(bq, spec.q - q0)
+        m1 = ceil(m / 16)
+        same = c is v0
+        if c.blocks > 0:
+            c.barrier_all()
+            if not same:
+                v0.barrier_all()
+                v1.barrier_all()
+        nv = 2 if split and m > 1 else 1
+        half = (m + 1) // 2 if nv == 2 else m
+        sides = [Side(v0, half, same), Side(v1, m - half, same)][:nv]
+        for sd in sides:
+            begin(sd, c)
+        for ev in (1, 2):
+            c.set_flag("MTE1", "MTE2", ev)
+            c.set_flag("M", "MTE1", ev)
+            c.set_flag("FIX", "M", ev)
+        c.copy_gm(1, m * spec.d, 2, "L1")
+        c.set_flag("MTE2", "MTE1", 0)
+        c.wait_flag("MTE2", "MTE1", 0)
+        for _ in range(m1):
+            c.load2d(D1, "L0A")
+        for sd in sides:
+            sd.v.vec_flat(sd.rows, 64, [("Dup", True), ("Dup", True)])
+            sd.v.vec_flat(sd.rows * d16, 64, [("Dup", True)])
+        scores(c, sides, 0, m)
+        if kvt > 1:
+            scores(c, sides, 1, m)
+        for sd in sides:
+            softmax(sd, 0)
+        for j in range(kvt):
+            pv(c, sides, j, m)
+            if j + 2 < kvt:
+                scores(c, sides, j + 2, m)
+            for sd in sides:
+                if j + 1 < kvt:
+                    softmax(sd, j + 1)
+                update(sd)
+        for sd in sides:
+            end(sd, c)
+        for ev in (1, 2):
+            c.wait_flag("MTE1", "MTE2", ev)
+            c.wait_flag("M", "MTE1", ev)
+            c.wait_flag("FIX", "M", ev)
+
+    return launch_group(profile, spec.batch * spec.heads * qt, block)
 
 
 _REPLAYS = {"conv2d_cube_img2col": _conv_img2col, "conv2d_winograd": _conv_winograd, "gemm_cube": _gemm,

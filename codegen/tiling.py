@@ -47,7 +47,7 @@ PARAM_LETTER = {"base_m": "m", "base_n": "n", "base_k1": "k", "c1_step": "c", "s
                 "rows_per_block": "r", "tile_elems": "t", "chunk_pixels": "p", "rows_per_tile": "r", "planes_per_block": "p",
                 "epi_tile": "e", "tile": "f", "tile_batch": "b", "c1_block": "i", "co1_block": "o", "on_chip": "u",
                 "base_n2": "q", "base_k2": "j", "n_split": "z",
-                "l1_buffers": "d", "base_q": "x", "base_kv": "y"}
+                "l1_buffers": "d", "base_q": "x", "base_kv": "y", "vec_split": "w"}
 UNIT_OF_FAMILY = {"conv2d_cube_img2col": "cube", "conv2d_winograd": "cube", "gemm_cube": "cube", "dwconv2d_vector": "vector",
                   "eltwise_vector": "vector", "maxpool2d_vector": "vector", "global_avgpool_vector": "vector",
                   "gelu_vector": "vector", "softmax_vector": "vector", "layernorm_vector": "vector",
@@ -712,7 +712,8 @@ def _attention_variant(spec: AttentionSpec, profile: Profile, log: OptLog) -> Va
             if (bkv > _r16(spec.kv) and bkv > 16) or _fits(profile, attention_buffers(spec.d, bq, bkv,
                                                                                       profile.coupled)):
                 continue
-            p = {"base_q": bq, "base_kv": bkv, **({"on_chip": 1} if profile.coupled else {})}
+            # coupled: S and P.V stay on chip; split (910B): the rows go over the Cube core's two Vector cores
+            p = {"base_q": bq, "base_kv": bkv, **({"on_chip": 1} if profile.coupled else {"vec_split": 2})}
             cands.append((costmodel.predict(spec, "attention_flash", p, profile, sample=True).cycles, -bq, -bkv, p))
     cycles, _, _, best = min(cands, key=lambda c: c[:3])
     log.add("search", spec.name, f"base_q={best['base_q']},base_kv={best['base_kv']}", "cost_model",
