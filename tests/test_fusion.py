@@ -275,12 +275,11 @@ def test_torchvision_style_resnet50_export_fits_47_launches(tmp_path):
 
 # ---------------------------------------------------------------- flash attention
 
-def tiny_attention(tmp_path, seq=24, hf_style=False, scale_op="Div", mask=False, softmax_axis=-1):
+def tiny_attention(tmp_path, seq=24, hf_style=False, scale_op="Div", mask=False, softmax_axis=-1, d=32, heads=2):
     """One self-attention of 2 heads of 16 over seq tokens, as exporters write it: Q/K/V projections, Reshape to
     heads, Transpose; K^T as one Transpose (0,2,3,1) (the zoo's bert_layer) or, hf_style, the heads-split K
     Transpose (0,2,1,3) then (0,1,3,2); the scale as Div by sqrt(d) or Mul by 1/sqrt(d); optionally an additive
     mask; Softmax; .V; heads merged back."""
-    d, heads = 32, 2
     hd = d // heads
     inits = [wts(f"{p}.w", (d, d)) for p in "qkv"]
     inits.append(numpy_helper.from_array(np.array([1, seq, heads, hd], np.int64), "heads_shape"))
@@ -372,10 +371,15 @@ def test_attention_under_fusion_off_depth_limit_and_a_mask(tmp_path):
         from kiln.codegen import fusion, onnx_frontend, optlog, profiles
     except ImportError:
         from codegen import fusion, onnx_frontend, optlog, profiles
-    nodes, ins, outs, inits = tiny_attention(tmp_path, mask=True)
-    onnx.save(helper.make_model(helper.make_graph(nodes, "g", ins, outs, inits),
-                                opset_imports=[helper.make_opsetid("", 17)]), str(tmp_path / "mask.onnx"))
-    g = onnx_frontend.load_onnx(tmp_path / "mask.onnx")
-    res = fusion.fuse(g, "g", True, 5, optlog.OptLog(), profiles.PROFILES["ascend910b"])
-    assert [(a["reason"], a["detail"]) for a in res.audit if a["pattern"] == "Attention"] == [
-        ("attention_unsupported", "scores.Mask adds a mask; the kernel takes none yet")]
+    def audit(name, **graph):
+        nodes, ins, outs, inits = tiny_attention(tmp_path, **graph)
+        onnx.save(helper.make_model(helper.make_graph(nodes, "g", ins, outs, inits),
+                                    opset_imports=[helper.make_opsetid("", 17)]), str(tmp_path / f"{name}.onnx"))
+        g = onnx_frontend.load_onnx(tmp_path / f"{name}.onnx")
+        res = fusion.fuse(g, "g", True, 5, optlog.OptLog(), profiles.PROFILES["ascend910b"])
+        return [(a["reason"], a["detail"]) for a in res.audit if a["pattern"] == "Attention"]
+
+    assert audit("mask", mask=True) == [("attention_unsupported", "scores.Mask adds a mask; the kernel takes none yet")]
+    # a head too wide for the smallest tile: Q's 16 rows and P's 16x16 fractal overflow L0A
+    assert audit("wide", d=2048, heads=1, seq=16) == [
+        ("capacity", "head dim 2048: the smallest tile needs 66048 B of L0A, ascend910b has 65536 B")]
