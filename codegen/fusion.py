@@ -442,7 +442,7 @@ def _fuse_attention(g: Graph, model: str, enable: bool, max_depth: int, log: Opt
             (b, h, sq, d), (_, _, _, skv) = q_shape, kt_shape
         else:
             b = h = sq = d = skv = 0
-        depth = len(chain)  # the compute ops; an absorbed layout Transpose of K is not counted
+        depth = sum(_depth(n) for n in chain)  # the compute ops; an absorbed layout Transpose of K is not counted
         reason = detail = ""
         if softmax.attrs.get("axis", -1) not in (-1, len(g.values[softmax.inputs[0]].shape) - 1):
             reason, detail = "attention_unsupported", f"Softmax over axis {softmax.attrs.get('axis')}, not the last"
@@ -485,7 +485,7 @@ def _fuse_attention(g: Graph, model: str, enable: bool, max_depth: int, log: Opt
         where = "Cube S=Q.K^T and P.V, Vector online softmax; " + (
             "S/P tiles through a per-core GM workspace (split Cube/Vector cores)"
             if profile is not None and not profile.coupled else "S/P tiles on chip (L0C -> UB)")
-        log.add("fusion", subject, f"Fused({'+'.join(a.op_type for a in absorbed)})", "flash_attention", into=pv.name,
+        log.add("fusion", subject, f"Fused({'+'.join(_label(a) for a in absorbed)})", "flash_attention", into=pv.name,
                 where=where, ops=len(source), seq_q=sq, seq_kv=skv, heads=h, head_dim=d, scale=scaled[1],
                 score_matrix_bytes=b * h * sq * skv * 2)
         res.fused.append({"node": qk.name, "into": pv.name, "pattern": pattern, "where": where})
