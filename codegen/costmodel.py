@@ -1033,6 +1033,10 @@ def _attention(spec, params: dict, profile: Profile) -> Prediction:
         v, x, rows = sd.v, sd.x, sd.rows
         n = min(bkv, spec.kv - j * bkv)
         tile = rows * kvp
+        if spec.mask:
+            v.wait_flag("V", "MTE2", 3)
+            v.copy_gm(1, n, 2, "UB")
+            v.set_flag("MTE2", "V", 3)
         if on_chip:
             x["s_ready"].wait(v, "V")
             for _ in range(ceil(n / 16)):
@@ -1046,6 +1050,12 @@ def _attention(spec, params: dict, profile: Profile) -> Prediction:
             v.set_flag("MTE2", "V", 1)
             v.wait_flag("MTE2", "V", 1)
         v.vec_flat(tile, 64, [("Muls", True)])
+        if spec.mask:
+            v.wait_flag("MTE2", "V", 3)
+            v.vec_flat(n, 64, [("Cast", True)])
+            for _ in range(parts):
+                v.vec("Add", True, rows)
+            v.set_flag("V", "MTE2", 3)
         for _ in range(n // 64, parts):
             v.vec("Dup", True, rows)
         rows_reduce(v, "Max", "ReduceMax", rows)
@@ -1102,6 +1112,8 @@ def _attention(spec, params: dict, profile: Profile) -> Prediction:
             v.set_flag("V", "MTE2", 1)
             v.set_flag("V", "MTE2", 2)
         v.set_flag("MTE3", "V", 1)
+        if spec.mask:
+            v.set_flag("V", "MTE2", 3)
 
     def end(sd: Side, c: SimCore) -> None:
         v, x, rows = sd.v, sd.x, sd.rows
@@ -1129,6 +1141,8 @@ def _attention(spec, params: dict, profile: Profile) -> Prediction:
             v.wait_flag("V", "MTE2", 1)
             v.wait_flag("V", "MTE2", 2)
         v.wait_flag("MTE3", "V", 1)
+        if spec.mask:
+            v.wait_flag("V", "MTE2", 3)
 
     def block(c: SimCore, v0: SimCore, v1: SimCore, blk: int) -> None:
         q0 = (blk % qt) * bq

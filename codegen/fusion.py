@@ -442,6 +442,12 @@ def _fuse_attention(g: Graph, model: str, enable: bool, max_depth: int, log: Opt
             (b, h, sq, d), (_, _, _, skv) = q_shape, kt_shape
         else:
             b = h = sq = d = skv = 0
+        mask_value, mask_shape = None, ()
+        if mask is not None and rank4:  # an additive mask per batch and key position (a padding mask)
+            other = [i for i in mask.inputs if i and i != scale_node.outputs[0]]
+            mask_shape = tuple(g.values[other[0]].shape) if len(other) == 1 and other[0] in g.values else ()
+            if mask_shape == (b, 1, 1, skv):
+                mask_value = other[0]
         depth = sum(_depth(n) for n in chain)  # the compute ops; an absorbed layout Transpose of K is not counted
         reason = detail = ""
         if softmax.attrs.get("axis", -1) not in (-1, len(g.values[softmax.inputs[0]].shape) - 1):
@@ -449,8 +455,9 @@ def _fuse_attention(g: Graph, model: str, enable: bool, max_depth: int, log: Opt
         elif not rank4 or tuple(kt_shape[:3]) != (b, h, d) or tuple(v_shape) != (b, h, skv, d):
             reason, detail = "attention_unsupported", (f"shapes Q {list(q_shape)}, K^T {list(kt_shape)}, "
                                                        f"V {list(v_shape)} are not [b,h,q,d], [b,h,d,kv], [b,h,kv,d]")
-        elif mask is not None:
-            reason, detail = "attention_unsupported", f"{mask.name} adds a mask; the kernel takes none yet"
+        elif mask is not None and mask_value is None:
+            reason, detail = "attention_unsupported", (f"{mask.name} adds a mask of shape {list(mask_shape)}; the kernel "
+                                                       f"takes one per batch and key, [{b}, 1, 1, {skv}]")
         elif k_operand is None:
             reason, detail = "attention_unsupported", (f"K^T {qk.inputs[1]} is not a Transpose (perm 0,1,3,2 or "
                                                        f"0,2,3,1) read only by {qk.name}")
@@ -476,7 +483,8 @@ def _fuse_attention(g: Graph, model: str, enable: bool, max_depth: int, log: Opt
         k_value, k_transpose = k_operand
         absorbed = ([k_transpose] if k_transpose is not None else []) + chain
         source = [n for a in absorbed for n in (a.source or [a.name])]
-        node = Node(pv.name, "Attention", [qk.inputs[0], k_value, pv.inputs[1]], list(pv.outputs),
+        node = Node(pv.name, "Attention", [qk.inputs[0], k_value, pv.inputs[1]] + ([mask_value] if mask_value else []),
+                    list(pv.outputs),
                     {"scale": scaled[1], "k_layout": "bhkd" if k_transpose is not None else "bt",
                      "fused_types": [a.op_type for a in absorbed[1:]]}, source)
         at = next(i for i, n in enumerate(g.nodes) if n is pv)

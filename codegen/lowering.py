@@ -309,7 +309,7 @@ class _Lowerer:
         """Q.K^T -> scale -> softmax -> .V fused (fusion stage) into one flash-attention kernel. It reads Q and V
         as [batch, heads, seq, d] and K as [batch, heads, kv, d]: either the heads-split K itself (the fusion
         absorbed its Transpose to K^T) or the transposed-B value a Transpose (0,2,3,1) is stored as."""
-        q, k, v = node.inputs
+        q, k, v = node.inputs[:3]
         qs, vs = self.shape(q), self.shape(v)
         if node.attrs["k_layout"] == "bt" and k not in self.trans_b_values:
             raise self.fail(node, f"K^T {k} is not held as K [batch, heads, kv, d]; no kernel transposes it yet")
@@ -319,7 +319,12 @@ class _Lowerer:
         kv = vs[2]
         ins = [self.act(node, q, "ND"), self.device[k] if node.attrs["k_layout"] == "bt" else self.act(node, k, "ND"),
                self.act(node, v, "ND")]
-        attrs = dict(batch=b, heads=h, q=sq, kv=kv, d=d, scale=float(node.attrs["scale"]), activation="", bias=False)
+        attrs = dict(batch=b, heads=h, q=sq, kv=kv, d=d, scale=float(node.attrs["scale"]), mask=len(node.inputs) > 3,
+                     activation="", bias=False)
+        if attrs["mask"]:  # [batch, 1, 1, kv]: the same bytes as [batch, kv]
+            m = node.inputs[3]
+            ins.append(self.weight(f"{node.name}.mask", self.const(node, m).reshape(b, kv).astype(np.float16))
+                       if m in self.g.initializers else self.act(node, m, "ND"))
         out = self.out(node, "ND")
         self.steps.append(Step("kernel", node.name, list(node.source) or [node.name],
                                ["Attention"] + list(node.attrs.get("fused_types", [])), ins, out,

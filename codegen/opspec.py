@@ -454,11 +454,13 @@ class AttentionSpec:
     kv: int
     d: int
     scale: float
+    mask: bool = False  # an additive mask [batch, kv] (fp16) on the scaled scores
     kind = "attention"
 
     @property
     def name(self) -> str:
-        return f"attention_b{self.batch}_h{self.heads}_q{self.q}_kv{self.kv}_d{self.d}_scale{_num(self.scale)}"
+        return (f"attention_b{self.batch}_h{self.heads}_q{self.q}_kv{self.kv}_d{self.d}_scale{_num(self.scale)}"
+                f"{'_mask' if self.mask else ''}")
 
     @property
     def flops(self) -> int:
@@ -468,7 +470,8 @@ class AttentionSpec:
     def inputs(self) -> list[Tensor]:
         return [Tensor("q", (self.batch, self.heads, self.q, self.d), "fp16", "ND"),
                 Tensor("k", (self.batch, self.heads, self.kv, self.d), "fp16", "ND"),
-                Tensor("v", (self.batch, self.heads, self.kv, self.d), "fp16", "ND")]
+                Tensor("v", (self.batch, self.heads, self.kv, self.d), "fp16", "ND")] + (
+            [Tensor("mask", (self.batch, self.kv), "fp16", "ND")] if self.mask else [])
 
     def output(self) -> Tensor:
         return Tensor("y", (self.batch, self.heads, self.q, self.d), "fp16", "ND")
@@ -534,7 +537,7 @@ def opspec_of(op: OpInstance) -> Opspec:
     if op.type == "Transpose0213":
         return TransposeSpec(*a["input"])
     if op.type == "Attention":
-        return AttentionSpec(a["batch"], a["heads"], a["q"], a["kv"], a["d"], f32(a["scale"]))
+        return AttentionSpec(a["batch"], a["heads"], a["q"], a["kv"], a["d"], f32(a["scale"]), bool(a.get("mask")))
     if op.type in ("MaxPool", "AveragePool", "GlobalAveragePool"):
         n, c, h, w = a["input"]
         if op.type == "GlobalAveragePool":

@@ -674,7 +674,8 @@ ATTENTION_TILES = (16, 32, 64, 128)  # q rows per block, kv rows per tile (and 2
 def attention_buffers(d: int, base_q: int, base_kv: int, on_chip: bool = False) -> dict[str, int]:
     """Bytes per buffer of attention_flash's tiles: on the Cube side Q, K, V and P in L1, Q and P in L0A, K and V
     in L0B, S and P.V in L0C; on the Vector side the score tile (fp32) and P (fp16) with rows padded to whole
-    repeats, the row fold, the output accumulator and P.V (fp32), the fp16 output and six per-row vectors, and
+    repeats, the row fold, the output accumulator and P.V (fp32), the fp16 output, six per-row vectors, a mask
+    row, and
     on_chip (coupled profiles) two S and two P.V tiles as Fixpipe drains them into UB."""
     d16, kvp = c1(d) * 16, ceil(base_kv / 64) * 64
     nz = 2 * (base_q * base_kv + base_q * d16) * 4 if on_chip else 0
@@ -684,7 +685,8 @@ def attention_buffers(d: int, base_q: int, base_kv: int, on_chip: bool = False) 
         "L0B": 2 * base_kv * d16 * 2,
         "L0C": (base_q * base_kv + base_q * d16) * 4,
         "UB": (_r32(base_q * kvp * 4) + _r32(base_q * kvp * 2) + _r32(base_q * 64 * 4) + 2 * _r32(base_q * d16 * 4)
-               + _r32(base_q * d16 * 2) + 6 * _r32(base_q * 4) + nz),
+               + _r32(base_q * d16 * 2) + 6 * _r32(base_q * 4) + nz
+               + _r32(kvp * 2) + _r32(kvp * 4)),  # a mask row (fp16, widened), if the kernel has one
     }
 
 
@@ -731,9 +733,11 @@ def _attention_mte2(spec: AttentionSpec, v: Variant) -> int:
     for q0 in range(0, spec.q, bq):
         m = min(bq, spec.q - q0)
         total += m * spec.d * 2
+        sides = 2 if v.params.get("vec_split", 1) == 2 and m > 1 else 1  # Vector cores sharing the rows
         for kv0 in range(0, spec.kv, bkv):
             n = min(bkv, spec.kv - kv0)
             total += 2 * n * spec.d * 2 + m * n * 2  # K, V, P
+            total += sides * n * 2 if spec.mask else 0  # the mask's keys, read by each Vector core
             if not v.params.get("on_chip"):  # S and P.V from the workspace
                 total += m * kvp * 4 + m * d16 * 4
     return total * spec.batch * spec.heads

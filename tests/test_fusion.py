@@ -300,7 +300,8 @@ def tiny_attention(tmp_path, seq=24, hf_style=False, scale_op="Div", mask=False,
     nodes.append(helper.make_node(scale_op, ["scores", "scale"], ["scaled"], name="scores.Scale"))
     logits = "scaled"
     if mask:
-        inits.append(numpy_helper.from_array(np.zeros((1, 1, 1, seq), np.float32), "mask"))
+        shape = mask if isinstance(mask, list) else (1, 1, 1, seq)
+        inits.append(numpy_helper.from_array(np.zeros(shape, np.float32), "mask"))
         nodes.append(helper.make_node("Add", ["scaled", "mask"], ["masked"], name="scores.Mask"))
         logits = "masked"
     nodes.append(helper.make_node("Softmax", [logits], ["probs"], name="Softmax", axis=softmax_axis))
@@ -366,7 +367,7 @@ def test_attention_under_fusion_off_depth_limit_and_a_mask(tmp_path):
     assert attention_plan(tmp_path / "off", ENABLE_FUSION="OFF")[0].fusion.audit[0]["reason"] == "fusion_off"
     m, kinds, _ = attention_plan(tmp_path / "depth", MAX_FUSION_DEPTH="3")
     assert kinds == UNFUSED and m.fusion.audit[0]["detail"] == "depth 4 > MAX_FUSION_DEPTH=3"
-    # a mask is recognised and audited (the fusion stage alone: no kernel takes a broadcast add yet)
+    # masks (the fusion stage alone: unfused, no kernel takes a broadcast add yet)
     try:
         from kiln.codegen import fusion, onnx_frontend, optlog, profiles
     except ImportError:
@@ -379,7 +380,24 @@ def test_attention_under_fusion_off_depth_limit_and_a_mask(tmp_path):
         res = fusion.fuse(g, "g", True, 5, optlog.OptLog(), profiles.PROFILES["ascend910b"])
         return [(a["reason"], a["detail"]) for a in res.audit if a["pattern"] == "Attention"]
 
-    assert audit("mask", mask=True) == [("attention_unsupported", "scores.Mask adds a mask; the kernel takes none yet")]
+    assert audit("mask", mask=True) == []  # a [batch, 1, 1, kv] mask is fused (the kernel adds it per key)
+    assert audit("mask_rows", mask=[1, 1, 24, 24]) == [
+        ("attention_unsupported", "scores.Mask adds a mask of shape [1, 1, 24, 24]; the kernel takes one per batch "
+                                  "and key, [1, 1, 1, 24]")]
     # a head too wide for the smallest tile: Q's 16 rows and P's 16x16 fractal overflow L0A
     assert audit("wide", d=2048, heads=1, seq=16) == [
         ("capacity", "head dim 2048: the smallest tile needs 66048 B of L0A, ascend910b has 65536 B")]
+
+
+def test_a_padding_mask_is_fused_and_its_unfused_form_named(tmp_path):
+    m, kinds, lines = attention_plan(tmp_path / "on", dict(mask=True))
+    assert kinds == ["Gemm", "Transpose0213"] * 3 + ["Attention", "Transpose0213"]
+    assert "Fused(MatMul+Div+Add+Softmax+MatMul) reason=flash_attention" in lines[0]
+    (step,) = [s for s in m.lowered.steps if s.kind == "kernel" and s.instance.type == "Attention"]
+    assert step.instance.attrs["mask"] and m.lowered.weights[step.inputs[3]].shape == (1, 24)
+    try:
+        from kiln.codegen import KilnError
+    except ImportError:
+        from codegen import KilnError
+    with pytest.raises(KilnError, match="scores.Mask"):  # unfused, the broadcast add has no kernel: named
+        attention_plan(tmp_path / "off", dict(mask=True), USE_FLASH_ATTENTION="OFF")

@@ -204,7 +204,10 @@ def check_fp32_math(k, args, y):
         tol = ref.bound(want, np.abs(x[0]) @ np.abs(b), s["k"])
     elif kind == "attention":
         # fp32 scores and statistics; P is rounded to fp16 for the Cube (2^-11 of each weight), the output once
-        probs = ref.softmax(np.float32(s["scale"]) * (x[0] @ x[1].transpose(0, 1, 3, 2)))
+        logits = np.float32(s["scale"]) * (x[0] @ x[1].transpose(0, 1, 3, 2))
+        if s["mask"]:  # one additive row per batch, over the keys
+            logits = logits + x[3][:, None, None, :]
+        probs = ref.softmax(logits)
         want = probs @ x[2]
         spread = probs @ np.abs(x[2])
         tol = 2.0 ** -11 * np.abs(want) + (2 * 2.0 ** -11 + (s["kv"] + s["d"]) * 2.0 ** -22) * spread + 2.0 ** -24
