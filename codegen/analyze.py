@@ -65,9 +65,10 @@ def node_flops(node: Node, graph: Graph) -> int | None:
 
 
 def analyze(path: str | Path, batch: int = 1, fusion: bool = True, max_depth: int | None = None,
-            target: str = "ascend910b") -> dict[str, Any]:
-    """`fusion`/`max_depth` as ENABLE_FUSION/MAX_FUSION_DEPTH (None: the O2 default); `target` the profile whose
-    buffers and cores the fusion checks."""
+            target: str = "ascend910b", flash_attention: bool = True, max_seq_len: int = 512) -> dict[str, Any]:
+    """`fusion`/`max_depth` as ENABLE_FUSION/MAX_FUSION_DEPTH (None: the O2 default), `flash_attention`/
+    `max_seq_len` as USE_FLASH_ATTENTION/MAX_SEQ_LEN; `target` the profile whose buffers and cores the fusion
+    checks."""
     model = onnx_frontend.read_model(path)
     file_ops = Counter(n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}.{n.op_type}"
                        for n in model.graph.node)
@@ -102,12 +103,12 @@ def analyze(path: str | Path, batch: int = 1, fusion: bool = True, max_depth: in
         "passes": log,
     })
     if not problems:
-        report.update(_bake_preview(path, batch, report, fusion, max_depth, target))
+        report.update(_bake_preview(path, batch, report, fusion, max_depth, target, flash_attention, max_seq_len))
     return report
 
 
 def _bake_preview(path, batch: int, report: dict[str, Any], fusion: bool, max_depth: int | None,
-                  target: str) -> dict[str, Any]:
+                  target: str, flash_attention: bool = True, max_seq_len: int = 512) -> dict[str, Any]:
     """What a build would bake: kernel launches before and after fusion, what fused, the fusion audit (every
     opportunity not taken, with its reason) and the unique kernels; or the nodes no kernel serves yet."""
     from . import KilnError
@@ -128,7 +129,8 @@ def _bake_preview(path, batch: int, report: dict[str, Any], fusion: bool, max_de
     try:
         unfused = sum(1 for s in lower(graph, Path(path).stem).steps if s.kind == "kernel")
         graph = onnx_frontend.load_onnx(path, batch)  # fusion rewrites the graph: a fresh one
-        result = fuse(graph, Path(path).stem, fusion, depth, OptLog(), get_profile(target))
+        result = fuse(graph, Path(path).stem, fusion, depth, OptLog(), get_profile(target), flash_attention,
+                      max_seq_len)
         lowered = lower(graph, Path(path).stem)
         specs = [opspec_of(s.instance) for s in lowered.steps if s.kind == "kernel"]
     except KilnError as e:
@@ -138,7 +140,8 @@ def _bake_preview(path, batch: int, report: dict[str, Any], fusion: bool, max_de
         "kernel_launches": len(specs), "unique_kernels": len(set(specs)),
         "glue_steps": sum(1 for s in lowered.steps if s.kind == "glue"),
         "kernels": sorted({s.name for s in specs})},
-        "fusion": {"enable": fusion, "max_depth": depth, "target": target, "launches_unfused": unfused,
+        "fusion": {"enable": fusion, "max_depth": depth, "flash_attention": flash_attention, "max_seq_len": max_seq_len,
+                   "target": target, "launches_unfused": unfused,
                    "launches_fused": len(specs), "fused": result.fused, "audit": result.audit}}
 
 

@@ -212,6 +212,53 @@ def launch(profile: Profile, unit: str, blocks: int, body) -> Prediction:
     return Prediction(cycles, pipes, macs, useful, cores, [cycles])
 
 
+CROSS_CORE_CYCLES = 100  # kiln::emu::kCrossCoreCycles (kernels/kiln/ops.hpp)
+
+
+class CrossFlagSim:
+    """kiln::emu::CrossFlag: a flag between two cores' timelines (no latency when both are one core)."""
+
+    def __init__(self, same_core: bool):
+        self.latency = 0.0 if same_core else CROSS_CORE_CYCLES
+        self.times: deque = deque()
+
+    def set(self, core: SimCore, src: str) -> None:
+        self.times.append(core.free_at[src] + self.latency)
+
+    def wait(self, core: SimCore, dst: str) -> None:
+        core.wait_until[dst] = max(core.wait_until[dst], self.times.popleft())
+
+
+def launch_group(profile: Profile, blocks: int, body) -> Prediction:
+    """kiln::emu::launch_group: block b on core group b % groups, an AIC and its two AIVs (one core if coupled);
+    body(aic, aiv0, aiv1, block)."""
+    groups = max(1, min(blocks, profile.cube_cores))
+    pipes = {p: PipeCount() for p in PIPES}
+    cycles, macs, useful = 0.0, 0, 0
+    traces = {} if _RECORD is not None else None
+    for v in (sorted({0, (blocks - 1) % groups}) if _SAMPLE else range(groups)):
+        aic = SimCore(profile)
+        aivs = [aic, aic] if profile.coupled else [SimCore(profile), SimCore(profile)]
+        if traces is not None:
+            aic.trace = traces[v] = []
+            if not profile.coupled:
+                aivs[0].trace, aivs[1].trace = traces[groups + 2 * v], traces[groups + 2 * v + 1] = [], []
+        for b in range(v, blocks, groups):
+            body(aic, aivs[0], aivs[1], b)
+            aic.blocks += 1
+        for core in ([aic] if profile.coupled else [aic] + aivs):
+            cycles = max(cycles, core.end_cycle())
+            for p in PIPES:
+                pipes[p].instrs += core.count[p].instrs
+                pipes[p].bytes += core.count[p].bytes
+                pipes[p].busy += core.count[p].busy
+            macs += core.cube_macs
+            useful += core.useful_macs
+    if traces is not None:
+        _RECORD.append(("cube", cycles, traces))
+    return Prediction(cycles, pipes, macs, useful, groups if profile.coupled else 3 * groups, [cycles])
+
+
 def then(*phases: Prediction) -> Prediction:
     """Launches that run one after another: cycles add up, counters are summed."""
     pipes = {p: PipeCount(sum(ph.pipes[p].instrs for ph in phases), sum(ph.pipes[p].bytes for ph in phases),
@@ -981,11 +1028,262 @@ def _transpose(spec, params: dict, profile: Profile) -> Prediction:
     return launch(profile, "vector", ceil(planes / ppb), block)
 
 
+# ---------------------------------------------------------------- attention_flash (Cube + Vector)
+
+def _attention(spec, params: dict, profile: Profile) -> Prediction:
+    """templates/attention_flash.cpp.j2, instruction for instruction."""
+    bq, bkv, on_chip = params["base_q"], params["base_kv"], bool(params.get("on_chip"))
+    split = params.get("vec_split", 1) == 2
+    reader = "V" if on_chip else "MTE2"  # what reads the S and P.V tiles on the Vector side
+    D1 = ceil(spec.d / 16)
+    d16 = D1 * 16
+    kvp = ceil(bkv / 64) * 64
+    parts = kvp // 64
+    qt, kvt = ceil(spec.q / bq), ceil(spec.kv / bkv)
+
+    class Side:  # one Vector core's rows of the block and its flags with the Cube
+        def __init__(self, core: SimCore, rows: int, same: bool):
+            self.v, self.rows = core, rows
+            self.x = {n: CrossFlagSim(same) for n in ("s_ready", "s_free", "p_ready", "p_free", "o_ready", "o_free")}
+
+    def scores(c: SimCore, sides: list, j: int, m: int) -> None:
+        n = min(bkv, spec.kv - j * bkv)
+        n1 = ceil(n / 16)
+        c.wait_flag("MTE1", "MTE2", 1)
+        c.copy_gm(1, n * spec.d, 2, "L1")
+        c.set_flag("MTE2", "MTE1", 1)
+        c.wait_flag("MTE2", "MTE1", 1)
+        c.wait_flag("M", "MTE1", 1)
+        c.load2d(D1 * n1, "L0B")
+        c.set_flag("MTE1", "MTE2", 1)
+        c.set_flag("MTE1", "M", 1)
+        c.wait_flag("MTE1", "M", 1)
+        c.wait_flag("FIX", "M", 1)
+        c.mmad(m, n1 * 16, D1 * 16)
+        c.set_flag("M", "MTE1", 1)
+        c.set_flag("M", "FIX", 1)
+        c.wait_flag("M", "FIX", 1)
+        for sd in sides:
+            sd.x["s_free"].wait(c, "FIX")
+        if on_chip:
+            c.fixpipe_to_ub(n1 * ceil(m / 16) * 256)
+        else:
+            c.fixpipe(m * n, 4)
+        c.set_flag("FIX", "M", 1)
+        for sd in sides:
+            sd.x["s_ready"].set(c, "FIX")
+
+    def pv(c: SimCore, sides: list, j: int, m: int) -> None:
+        n = min(bkv, spec.kv - j * bkv)
+        n1, m1 = ceil(n / 16), ceil(m / 16)
+        c.wait_flag("MTE1", "MTE2", 2)
+        c.copy_gm(1, n * spec.d, 2, "L1")
+        for sd in sides:
+            sd.x["p_ready"].wait(c, "MTE2")
+        c.copy_gm(1, m * n, 2, "L1")
+        for sd in sides:
+            sd.x["p_free"].set(c, "MTE2")
+        c.set_flag("MTE2", "MTE1", 2)
+        c.wait_flag("MTE2", "MTE1", 2)
+        c.wait_flag("M", "MTE1", 2)
+        for _ in range(m1):
+            c.load2d(n1, "L0A")
+        for _ in range(n1):
+            c.load2d(D1, "L0B")
+        c.set_flag("MTE1", "MTE2", 2)
+        c.set_flag("MTE1", "M", 2)
+        c.wait_flag("MTE1", "M", 2)
+        c.wait_flag("FIX", "M", 2)
+        c.mmad(m, D1 * 16, n1 * 16)
+        c.set_flag("M", "MTE1", 2)
+        c.set_flag("M", "FIX", 2)
+        c.wait_flag("M", "FIX", 2)
+        for sd in sides:
+            sd.x["o_free"].wait(c, "FIX")
+        if on_chip:
+            c.fixpipe_to_ub(D1 * m1 * 256)
+        else:
+            c.fixpipe(m * spec.d, 4)
+        c.set_flag("FIX", "M", 2)
+        for sd in sides:
+            sd.x["o_ready"].set(c, "FIX")
+
+    def rows_reduce(v: SimCore, fold: str, reduce: str, rows: int) -> None:
+        for _ in range(max(0, parts - 1)):
+            v.vec(fold, True, rows)
+        v.vec(reduce, True, rows)
+
+    def softmax(sd: Side, j: int) -> None:
+        v, x, rows = sd.v, sd.x, sd.rows
+        n = min(bkv, spec.kv - j * bkv)
+        tile = rows * kvp
+        if spec.mask:
+            v.wait_flag("V", "MTE2", 3)
+            v.copy_gm(1, n, 2, "UB")
+            v.set_flag("MTE2", "V", 3)
+        if on_chip:
+            x["s_ready"].wait(v, "V")
+            for _ in range(ceil(n / 16)):
+                v.vec("Copy", True, rows)
+            x["s_free"].set(v, "V")
+        else:
+            v.wait_flag("V", "MTE2", 1)
+            x["s_ready"].wait(v, "MTE2")
+            v.copy_gm(1, tile, 4, "UB")
+            x["s_free"].set(v, "MTE2")
+            v.set_flag("MTE2", "V", 1)
+            v.wait_flag("MTE2", "V", 1)
+        v.vec_flat(tile, 64, [("Muls", True)])
+        if spec.mask:
+            v.wait_flag("MTE2", "V", 3)
+            v.vec_flat(n, 64, [("Cast", True)])
+            for _ in range(parts):
+                v.vec("Add", True, rows)
+            v.set_flag("V", "MTE2", 3)
+        for _ in range(n // 64, parts):
+            v.vec("Dup", True, rows)
+        rows_reduce(v, "Max", "ReduceMax", rows)
+        v.vec_flat(rows, 64, [("Max", True), ("Sub", True), ("Exp", True), ("Copy", True)])
+        v.set_flag("V", "S", 0)
+        v.wait_flag("V", "S", 0)
+        for _ in range(2 * rows):
+            v.scalar_read()
+        v.set_flag("S", "V", 0)
+        v.wait_flag("S", "V", 0)
+        for _ in range(rows):
+            v.vec("Adds", True, parts)
+        v.vec_flat(tile, 64, [("Exp", True)])
+        rows_reduce(v, "Add", "ReduceSum", rows)
+        v.vec_flat(rows, 64, [("Mul", True), ("Add", True)])
+        v.wait_flag("MTE3", "V", 1)
+        v.vec_flat(tile, 64, [("Cast", True)])
+        if not on_chip:
+            v.set_flag("V", "MTE2", 1)
+        v.set_flag("V", "MTE3", 1)
+        v.wait_flag("V", "MTE3", 1)
+        x["p_free"].wait(v, "MTE3")
+        v.copy_ub_to_gm(1, tile, 2)
+        v.set_flag("MTE3", "V", 1)
+        x["p_ready"].set(v, "MTE3")
+
+    def update(sd: Side) -> None:
+        v, x, rows = sd.v, sd.x, sd.rows
+        if on_chip:
+            x["o_ready"].wait(v, "V")
+            for _ in range(D1):
+                v.vec("Copy", True, rows)
+            x["o_free"].set(v, "V")
+        else:
+            v.wait_flag("V", "MTE2", 2)
+            x["o_ready"].wait(v, "MTE2")
+            v.copy_gm(1, rows * d16, 4, "UB")
+            x["o_free"].set(v, "MTE2")
+            v.set_flag("MTE2", "V", 2)
+            v.wait_flag("MTE2", "V", 2)
+        for _ in range(rows):
+            v.vec_flat(d16, 64, [("Muls", True)])
+        v.vec_flat(rows * d16, 64, [("Add", True)])
+        if not on_chip:
+            v.set_flag("V", "MTE2", 2)
+
+    def begin(sd: Side, c: SimCore) -> None:
+        v, x = sd.v, sd.x
+        for _ in range(2):
+            x["s_free"].set(v, reader)
+            x["p_free"].set(c, "MTE2")
+            x["o_free"].set(v, reader)
+        if not on_chip:
+            v.set_flag("V", "MTE2", 1)
+            v.set_flag("V", "MTE2", 2)
+        v.set_flag("MTE3", "V", 1)
+        if spec.mask:
+            v.set_flag("V", "MTE2", 3)
+
+    def end(sd: Side, c: SimCore) -> None:
+        v, x, rows = sd.v, sd.x, sd.rows
+        v.vec_flat(rows, 64, [("Reciprocal", True)])
+        v.set_flag("V", "S", 0)
+        v.wait_flag("V", "S", 0)
+        for _ in range(rows):
+            v.scalar_read()
+        v.set_flag("S", "V", 0)
+        v.wait_flag("S", "V", 0)
+        for _ in range(rows):
+            v.vec_flat(d16, 64, [("Muls", True)])
+        v.vec_flat(rows * d16, 64, [("Cast", True)])
+        v.set_flag("V", "MTE3", 3)
+        v.wait_flag("V", "MTE3", 3)
+        if spec.d == d16:
+            v.copy_ub_to_gm(1, rows * spec.d, 2)
+        else:
+            v.copy_ub_to_gm(rows, spec.d, 2)
+        for _ in range(2):
+            x["s_free"].wait(c, "FIX")
+            x["p_free"].wait(v, "MTE3")
+            x["o_free"].wait(c, "FIX")
+        if not on_chip:
+            v.wait_flag("V", "MTE2", 1)
+            v.wait_flag("V", "MTE2", 2)
+        v.wait_flag("MTE3", "V", 1)
+        if spec.mask:
+            v.wait_flag("V", "MTE2", 3)
+
+    def block(c: SimCore, v0: SimCore, v1: SimCore, blk: int) -> None:
+        q0 = (blk % qt) * bq
+        m = min(bq, spec.q - q0)
+        m1 = ceil(m / 16)
+        same = c is v0
+        if c.blocks > 0:
+            c.barrier_all()
+            if not same:
+                v0.barrier_all()
+                v1.barrier_all()
+        nv = 2 if split and m > 1 else 1
+        half = (m + 1) // 2 if nv == 2 else m
+        sides = [Side(v0, half, same), Side(v1, m - half, same)][:nv]
+        for sd in sides:
+            begin(sd, c)
+        for ev in (1, 2):
+            c.set_flag("MTE1", "MTE2", ev)
+            c.set_flag("M", "MTE1", ev)
+            c.set_flag("FIX", "M", ev)
+        c.copy_gm(1, m * spec.d, 2, "L1")
+        c.set_flag("MTE2", "MTE1", 0)
+        c.wait_flag("MTE2", "MTE1", 0)
+        for _ in range(m1):
+            c.load2d(D1, "L0A")
+        for sd in sides:
+            sd.v.vec_flat(sd.rows, 64, [("Dup", True), ("Dup", True)])
+            sd.v.vec_flat(sd.rows * d16, 64, [("Dup", True)])
+        scores(c, sides, 0, m)
+        if kvt > 1:
+            scores(c, sides, 1, m)
+        for sd in sides:
+            softmax(sd, 0)
+        for j in range(kvt):
+            pv(c, sides, j, m)
+            if j + 2 < kvt:
+                scores(c, sides, j + 2, m)
+            for sd in sides:
+                if j + 1 < kvt:
+                    softmax(sd, j + 1)
+                update(sd)
+        for sd in sides:
+            end(sd, c)
+        for ev in (1, 2):
+            c.wait_flag("MTE1", "MTE2", ev)
+            c.wait_flag("M", "MTE1", ev)
+            c.wait_flag("FIX", "M", ev)
+
+    return launch_group(profile, spec.batch * spec.heads * qt, block)
+
+
 _REPLAYS = {"conv2d_cube_img2col": _conv_img2col, "conv2d_winograd": _conv_winograd,
             "conv2d_vector": _conv_vector, "gemm_cube": _gemm,
             "batched_gemm_cube": _bgemm, "eltwise_vector": _eltwise, "gelu_vector": _gelu,
             "softmax_vector": _rows, "layernorm_vector": _rows, "dwconv2d_vector": _dwconv,
-            "maxpool2d_vector": _maxpool, "global_avgpool_vector": _global_avgpool, "transpose_mte": _transpose}
+            "maxpool2d_vector": _maxpool, "global_avgpool_vector": _global_avgpool, "transpose_mte": _transpose,
+            "attention_flash": _attention}
 
 
 def predict(spec, family: str, params: dict, profile: Profile, sample: bool = False) -> Prediction | None:

@@ -30,6 +30,8 @@ SUPPORTED = {
     "LayerNormalization": "layer norm over the last axis of 'shape' with fp32 gamma/beta, 'epsilon'",
     "BatchedMatMul": "Y[b] = A[b] B[b] for activations a [batch,m,k], b [batch,k,n] ([batch,n,k] with trans_b)",
     "Transpose0213": "swap axes 1 and 2 of a 4-D 'input'",
+    "Attention": "softmax(Q K^T * scale [+ mask]) V per (batch, head): 'q' = [batch, heads, seq_q, d], 'kv' = seq_kv, "
+                 "'scale', 'mask' (true: an additive [batch, kv] input)",
     "MaxPool": "max pooling over NCHW, kernel_shape, strides, pads",
     "GlobalAveragePool": "mean over H and W of NCHW",
 }
@@ -122,6 +124,20 @@ def _parse_op(idx: int, raw: dict[str, Any]) -> OpInstance:
         a.update(batch=av[0], m=av[1], k=av[2], n=bv[1] if tb else bv[2], trans_b=bool(tb))
     elif op == "Transpose0213":
         a["input"] = _ints(entry, "input", raw.get("input"), 4, lo=1)
+    elif op == "Attention":
+        b, h, sq, d = _ints(entry, "q", raw.get("q"), 4, lo=1)
+        kv = raw.get("kv")
+        scale = raw.get("scale", 1.0 / d ** 0.5)
+        if not isinstance(kv, int) or isinstance(kv, bool) or kv < 1:
+            raise KilnError("frontend", entry, f"'kv' (the key/value sequence length) must be a positive integer, got {kv!r}")
+        if not isinstance(scale, (int, float)) or isinstance(scale, bool):
+            raise KilnError("frontend", entry, f"'scale' must be a number, got {scale!r}")
+        if bias or act:
+            raise KilnError("frontend", entry, "Attention takes no bias or activation")
+        mask = raw.get("mask", False)
+        if not isinstance(mask, bool):
+            raise KilnError("frontend", entry, f"'mask' must be true or false, got {mask!r}")
+        a.update(batch=b, heads=h, q=sq, kv=kv, d=d, scale=float(scale), mask=mask)
     elif op in ("Softmax", "LayerNormalization"):
         shape = _ints(entry, "shape", raw.get("shape"), None, lo=1)
         a.update(rows=prod(shape[:-1]), length=shape[-1],
@@ -165,7 +181,7 @@ def _parse_op(idx: int, raw: dict[str, Any]) -> OpInstance:
         a["tiling"] = tuple(sorted(t.items()))
     known = {"label", "type", "activation", "bias", "input", "weight", "strides", "pads", "dilations", "group",
              "a", "b", "shape", "min", "max", "kernel_shape", "scalar", "trans_b", "epsilon", "residual", "algorithm",
-             "tiling"}
+             "tiling", "q", "kv", "scale", "mask"}
     extra = sorted(set(raw) - known)
     if extra:
         raise KilnError("frontend", entry, f"unknown field(s) {extra}; known fields: {sorted(known)}")

@@ -14,6 +14,10 @@ Epilogues each kernel family can run (the kernels implement them):
     result goes to GM; a ReLU after it is then a Fixpipe ReLU.
   GEMMs reading the same activation (Q, K, V projections): one GEMM over their
     weights side by side, each result a contiguous slice of its output.
+  MatMul(Q, K^T) -> Div/Mul by a scalar -> Softmax(last axis) -> MatMul(., V)
+    (attention): with USE_FLASH_ATTENTION=ON and seq_kv <= MAX_SEQ_LEN, one
+    flash-attention kernel (online softmax over kv tiles); the score and
+    probability matrices never go to GM.
 A fusion is taken when ENABLE_FUSION=ON, the producer's output feeds only the
 activation (and is not a graph output), and the kernel's source ops stay
 within MAX_FUSION_DEPTH (BatchNormalization folded into a Conv's weights is
@@ -86,8 +90,10 @@ def _epilogue_support(producer: Node, act: Node, g: Graph) -> tuple[bool, str, s
     return False, "no_epilogue", f"{producer.op_type} kernels take no epilogue"
 
 
-def fuse(g: Graph, model: str, enable: bool, max_depth: int, log: OptLog, profile=None) -> FusionResult:
+def fuse(g: Graph, model: str, enable: bool, max_depth: int, log: OptLog, profile=None,
+         flash_attention: bool = True, max_seq_len: int = 512) -> FusionResult:
     res = FusionResult(g, ops_before=len(g.nodes))
+    _fuse_attention(g, model, enable, max_depth, log, res, profile, flash_attention, max_seq_len)
     consumers: dict[str, list[Node]] = {}
     for n in g.nodes:
         for i in n.inputs:
@@ -432,3 +438,140 @@ def _fuse_second_source(add: Node, ins: list[str], g: Graph, model, enable, max_
             ops=len(host.source))
     res.fused.append({"node": add.name, "into": host.name, "pattern": pattern, "where": detail})
     return True
+
+
+# ---------------------------------------------------------------- attention (flash)
+
+def _scalar(g: Graph, node: Node) -> tuple[str, float] | None:
+    """(the non-constant input, the factor it is multiplied by) of a Div or Mul by a scalar constant."""
+    ins = [i for i in node.inputs if i]
+    if node.op_type not in ("Div", "Mul") or len(ins) != 2:
+        return None
+    consts = [i for i in ins if i in g.initializers and g.initializers[i].size == 1]
+    if len(consts) != 1 or (node.op_type == "Div" and consts[0] != ins[1]):
+        return None
+    c = float(g.initializers[consts[0]].reshape(-1)[0])
+    if node.op_type == "Div" and c == 0.0:
+        return None
+    return next(i for i in ins if i != consts[0]), (1.0 / c if node.op_type == "Div" else c)
+
+
+def _k_operand(g: Graph, kt: str, producer_of: dict[str, Node], consumers: dict[str, list[Node]]) -> tuple[str, Node | None] | None:
+    """How K reaches the kernel as [batch, heads, kv, d], given the MatMul's B operand K^T [batch, heads, d, kv]:
+    (value, absorbed Transpose or None), or None if neither form below. Exporters write K^T as a Transpose of the
+    heads-split K [.., kv, d] (perm 0,1,3,2: the kernel reads that K directly and the Transpose is absorbed) or as
+    one Transpose of the projected [batch, kv, heads, d] (perm 0,2,3,1: lowering stores it as K, the transposed-B
+    operand it already makes for batched MatMul)."""
+    t = producer_of.get(kt)
+    if t is None or t.op_type != "Transpose" or len(consumers.get(kt, [])) != 1:
+        return None
+    perm = tuple(t.attrs.get("perm", ()))
+    if perm == (0, 1, 3, 2):
+        return t.inputs[0], t
+    if len(perm) == 4 and perm[:2] + (perm[3], perm[2]) == (0, 2, 1, 3):
+        return kt, None
+    return None
+
+
+def _fuse_attention(g: Graph, model: str, enable: bool, max_depth: int, log: OptLog, res: FusionResult, profile,
+                    flash: bool, max_seq_len: int) -> None:
+    """MatMul(Q, K^T) -> Div or Mul by a scalar -> [Add(mask)] -> Softmax(last axis) -> MatMul(., V) becomes one
+    Attention node (lowered to the attention_flash kernel): per (batch, head, q tile) the Cube computes S = Q.K^T
+    per kv tile, the Vector unit keeps the running max and sum and rescales the output, the Cube adds P.V. The
+    score and probability matrices never reach GM (on split profiles only a tile's worth of workspace does)."""
+    consumers: dict[str, list[Node]] = {}
+    for n in g.nodes:
+        for i in n.inputs:
+            consumers.setdefault(i, []).append(n)
+    producer_of = {o: n for n in g.nodes for o in n.outputs}
+    outputs = {v.name for v in g.outputs}
+    removed: set[str] = set()
+
+    def only_consumer(value: str) -> Node | None:
+        cs = consumers.get(value, [])
+        return cs[0] if len(cs) == 1 and value not in outputs else None
+
+    for qk in list(g.nodes):
+        if qk.op_type != "MatMul" or len(qk.inputs) < 2 or qk.inputs[1] in g.initializers or qk.name in removed:
+            continue
+        scale_node = only_consumer(qk.outputs[0])
+        scaled = _scalar(g, scale_node) if scale_node is not None else None
+        if scaled is None or scaled[0] != qk.outputs[0]:
+            continue
+        chain, nxt = [qk, scale_node], only_consumer(scale_node.outputs[0])
+        mask = None
+        if nxt is not None and nxt.op_type == "Add":
+            mask, chain, nxt = nxt, chain + [nxt], only_consumer(nxt.outputs[0])
+        if nxt is None or nxt.op_type != "Softmax":
+            continue
+        softmax = nxt
+        pv = only_consumer(softmax.outputs[0])
+        if pv is None or pv.op_type != "MatMul" or pv.inputs[0] != softmax.outputs[0]:
+            continue
+        chain += [softmax, pv]
+        q_shape, kt_shape = g.values[qk.inputs[0]].shape, g.values[qk.inputs[1]].shape
+        v_shape = g.values[pv.inputs[1]].shape
+        ops = "+".join(n.op_type for n in chain)
+        subject, pattern = f"{model}:{pv.name}", "Attention"
+        k_operand = _k_operand(g, qk.inputs[1], producer_of, consumers)
+        rank4 = len(q_shape) == 4 and len(kt_shape) == 4 and len(v_shape) == 4
+        if rank4:
+            (b, h, sq, d), (_, _, _, skv) = q_shape, kt_shape
+        else:
+            b = h = sq = d = skv = 0
+        mask_value, mask_shape = None, ()
+        if mask is not None and rank4:  # an additive mask per batch and key position (a padding mask)
+            other = [i for i in mask.inputs if i and i != scale_node.outputs[0]]
+            mask_shape = tuple(g.values[other[0]].shape) if len(other) == 1 and other[0] in g.values else ()
+            if mask_shape == (b, 1, 1, skv):
+                mask_value = other[0]
+        depth = sum(_depth(n) for n in chain)  # the compute ops; an absorbed layout Transpose of K is not counted
+        reason = detail = ""
+        if softmax.attrs.get("axis", -1) not in (-1, len(g.values[softmax.inputs[0]].shape) - 1):
+            reason, detail = "attention_unsupported", f"Softmax over axis {softmax.attrs.get('axis')}, not the last"
+        elif not rank4 or tuple(kt_shape[:3]) != (b, h, d) or tuple(v_shape) != (b, h, skv, d):
+            reason, detail = "attention_unsupported", (f"shapes Q {list(q_shape)}, K^T {list(kt_shape)}, "
+                                                       f"V {list(v_shape)} are not [b,h,q,d], [b,h,d,kv], [b,h,kv,d]")
+        elif mask is not None and mask_value is None:
+            reason, detail = "attention_unsupported", (f"{mask.name} adds a mask of shape {list(mask_shape)}; the kernel "
+                                                       f"takes one per batch and key, [{b}, 1, 1, {skv}]")
+        elif k_operand is None:
+            reason, detail = "attention_unsupported", (f"K^T {qk.inputs[1]} is not a Transpose (perm 0,1,3,2 or "
+                                                       f"0,2,3,1) read only by {qk.name}")
+        elif not enable:
+            reason, detail = "fusion_off", "ENABLE_FUSION=OFF"
+        elif not flash:
+            reason, detail = "option_off", "USE_FLASH_ATTENTION=OFF"
+        elif skv > max_seq_len:
+            reason, detail = "seq_exceeds_max_seq_len", f"seq_kv {skv} > MAX_SEQ_LEN={max_seq_len}"
+        elif depth > max_depth:
+            reason, detail = "depth_limit", f"depth {depth} > MAX_FUSION_DEPTH={max_depth}"
+        elif profile is not None:
+            from .tiling import attention_capacity_problem  # the footprint of the smallest tile
+            problem = attention_capacity_problem(d, profile)
+            if problem:
+                reason, detail = "capacity", problem
+        if reason:
+            log.add("fusion", subject, f"{pattern}:rejected", reason, detail=detail, ops=ops, seq_q=sq, seq_kv=skv,
+                    head_dim=d)
+            res.audit.append({"node": pv.name, "into": qk.name, "pattern": pattern, "reason": reason,
+                              "detail": detail})
+            continue
+        k_value, k_transpose = k_operand
+        absorbed = ([k_transpose] if k_transpose is not None else []) + chain
+        source = [n for a in absorbed for n in (a.source or [a.name])]
+        node = Node(pv.name, "Attention", [qk.inputs[0], k_value, pv.inputs[1]] + ([mask_value] if mask_value else []),
+                    list(pv.outputs),
+                    {"scale": scaled[1], "k_layout": "bhkd" if k_transpose is not None else "bt",
+                     "fused_types": [a.op_type for a in absorbed[1:]]}, source)
+        at = next(i for i, n in enumerate(g.nodes) if n is pv)
+        g.nodes[at] = node
+        removed.update(a.name for a in absorbed if a is not pv)
+        where = "Cube S=Q.K^T and P.V, Vector online softmax; " + (
+            "S/P tiles through a per-core GM workspace (split Cube/Vector cores)"
+            if profile is not None and not profile.coupled else "S/P tiles on chip (L0C -> UB)")
+        log.add("fusion", subject, f"Fused({'+'.join(_label(a) for a in absorbed)})", "flash_attention", into=pv.name,
+                where=where, ops=len(source), seq_q=sq, seq_kv=skv, heads=h, head_dim=d, scale=scaled[1],
+                score_matrix_bytes=b * h * sq * skv * 2)
+        res.fused.append({"node": qk.name, "into": pv.name, "pattern": pattern, "where": where})
+    g.nodes = [n for n in g.nodes if n.name not in removed]

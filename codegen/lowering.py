@@ -365,6 +365,33 @@ class _Lowerer:
                                                 **self.cube_dtype()),
                     ins, "ND")
 
+    def attention(self, node: Node) -> None:
+        """Q.K^T -> scale -> softmax -> .V fused (fusion stage) into one flash-attention kernel. It reads Q and V
+        as [batch, heads, seq, d] and K as [batch, heads, kv, d]: either the heads-split K itself (the fusion
+        absorbed its Transpose to K^T) or the transposed-B value a Transpose (0,2,3,1) is stored as."""
+        q, k, v = node.inputs[:3]
+        qs, vs = self.shape(q), self.shape(v)
+        if node.attrs["k_layout"] == "bt" and k not in self.trans_b_values:
+            raise self.fail(node, f"K^T {k} is not held as K [batch, heads, kv, d]; no kernel transposes it yet")
+        if len(qs) != 4 or len(vs) != 4:
+            raise self.fail(node, f"attention needs 4-D Q and V, got {list(qs)} and {list(vs)}")
+        b, h, sq, d = qs
+        kv = vs[2]
+        ins = [self.act(node, q, "ND"), self.device[k] if node.attrs["k_layout"] == "bt" else self.act(node, k, "ND"),
+               self.act(node, v, "ND")]
+        attrs = dict(batch=b, heads=h, q=sq, kv=kv, d=d, scale=float(node.attrs["scale"]), mask=len(node.inputs) > 3,
+                     activation="", bias=False)
+        if attrs["mask"]:  # [batch, 1, 1, kv]: the same bytes as [batch, kv]
+            m = node.inputs[3]
+            ins.append(self.weight(f"{node.name}.mask", self.const(node, m).reshape(b, kv).astype(np.float16))
+                       if m in self.g.initializers else self.act(node, m, "ND"))
+        out = self.out(node, "ND")
+        self.steps.append(Step("kernel", node.name, list(node.source) or [node.name],
+                               ["Attention"] + list(node.attrs.get("fused_types", [])), ins, out,
+                               instance=OpInstance(node.name, "Attention", attrs)))
+        self.decisions.append(f"{node.name}: Q.K^T, scale {node.attrs['scale']:g}, softmax and .V as one "
+                              f"attention_flash kernel")
+
     def transpose(self, node: Node) -> None:
         x, perm = node.inputs[0], tuple(node.attrs["perm"])
         xs = self.shape(x)
@@ -411,7 +438,7 @@ class _Lowerer:
     LOWER = {"Conv": conv, "Gemm": gemm, "MatMul": gemm, "Relu": eltwise, "Clip": eltwise, "Add": eltwise,
              "Mul": eltwise, "Div": eltwise, "Sub": eltwise, "MaxPool": pool, "GlobalAveragePool": pool,
              "Flatten": reshape, "Reshape": reshape, "Transpose": transpose, "Softmax": row_op,
-             "LayerNormalization": row_op, "Gelu": gelu}
+             "LayerNormalization": row_op, "Gelu": gelu, "Attention": attention}
 
     # ---- patterns found before lowering ------------------------------------
     def find_patterns(self) -> None:
@@ -439,7 +466,7 @@ class _Lowerer:
                 cs = consumers.get(n.outputs[0], [])
                 if (len(perm) == 4 and perm[:2] + (perm[3], perm[2]) == (0, 2, 1, 3) and len(cs) == 1
                         and n.outputs[0] not in outputs
-                        and cs[0].op_type == "MatMul" and cs[0].inputs[1] == n.outputs[0]
+                        and cs[0].op_type in ("MatMul", "Attention") and cs[0].inputs[1] == n.outputs[0]
                         and cs[0].inputs[0] != n.outputs[0]):
                     self.b_transposes.add(n.name)
         self.find_layernorm_chains(consumers, outputs)

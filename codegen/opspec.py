@@ -461,7 +461,55 @@ class TransposeSpec:
     channel_padding = 0.0
 
 
-Opspec = Conv2dSpec | DwConv2dSpec | GemmSpec | EltwiseSpec | Pool2dSpec | RowSpec | BatchedGemmSpec | TransposeSpec
+@dataclass(frozen=True)
+class AttentionSpec:
+    """y[b, h] = softmax(scale * q[b, h] k[b, h]^T) v[b, h] over the last axis, for q [batch, heads, q, d] and
+    k, v [batch, heads, kv, d] (fp16 ND); the score matrix is never stored (flash attention)."""
+    batch: int
+    heads: int
+    q: int
+    kv: int
+    d: int
+    scale: float
+    mask: bool = False  # an additive mask [batch, kv] (fp16) on the scaled scores
+    kind = "attention"
+
+    @property
+    def name(self) -> str:
+        return (f"attention_b{self.batch}_h{self.heads}_q{self.q}_kv{self.kv}_d{self.d}_scale{_num(self.scale)}"
+                f"{'_mask' if self.mask else ''}")
+
+    @property
+    def flops(self) -> int:
+        # two GEMMs per head, and per score the scale, max, exp, sum and the output rescale
+        return self.batch * self.heads * self.q * self.kv * (4 * self.d + 5)
+
+    def inputs(self) -> list[Tensor]:
+        return [Tensor("q", (self.batch, self.heads, self.q, self.d), "fp16", "ND"),
+                Tensor("k", (self.batch, self.heads, self.kv, self.d), "fp16", "ND"),
+                Tensor("v", (self.batch, self.heads, self.kv, self.d), "fp16", "ND")] + (
+            [Tensor("mask", (self.batch, self.kv), "fp16", "ND")] if self.mask else [])
+
+    def output(self) -> Tensor:
+        return Tensor("y", (self.batch, self.heads, self.q, self.d), "fp16", "ND")
+
+    @property
+    def score_bytes(self) -> int:
+        """fp16 bytes of one score (or probability) matrix over all heads: what the unfused kernels store."""
+        return self.batch * self.heads * self.q * self.kv * 2
+
+    @property
+    def reduction_length(self) -> int:
+        return max(self.kv, self.d)
+
+    @property
+    def channel_padding(self) -> float:
+        useful = self.q * self.kv * self.d
+        return 1 - useful / (c1(self.q) * c1(self.kv) * c1(self.d) * C0 ** 3)
+
+
+Opspec = (Conv2dSpec | DwConv2dSpec | GemmSpec | EltwiseSpec | Pool2dSpec | RowSpec | BatchedGemmSpec | TransposeSpec
+          | AttentionSpec)
 
 
 CUBE_DTYPES = ("fp16", "bf16")
@@ -516,6 +564,8 @@ def opspec_of(op: OpInstance) -> Opspec:
         return BatchedGemmSpec(a["batch"], a["m"], a["k"], a["n"], bool(a["trans_b"]), cube_dtype(op))
     if op.type == "Transpose0213":
         return TransposeSpec(*a["input"])
+    if op.type == "Attention":
+        return AttentionSpec(a["batch"], a["heads"], a["q"], a["kv"], a["d"], f32(a["scale"]), bool(a.get("mask")))
     if op.type in ("MaxPool", "AveragePool", "GlobalAveragePool"):
         n, c, h, w = a["input"]
         if op.type == "GlobalAveragePool":

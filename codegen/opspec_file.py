@@ -24,16 +24,16 @@ from dataclasses import fields
 from math import ceil, prod
 
 from . import KilnError
-from .opspec import (BatchedGemmSpec, Conv2dSpec, DwConv2dSpec, EltwiseSpec, GemmSpec, Opspec, Pool2dSpec, RowSpec,
+from .opspec import (AttentionSpec, BatchedGemmSpec, Conv2dSpec, DwConv2dSpec, EltwiseSpec, GemmSpec, Opspec, Pool2dSpec, RowSpec,
                      TransposeSpec, bytes_moved)
 from .profiles import Profile
 
 FORMAT = "kiln-opspec/1"
 SPEC_CLASSES = {"conv2d": Conv2dSpec, "dwconv2d": DwConv2dSpec, "gemm": GemmSpec, "eltwise": EltwiseSpec,
                 "pool2d": Pool2dSpec, "softmax": RowSpec, "layernorm": RowSpec, "bgemm": BatchedGemmSpec,
-                "transpose": TransposeSpec}
+                "transpose": TransposeSpec, "attention": AttentionSpec}
 WEIGHT_TENSORS = ("w", "w2", "w_mid", "b", "bias", "mid_bias", "gamma", "beta")  # inputs baked at build time (not activations)
-CUBE_KINDS = ("conv2d", "gemm", "bgemm")
+CUBE_KINDS = ("conv2d", "gemm", "bgemm", "attention")
 
 # name -> unit; the order is the file's order (docs/opspec.md explains each).
 FEATURES: dict[str, str] = {
@@ -67,7 +67,8 @@ def spec_hash(spec: Opspec) -> str:
 
 def _fused_chain(spec: Opspec) -> str:
     chain = {"conv2d": "Conv", "dwconv2d": "DwConv", "gemm": "Gemm", "bgemm": "BatchedMatMul",
-             "softmax": "Softmax", "layernorm": "LayerNorm", "transpose": "Transpose"}.get(spec.kind)
+             "softmax": "Softmax", "layernorm": "LayerNorm", "transpose": "Transpose",
+             "attention": "MatMul+Scale+Softmax+MatMul"}.get(spec.kind)
     if spec.kind == "eltwise":
         chain = spec.op.capitalize()
     if spec.kind == "pool2d":
@@ -98,7 +99,8 @@ def features(spec: Opspec, profile: Profile) -> dict:
     macs = spec.flops // 2 if cube else 0
     out_elems = prod(out.shape)
     # rows of the Cube's M dimension (output pixels of one image, or GEMM rows), padded to 16-row fractals
-    rows = spec.ho * spec.wo if spec.kind == "conv2d" else spec.m if spec.kind in ("gemm", "bgemm") else 0
+    rows = spec.ho * spec.wo if spec.kind == "conv2d" else spec.m if spec.kind in ("gemm", "bgemm") else \
+        spec.q if spec.kind == "attention" else 0
     m_waste = 1 - rows / (ceil(rows / 16) * 16) if rows else 0.0
     in_elems = sum(prod(t.shape) for t in acts) or 1
     w_elems = sum(prod(t.shape) for t in weights)

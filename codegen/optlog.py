@@ -54,6 +54,12 @@ REASONS = {
                          "go through GM/L2 between different cores)",
     "chain_idle_cores": "rejected: a chained kernel's block is a whole M tile (all channels of both convs); the map "
                         "has fewer 16-pixel tiles than the profile has Cube cores, so cores would idle",
+    "flash_attention": "Q.K^T -> scale -> softmax -> .V as one flash-attention kernel (online softmax over kv tiles): "
+                       "the score and probability matrices never go to GM",
+    "option_off": "rejected: the build option for this fusion is OFF (e.g. USE_FLASH_ATTENTION=OFF)",
+    "seq_exceeds_max_seq_len": "rejected: the attention's key/value sequence is longer than MAX_SEQ_LEN",
+    "attention_unsupported": "rejected: an attention-shaped chain the flash-attention kernel does not take (a mask, "
+                             "another softmax axis, other shapes or K layout)",
     "capacity": "rejected: the fused kernel's on-chip footprint exceeds the profile's buffer",
     "second_source_unsupported": "rejected: neither operand can be a second source (it must be a plain 1x1 "
                                  "convolution, unpadded, square stride, nothing fused, its input ready in time)",

@@ -155,7 +155,8 @@ def plan(options: Options, source_dir: Path, work_dir: Path | None = None, progr
     bucketed: dict[str, ShapeBuckets] = {}
 
     def add_model(name: str, path: Path, graph) -> None:
-        fusion = fuse(graph, name, options.enable_fusion, options.max_fusion_depth, log, profile)
+        fusion = fuse(graph, name, options.enable_fusion, options.max_fusion_depth, log, profile,
+                      options.use_flash_attention, options.max_seq_len)
         lowered = lower(graph, name, options.kiln_dtype)
         for d in lowered.decisions:
             node, _, detail = d.partition(":")

@@ -55,7 +55,9 @@ def planning_options(build: dict):
     onoff = "ON" if build["ENABLE_FUSION"] else "OFF"
     return parse_options({"KILN_MODELS": "", "KILN_TARGET": build["KILN_TARGET"], "ENABLE_FUSION": onoff,
                           "MAX_FUSION_DEPTH": str(build["MAX_FUSION_DEPTH"]), "KILN_OPT_LEVEL": "O0",
-                          "FORCE_DIRECT_CONV": "ON", "USE_WINOGRAD": "OFF"})
+                          "FORCE_DIRECT_CONV": "ON", "USE_WINOGRAD": "OFF",
+                          "USE_FLASH_ATTENTION": "ON" if build.get("USE_FLASH_ATTENTION", True) else "OFF",
+                          "MAX_SEQ_LEN": str(build.get("MAX_SEQ_LEN", 512))})
 
 
 # ---------------------------------------------------------------- the graph at another size
@@ -279,7 +281,8 @@ def step_specs(graph: Graph, name: str, size, pads, options, fusion_profile) -> 
     from .lowering import lower
     from .opspec import opspec_of
     g = graph_at_size(graph, size, name, pads)
-    fuse(g, name, options.enable_fusion, options.max_fusion_depth, OptLog(), fusion_profile)
+    fuse(g, name, options.enable_fusion, options.max_fusion_depth, OptLog(), fusion_profile,
+         options.use_flash_attention, options.max_seq_len)
     return [(st.name, opspec_of(st.instance) if st.kind == "kernel" else None)
             for st in lower(g, name, options.kiln_dtype).steps]
 
@@ -463,7 +466,8 @@ def _plan_with(model: dict, kernels: list[dict], options, profile, fusion_profil
     name = model["name"]
     log = OptLog()
     g = graph_at_size(graph_from_record(sb["graph"]), size, name, sb["graph"]["same_pads"])
-    fusion = fuse(g, name, options.enable_fusion, options.max_fusion_depth, log, fusion_profile)
+    fusion = fuse(g, name, options.enable_fusion, options.max_fusion_depth, log, fusion_profile,
+                  options.use_flash_attention, options.max_seq_len)
     lowered = lower(g, name, options.kiln_dtype)
     windex = {n: tuple(r) for n, r in sb["weights"].items()}
     for wname, arr in lowered.weights.items():  # weight layouts do not depend on the size: the blob has them

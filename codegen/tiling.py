@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from math import ceil
 
 from . import KilnError
-from .opspec import (C0, BatchedGemmSpec, Conv2dSpec, DwConv2dSpec, EltwiseSpec, GemmSpec, Opspec, Pool2dSpec,
+from .opspec import (C0, AttentionSpec, BatchedGemmSpec, Conv2dSpec, DwConv2dSpec, EltwiseSpec, GemmSpec, Opspec, Pool2dSpec,
                      RowSpec, TransposeSpec, c1)
 from .optlog import OptLog
 from .profiles import Profile
@@ -27,6 +27,7 @@ FAMILY_OF_KIND = {
     "layernorm": "layernorm_vector",
     "bgemm": "batched_gemm_cube",
     "transpose": "transpose_mte",
+    "attention": "attention_flash",
 }
 
 
@@ -46,12 +47,12 @@ PARAM_LETTER = {"base_m": "m", "base_n": "n", "base_k1": "k", "c1_step": "c", "s
                 "rows_per_block": "r", "tile_elems": "t", "chunk_pixels": "p", "rows_per_tile": "r", "planes_per_block": "p",
                 "epi_tile": "e", "tile": "f", "tile_batch": "b", "c1_block": "i", "co1_block": "o", "on_chip": "u",
                 "base_n2": "q", "base_k2": "j", "n_split": "z",
-                "l1_buffers": "d"}
+                "l1_buffers": "d", "base_q": "x", "base_kv": "y", "vec_split": "w"}
 UNIT_OF_FAMILY = {"conv2d_cube_img2col": "cube", "conv2d_winograd": "cube", "conv2d_vector": "vector",
                   "gemm_cube": "cube", "dwconv2d_vector": "vector",
                   "eltwise_vector": "vector", "maxpool2d_vector": "vector", "global_avgpool_vector": "vector",
                   "gelu_vector": "vector", "softmax_vector": "vector", "layernorm_vector": "vector",
-                  "batched_gemm_cube": "cube", "transpose_mte": "vector"}
+                  "batched_gemm_cube": "cube", "transpose_mte": "vector", "attention_flash": "cube"}
 
 
 @dataclass(frozen=True)
@@ -725,11 +726,88 @@ def _transpose_mte2(spec: TransposeSpec, v: Variant) -> int:
     return spec.d0 * spec.d1 * spec.d2 * spec.d3 * 2
 
 
+# ---------------------------------------------------------------- attention (Cube + Vector, flash)
+
+ATTENTION_TILES = (16, 32, 64, 128)  # q rows per block, kv rows per tile (and 256 for kv)
+
+
+def attention_buffers(d: int, base_q: int, base_kv: int, on_chip: bool = False) -> dict[str, int]:
+    """Bytes per buffer of attention_flash's tiles: on the Cube side Q, K, V and P in L1, Q and P in L0A, K and V
+    in L0B, S and P.V in L0C; on the Vector side the score tile (fp32) and P (fp16) with rows padded to whole
+    repeats, the row fold, the output accumulator and P.V (fp32), the fp16 output, six per-row vectors, a mask
+    row, and
+    on_chip (coupled profiles) two S and two P.V tiles as Fixpipe drains them into UB."""
+    d16, kvp = c1(d) * 16, ceil(base_kv / 64) * 64
+    nz = 2 * (base_q * base_kv + base_q * d16) * 4 if on_chip else 0
+    return {
+        "L1": (base_q * d16 + 2 * base_kv * d16 + base_q * base_kv) * 2,
+        "L0A": (base_q * d16 + base_q * base_kv) * 2,
+        "L0B": 2 * base_kv * d16 * 2,
+        "L0C": (base_q * base_kv + base_q * d16) * 4,
+        "UB": (_r32(base_q * kvp * 4) + _r32(base_q * kvp * 2) + _r32(base_q * 64 * 4) + 2 * _r32(base_q * d16 * 4)
+               + _r32(base_q * d16 * 2) + 6 * _r32(base_q * 4) + nz
+               + _r32(kvp * 2) + _r32(kvp * 4)),  # a mask row (fp16, widened), if the kernel has one
+    }
+
+
+def attention_capacity_problem(d: int, profile: Profile) -> str:
+    """Why even the smallest attention_flash tile (16 q rows, 16 kv rows) does not fit the profile, or ''."""
+    bufs = attention_buffers(d, 16, 16, profile.coupled)
+    over = _fits(profile, bufs)
+    if over is None:
+        return ""
+    return f"head dim {d}: the smallest tile needs {bufs[over]} B of {over}, {profile.name} has {profile.capacity[over]} B"
+
+
+def _attention_variant(spec: AttentionSpec, profile: Profile, log: OptLog) -> Variant:
+    """Every (q tile, kv tile) that fits the buffers, ranked by the cost model's cycles (fewer blocks than Cube
+    cores leave cores idle; longer kv tiles mean fewer handovers but larger Vector passes)."""
+    from . import costmodel
+    problem = attention_capacity_problem(spec.d, profile)
+    if problem:
+        raise KilnError("tiling", spec.name, problem)
+    cands = []
+    for bq in ATTENTION_TILES:
+        if bq > _r16(spec.q) and bq > 16:
+            continue
+        for bkv in ATTENTION_TILES + (256,):
+            if (bkv > _r16(spec.kv) and bkv > 16) or _fits(profile, attention_buffers(spec.d, bq, bkv,
+                                                                                      profile.coupled)):
+                continue
+            # coupled: S and P.V stay on chip; split (910B): the rows go over the Cube core's two Vector cores
+            p = {"base_q": bq, "base_kv": bkv, **({"on_chip": 1} if profile.coupled else {"vec_split": 2})}
+            cands.append((costmodel.predict(spec, "attention_flash", p, profile, sample=True).cycles, -bq, -bkv, p))
+    cycles, _, _, best = min(cands, key=lambda c: c[:3])
+    log.add("search", spec.name, f"base_q={best['base_q']},base_kv={best['base_kv']}", "cost_model",
+            candidates=len(cands), predicted_cycles=round(cycles))
+    blocks = spec.batch * spec.heads * ceil(spec.q / best["base_q"])
+    return Variant("attention_flash", best, blocks, attention_buffers(spec.d, best["base_q"], best["base_kv"],
+                                                                     profile.coupled))
+
+
+def _attention_mte2(spec: AttentionSpec, v: Variant) -> int:
+    """GM reads: per block Q once, per kv tile K, V and P (Cube) and the S and P.V tiles (Vector)."""
+    bq, bkv = v.params["base_q"], v.params["base_kv"]
+    d16, kvp = c1(spec.d) * 16, ceil(bkv / 64) * 64
+    total = 0
+    for q0 in range(0, spec.q, bq):
+        m = min(bq, spec.q - q0)
+        total += m * spec.d * 2
+        sides = 2 if v.params.get("vec_split", 1) == 2 and m > 1 else 1  # Vector cores sharing the rows
+        for kv0 in range(0, spec.kv, bkv):
+            n = min(bkv, spec.kv - kv0)
+            total += 2 * n * spec.d * 2 + m * n * 2  # K, V, P
+            total += sides * n * 2 if spec.mask else 0  # the mask's keys, read by each Vector core
+            if not v.params.get("on_chip"):  # S and P.V from the workspace
+                total += m * kvp * 4 + m * d16 * 4
+    return total * spec.batch * spec.heads
+
+
 _RULES = {"conv2d": (_conv_variant, _conv_mte2), "gemm": (_gemm_variant, _gemm_mte2),
           "dwconv2d": (_dw_variant, _dw_mte2), "eltwise": (_elt_variant, _elt_mte2),
           "pool2d": (_pool_variant, _pool_mte2), "softmax": (_row_variant, _row_mte2),
           "layernorm": (_row_variant, _row_mte2), "bgemm": (_bgemm_variant, _bgemm_mte2),
-          "transpose": (_transpose_variant, _transpose_mte2)}
+          "transpose": (_transpose_variant, _transpose_mte2), "attention": (_attention_variant, _attention_mte2)}
 
 
 TUNABLE = {"conv2d_cube_img2col": ("base_m", "base_n", "base_k1", "c1_step"), "conv2d_vector": ("rows_per_block",),

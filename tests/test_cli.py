@@ -114,6 +114,23 @@ def test_analyze_shows_ops_before_kernels_after_and_the_fusion_audit(tmp_path):
     assert "MAX_FUSION_DEPTH=1" in text and "depth_limit" in text and "audit" in text
 
 
+def test_analyze_takes_the_flash_attention_options(tmp_path):
+    pytest.importorskip("onnx")
+    from test_fusion import tiny_attention
+    from onnx import helper
+    import onnx
+    nodes, ins, outs, inits = tiny_attention(tmp_path)
+    path = tmp_path / "attn.onnx"
+    onnx.save(helper.make_model(helper.make_graph(nodes, "attn", ins, outs, inits),
+                                opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    on = json.loads(run([kiln_cmd(), "analyze", str(path), "--json"]).stdout)["fusion"]
+    assert on["launches_unfused"] - on["launches_fused"] == 3 and on["fused"][0]["pattern"] == "Attention"
+    for flags, reason in ((["--flash-attention", "off"], "option_off"), (["--max-seq-len", "8"], "seq_exceeds_max_seq_len")):
+        off = json.loads(run([kiln_cmd(), "analyze", str(path), "--json", *flags]).stdout)["fusion"]
+        assert off["launches_fused"] == on["launches_unfused"]
+        assert [(a["pattern"], a["reason"]) for a in off["audit"]] == [("Attention", reason)]
+
+
 def test_log_per_model_and_grep():
     if not kiln.build_info()["options"]["DEBUG_OPTIMIZATION_PATH"] or not kiln.models():
         pytest.skip("this build has no log or no model")

@@ -34,6 +34,13 @@ KERNELS = textwrap.dedent("""
     max = 6.0
 
     [[op]]
+    label = "c.attention"
+    type = "Attention"
+    q = [1, 2, 40, 32]
+    kv = 70
+    scale = 0.25
+
+    [[op]]
     label = "c.gemm"
     type = "Gemm"
     a = [20, 40]
@@ -49,7 +56,7 @@ CHECK = textwrap.dedent("""
     from kiln import reference as ref
     from kiln.codegen.costmodel import predict
     from kiln.codegen.profiles import PROFILES
-    from test_kernels import make_inputs, reference
+    from test_kernels import check_fp32_math, make_inputs, reference
     from test_costmodel import spec_of
     out = {}
     for k in kiln.kernels():
@@ -64,6 +71,12 @@ CHECK = textwrap.dedent("""
             if k.spec.get("residual"):
                 bound = bound + 2.0 ** -11 * reference(k, args, absolute=True)
             row["within_bound"] = bool(np.all(np.abs(y - want) <= bound))
+        if k.record["features"]["kind"] == "attention":
+            try:
+                check_fp32_math(k, args, y)
+                row["within_bound"] = True
+            except AssertionError:
+                row["within_bound"] = False
         p = predict(spec_of(k), k.record["family"], k.tiling, PROFILES[st["profile"]])
         row["predicted"] = p.cycles
         row["pipes_equal"] = all((p.pipes[n].instrs, p.pipes[n].bytes) == (v["instructions"], v["bytes"])
@@ -99,3 +112,11 @@ def test_cost_model_replays_the_coupled_kernels_exactly(coupled):
     for name, k in coupled.items():
         assert k["pipes_equal"], name
         assert k["predicted"] == pytest.approx(k["cycles"], rel=1e-9), name
+
+
+def test_attention_keeps_scores_on_chip(coupled):
+    """On a coupled core S and P.V drain L0C -> UB: GM is read for Q, K, V and the P tiles only."""
+    (k,) = [k for n, k in coupled.items() if n.startswith("attention_flash")]
+    assert k["variant"].endswith("u1"), k["variant"]
+    assert k["within_bound"]
+    assert k["mte2"] == k["record_mte2"]  # tiling._attention_mte2: no S or P.V workspace reads when on chip

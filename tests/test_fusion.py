@@ -316,3 +316,133 @@ def test_sibling_gemms_of_different_widths_are_audited(tmp_path):
     assert sum(1 for s in m.lowered.steps if s.kind == "kernel" and s.instance.type == "Gemm") == 3
     (a,) = [a for a in m.fusion.audit if a["pattern"] == "MatMul+MatMul+MatMul"]
     assert a["reason"] == "sibling_shapes" and "32/40" in a["detail"]
+
+
+# ---------------------------------------------------------------- flash attention
+
+def tiny_attention(tmp_path, seq=24, hf_style=False, scale_op="Div", mask=False, softmax_axis=-1, d=32, heads=2):
+    """One self-attention of 2 heads of 16 over seq tokens, as exporters write it: Q/K/V projections, Reshape to
+    heads, Transpose; K^T as one Transpose (0,2,3,1) (the zoo's bert_layer) or, hf_style, the heads-split K
+    Transpose (0,2,1,3) then (0,1,3,2); the scale as Div by sqrt(d) or Mul by 1/sqrt(d); optionally an additive
+    mask; Softmax; .V; heads merged back."""
+    hd = d // heads
+    inits = [wts(f"{p}.w", (d, d)) for p in "qkv"]
+    inits.append(numpy_helper.from_array(np.array([1, seq, heads, hd], np.int64), "heads_shape"))
+    inits.append(numpy_helper.from_array(np.array([1, seq, d], np.int64), "merged_shape"))
+    inits.append(numpy_helper.from_array(np.array(np.sqrt(hd) if scale_op == "Div" else 1 / np.sqrt(hd), np.float32),
+                                         "scale"))
+    nodes = []
+    for p in "qkv":
+        nodes.append(helper.make_node("MatMul", ["x", f"{p}.w"], [f"{p}.proj"], name=f"{p}.MatMul"))
+        nodes.append(helper.make_node("Reshape", [f"{p}.proj", "heads_shape"], [f"{p}.split"], name=f"{p}.Reshape"))
+        perm = [0, 2, 3, 1] if p == "k" and not hf_style else [0, 2, 1, 3]
+        nodes.append(helper.make_node("Transpose", [f"{p}.split"], [f"{p}.heads"], name=f"{p}.Transpose", perm=perm))
+    kt = "k.heads"
+    if hf_style:
+        nodes.append(helper.make_node("Transpose", ["k.heads"], ["k.t"], name="k.Transpose_1", perm=[0, 1, 3, 2]))
+        kt = "k.t"
+    nodes.append(helper.make_node("MatMul", ["q.heads", kt], ["scores"], name="scores.MatMul"))
+    nodes.append(helper.make_node(scale_op, ["scores", "scale"], ["scaled"], name="scores.Scale"))
+    logits = "scaled"
+    if mask:
+        shape = mask if isinstance(mask, list) else (1, 1, 1, seq)
+        inits.append(numpy_helper.from_array(np.zeros(shape, np.float32), "mask"))
+        nodes.append(helper.make_node("Add", ["scaled", "mask"], ["masked"], name="scores.Mask"))
+        logits = "masked"
+    nodes.append(helper.make_node("Softmax", [logits], ["probs"], name="Softmax", axis=softmax_axis))
+    nodes.append(helper.make_node("MatMul", ["probs", "v.heads"], ["ctx"], name="context.MatMul"))
+    nodes.append(helper.make_node("Transpose", ["ctx"], ["ctx.t"], name="context.Transpose", perm=[0, 2, 1, 3]))
+    nodes.append(helper.make_node("Reshape", ["ctx.t", "merged_shape"], ["y"], name="context.Reshape"))
+    return nodes, [t("x", [1, seq, d])], [t("y", [1, seq, d])], inits
+
+
+def attention_plan(tmp_path, graph_opts=None, **opts):
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    m, lines = plan_graph(tmp_path, *tiny_attention(tmp_path, **(graph_opts or {})), DEBUG_OPTIMIZATION_PATH="ON",
+                          **opts)
+    kinds = [s.instance.type for s in m.lowered.steps if s.kind == "kernel"]
+    return m, kinds, [ln for ln in lines if "Attention" in ln or "MatMul+" in ln]
+
+
+UNFUSED = ["Gemm", "Transpose0213"] * 3 + ["BatchedMatMul", "Muls", "Softmax", "BatchedMatMul", "Transpose0213"]
+
+
+def test_attention_becomes_one_flash_kernel_by_default(tmp_path):
+    m, kinds, lines = attention_plan(tmp_path)
+    assert kinds == ["Gemm", "Transpose0213"] * 3 + ["Attention", "Transpose0213"]
+    (line,) = lines
+    assert re.fullmatch(r"\[OPT\] fusion g:context\.MatMul Fused\(MatMul\+Div\+Softmax\+MatMul\) reason=flash_attention "
+                        r"into=context\.MatMul where=\S+ ops=4 seq_q=24 seq_kv=24 heads=2 head_dim=16 scale=0\.25 "
+                        r"score_matrix_bytes=2304", line), line
+    (step,) = [s for s in m.lowered.steps if s.kind == "kernel" and s.instance.type == "Attention"]
+    assert step.ops == ["scores.MatMul", "scores.Scale", "Softmax", "context.MatMul"]
+    assert m.fusion.audit == []
+
+
+@pytest.mark.parametrize("graph_opts", [dict(hf_style=True, scale_op="Mul", softmax_axis=3), dict(scale_op="Mul")])
+def test_attention_pattern_matches_other_export_forms(tmp_path, graph_opts):
+    """A Mul by 1/sqrt(d), Softmax axis 3, and K^T as a Transpose (0,1,3,2) of the heads-split K (absorbed)."""
+    m, kinds, lines = attention_plan(tmp_path, graph_opts)
+    assert kinds.count("Attention") == 1 and "Softmax" not in kinds and "BatchedMatMul" not in kinds, kinds
+    assert "reason=flash_attention" in lines[0] and "scale=0.25" in lines[0]
+    if graph_opts.get("hf_style"):  # the K^T transpose is part of the kernel: K is read as [b, h, kv, d]
+        assert "Fused(Transpose+MatMul+Mul+Softmax+MatMul)" in lines[0]
+        assert kinds.count("Transpose0213") == 4
+
+
+def test_flash_attention_off_keeps_the_unfused_kernels_and_audits(tmp_path):
+    m, kinds, lines = attention_plan(tmp_path, USE_FLASH_ATTENTION="OFF")
+    assert kinds == UNFUSED
+    assert [(a["pattern"], a["node"], a["reason"]) for a in m.fusion.audit] == [
+        ("Attention", "context.MatMul", "option_off")]
+    (line,) = lines
+    assert line.startswith("[OPT] fusion g:context.MatMul Attention:rejected reason=option_off "
+                           "detail=USE_FLASH_ATTENTION=OFF ops=MatMul+Div+Softmax+MatMul seq_q=24 seq_kv=24")
+
+
+def test_sequence_above_max_seq_len_is_rejected_with_the_numbers(tmp_path):
+    m, kinds, lines = attention_plan(tmp_path, MAX_SEQ_LEN="16")
+    assert kinds == UNFUSED
+    assert [(a["node"], a["reason"], a["detail"]) for a in m.fusion.audit] == [
+        ("context.MatMul", "seq_exceeds_max_seq_len", "seq_kv 24 > MAX_SEQ_LEN=16")]
+    assert "Attention:rejected reason=seq_exceeds_max_seq_len detail=seq_kv_24_>_MAX_SEQ_LEN=16" in lines[0]
+
+
+def test_attention_under_fusion_off_depth_limit_and_a_mask(tmp_path):
+    assert attention_plan(tmp_path / "off", ENABLE_FUSION="OFF")[0].fusion.audit[0]["reason"] == "fusion_off"
+    m, kinds, _ = attention_plan(tmp_path / "depth", MAX_FUSION_DEPTH="3")
+    assert kinds == UNFUSED and m.fusion.audit[0]["detail"] == "depth 4 > MAX_FUSION_DEPTH=3"
+    # masks (the fusion stage alone: unfused, no kernel takes a broadcast add yet)
+    try:
+        from kiln.codegen import fusion, onnx_frontend, optlog, profiles
+    except ImportError:
+        from codegen import fusion, onnx_frontend, optlog, profiles
+    def audit(name, **graph):
+        nodes, ins, outs, inits = tiny_attention(tmp_path, **graph)
+        onnx.save(helper.make_model(helper.make_graph(nodes, "g", ins, outs, inits),
+                                    opset_imports=[helper.make_opsetid("", 17)]), str(tmp_path / f"{name}.onnx"))
+        g = onnx_frontend.load_onnx(tmp_path / f"{name}.onnx")
+        res = fusion.fuse(g, "g", True, 5, optlog.OptLog(), profiles.PROFILES["ascend910b"])
+        return [(a["reason"], a["detail"]) for a in res.audit if a["pattern"] == "Attention"]
+
+    assert audit("mask", mask=True) == []  # a [batch, 1, 1, kv] mask is fused (the kernel adds it per key)
+    assert audit("mask_rows", mask=[1, 1, 24, 24]) == [
+        ("attention_unsupported", "scores.Mask adds a mask of shape [1, 1, 24, 24]; the kernel takes one per batch "
+                                  "and key, [1, 1, 1, 24]")]
+    # a head too wide for the smallest tile: Q's 16 rows and P's 16x16 fractal overflow L0A
+    assert audit("wide", d=2048, heads=1, seq=16) == [
+        ("capacity", "head dim 2048: the smallest tile needs 66048 B of L0A, ascend910b has 65536 B")]
+
+
+def test_a_padding_mask_is_fused_and_its_unfused_form_named(tmp_path):
+    m, kinds, lines = attention_plan(tmp_path / "on", dict(mask=True))
+    assert kinds == ["Gemm", "Transpose0213"] * 3 + ["Attention", "Transpose0213"]
+    assert "Fused(MatMul+Div+Add+Softmax+MatMul) reason=flash_attention" in lines[0]
+    (step,) = [s for s in m.lowered.steps if s.kind == "kernel" and s.instance.type == "Attention"]
+    assert step.instance.attrs["mask"] and m.lowered.weights[step.inputs[3]].shape == (1, 24)
+    try:
+        from kiln.codegen import KilnError
+    except ImportError:
+        from codegen import KilnError
+    with pytest.raises(KilnError, match="scores.Mask"):  # unfused, the broadcast add has no kernel: named
+        attention_plan(tmp_path / "off", dict(mask=True), USE_FLASH_ATTENTION="OFF")

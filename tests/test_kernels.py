@@ -62,7 +62,7 @@ def make_inputs(k: kiln.Kernel, seed: int):
         if kind == "layernorm":
             args += [1 + 0.1 * rng.standard_normal(s["length"]).astype(np.float32),
                      0.1 * rng.standard_normal(s["length"]).astype(np.float32)]
-    elif kind == "bgemm":
+    elif kind in ("bgemm", "attention"):
         args = [rng.standard_normal(t["shape"]).astype(np.float16) for t in k.record["inputs"]]
     elif kind == "transpose":
         args = [rng.standard_normal(k.record["inputs"][0]["shape"]).astype(np.float16)]
@@ -148,7 +148,7 @@ def test_kernel_matches_reference(k):
     if kind == "transpose":
         np.testing.assert_array_equal(y, args[0].transpose(0, 2, 1, 3).astype(np.float64))
         return
-    if kind in ("softmax", "layernorm", "bgemm") or (kind == "eltwise" and k.spec["op"] == "gelu"):
+    if kind in ("softmax", "layernorm", "bgemm", "attention") or (kind == "eltwise" and k.spec["op"] == "gelu"):
         check_fp32_math(k, args, y)
         return
     if kind == "eltwise":
@@ -211,6 +211,15 @@ def check_fp32_math(k, args, y):
         b = x[1].transpose(0, 2, 1) if s["trans_b"] else x[1]
         want = x[0] @ b
         tol = ref.bound(want, np.abs(x[0]) @ np.abs(b), s["k"])
+    elif kind == "attention":
+        # fp32 scores and statistics; P is rounded to fp16 for the Cube (2^-11 of each weight), the output once
+        logits = np.float32(s["scale"]) * (x[0] @ x[1].transpose(0, 1, 3, 2))
+        if s["mask"]:  # one additive row per batch, over the keys
+            logits = logits + x[3][:, None, None, :]
+        probs = ref.softmax(logits)
+        want = probs @ x[2]
+        spread = probs @ np.abs(x[2])
+        tol = 2.0 ** -11 * np.abs(want) + (2 * 2.0 ** -11 + (s["kv"] + s["d"]) * 2.0 ** -22) * spread + 2.0 ** -24
     else:  # gelu: erf approximation error 1.5e-7 plus ~20 fp32 operations
         want = ref.gelu(x[0])
         tol = 2.0 ** -11 * np.abs(want) + (1.5e-7 + 20 * 2.0 ** -24) * (np.abs(x[0]) + 1) + 2.0 ** -24
@@ -238,6 +247,16 @@ def test_pipe_counters_match_tiling(k):
         per_row = 2 * math.ceil(s_wo(s) * 16 / 64)
         assert st["vector_repeats"] >= (s["n"] * math.ceil(s["cout"] / 16) * s_ho(s) * s["cin"] * s["kh"] * s["kw"]
                                      * per_row)
+    elif kind == "attention":  # S = Q.K^T and P.V per (q tile, kv tile), both on the fractal grid
+        bq, bkv = k.tiling["base_q"], k.tiling["base_kv"]
+        q_rows = sum(r16(min(bq, s["q"] - q0)) for q0 in range(0, s["q"], bq))
+        kv_rows = sum(r16(min(bkv, s["kv"] - kv0)) for kv0 in range(0, s["kv"], bkv))
+        assert st["cube_macs"] == s["batch"] * s["heads"] * q_rows * kv_rows * r16(s["d"]) * 2
+        # MTE3 stores the output once and each P tile once (the workspace the Cube reads it from)
+        kvp = math.ceil(bkv / 64) * 64
+        p_tiles = sum(min(bq, s["q"] - q0) for q0 in range(0, s["q"], bq)) * kvp * math.ceil(s["kv"] / bkv) * 2
+        assert st["pipes"]["MTE3"]["bytes"] == math.prod(k.record["output"]["shape"]) * 2 + \
+            s["batch"] * s["heads"] * p_tiles
     elif kind == "conv2d" and k.record["algorithm"].startswith("winograd"):
         tile = k.tiling["tile"]
         tiles = s["n"] * math.ceil(s_ho(s) / tile) * math.ceil(s_wo(s) / tile)

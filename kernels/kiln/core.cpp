@@ -563,6 +563,23 @@ void Core::fixpipe_nz_to_nd(Global<f16> dst, std::size_t doff, std::size_t ld, L
   fixpipe_cost(std::uint64_t(m) * n);
 }
 
+void Core::fixpipe_nz_to_nd_f32(Global<float> dst, std::size_t doff, std::size_t ld, Local<float> c, std::size_t coff,
+                                int m, int n, int m1_stride) {
+  if (c.pos != Pos::L0C) fail<EmulationError>("fixpipe: source must be L0C");
+  const int N1 = (n + 15) / 16;
+  if (m <= 0 || n <= 0 || m > 16 * m1_stride) fail<EmulationError>("fixpipe_nz_to_nd_f32: m must be in 1..16*m1_stride");
+  check_local(c, coff, std::size_t(N1) * m1_stride * 256, "fixpipe_nz_to_nd_f32", "src");
+  check_global(dst, doff, std::size_t(m - 1) * ld + n, "fixpipe_nz_to_nd_f32", "dst");
+  for (int i = 0; i < m; ++i) {  // row i: 16-column pieces of row i%16 of fractals (j1, i/16)
+    const float* src = c.ptr + coff + std::size_t(i / 16) * 256 + (i % 16) * 16;
+    float* out = dst.ptr + doff + std::size_t(i) * ld;
+    for (int j1 = 0; j1 < N1; ++j1)
+      std::memcpy(out + j1 * 16, src + std::size_t(j1) * m1_stride * 256,
+                  std::size_t(std::min(16, n - j1 * 16)) * sizeof(float));
+  }
+  issue(Pipe::FIX, prof_.fix_head + double(std::uint64_t(m) * n) / prof_.fix_elems_pc, std::uint64_t(m) * n * sizeof(float));
+}
+
 // Channel-blocked out: the NZ tile (n1_count channel blocks x m pixels) maps to
 // NC1HWC0 directly: block n1, pixel i -> dst[doff + n1*plane + i*16 + c0].
 void Core::fixpipe_nz_to_nc1hwc0(Global<f16> dst, std::size_t doff, std::size_t plane, Local<float> c, std::size_t coff,
@@ -793,7 +810,9 @@ void Core::vbrcb(Local<T> dst, std::size_t doff, Local<T> src, std::size_t soff,
 // to have written it (the kernel sets/waits V->S before calling this).
 template <class T, class>
 float Core::scalar_read(Local<T> src, std::size_t idx) {
-  check_local(src, idx, 1, "scalar_read", "src");
+  // GetValue reads any element: the tensor's start is checked (alignment), the element only for bounds
+  check_local(src, 0, 1, "scalar_read", "src");
+  if (idx >= src.count) out_of_range("scalar_read", "src", src.name, pos_name(src.pos), idx, 1, src.count);
   issue(Pipe::S, 1, sizeof(T));
   return load(src.ptr[idx]);
 }

@@ -176,6 +176,13 @@ class Core {
     w = std::max(w, q.front());
     q.pop_front();
   }
+  // Cross-core synchronisation (CrossCoreSetFlag / WaitFlag, kiln/ops.hpp CrossFlag) needs the two halves of
+  // a flag on two cores' timelines: when `src` has finished everything issued so far, and a wait of `dst`.
+  double pipe_done(Pipe src) const { return free_at_[static_cast<int>(src)]; }
+  void wait_until(Pipe dst, double t) {
+    double& w = wait_until_[static_cast<int>(dst)];
+    w = std::max(w, t);
+  }
   // All pipes wait for all pipes (PipeBarrier<PIPE_ALL>).
   void barrier_all() {
     const double t = *std::max_element(free_at_.begin(), free_at_.end());
@@ -242,6 +249,11 @@ class Core {
   // go to dst[doff + i*ld + j], fp32 -> fp16, optional ReLU on the way.
   void fixpipe_nz_to_nd(Global<f16> dst, std::size_t doff, std::size_t ld, Local<float> c, std::size_t coff, int m,
                         int n, int m1_stride, bool relu);
+
+  // The same rows x cols unrounded in fp32 (a GM workspace another core reads back, e.g. attention's score
+  // and P.V tiles on split profiles). No activation.
+  void fixpipe_nz_to_nd_f32(Global<float> dst, std::size_t doff, std::size_t ld, Local<float> c, std::size_t coff,
+                            int m, int n, int m1_stride);
 
   // Channel-blocked out: the NZ tile (n1_count channel blocks x m pixels) maps to
   // NC1HWC0 directly: block n1, pixel i -> dst[doff + n1*plane + i*16 + c0].

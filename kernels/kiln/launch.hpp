@@ -32,14 +32,19 @@ inline int cores_of(const Profile& p, CoreKind kind) {
   return kind == CoreKind::AIC ? p.cube_cores : p.vector_cores;
 }
 
-// One Core per host thread and (profile, kind), reused across calls so a call
-// does not pay for allocating the local buffers.
-inline Core& thread_core(const Profile& p, CoreKind kind) {
-  thread_local std::vector<std::unique_ptr<Core>> cache;
-  for (auto& c : cache)
-    if (&c->profile() == &p && c->kind() == kind) return *c;
-  cache.push_back(std::make_unique<Core>(p, kind));
-  return *cache.back();
+// One Core per host thread and (profile, kind, slot), reused across calls so a call
+// does not pay for allocating the local buffers (slot: a second core of the same kind, as the
+// two Vector cores beside one Cube core on 910B).
+inline Core& thread_core(const Profile& p, CoreKind kind, int slot = 0) {
+  struct Entry {
+    int slot;
+    std::unique_ptr<Core> core;
+  };
+  thread_local std::vector<Entry> cache;
+  for (auto& e : cache)
+    if (&e.core->profile() == &p && e.core->kind() == kind && e.slot == slot) return *e.core;
+  cache.push_back(Entry{slot, std::make_unique<Core>(p, kind)});
+  return *cache.back().core;
 }
 
 template <class Body>
@@ -66,6 +71,66 @@ KernelStats launch(const Profile& p, CoreKind kind, const char* kernel, int bloc
         core.stats().blocks += 1;
       }
       ks.per_core[v] = core.finish();
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(error_mutex);
+      if (!error) error = std::current_exception();
+    }
+  }
+  if (error) std::rethrow_exception(error);
+  for (const auto& c : ks.per_core) {
+    ks.cycles = std::max(ks.cycles, c.end_cycle);
+    for (int i = 0; i < kNumPipes; ++i) {
+      ks.total.pipe[i].instrs += c.pipe[i].instrs;
+      ks.total.pipe[i].bytes += c.pipe[i].bytes;
+      ks.total.pipe[i].busy += c.pipe[i].busy;
+    }
+    ks.total.cube_macs += c.cube_macs;
+    ks.total.cube_useful_macs += c.cube_useful_macs;
+    ks.total.vec_repeats += c.vec_repeats;
+    ks.total.blocks += c.blocks;
+  }
+  ks.total.end_cycle = ks.cycles;
+  return ks;
+}
+
+// A kernel whose every block uses a Cube core and Vector cores together, exchanging tiles (flash attention:
+// S = Q.K^T on the Cube, the online softmax on the Vector unit, P.V on the Cube). Group v is AIC v with its
+// two AIVs (910B pairs 2 Vector cores with each Cube core); body(aic, aiv0, aiv1, group, block). On coupled
+// profiles all three roles are the same AI core. The kernel's time is the slowest core of either kind.
+template <class Body>
+KernelStats launch_group(const Profile& p, const char* kernel, int blocks, Body&& body) {
+  KernelStats ks;
+  ks.profile = &p;
+  ks.kind = CoreKind::AIC;
+  ks.blocks = blocks;
+  const int groups = std::max(1, std::min(blocks, p.cube_cores));
+  ks.cores = p.coupled ? groups : 3 * groups;
+  ks.cores_available = p.coupled ? p.cube_cores : p.cube_cores + p.vector_cores;
+  ks.per_core.resize(ks.cores);
+  std::exception_ptr error;
+  std::mutex error_mutex;
+#if defined(_OPENMP)
+#pragma omp parallel for schedule(dynamic, 1)
+#endif
+  for (int v = 0; v < groups; ++v) {
+    try {
+      Core& aic = thread_core(p, CoreKind::AIC);
+      Core& aiv0 = p.coupled ? aic : thread_core(p, CoreKind::AIV, 0);
+      Core& aiv1 = p.coupled ? aic : thread_core(p, CoreKind::AIV, 1);
+      aic.start(kernel, v);
+      if (!p.coupled) {
+        aiv0.start(kernel, 2 * v);
+        aiv1.start(kernel, 2 * v + 1);
+      }
+      for (int b = v; b < blocks; b += groups) {
+        body(aic, aiv0, aiv1, v, b);
+        aic.stats().blocks += 1;
+      }
+      ks.per_core[v] = aic.finish();
+      if (!p.coupled) {
+        ks.per_core[groups + 2 * v] = aiv0.finish();
+        ks.per_core[groups + 2 * v + 1] = aiv1.finish();
+      }
     } catch (...) {
       std::lock_guard<std::mutex> lock(error_mutex);
       if (!error) error = std::current_exception();

@@ -33,6 +33,31 @@ class PingPong {
   int ev0_, depth_;
 };
 
+// A flag between two cores (CrossCoreSetFlag / CrossCoreWaitFlag): on split profiles (910B) the Cube core
+// (AIC) and a Vector core (AIV) hand tiles over through GM and signal each other this way; the signal
+// arrives kCrossCoreCycles after the setting pipe is done (an assumption, no published figure: the order of
+// an L2 round trip). On coupled profiles both sides are one core and it is an ordinary flag (no latency).
+// Counters are up to 15 deep, as on hardware.
+constexpr double kCrossCoreCycles = 100;
+
+class CrossFlag {
+ public:
+  explicit CrossFlag(bool same_core) : latency_(same_core ? 0.0 : kCrossCoreCycles) {}
+  void set(Core& from, Pipe src) {
+    if (times_.size() >= 15) from.raise_sync("cross-core flag set more than 15 times without a wait");
+    times_.push_back(from.pipe_done(src) + latency_);
+  }
+  void wait(Core& to, Pipe dst) {
+    if (times_.empty()) to.raise_sync("cross-core flag waited on but never set");
+    to.wait_until(dst, times_.front());
+    times_.pop_front();
+  }
+
+ private:
+  double latency_;
+  std::deque<double> times_;
+};
+
 // Contiguous elementwise op over n elements at the given offsets: full repeats
 // of 256 B (at most 255 per instruction) and one masked tail instruction.
 // lanes: elements per repeat (128 for fp16, 64 for fp32 and for casts).

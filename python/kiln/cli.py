@@ -119,7 +119,8 @@ def _analyze(args) -> int:
         path = str(zoo.write(path, Path(tempfile.mkdtemp(prefix="kiln-analyze-")) / f"{path}.onnx"))
     try:
         report = analyze(path, batch=args.batch, fusion=args.fusion == "on", max_depth=args.max_fusion_depth,
-                         target=args.target)
+                         target=args.target, flash_attention=args.flash_attention == "on",
+                         max_seq_len=args.max_seq_len)
     except KilnError as e:
         print(f"kiln analyze: {e.subject}: {e.message}", file=sys.stderr)
         return 2
@@ -434,6 +435,9 @@ def main(argv: list[str] | None = None) -> int:
     a.add_argument("--fusion", choices=("on", "off"), default="on", help="as ENABLE_FUSION (default on)")
     a.add_argument("--max-fusion-depth", type=int, default=None, choices=range(1, 9), metavar="1..8",
                    help="as MAX_FUSION_DEPTH (default: the O2 level's)")
+    a.add_argument("--flash-attention", choices=("on", "off"), default="on",
+                   help="as USE_FLASH_ATTENTION (default on)")
+    a.add_argument("--max-seq-len", type=int, default=512, help="as MAX_SEQ_LEN (default 512)")
     a.add_argument("--target", default="ascend910b", choices=("ascend910b", "ascend310p"),
                    help="profile whose buffers and cores the fusion checks")
     a.add_argument("--json", action="store_true")

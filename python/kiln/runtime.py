@@ -119,7 +119,7 @@ class Kernel:
             if s["bias"]:
                 packed.append(_pad_bias(args[2], self.record["inputs"][2]["shape"][0]))
             return packed
-        if kind in ("eltwise", "softmax", "transpose"):
+        if kind in ("eltwise", "softmax", "transpose", "attention"):
             return [_f16_bits(a).reshape(t["shape"]) for a, t in zip(args, self.record["inputs"])]
         if kind == "layernorm":
             return [_f16_bits(args[0]).reshape(self.record["inputs"][0]["shape"]),
