@@ -865,15 +865,23 @@ def _dwconv(spec, params: dict, profile: Profile) -> Prediction:
             for _ in range(taps):
                 core.vec_flat(row, 64, [("Cast", True)])
                 core.vec_flat(row, 64, [("MulAddDst", True)])
-            if spec.clip_hi > 0:
-                core.vec_flat(row, 64, [("Maxs", True), ("Mins", True)])
-            if spec.relu:
-                core.vec_flat(row, 64, [("Relu", True)])
-            _store_row(core, outq, ro, lambda: core.vec_flat(row, 64, [("Cast", True)]), row)
+            _activate_and_store(core, spec, outq, ro, row)
         outq.drain()
         core.set_flag("V", "MTE2", 1)
 
     return launch(profile, "vector", spec.n * c1s * bands, block)
+
+
+def _activate_and_store(core: SimCore, spec, outq: PingPongSim, ro: int, row: int, residual: bool = False) -> None:
+    """The end of a windowed Vector kernel's output row: + residual, clip or ReLU in fp32, cast and store."""
+    if residual:
+        core.vec_flat(row, 64, [("Cast", True)])
+        core.vec_flat(row, 64, [("Add", True)])
+    if spec.clip_hi > 0:
+        core.vec_flat(row, 64, [("Maxs", True), ("Mins", True)])
+    if spec.relu:
+        core.vec_flat(row, 64, [("Relu", True)])
+    _store_row(core, outq, ro, lambda: core.vec_flat(row, 64, [("Cast", True)]), row)
 
 
 def _vec_flat_cycles(profile: Profile, n: int, lanes: int, op: str, fp32: bool) -> float:
@@ -942,14 +950,7 @@ def _conv_vector(spec, params: dict, profile: Profile) -> Prediction:
                 core.vec_flat(row, 64, [("MulAddDst", True)])
         outq = PingPongSim(core, "V", "MTE3", 2)
         for ro in range(rows_out):
-            if spec.residual:
-                core.vec_flat(row, 64, [("Cast", True)])
-                core.vec_flat(row, 64, [("Add", True)])
-            if spec.clip_hi > 0:
-                core.vec_flat(row, 64, [("Maxs", True), ("Mins", True)])
-            if spec.relu:
-                core.vec_flat(row, 64, [("Relu", True)])
-            _store_row(core, outq, ro, lambda: core.vec_flat(row, 64, [("Cast", True)]), row)
+            _activate_and_store(core, spec, outq, ro, row, spec.residual)
         outq.drain()
         core.set_flag("V", "MTE2", 1)
 
