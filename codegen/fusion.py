@@ -156,6 +156,37 @@ def _sibling_gemm(n: Node, g: Graph) -> bool:
             and n.attrs.get("beta", 1.0) == 1.0 and n.inputs[1] in g.initializers)
 
 
+def _audit_sibling_convs(g: Graph, model: str, log: OptLog, res: FusionResult) -> None:
+    """Convolutions reading the same activation (ResNet's downsample 1x1 and the block's first 1x1) are audited,
+    not fused: where the downsample already accumulates into the block's last conv (second source) that is the
+    better home for it (no Add, no stored result), and otherwise no conv kernel writes two results yet."""
+    readers: dict[str, list[tuple[Node, Node | None]]] = {}  # activation -> (conv, the host it was fused into)
+    for n in g.nodes:
+        if n.op_type == "Conv" and n.inputs:
+            readers.setdefault(n.inputs[0], []).append((n, None))
+        second = n.attrs.get("second")
+        if second is not None:
+            readers.setdefault(second.inputs[0], []).append((second, n))
+    for x, convs in readers.items():
+        if len(convs) < 2 or x in g.initializers:
+            continue
+        names = [c.name for c, _ in convs]
+        # a conv already in a two-source kernel (as its host or as the accumulated 1x1): that kernel keeps its
+        # result and the Add off GM, which a sibling kernel would not
+        taken = [(h, c) for c, h in convs if h is not None] + [(c, c.attrs["second"]) for c, h in convs
+                                                               if h is None and c.attrs.get("second") is not None]
+        if taken:
+            host, second = taken[0]
+            reason, detail = "sibling_taken", (f"{second.name} accumulates into {host.name}'s L0C with the Add "
+                                               f"(second_source_l0c)")
+        else:
+            reason, detail = "sibling_conv_unsupported", "no conv kernel writes the results of two convolutions yet"
+        log.add("fusion", f"{model}:{names[0]}", "Conv+Conv:rejected", reason, siblings=",".join(names), input=x,
+                detail=detail)
+        res.audit.append({"node": ",".join(names[1:]), "into": names[0], "pattern": "Conv+Conv", "reason": reason,
+                          "detail": detail})
+
+
 def _fuse_siblings(g: Graph, model: str, enable: bool, max_depth: int, log: OptLog, res: FusionResult) -> None:
     """GEMMs that read the same activation (a transformer's Q, K and V projections) become one GEMM over their
     weights side by side: the input is read once and one launch replaces several. Each result is written as a
@@ -169,6 +200,7 @@ def _fuse_siblings(g: Graph, model: str, enable: bool, max_depth: int, log: OptL
     for n in g.nodes:
         if _sibling_gemm(n, g) and n.inputs[0] not in g.initializers:
             groups.setdefault(n.inputs[0], []).append(n)
+    _audit_sibling_convs(g, model, log, res)
     removed: set[str] = set()
     for x, members in groups.items():
         if len(members) < 2:

@@ -74,6 +74,8 @@ REASONS = {
     "siblings_one_gemm": "GEMMs reading the same activation run as one GEMM over their weights side by side; each "
                          "result is a contiguous slice of its output",
     "sibling_shapes": "rejected: sibling GEMMs whose results are not equally wide (multiple of 16) or differ in epilogue",
+    "sibling_taken": "not fused as siblings: one of the convolutions is already in a two-source kernel (second_source_l0c)",
+    "sibling_conv_unsupported": "audited: convolutions reading one input; no conv kernel writes two results yet",
     "graph_output": "rejected: the result is a graph output, which cannot be a slice of another tensor",
     "vector_slower": "rejected by the cost model: the conv on the Vector unit alone (conv2d_vector) takes more cycles "
                      "than on the Cube",

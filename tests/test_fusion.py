@@ -164,6 +164,10 @@ def test_a_1x1_downsample_is_accumulated_into_the_other_convs_l0c(tmp_path):
     kernels = [s for s in m.lowered.steps if s.kind == "kernel"]
     assert len(kernels) == 2
     assert kernels[1].instance.attrs["second"] == (16, 4, 4, 1)  # conv3's input: 16 channels, 4x4, stride 1
+    # conv1 and the downsample both read x: audited as siblings, the downsample being in the two-source kernel
+    assert [(a["pattern"], a["into"], a["node"], a["reason"]) for a in m.fusion.audit] == [
+        ("Conv+Conv", "conv1", "down", "sibling_taken")]
+    assert any("conv1 Conv+Conv:rejected reason=sibling_taken siblings=conv1,down input=x" in ln for ln in lines)
     # at depth 3 the ReLU no longer fits, and the log says so
     m, lines = plan_graph(tmp_path, nodes, [t("x", [1, 16, 8, 8])], [t("y", [1, 32, 4, 4])], inits,
                           MAX_FUSION_DEPTH="3")
