@@ -47,36 +47,28 @@ inline Core& thread_core(const Profile& p, CoreKind kind, int slot = 0) {
   return *cache.back().core;
 }
 
-template <class Body>
-KernelStats launch(const Profile& p, CoreKind kind, const char* kernel, int blocks, Body&& body) {
-  KernelStats ks;
-  ks.profile = &p;
-  ks.kind = kind;
-  ks.blocks = blocks;
-  ks.cores_available = cores_of(p, kind);
-  const int cores = std::max(1, std::min(blocks, ks.cores_available));
-  ks.cores = cores;
-  ks.per_core.resize(cores);
+// fn(v) for v in [0, n) over the host threads (one virtual core each); the first exception any of them
+// throws is rethrown once all are done.
+template <class F>
+void for_each_core(int n, F&& fn) {
   std::exception_ptr error;
   std::mutex error_mutex;
 #if defined(_OPENMP)
 #pragma omp parallel for schedule(dynamic, 1)
 #endif
-  for (int v = 0; v < cores; ++v) {
+  for (int v = 0; v < n; ++v) {
     try {
-      Core& core = thread_core(p, kind);
-      core.start(kernel, v);
-      for (int b = v; b < blocks; b += cores) {
-        body(core, b);
-        core.stats().blocks += 1;
-      }
-      ks.per_core[v] = core.finish();
+      fn(v);
     } catch (...) {
       std::lock_guard<std::mutex> lock(error_mutex);
       if (!error) error = std::current_exception();
     }
   }
   if (error) std::rethrow_exception(error);
+}
+
+// The kernel's cycles (slowest core) and its counters summed over ks.per_core.
+inline void sum_cores(KernelStats& ks) {
   for (const auto& c : ks.per_core) {
     ks.cycles = std::max(ks.cycles, c.end_cycle);
     for (int i = 0; i < kNumPipes; ++i) {
@@ -90,6 +82,28 @@ KernelStats launch(const Profile& p, CoreKind kind, const char* kernel, int bloc
     ks.total.blocks += c.blocks;
   }
   ks.total.end_cycle = ks.cycles;
+}
+
+template <class Body>
+KernelStats launch(const Profile& p, CoreKind kind, const char* kernel, int blocks, Body&& body) {
+  KernelStats ks;
+  ks.profile = &p;
+  ks.kind = kind;
+  ks.blocks = blocks;
+  ks.cores_available = cores_of(p, kind);
+  const int cores = std::max(1, std::min(blocks, ks.cores_available));
+  ks.cores = cores;
+  ks.per_core.resize(cores);
+  for_each_core(cores, [&](int v) {
+    Core& core = thread_core(p, kind);
+    core.start(kernel, v);
+    for (int b = v; b < blocks; b += cores) {
+      body(core, b);
+      core.stats().blocks += 1;
+    }
+    ks.per_core[v] = core.finish();
+  });
+  sum_cores(ks);
   return ks;
 }
 
@@ -107,49 +121,26 @@ KernelStats launch_group(const Profile& p, const char* kernel, int blocks, Body&
   ks.cores = p.coupled ? groups : 3 * groups;
   ks.cores_available = p.coupled ? p.cube_cores : p.cube_cores + p.vector_cores;
   ks.per_core.resize(ks.cores);
-  std::exception_ptr error;
-  std::mutex error_mutex;
-#if defined(_OPENMP)
-#pragma omp parallel for schedule(dynamic, 1)
-#endif
-  for (int v = 0; v < groups; ++v) {
-    try {
-      Core& aic = thread_core(p, CoreKind::AIC);
-      Core& aiv0 = p.coupled ? aic : thread_core(p, CoreKind::AIV, 0);
-      Core& aiv1 = p.coupled ? aic : thread_core(p, CoreKind::AIV, 1);
-      aic.start(kernel, v);
-      if (!p.coupled) {
-        aiv0.start(kernel, 2 * v);
-        aiv1.start(kernel, 2 * v + 1);
-      }
-      for (int b = v; b < blocks; b += groups) {
-        body(aic, aiv0, aiv1, v, b);
-        aic.stats().blocks += 1;
-      }
-      ks.per_core[v] = aic.finish();
-      if (!p.coupled) {
-        ks.per_core[groups + 2 * v] = aiv0.finish();
-        ks.per_core[groups + 2 * v + 1] = aiv1.finish();
-      }
-    } catch (...) {
-      std::lock_guard<std::mutex> lock(error_mutex);
-      if (!error) error = std::current_exception();
+  for_each_core(groups, [&](int v) {
+    Core& aic = thread_core(p, CoreKind::AIC);
+    Core& aiv0 = p.coupled ? aic : thread_core(p, CoreKind::AIV, 0);
+    Core& aiv1 = p.coupled ? aic : thread_core(p, CoreKind::AIV, 1);
+    aic.start(kernel, v);
+    if (!p.coupled) {
+      aiv0.start(kernel, 2 * v);
+      aiv1.start(kernel, 2 * v + 1);
     }
-  }
-  if (error) std::rethrow_exception(error);
-  for (const auto& c : ks.per_core) {
-    ks.cycles = std::max(ks.cycles, c.end_cycle);
-    for (int i = 0; i < kNumPipes; ++i) {
-      ks.total.pipe[i].instrs += c.pipe[i].instrs;
-      ks.total.pipe[i].bytes += c.pipe[i].bytes;
-      ks.total.pipe[i].busy += c.pipe[i].busy;
+    for (int b = v; b < blocks; b += groups) {
+      body(aic, aiv0, aiv1, v, b);
+      aic.stats().blocks += 1;
     }
-    ks.total.cube_macs += c.cube_macs;
-    ks.total.cube_useful_macs += c.cube_useful_macs;
-    ks.total.vec_repeats += c.vec_repeats;
-    ks.total.blocks += c.blocks;
-  }
-  ks.total.end_cycle = ks.cycles;
+    ks.per_core[v] = aic.finish();
+    if (!p.coupled) {
+      ks.per_core[groups + 2 * v] = aiv0.finish();
+      ks.per_core[groups + 2 * v + 1] = aiv1.finish();
+    }
+  });
+  sum_cores(ks);
   return ks;
 }
 

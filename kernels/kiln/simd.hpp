@@ -254,6 +254,24 @@ inline void mmad_block(float* c, std::size_t c_nstep, const float* a, const floa
   }
 }
 
+#if KILN_SIMD_BITS == 512
+// The 32-zmm grouping of N1 n fractals, shared by the mmad routes: rows(NR, MR, r0) for groups of 3 x 8 rows,
+// then 2 x 8, a lone fractal as 1 x 16, advancing n1. 3k+1 fractals go as 3(k-1) + 2 + 2, so no group is a
+// lone fractal unless N1 == 1.
+template <class Rows>
+inline void zmm_fractal_groups(int N1, int& n1, Rows&& rows) {
+  using I1 = std::integral_constant<int, 1>;
+  using I2 = std::integral_constant<int, 2>;
+  using I3 = std::integral_constant<int, 3>;
+  using I8 = std::integral_constant<int, 8>;
+  using I16 = std::integral_constant<int, 16>;
+  const int threes = N1 % 3 == 1 && N1 > 1 ? N1 / 3 - 1 : N1 / 3;
+  for (int g = 0; g < threes; ++g, n1 += 3) rows(I3{}, I8{}, 0), rows(I3{}, I8{}, 8);
+  for (; N1 - n1 >= 2; n1 += 2) rows(I2{}, I8{}, 0), rows(I2{}, I8{}, 8);
+  if (n1 < N1) rows(I1{}, I16{}, 0);
+}
+#endif
+
 // C (NZ [N1][M1][16][16] fp32) (+)= af x bf over all K1 k fractals.
 // AVX-512 (32 zmm): n fractals in groups of 3 x 8 rows (24 accumulators), the
 // remainder in groups of 2 x 8 rows, a lone fractal as 1 x 16 rows.
@@ -270,18 +288,10 @@ inline void mmad_f32(float* c, const float* af, const float* bf, int M1, int N1,
                          af + std::size_t(m1) * K1 * 256 + r0 * 16, bf + std::size_t(n1) * 256, b_kstep, K1, init,
                          bias ? bias + n1 * 16 : nullptr);
   };
-  using I1 = std::integral_constant<int, 1>;
 #if KILN_SIMD_BITS == 512
-  using I2 = std::integral_constant<int, 2>;
-  using I3 = std::integral_constant<int, 3>;
-  using I8 = std::integral_constant<int, 8>;
-  using I16 = std::integral_constant<int, 16>;
-  // 3k+1 fractals as 3(k-1) + 2 + 2, so no group is a lone fractal unless N1 == 1.
-  const int threes = N1 % 3 == 1 && N1 > 1 ? N1 / 3 - 1 : N1 / 3;
-  for (int g = 0; g < threes; ++g, n1 += 3) rows(I3{}, I8{}, 0), rows(I3{}, I8{}, 8);
-  for (; N1 - n1 >= 2; n1 += 2) rows(I2{}, I8{}, 0), rows(I2{}, I8{}, 8);
-  if (n1 < N1) rows(I1{}, I16{}, 0);
+  zmm_fractal_groups(N1, n1, rows);
 #else
+  using I1 = std::integral_constant<int, 1>;
   using I4 = std::integral_constant<int, 4>;
   using I6 = std::integral_constant<int, 6>;
   for (; n1 < N1; ++n1) rows(I1{}, I6{}, 0), rows(I1{}, I6{}, 6), rows(I1{}, I4{}, 12);
@@ -417,15 +427,7 @@ inline void mmad_bf16_dp(float* c, const f16* a16, const std::uint32_t* bp, int 
                               a + std::size_t(m1) * K1 * 128 + r0 * 8, bp + std::size_t(n1) * 128, b_kstep, K1, init,
                               bias ? bias + n1 * 16 : nullptr);
   };
-  using I1 = std::integral_constant<int, 1>;
-  using I2 = std::integral_constant<int, 2>;
-  using I3 = std::integral_constant<int, 3>;
-  using I8 = std::integral_constant<int, 8>;
-  using I16 = std::integral_constant<int, 16>;
-  const int threes = N1 % 3 == 1 && N1 > 1 ? N1 / 3 - 1 : N1 / 3;
-  for (int g = 0; g < threes; ++g, n1 += 3) rows(I3{}, I8{}, 0), rows(I3{}, I8{}, 8);
-  for (; N1 - n1 >= 2; n1 += 2) rows(I2{}, I8{}, 0), rows(I2{}, I8{}, 8);
-  if (n1 < N1) rows(I1{}, I16{}, 0);
+  zmm_fractal_groups(N1, n1, rows);
 }
 #endif
 
