@@ -224,44 +224,54 @@ class _Lowerer:
             ins.append(self.act(node, node.attrs["residual"], "NC1HWC0"))
         self.kernel(node, "Conv", attrs, ins, "NC1HWC0")
 
+    def gemm_operands(self, node: Node) -> tuple[np.ndarray, np.ndarray | None, Node]:
+        """A GEMM's [K, N] weight, its per-column bias (None: none) and the node as lowered: with MatMul +
+        Add(constant row) the Add is the bias and the GEMM writes the Add's output."""
+        b = self.const(node, node.inputs[1])
+        if node.op_type == "Gemm" and node.attrs.get("transB", 0):
+            b = b.T
+        bias_value = node.inputs[2] if node.op_type == "Gemm" and len(node.inputs) > 2 and node.inputs[2] else None
+        if node.name in self.bias_add:
+            add = self.bias_add[node.name]
+            bias_value = next(i for i in add.inputs if i in self.g.initializers)
+            self.decisions.append(f"{node.name}: {add.name} folded into the GEMM as its bias")
+            node = Node(node.name, node.op_type, node.inputs, add.outputs, node.attrs,
+                        (list(node.source) or [node.name]) + [add.name])
+        if bias_value is None:
+            return b, None, node
+        bias = self.const(node, bias_value).reshape(-1)
+        if bias.size != b.shape[1]:
+            raise self.fail(node, f"bias of {bias.size} values for {b.shape[1]} outputs: only a per-column bias is "
+                                  f"supported")
+        return b, bias, node
+
     def gemm_siblings(self, node: Node) -> None:
         """Sibling GEMMs of one input (fusion): one GEMM over their weights side by side, writing result j as
         the j-th [M, N] slice of its output; each member's value is a view of its slice."""
-        members = [node] + list(node.attrs["siblings"])
         x = node.inputs[0]
         xs = self.shape(x)
         m = prod(xs[:-1])
-        ws, biases, values, ops = [], [], [], []
-        absorbed = {o for mem in members[1:] for o in (list(mem.source) or [mem.name])}
-        for mem in members:
-            w = self.const(mem, mem.inputs[1])
-            w = w.T if mem.op_type == "Gemm" and mem.attrs.get("transB", 0) else w
-            bias_value = mem.inputs[2] if mem.op_type == "Gemm" and len(mem.inputs) > 2 and mem.inputs[2] else None
-            own = list(mem.source) or [mem.name]
-            value, ops_m = mem.outputs[0], [o for o in own if o not in absorbed] if mem is node else own
-            if mem.name in self.bias_add:  # MatMul + Add(constant row): the Add is the bias, its output the value
-                add = self.bias_add[mem.name]
-                bias_value = next(i for i in add.inputs if i in self.g.initializers)
-                value, ops_m = add.outputs[0], ops_m + [add.name]
-                self.decisions.append(f"{mem.name}: {add.name} folded into the sibling GEMM as its bias")
-            b = self.const(mem, bias_value).reshape(-1) if bias_value else np.zeros(w.shape[1], np.float32)
-            if b.size != w.shape[1]:
-                raise self.fail(mem, f"bias of {b.size} values for {w.shape[1]} outputs: only a per-column bias is "
-                                     f"supported")
-            ws.append(w)
-            biases.append((b, bias_value is not None))
-            values.append(value)
-            ops += ops_m
-        n = ws[0].shape[1]
-        has_bias = any(flag for _, flag in biases)
-        ins = [self.act(node, x, "ND"), self.weight(f"{node.name}.siblings.w", layouts.kn_to_zn(np.concatenate(ws, 1)))]
+        siblings = list(node.attrs["siblings"])
+        absorbed = {o for mem in siblings for o in (list(mem.source) or [mem.name])}
+        lead = Node(node.name, node.op_type, node.inputs, node.outputs, node.attrs,
+                    [o for o in (list(node.source) or [node.name]) if o not in absorbed])
+        lowered = [self.gemm_operands(mem) for mem in [lead] + siblings]
+        n = lowered[0][0].shape[1]
+        ins = [self.act(node, x, "ND"), self.weight(f"{node.name}.siblings.w",
+                                                    layouts.kn_to_zn(np.concatenate([b for b, _, _ in lowered], 1),
+                                                                     self.dtype))]
+        has_bias = any(bias is not None for _, bias, _ in lowered)
         if has_bias:
-            ins.append(self.weight(f"{node.name}.siblings.b", layouts.pad_bias(np.concatenate([b for b, _ in biases]))))
-        out = self.new_value(f"{node.name}@siblings", Storage("ND", (len(members), m, n)))  # device-only
-        attrs = dict(a=(m, xs[-1]), b=(xs[-1], n * len(members)), bias=has_bias, split=n, **self.epilogue(node))
-        self.steps.append(Step("kernel", node.name, ops, [mem.op_type for mem in members], ins, out,
+            ins.append(self.weight(f"{node.name}.siblings.b", layouts.pad_bias(np.concatenate(
+                [np.zeros(n, np.float32) if bias is None else bias for _, bias, _ in lowered]))))
+        out = self.new_value(f"{node.name}@siblings", Storage("ND", (len(lowered), m, n)))  # device-only
+        attrs = dict(a=(m, xs[-1]), b=(xs[-1], n * len(lowered)), bias=has_bias, split=n, **self.cube_dtype(),
+                     **self.epilogue(node))
+        self.steps.append(Step("kernel", node.name, [o for _, _, mem in lowered for o in (mem.source or [mem.name])],
+                               [mem.op_type for _, _, mem in lowered], ins, out,
                                instance=OpInstance(node.name, "Gemm", attrs)))
-        for j, v in enumerate(values):
+        for j, (_, _, mem) in enumerate(lowered):
+            v = mem.outputs[0]
             shape = self.shape(v)
             if prod(shape) != m * n:
                 raise self.fail(node, f"sibling result {v} of shape {list(shape)} is not [{m}, {n}]")
@@ -279,28 +289,13 @@ class _Lowerer:
         xs = self.shape(x)
         if len(xs) < 2:
             raise self.fail(node, f"needs an activation of 2 or more dims, got {list(xs)}")
-        lead = xs[:-1]
-        xs = (prod(lead), xs[-1])  # leading dims flatten into M: row-major ND needs no data movement
-        b = self.const(node, node.inputs[1])
-        if node.op_type == "Gemm" and a.get("transB", 0):
-            b = b.T
-        bias = node.op_type == "Gemm" and len(node.inputs) > 2 and node.inputs[2] != ""
-        bias_value = node.inputs[2] if bias else None
-        if node.name in self.bias_add:  # MatMul + Add(constant row): the Add becomes the bias
-            add = self.bias_add[node.name]
-            bias, bias_value = True, next(i for i in add.inputs if i in self.g.initializers)
-            self.decisions.append(f"{node.name}: {add.name} folded into the GEMM as its bias")
+        xs = (prod(xs[:-1]), xs[-1])  # leading dims flatten into M: row-major ND needs no data movement
+        b, bias, node = self.gemm_operands(node)
         ins = [self.act(node, x, "ND"), self.weight(f"{node.name}.w", layouts.kn_to_zn(b, self.dtype))]
-        if bias:
-            bv = self.const(node, bias_value).reshape(-1)
-            if bv.size != b.shape[1]:
-                raise self.fail(node, f"bias of {bv.size} values for {b.shape[1]} outputs: only a per-column bias is supported")
-            ins.append(self.weight(f"{node.name}.b", layouts.pad_bias(bv)))
-        if node.name in self.bias_add:  # the GEMM writes the Add's output
-            add = self.bias_add[node.name]
-            node = Node(node.name, node.op_type, node.inputs, add.outputs, node.attrs, [node.name, add.name])
-        self.kernel(node, "Gemm", dict(a=xs, b=tuple(b.shape), bias=bias, **self.cube_dtype(), **self.epilogue(node)),
-                    ins, "ND")
+        if bias is not None:
+            ins.append(self.weight(f"{node.name}.b", layouts.pad_bias(bias)))
+        self.kernel(node, "Gemm", dict(a=xs, b=tuple(b.shape), bias=bias is not None, **self.cube_dtype(),
+                                       **self.epilogue(node)), ins, "ND")
 
     def scalar_const(self, v: str) -> float | None:
         if v in self.g.initializers and self.g.initializers[v].size == 1:

@@ -315,6 +315,12 @@ def test_sibling_gemms_stay_apart_when_fusion_is_off_or_too_deep(tmp_path, opts,
     assert any(a["pattern"] == "MatMul+MatMul+MatMul" and a["reason"] == reason for a in m.fusion.audit)
 
 
+def test_sibling_gemms_take_the_builds_cube_dtype(tmp_path):
+    m, _ = plan_graph(tmp_path, *qkv_graph(), KILN_DTYPE="bf16")
+    (gemm,) = [s for s in m.lowered.steps if s.kind == "kernel" and s.instance.type == "Gemm"]
+    assert gemm.instance.attrs["dtype"] == "bf16" and m.lowered.weights[gemm.inputs[1]].dtype == np.uint16
+
+
 def test_sibling_gemms_of_different_widths_are_audited(tmp_path):
     m, lines = plan_graph(tmp_path, *qkv_graph(value_width=40))
     assert sum(1 for s in m.lowered.steps if s.kind == "kernel" and s.instance.type == "Gemm") == 3
