@@ -906,8 +906,8 @@ def _conv_vector(spec, params: dict, profile: Profile) -> Prediction:
     from .tiling import _vector_conv_geometry
     rpb = params["rows_per_block"]
     bands, co1s, c1s, taps = ceil(spec.ho / rpb), c1(spec.cout), c1(spec.cin), spec.kh * spec.kw
-    row, wpp = spec.wo * 16, _vector_conv_geometry(spec, rpb)[1]
-    plane = _vector_conv_geometry(spec, rpb)[0] * wpp
+    band_rows, wpp = _vector_conv_geometry(spec, rpb)
+    row, plane = spec.wo * 16, band_rows * wpp
 
     def block(core: SimCore, b: int) -> None:
         r0 = (b % bands) * rpb
@@ -1047,6 +1047,28 @@ def _attention(spec, params: dict, profile: Profile) -> Prediction:
             self.v, self.rows = core, rows
             self.x = {n: CrossFlagSim(same) for n in ("s_ready", "s_free", "p_ready", "p_free", "o_ready", "o_free")}
 
+    def mmad_and_hand_over(c: SimCore, sides: list, ev: int, mnk: tuple, ub_elems: int, gm_elems: int,
+                           tile: str) -> None:
+        """The end of both Cube stages once L0A/L0B are loaded: mmad, then Fixpipe hands the tile (S or P.V)
+        to the Vector side (tile + "_free" / "_ready" cross flags), into UB on a coupled core or the workspace."""
+        c.set_flag("MTE1", "MTE2", ev)
+        c.set_flag("MTE1", "M", ev)
+        c.wait_flag("MTE1", "M", ev)
+        c.wait_flag("FIX", "M", ev)
+        c.mmad(*mnk)
+        c.set_flag("M", "MTE1", ev)
+        c.set_flag("M", "FIX", ev)
+        c.wait_flag("M", "FIX", ev)
+        for sd in sides:
+            sd.x[tile + "_free"].wait(c, "FIX")
+        if on_chip:
+            c.fixpipe_to_ub(ub_elems)
+        else:
+            c.fixpipe(gm_elems, 4)
+        c.set_flag("FIX", "M", ev)
+        for sd in sides:
+            sd.x[tile + "_ready"].set(c, "FIX")
+
     def scores(c: SimCore, sides: list, j: int, m: int) -> None:
         n = min(bkv, spec.kv - j * bkv)
         n1 = ceil(n / 16)
@@ -1056,23 +1078,7 @@ def _attention(spec, params: dict, profile: Profile) -> Prediction:
         c.wait_flag("MTE2", "MTE1", 1)
         c.wait_flag("M", "MTE1", 1)
         c.load2d(D1 * n1, "L0B")
-        c.set_flag("MTE1", "MTE2", 1)
-        c.set_flag("MTE1", "M", 1)
-        c.wait_flag("MTE1", "M", 1)
-        c.wait_flag("FIX", "M", 1)
-        c.mmad(m, n1 * 16, D1 * 16)
-        c.set_flag("M", "MTE1", 1)
-        c.set_flag("M", "FIX", 1)
-        c.wait_flag("M", "FIX", 1)
-        for sd in sides:
-            sd.x["s_free"].wait(c, "FIX")
-        if on_chip:
-            c.fixpipe_to_ub(n1 * ceil(m / 16) * 256)
-        else:
-            c.fixpipe(m * n, 4)
-        c.set_flag("FIX", "M", 1)
-        for sd in sides:
-            sd.x["s_ready"].set(c, "FIX")
+        mmad_and_hand_over(c, sides, 1, (m, n1 * 16, D1 * 16), n1 * ceil(m / 16) * 256, m * n, "s")
 
     def pv(c: SimCore, sides: list, j: int, m: int) -> None:
         n = min(bkv, spec.kv - j * bkv)
@@ -1091,23 +1097,7 @@ def _attention(spec, params: dict, profile: Profile) -> Prediction:
             c.load2d(n1, "L0A")
         for _ in range(n1):
             c.load2d(D1, "L0B")
-        c.set_flag("MTE1", "MTE2", 2)
-        c.set_flag("MTE1", "M", 2)
-        c.wait_flag("MTE1", "M", 2)
-        c.wait_flag("FIX", "M", 2)
-        c.mmad(m, D1 * 16, n1 * 16)
-        c.set_flag("M", "MTE1", 2)
-        c.set_flag("M", "FIX", 2)
-        c.wait_flag("M", "FIX", 2)
-        for sd in sides:
-            sd.x["o_free"].wait(c, "FIX")
-        if on_chip:
-            c.fixpipe_to_ub(D1 * m1 * 256)
-        else:
-            c.fixpipe(m * spec.d, 4)
-        c.set_flag("FIX", "M", 2)
-        for sd in sides:
-            sd.x["o_ready"].set(c, "FIX")
+        mmad_and_hand_over(c, sides, 2, (m, D1 * 16, n1 * 16), D1 * m1 * 256, m * spec.d, "o")
 
     def rows_reduce(v: SimCore, fold: str, reduce: str, rows: int) -> None:
         for _ in range(max(0, parts - 1)):

@@ -42,6 +42,18 @@ class FusionResult:
     audit: list[dict] = field(default_factory=list)  # opportunities not taken, with the reason
 
 
+def _index(g: Graph) -> tuple[dict[str, list[Node]], dict[str, Node], set[str]]:
+    """(value -> the nodes reading it, value -> the node producing it, graph outputs). Readers include what
+    earlier fusions made a node read: a residual operand, a second source's input."""
+    consumers: dict[str, list[Node]] = {}
+    for n in g.nodes:
+        second = n.attrs.get("second")
+        for i in list(n.inputs) + [n.attrs.get("residual") or ""] + (list(second.inputs[:1]) if second else []):
+            if i:
+                consumers.setdefault(i, []).append(n)
+    return consumers, {o: n for n in g.nodes for o in n.outputs}, {v.name for v in g.outputs}
+
+
 def _depth(node: Node) -> int:
     """Source ops a fused kernel has absorbed so far, itself included (a folded BatchNormalization is build-time
     weight arithmetic and does not count)."""
@@ -94,12 +106,7 @@ def fuse(g: Graph, model: str, enable: bool, max_depth: int, log: OptLog, profil
          flash_attention: bool = True, max_seq_len: int = 512) -> FusionResult:
     res = FusionResult(g, ops_before=len(g.nodes))
     _fuse_attention(g, model, enable, max_depth, log, res, profile, flash_attention, max_seq_len)
-    consumers: dict[str, list[Node]] = {}
-    for n in g.nodes:
-        for i in n.inputs:
-            consumers.setdefault(i, []).append(n)
-    producer_of = {o: n for n in g.nodes for o in n.outputs}
-    outputs = {v.name for v in g.outputs}
+    consumers, producer_of, outputs = _index(g)
     removed: set[str] = set()
     order = {n.name: i for i, n in enumerate(g.nodes)}
     for act in g.nodes:
@@ -191,11 +198,7 @@ def _fuse_siblings(g: Graph, model: str, enable: bool, max_depth: int, log: OptL
     """GEMMs that read the same activation (a transformer's Q, K and V projections) become one GEMM over their
     weights side by side: the input is read once and one launch replaces several. Each result is written as a
     contiguous slice of the one output (GemmSpec.split), so its readers see the tensor they read before."""
-    outputs = {v.name for v in g.outputs}
-    consumers: dict[str, list[Node]] = {}
-    for n in g.nodes:
-        for i in n.inputs:
-            consumers.setdefault(i, []).append(n)
+    consumers, _, outputs = _index(g)
     groups: dict[str, list[Node]] = {}
     for n in g.nodes:
         if _sibling_gemm(n, g) and n.inputs[0] not in g.initializers:
@@ -274,14 +277,7 @@ def _fuse_chains(g: Graph, model: str, enable: bool, max_depth: int, log: OptLog
     reads it from there: the intermediate never goes to GM. The tile is then all output channels of both convs
     for 16..256 pixels, so an M tile is one block: a map with fewer 16-pixel tiles than the profile has Cube
     cores would leave cores idle, and stays two kernels."""
-    consumers: dict[str, list[Node]] = {}
-    for n in g.nodes:  # inputs, and what earlier fusions made a node read: a residual, a second source's input
-        second = n.attrs.get("second")
-        for i in list(n.inputs) + [n.attrs.get("residual") or ""] + (list(second.inputs[:1]) if second else []):
-            if i:
-                consumers.setdefault(i, []).append(n)
-    producer_of = {o: n for n in g.nodes for o in n.outputs}
-    outputs = {v.name for v in g.outputs}
+    consumers, producer_of, outputs = _index(g)
     cores = profile.cores_for("cube")
     removed: set[str] = set()
     for second in g.nodes:
@@ -511,12 +507,7 @@ def _fuse_attention(g: Graph, model: str, enable: bool, max_depth: int, log: Opt
     Attention node (lowered to the attention_flash kernel): per (batch, head, q tile) the Cube computes S = Q.K^T
     per kv tile, the Vector unit keeps the running max and sum and rescales the output, the Cube adds P.V. The
     score and probability matrices never reach GM (on split profiles only a tile's worth of workspace does)."""
-    consumers: dict[str, list[Node]] = {}
-    for n in g.nodes:
-        for i in n.inputs:
-            consumers.setdefault(i, []).append(n)
-    producer_of = {o: n for n in g.nodes for o in n.outputs}
-    outputs = {v.name for v in g.outputs}
+    consumers, producer_of, outputs = _index(g)
     removed: set[str] = set()
 
     def only_consumer(value: str) -> Node | None:

@@ -974,13 +974,13 @@ def choose_conv_algorithm(spec: Conv2dSpec, profile: Profile, log: OptLog, optio
     predicts fewer cycles for it. FORCE_DIRECT_CONV=ON, a forced Winograd tile (USE_WINOGRAD=ON/F2/F4), O0 and a
     pinned Cube algorithm keep the conv on the Cube; a pinned vector_direct skips the comparison."""
     from . import costmodel
+    illegal = vector_conv_legal(spec)
     if pinned == "vector_direct" and spec.dtype != "fp16":
         # like a Winograd pin in a bf16 build: reported, and the kernel is the Cube's direct one
         log.add("algorithm", spec.name, "vector_direct:rejected", "vector_unsupported", pinned=pinned,
-                detail=vector_conv_legal(spec))
+                detail=illegal)
         pinned = "direct_img2col"
     if pinned == "vector_direct":
-        illegal = vector_conv_legal(spec)
         v = None if illegal else _vector_conv_variant(spec, profile)
         if v is None:
             raise KilnError("tiling", spec.name, f"algorithm vector_direct was pinned but "
@@ -995,7 +995,6 @@ def choose_conv_algorithm(spec: Conv2dSpec, profile: Profile, log: OptLog, optio
     cube_cycles = cube.notes.get("compared_cycles", {}).get(name)
     if cube_cycles is None:
         cube_cycles = round(costmodel.predict(spec, cube.family, cube.params, profile).cycles)
-    illegal = vector_conv_legal(spec)
     vec = None if illegal else _vector_conv_variant(spec, profile)
     if vec is None:
         log.add("algorithm", spec.name, "vector_direct:rejected", "vector_unsupported" if illegal else "capacity",
