@@ -8,6 +8,28 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 
 
+def cpu_flags() -> set[str]:
+    """The host CPU's feature flags (/proc/cpuinfo; empty where there is none)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+_AVX512 = {"avx512f", "avx512bw", "avx512vl", "avx512dq"}
+_FLAGS = cpu_flags()
+# Every KILN_ISA path and whether this CPU can run it: the tests that build one package per path use this list.
+HOST_ISAS = [("portable", True),
+             ("avx2", {"avx2", "fma", "f16c"} <= _FLAGS),
+             ("avx512", _AVX512 <= _FLAGS),
+             ("avx512_bf16", _AVX512 | {"avx512_bf16"} <= _FLAGS),
+             ("amx_bf16", _AVX512 | {"avx512_bf16", "amx_bf16", "amx_tile"} <= _FLAGS)]
+
+
 @pytest.fixture(scope="session")
 def repo() -> Path:
     return REPO

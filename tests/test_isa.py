@@ -12,7 +12,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from conftest import build_package
+from conftest import HOST_ISAS, build_package
 
 KERNELS = textwrap.dedent("""
     [[op]]
@@ -75,22 +75,7 @@ RUN = textwrap.dedent("""
 """)
 
 
-def cpu_flags() -> set[str]:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    return set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return set()
-
-
-FLAGS = cpu_flags()
-ISAS = [("portable", True), ("avx2", {"avx2", "fma", "f16c"} <= FLAGS),
-        ("avx512", {"avx512f", "avx512bw", "avx512vl", "avx512dq"} <= FLAGS),
-        ("avx512_bf16", {"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_bf16"} <= FLAGS),
-        ("amx_bf16", {"amx_bf16", "amx_tile", "avx512f"} <= FLAGS)]
+ISAS = HOST_ISAS
 
 
 @pytest.fixture(scope="module")
