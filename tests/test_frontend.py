@@ -16,8 +16,10 @@ try:
 except ImportError:  # the installed package predates the frontend: use the source tree (PYTHONPATH=.)
     from codegen import KilnError, analyze, onnx_frontend
 
-MOBILENET = Path("/work/shared/models/mobilenet_v2.onnx")
-needs_mobilenet = pytest.mark.skipif(not MOBILENET.is_file(), reason=f"{MOBILENET} not present")
+from conftest import model_file, models_dir  # noqa: E402
+
+MOBILENET = models_dir() / "mobilenet_v2.onnx"  # the real torchvision export (conftest.model_file)
+needs_mobilenet = pytest.mark.usefixtures("mobilenet_file")
 BUILD_TIME_OPS = {"Constant", "Shape", "Gather", "Unsqueeze", "Squeeze", "Cast", "Slice"}
 RNG = np.random.default_rng(0)
 
@@ -113,10 +115,15 @@ def ort_run(path, feeds):
 
 # ---------------------------------------------------------------- MobileNetV2 (real export)
 
+@pytest.fixture
+def mobilenet_file():
+    """Fails under CI=true, else skips, when the export is missing (conftest.model_file)."""
+    return model_file(MOBILENET.name)
+
+
 @pytest.fixture(scope="module")
 def mobilenet():
-    if not MOBILENET.is_file():
-        pytest.skip(f"{MOBILENET} not present")
+    model_file(MOBILENET.name)
     log = []
     return onnx_frontend.load_onnx(MOBILENET, log=log), log
 
