@@ -177,7 +177,7 @@ def git_commit(cwd: str | None = None) -> str | None:
 
 def run(model: str, batch: int | None = None, threads: int | None = None, peers=DEFAULT_PEERS, repeat: int = 10,
         warmup: int = 2, rounds: int = 3, peak: dict | None = None) -> dict:
-    """The report behind `kiln bench` (README: CLI output). `peak`: a measure_peak() result to reuse."""
+    """The report behind `kiln bench` (docs/cli.md). `peak`: a measure_peak() result to reuse."""
     import kiln
     from .codegen.profiles import PROFILES
     from .validate import onnx_path_of
