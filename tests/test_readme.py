@@ -8,6 +8,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -23,7 +24,8 @@ RUN_AS_WRITTEN = {"analyze", "kernels", "plan", "opspec", "run", "info"}
 
 
 def kiln_exe() -> str:
-    exe = shutil.which("kiln")
+    beside = Path(sys.executable).with_name("kiln")  # the venv's script, also when the venv is not activated
+    exe = shutil.which("kiln") or (str(beside) if beside.is_file() else None)
     if exe is None:
         pytest.fail("the kiln console script is not installed (pip install .)")
     return exe
