@@ -141,6 +141,18 @@ def test_docs_link_inside_the_repository():
             assert path.is_relative_to(REPO) and path.exists(), f"{page.name} links to {target}"
 
 
+def test_docs_name_files_that_exist():
+    """Every file of this repository the README and docs name exists (docs/ascend-model.md also names files of
+    its sources' repositories, so it is left out)."""
+    pages = [REPO / "README.md", REPO / "CHANGELOG.md", REPO / "benchmarks" / "RESULTS.md",
+             *sorted(p for p in (REPO / "docs").glob("*.md") if p.name != "ascend-model.md")]
+    pattern = re.compile(r"(?<![\w/.])((?:codegen|python/kiln|kernels|templates|benchmarks|tests|cmake|docs)/"
+                         r"[\w/.-]*\w\.(?:py|j2|cpp|hpp|toml|cmake|md|json))")
+    missing = [f"{page.relative_to(REPO)}: {name}" for page in pages
+               for name in sorted(set(pattern.findall(page.read_text()))) if not (REPO / name).exists()]
+    assert not missing, "named but not in the repository:\n" + "\n".join(missing)
+
+
 def test_no_absolute_machine_paths():
     """No file of the repository names a path of some machine (test data is found by conftest.model_file)."""
     try:
