@@ -47,7 +47,7 @@ function(kiln_bake_kernels target)
   set(sources ${outputs})
   list(FILTER sources INCLUDE REGEX "\\.cpp$")
 
-  file(GLOB codegen_modules CONFIGURE_DEPENDS "${KILN_SOURCE_DIR}/codegen/*.py")
+  file(GLOB_RECURSE codegen_modules CONFIGURE_DEPENDS "${KILN_SOURCE_DIR}/codegen/*.py")
   file(GLOB templates CONFIGURE_DEPENDS "${KILN_SOURCE_DIR}/templates/*.j2")
   set(kernel_list "${KILN_KERNEL_LIST}")
   if(NOT kernel_list)

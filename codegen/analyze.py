@@ -18,8 +18,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from . import onnx_frontend
-from .ir import Graph, Node
+from .frontend import onnx_import as onnx_frontend
+from .ir.graph import Graph, Node
 
 # TensorProto element types that hold parameters, with their byte sizes
 _FLOAT_BYTES = {1: 4, 10: 2, 11: 8, 16: 2}  # FLOAT, FLOAT16, DOUBLE, BFLOAT16
@@ -112,12 +112,12 @@ def _bake_preview(path, batch: int, report: dict[str, Any], fusion: bool, max_de
     """What a build would bake: kernel launches before and after fusion, what fused, the fusion audit (every
     opportunity not taken, with its reason) and the unique kernels; or the nodes no kernel serves yet."""
     from . import KilnError
-    from .fusion import fuse
-    from .lowering import lower, unsupported_nodes
+    from .passes.fusion import fuse
+    from .passes.lowering import lower, unsupported_nodes
     from .options import OPT_LEVELS
-    from .optlog import OptLog
-    from .opspec import opspec_of
-    from .profiles import get_profile
+    from .ir.optlog import OptLog
+    from .ir.opspec import opspec_of
+    from .ir.profiles import get_profile
     depth = int(OPT_LEVELS["O2"]["MAX_FUSION_DEPTH"]) if max_depth is None else max_depth
     graph = onnx_frontend.load_onnx(path, batch)
     missing = unsupported_nodes(graph, Path(path).stem)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from .profiles import PROFILES
+from .ir.profiles import PROFILES
 
 ZOO_MODELS = ("resnet50", "mobilenet_v2", "bert_layer")
 ISAS = ("auto", "amx_bf16", "avx512_bf16", "avx512", "avx2", "portable")

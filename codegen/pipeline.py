@@ -8,21 +8,22 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import KilnError, search_cache
-from . import shape_buckets
-from .frontend import OpInstance, load_kernel_list
-from .generic import GenericKernel
-from .costmodel import Prediction, predict
-from .fusion import FusionResult, fuse
-from .lowering import LoweredModel, lower
-from .memory import MemoryPlan, plan_arena
-from .opspec import Opspec, opspec_of
+from . import KilnError
+from .select import search_cache
+from .shapes import buckets as shape_buckets
+from .frontend.kernel_list import OpInstance, load_kernel_list
+from .shapes.generic import GenericKernel
+from .cost.model import Prediction, predict
+from .passes.fusion import FusionResult, fuse
+from .passes.lowering import LoweredModel, lower
+from .passes.memory import MemoryPlan, plan_arena
+from .ir.opspec import Opspec, opspec_of
 from .options import Options
-from .optlog import OptLog
-from .profiles import Profile, get_profile
-from .shape_buckets import ShapeBuckets
-from .tiling import Variant, choose_variant, kernel_inputs, mte2_bytes
-from .tuning import load_records
+from .ir.optlog import OptLog
+from .ir.profiles import Profile, get_profile
+from .shapes.buckets import ShapeBuckets
+from .select.tiling import Variant, choose_variant, kernel_inputs, mte2_bytes
+from .select.tuning import load_records
 
 
 @dataclass
@@ -92,7 +93,7 @@ def default_kernel_list(source_dir: Path) -> Path:
 def model_onnx(entry: str, work_dir: Path) -> tuple[str, Path, int]:
     """(model name, ONNX path, batch) for a KILN_MODELS entry `zoo_name` or `path.onnx`, optionally
     `@BATCH`: a zoo name is built into work_dir/models; a batch other than 1 is part of the name."""
-    from . import zoo  # imports onnx: only when models are baked
+    from .frontend import zoo  # imports onnx: only when models are baked
     source, _, batch = entry.rpartition("@") if "@" in entry else (entry, "", "1")
     batch = int(batch)
     suffix = "" if batch == 1 else f"_b{batch}"
@@ -169,7 +170,7 @@ def plan(options: Options, source_dir: Path, work_dir: Path | None = None, progr
         models.append((name, path, lowered, steps, fusion))
 
     for entry in options.kiln_models:
-        from .onnx_frontend import load_onnx  # imports onnx: only when models are baked
+        from .frontend.onnx_import import load_onnx  # imports onnx: only when models are baked
         if work_dir is None:  # never build zoo files into the caller's cwd (it may be the source tree);
             import tempfile  # one shared cache: zoo files are reused by key, not rebuilt per call
             work_dir = Path(tempfile.gettempdir()) / "kiln-codegen-cache"

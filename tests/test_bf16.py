@@ -19,12 +19,12 @@ import pytest
 from conftest import HOST_ISAS, build_package
 
 try:
-    from kiln.codegen.opspec_file import render_opspec, spec_hash
+    from kiln.codegen.emit.opspec_file import render_opspec, spec_hash
     from kiln.codegen.options import OptionError, parse_options
     from kiln.codegen.pipeline import plan
 except ImportError:  # running from the source tree
     sys.path.insert(0, str(__import__("conftest").REPO))
-    from codegen.opspec_file import render_opspec, spec_hash
+    from codegen.emit.opspec_file import render_opspec, spec_hash
     from codegen.options import OptionError, parse_options
     from codegen.pipeline import plan
 from conftest import REPO
@@ -69,7 +69,7 @@ RUN = textwrap.dedent("""
     import numpy as np
     import kiln
     from kiln import reference as ref
-    from kiln.codegen.layouts import bf16_bits_to_f32, f32_to_bf16_bits
+    from kiln.codegen.ir.layouts import bf16_bits_to_f32, f32_to_bf16_bits
     assert kiln.build_info()["dtype"] == "bf16"
 
     def bf16(a):  # the value the Cube multiplies: fp32 -> bf16 (weights), fp16 -> bf16 (activations)

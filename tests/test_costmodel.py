@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 
 import kiln
-from kiln.codegen import opspec
-from kiln.codegen.costmodel import predict
-from kiln.codegen.profiles import PROFILES
+from kiln.codegen.ir import opspec
+from kiln.codegen.cost.model import predict
+from kiln.codegen.ir.profiles import PROFILES
 from kiln.runtime import as_packed
 
 SPEC_CLASS = {c.kind: c for c in vars(opspec).values() if isinstance(c, type) and isinstance(getattr(c, "kind", None), str)}
@@ -51,8 +51,8 @@ def test_chosen_variant_is_never_slower_than_the_rule_tiling(k):
     """The searched variant against the foundation's fixed rule tiling of the same algorithm (AUTO's choice
     between algorithms is tested in test_winograd): the rule's cycles come from the cost model, which equals
     the emulator (test above)."""
-    from kiln.codegen.optlog import OptLog
-    from kiln.codegen import tiling
+    from kiln.codegen.ir.optlog import OptLog
+    from kiln.codegen.select import tiling
     spec = spec_of(k)
     if k.record["features"]["kind"] == "gemm":
         rule = tiling._gemm_variant(spec, PROFILE, OptLog(), search=False)

@@ -228,7 +228,7 @@ def torchvision_style_resnet50(path):
     """ResNet-50 as torch.onnx.export writes it from torchvision in eval mode: every BatchNormalization already
     folded into its Conv (weights scaled, a bias added), Identity nodes on the way, a Flatten+Gemm head. Built
     from the zoo's graph (same weights) so no download is needed."""
-    from kiln.codegen import zoo
+    from kiln.codegen.frontend import zoo
     m = zoo.build("resnet50")
     g = m.graph
     inits = {t.name: numpy_helper.to_array(t) for t in g.initializer}
@@ -426,9 +426,13 @@ def test_attention_under_fusion_off_depth_limit_and_a_mask(tmp_path):
     assert kinds == UNFUSED and m.fusion.audit[0]["detail"] == "depth 4 > MAX_FUSION_DEPTH=3"
     # masks (the fusion stage alone: unfused, no kernel takes a broadcast add yet)
     try:
-        from kiln.codegen import fusion, onnx_frontend, optlog, profiles
+        from kiln.codegen.passes import fusion
+        from kiln.codegen.frontend import onnx_import as onnx_frontend
+        from kiln.codegen.ir import optlog, profiles
     except ImportError:
-        from codegen import fusion, onnx_frontend, optlog, profiles
+        from codegen.passes import fusion
+        from codegen.frontend import onnx_import as onnx_frontend
+        from codegen.ir import optlog, profiles
     def audit(name, **graph):
         nodes, ins, outs, inits = tiny_attention(tmp_path, **graph)
         onnx.save(helper.make_model(helper.make_graph(nodes, "g", ins, outs, inits),

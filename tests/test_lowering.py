@@ -5,9 +5,11 @@ import pytest
 
 pytest.importorskip("onnx")
 try:
-    from kiln.codegen import lowering, onnx_frontend
+    from kiln.codegen.passes import lowering
+    from kiln.codegen.frontend import onnx_import as onnx_frontend
 except ImportError:  # running from the source tree before reinstalling
-    from codegen import lowering, onnx_frontend
+    from codegen.passes import lowering
+    from codegen.frontend import onnx_import as onnx_frontend
 from test_frontend import bert_layer  # the torch-exporter style BERT layer (decomposed LayerNorm and GELU)
 
 

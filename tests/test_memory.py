@@ -12,9 +12,9 @@ import kiln
 from conftest import run
 
 try:
-    from kiln.codegen import memory
+    from kiln.codegen.passes import memory
 except ImportError:
-    from codegen import memory
+    from codegen.passes import memory
 
 
 @st.composite

@@ -6,8 +6,8 @@ import pytest
 import kiln
 from conftest import run
 from kiln.codegen import KilnError
-from kiln.codegen.opspec_file import FEATURES, parse_opspec, render_opspec, spec_hash
-from kiln.codegen.profiles import PROFILES
+from kiln.codegen.emit.opspec_file import FEATURES, parse_opspec, render_opspec, spec_hash
+from kiln.codegen.ir.profiles import PROFILES
 from test_costmodel import spec_of
 
 PROFILE = PROFILES[kiln.build_info()["profile"]]

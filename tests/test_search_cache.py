@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from kiln.codegen import search_cache
+from kiln.codegen.select import search_cache
 from kiln.codegen.options import parse_options
 from kiln.codegen.pipeline import plan
-from kiln.codegen.render import render
+from kiln.codegen.emit.render import render
 
 SOURCE = Path(__file__).resolve().parent.parent
 

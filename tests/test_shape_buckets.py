@@ -22,21 +22,23 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 from conftest import REPO, build_package  # noqa: E402
 
 try:
-    from kiln.codegen import KilnError, layouts
-    from kiln.codegen import shape_buckets as sbk
-    from kiln.codegen.generic import RUNTIME_FIELDS
-    from kiln.codegen.onnx_frontend import load_onnx
+    from kiln.codegen import KilnError
+    from kiln.codegen.ir import layouts
+    from kiln.codegen.shapes import buckets as sbk
+    from kiln.codegen.shapes.generic import RUNTIME_FIELDS
+    from kiln.codegen.frontend.onnx_import import load_onnx
     from kiln.codegen.options import parse_options
     from kiln.codegen.pipeline import plan
-    from kiln.codegen.render import manifest, model_log, weights_blob
+    from kiln.codegen.emit.render import manifest, model_log, weights_blob
 except ImportError:
-    from codegen import KilnError, layouts
-    from codegen import shape_buckets as sbk
-    from codegen.generic import RUNTIME_FIELDS
-    from codegen.onnx_frontend import load_onnx
+    from codegen import KilnError
+    from codegen.ir import layouts
+    from codegen.shapes import buckets as sbk
+    from codegen.shapes.generic import RUNTIME_FIELDS
+    from codegen.frontend.onnx_import import load_onnx
     from codegen.options import parse_options
     from codegen.pipeline import plan
-    from codegen.render import manifest, model_log, weights_blob
+    from codegen.emit.render import manifest, model_log, weights_blob
 
 MIN_SIZE = 17  # c1 and the pool halve the size (ceil), c4 (SAME) halves it again, c5 (3x3, stride 2, no pad) needs 3
 
@@ -280,9 +282,9 @@ CHECK = textwrap.dedent("""
     import numpy as np
     import kiln
     from kiln import _core
-    from kiln.codegen.costmodel import predict
-    from kiln.codegen.profiles import get_profile
-    from kiln.codegen.shape_buckets import plan_size
+    from kiln.codegen.cost.model import predict
+    from kiln.codegen.ir.profiles import get_profile
+    from kiln.codegen.shapes.buckets import plan_size
     from kiln.validate import validate
     out = {}
     m = kiln.load("tiny")

@@ -10,10 +10,10 @@ from conftest import REPO, run
 
 sys.path.insert(0, str(REPO))
 from codegen import KilnError  # noqa: E402
-from codegen.opspec_file import spec_hash  # noqa: E402
+from codegen.emit.opspec_file import spec_hash  # noqa: E402
 from codegen.options import parse_options  # noqa: E402
 from codegen.pipeline import plan  # noqa: E402
-from codegen.render import render  # noqa: E402
+from codegen.emit.render import render  # noqa: E402
 
 KERNELS = """
 [[op]]

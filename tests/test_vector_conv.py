@@ -11,12 +11,14 @@ import pytest
 from conftest import REPO
 
 sys.path.insert(0, str(REPO))
-from codegen import KilnError, costmodel, tiling  # noqa: E402
-from codegen.opspec import Conv2dSpec  # noqa: E402
+from codegen import KilnError  # noqa: E402
+from codegen.cost import model as costmodel
+from codegen.select import tiling
+from codegen.ir.opspec import Conv2dSpec  # noqa: E402
 from codegen.options import parse_options  # noqa: E402
-from codegen.optlog import OptLog  # noqa: E402
+from codegen.ir.optlog import OptLog  # noqa: E402
 from codegen.pipeline import plan  # noqa: E402
-from codegen.profiles import PROFILES  # noqa: E402
+from codegen.ir.profiles import PROFILES  # noqa: E402
 
 
 def conv(label, cin, h, w, cout, k=3, pad=1, stride=1, algorithm=""):

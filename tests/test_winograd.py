@@ -16,7 +16,7 @@ from conftest import REPO, build_package
 sys.path.insert(0, str(REPO))
 from codegen.options import parse_options  # noqa: E402
 from codegen.pipeline import plan  # noqa: E402
-from codegen.tiling import algorithm_of  # noqa: E402
+from codegen.select.tiling import algorithm_of  # noqa: E402
 
 
 def conv(label, n, cin, h, w, cout, pads=(1, 1, 1, 1), strides=(1, 1), k=3, residual=False, act="Relu"):
@@ -95,7 +95,7 @@ def test_auto_keeps_the_variant_with_the_fewest_predicted_cycles(tmp_path):
 
 
 def test_error_bound_rejects_a_tile_past_the_tolerance(tmp_path, monkeypatch):
-    from codegen import tiling
+    from codegen.select import tiling
     monkeypatch.setattr(tiling, "WINOGRAD_MAX_ERROR", 1e-9)
     ks, log = planned(tmp_path, USE_WINOGRAD="ON")
     assert {algorithm_of(k.variant) for k in ks.values()} == {"direct_img2col"}
@@ -109,10 +109,10 @@ CHECK = textwrap.dedent("""
     import numpy as np
     import kiln
     from kiln import reference as ref
-    from kiln.codegen import winograd
-    from kiln.codegen.costmodel import predict
-    from kiln.codegen.opspec import Conv2dSpec
-    from kiln.codegen.profiles import PROFILES
+    from kiln.codegen.ir import winograd
+    from kiln.codegen.cost.model import predict
+    from kiln.codegen.ir.opspec import Conv2dSpec
+    from kiln.codegen.ir.profiles import PROFILES
     rng = np.random.default_rng(7)
     out = []
     for k in kiln.kernels():

@@ -11,9 +11,9 @@ onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
 try:
-    from kiln.codegen import zoo
+    from kiln.codegen.frontend import zoo
 except ImportError:  # kiln not installed, or an older install without the zoo
-    import codegen.zoo as zoo
+    import codegen.frontend.zoo as zoo
 
 OUTPUTS = {"resnet50": ("input", ["batch", 3, 224, 224], "logits", ["batch", 1000]),  # batch bound when baked
            "mobilenet_v2": ("input", ["batch", 3, 224, 224], "logits", ["batch", 1000]),

@@ -54,8 +54,8 @@ def _splits(total: int) -> list[int]:
 
 def candidates(family: str, spec, params: dict, profile) -> list[dict]:
     """Tilings of `family` for `spec` that fit the profile's buffers (current one excluded)."""
-    from .codegen import search, tiling
-    from .codegen.opspec import c1
+    from .codegen.select import search, tiling
+    from .codegen.ir.opspec import c1
     cap = profile.capacity
     if getattr(spec, "mid", 0):  # a chained conv's tiling space is the build search's own (search.search_chain)
         return []
@@ -131,8 +131,9 @@ def wide_candidates(family: str, spec, params: dict, profile) -> list[dict]:
     """Cube tilings with base_m/base_n any multiple of 16 (the build's search tries powers of two): every
     (base_m, base_n) pair ranked by the quick replay with the kernel's K blocking (or the largest L1 step that
     fits), then the best pairs with every base_k1 and L1 step."""
-    from .codegen import costmodel, search, tiling
-    from .codegen.opspec import c1
+    from .codegen.cost import model as costmodel
+    from .codegen.select import search, tiling
+    from .codegen.ir.opspec import c1
     if getattr(spec, "mid", 0):  # a chained conv: no wide grid (see candidates)
         return []
     if family == "conv2d_cube_img2col":
@@ -180,7 +181,7 @@ def wide_candidates(family: str, spec, params: dict, profile) -> list[dict]:
 def best_tiling(family: str, spec, params: dict, profile) -> tuple[float, dict, int] | None:
     """(cycles, params, candidates considered) of the fastest candidate by exact replay, or None: the
     search.py-style grid plus the wider Cube tilings, ranked by the quick replay, the best replayed exactly."""
-    from .codegen import costmodel
+    from .codegen.cost import model as costmodel
     cands, seen = [], set()
     for p in candidates(family, spec, params, profile) + wide_candidates(family, spec, params, profile):
         key = tuple(sorted(p.items()))
@@ -199,7 +200,7 @@ def best_tiling(family: str, spec, params: dict, profile) -> tuple[float, dict, 
 
 
 def _blocks(family: str, spec, params: dict, profile) -> int:
-    from .codegen import costmodel
+    from .codegen.cost import model as costmodel
     _, launches = costmodel.record(spec, family, params, profile)
     return max((len(cores) for _, _, cores in launches), default=0)
 
@@ -209,7 +210,7 @@ def _blocks(family: str, spec, params: dict, profile) -> int:
 def space_to_depth(spec):
     """The stride-1 convolution equal to `spec` after a space-to-depth relayout of its (padded) input by its
     stride, when that packs more channels into C0=16; None if it does not apply."""
-    from .codegen.opspec import Conv2dSpec
+    from .codegen.ir.opspec import Conv2dSpec
     if spec.kind != "conv2d" or (spec.sh, spec.sw) == (1, 1) or (spec.dh, spec.dw) != (1, 1) or spec.cin2:
         return None
     cin = spec.cin * spec.sh * spec.sw
@@ -233,8 +234,9 @@ def _fmt_params(new: dict, old: dict) -> str:
 
 def suggest(record: dict, spec, profile, summary: dict, kind: dict) -> dict:
     """{"text", "predicted_cycles", "gain", "source", "alternatives": [...], "diagnosis"} for one kernel."""
-    from .codegen import costmodel, tiling
-    from .codegen.optlog import OptLog
+    from .codegen.cost import model as costmodel
+    from .codegen.select import tiling
+    from .codegen.ir.optlog import OptLog
     family, params = record["family"], record["tiling"]
     base = record.get("predicted_cycles")
     if base is None:

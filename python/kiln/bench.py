@@ -179,7 +179,7 @@ def run(model: str, batch: int | None = None, threads: int | None = None, peers=
         warmup: int = 2, rounds: int = 3, peak: dict | None = None) -> dict:
     """The report behind `kiln bench` (README: CLI output). `peak`: a measure_peak() result to reuse."""
     import kiln
-    from .codegen.profiles import PROFILES
+    from .codegen.ir.profiles import PROFILES
     from .validate import onnx_path_of
     for what, v, low in (("--repeat", repeat, 1), ("--warmup", warmup, 0), ("--rounds", rounds, 1),
                          ("--threads", threads, 1), ("--batch", batch, 1)):

@@ -21,7 +21,7 @@ def _model_kernels(args) -> int:
     model = kiln.load(args.model)
     rng = np.random.default_rng(0)
     model.run(*[rng.standard_normal(shape).astype(np.float32) for _, shape in model.inputs])
-    from .codegen.profiles import get_profile
+    from .codegen.ir.profiles import get_profile
     recs = {k["name"]: k for k in kiln.manifest()["kernels"]}
     prof = get_profile(kiln.build_info()["profile"])
 
@@ -110,7 +110,7 @@ def _analyze(args) -> int:
     from .codegen.analyze import analyze, format_text
     path = args.file
     if not os.path.exists(path):  # a zoo model by name: build its ONNX file first
-        from .codegen import zoo
+        from .codegen.frontend import zoo
         if path not in zoo.ZOO:
             print(f"kiln analyze: {path}: no such file, and not a zoo model ({', '.join(zoo.ZOO)})", file=sys.stderr)
             return 2
@@ -255,8 +255,8 @@ def _opspec(args) -> int:
     """`kiln opspec MODEL [--json]`: the .opspec feature files of a model's kernels, each checked on reading."""
     import kiln
     from .codegen import KilnError
-    from .codegen.opspec_file import parse_opspec
-    from .codegen.profiles import get_profile
+    from .codegen.emit.opspec_file import parse_opspec
+    from .codegen.ir.profiles import get_profile
     man = kiln.manifest()
     rec = next((m for m in man["models"] if m["name"] == args.model), None)
     if rec is None:

@@ -24,11 +24,11 @@ def optimize(model: str, out: str, threshold: float = 0.15, build_dir: str | Non
              progress=print) -> dict:
     import tempfile
 
-    from .codegen.costmodel import predict
-    from .codegen.opspec import Conv2dSpec, GemmSpec
+    from .codegen.cost.model import predict
+    from .codegen.ir.opspec import Conv2dSpec, GemmSpec
     from .advice import best_tiling
-    from .codegen.tiling import TUNABLE
-    from .codegen.tuning import load_records, write_records
+    from .codegen.select.tiling import TUNABLE
+    from .codegen.select.tuning import load_records, write_records
 
     rec, profile, kernels = baked_model(model)
     launches = [s["kernel"] for s in rec["steps"] if s["kernel"]]

@@ -21,7 +21,7 @@ def f16(a) -> np.ndarray:
 
 
 def bf16(a) -> np.ndarray:
-    """Round to bf16 (nearest even) and widen to float64. Written here on its own (not codegen.layouts'
+    """Round to bf16 (nearest even) and widen to float64. Written here on its own (not codegen.ir.layouts'
     packer), so the kernels' bf16 rounding is checked against an independent one."""
     b = np.ascontiguousarray(a, np.float32).view(np.uint32)
     r = ((b + np.uint32(0x7FFF) + ((b >> 16) & 1)) >> 16) << 16

@@ -21,7 +21,7 @@ class TraceError(Exception):
 
 def spec_of(record: dict):
     """The Opspec object of a manifest kernel record (as tests/test_costmodel.py rebuilds it)."""
-    from .codegen import opspec
+    from .codegen.ir import opspec
     classes = {c.kind: c for c in vars(opspec).values()
                if isinstance(c, type) and isinstance(getattr(c, "kind", None), str)}
     classes.update(softmax=opspec.RowSpec, layernorm=opspec.RowSpec)
@@ -36,7 +36,7 @@ def opspec_label(rec: dict) -> str:
 
 def profile_of_build():
     import kiln
-    from .codegen.profiles import PROFILES
+    from .codegen.ir.profiles import PROFILES
     return PROFILES[kiln.manifest()["profile"]]
 
 
@@ -75,7 +75,7 @@ class Trace:
 
 def replay(record: dict, profile=None) -> Trace:
     """Records the cost model's replay of a manifest kernel record."""
-    from .codegen import costmodel
+    from .codegen.cost import model as costmodel
     profile = profile or profile_of_build()
     pred, launches = costmodel.record(spec_of(record), record["family"], record["tiling"], profile)
     if pred is None:
@@ -139,7 +139,7 @@ def pipe_summary(tr: Trace) -> dict[str, dict]:
 def chrome_trace(tr: Trace, model: str = "") -> dict:
     """Chrome / Perfetto trace-event JSON: one complete ("X") event per instruction, pid = core, tid = pipe
     (numbered, named by thread_name metadata), ts/dur in simulated microseconds at the profile's clock."""
-    from .codegen.costmodel import PIPES
+    from .codegen.cost.model import PIPES
     tid = {p: i for i, p in enumerate(PIPES)}
     evs: list[dict] = []
     for core in sorted({e.core for e in tr.events}):

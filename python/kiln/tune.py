@@ -51,7 +51,7 @@ def _entry(label: str, spec: dict, kind: str, tiling: dict) -> str:
 def baked_model(model: str) -> tuple[dict, object, dict]:
     """(the model's manifest record, its hardware profile, kernel records by name); ValueError if not baked."""
     import kiln
-    from .codegen.profiles import get_profile
+    from .codegen.ir.profiles import get_profile
     man = kiln.manifest()
     rec = next((m for m in man["models"] if m["name"] == model), None)
     if rec is None:
@@ -60,10 +60,10 @@ def baked_model(model: str) -> tuple[dict, object, dict]:
 
 
 def tune(model: str, out: str, k: int = 3, build_dir: str | None = None, progress=print) -> dict:
-    from .codegen.opspec import Conv2dSpec, GemmSpec
-    from .codegen.search import top_candidates
-    from .codegen.tiling import TUNABLE
-    from .codegen.tuning import write_records
+    from .codegen.ir.opspec import Conv2dSpec, GemmSpec
+    from .codegen.select.search import top_candidates
+    from .codegen.select.tiling import TUNABLE
+    from .codegen.select.tuning import write_records
 
     rec, profile, kernels = baked_model(model)
     used = [kernels[n] for n in dict.fromkeys(s["kernel"] for s in rec["steps"] if s["kernel"])]

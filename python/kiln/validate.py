@@ -33,7 +33,7 @@ def onnx_path_of(record: dict) -> Path:
     p = Path(record["onnx"])
     if p.is_file():
         return p
-    from .codegen import zoo
+    from .codegen.frontend import zoo
     from .codegen.pipeline import ZOO_SEED
     if record["name"] in zoo.ZOO:
         out = Path(tempfile.gettempdir()) / "kiln-zoo" / f"{record['name']}.onnx"

@@ -189,7 +189,7 @@ def build(model_name: str, threshold: float = 0.15, suggest: bool = True, profil
     before anything is run."""
     import numpy as np
     import kiln
-    from .codegen.profiles import PROFILES
+    from .codegen.ir.profiles import PROFILES
     man = kiln.manifest()
     model = kiln.load(model_name)
     rec_m = model.record

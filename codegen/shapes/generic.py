@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
 
-from .opspec import Opspec
-from .tiling import Variant
+from ..ir.opspec import Opspec
+from ..select.tiling import Variant
 
 # The fields of `struct RuntimeShape`, in its order (kernels/kiln/generic_abi.hpp KILN_RUNTIME_SHAPE_FIELDS;
 # tests/test_shape_buckets.py holds the two lists equal).

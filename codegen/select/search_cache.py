@@ -31,20 +31,20 @@ import tempfile
 import time
 from pathlib import Path
 
-from .costmodel import predict
-from .optlog import OptLog
-from .tiling import choose_variant
+from ..cost.model import predict
+from ..ir.optlog import OptLog
+from ..select.tiling import choose_variant
 
 FORMAT = 1
 MAX_ENTRIES = 8  # per key: results for different values of the options the search read
-CODEGEN_DIR = Path(__file__).resolve().parent
+CODEGEN_DIR = Path(__file__).resolve().parent.parent
 
 
 def codegen_digest() -> str:
     """Hash of the codegen's sources: a cached result is only valid for the code that computed it."""
     h = hashlib.sha256(f"kiln-search-cache/{FORMAT}".encode())
-    for p in sorted(CODEGEN_DIR.glob("*.py")):
-        h.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
+    for p in sorted(CODEGEN_DIR.rglob("*.py")):  # every stage folder
+        h.update(p.relative_to(CODEGEN_DIR).as_posix().encode() + b"\0" + p.read_bytes() + b"\0")
     return h.hexdigest()[:16]
 
 
@@ -74,7 +74,7 @@ def search_one(spec, profile, options, pinned: str, pinned_tiling: tuple, record
 
 
 def _key(spec, profile, pinned: str, pinned_tiling: tuple, records: dict, digest: str) -> str:
-    from .opspec_file import spec_hash
+    from ..emit.opspec_file import spec_hash
     record = records.get(spec_hash(spec)) if records else None
     text = "\n".join([digest, type(spec).__name__, repr(spec), pinned, repr(pinned_tiling), repr(profile),
                       json.dumps(record, sort_keys=True)])

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from math import ceil
 
-from . import costmodel
-from .opspec import Conv2dSpec, GemmSpec, c1
-from .optlog import OptLog
-from .profiles import Profile
+from ..cost import model as costmodel
+from ..ir.opspec import Conv2dSpec, GemmSpec, c1
+from ..ir.optlog import OptLog
+from ..ir.profiles import Profile
 
 TILE_EDGES = (16, 32, 64, 128, 256)
 ALL_EDGES = tuple(range(16, 257, 16))  # every fractal multiple: the exhaustive search of `kiln optimize`
@@ -50,7 +50,7 @@ def _pick(spec, family: str, rule_params: dict, cands: list[dict], fit, profile:
     exact, fitting = ranked(spec, family, rule_params, cands, fit, profile)
     best_cycles, best = exact[0]
     rule_cycles = next(c for c, p in exact if p is rule_params)
-    from .tiling import PARAM_LETTER
+    from ..select.tiling import PARAM_LETTER
     shares = {}
     if partition is not None:  # the seeds' CONV_CACHE_RATIO / DATA_CACHE_RATIO, as the search arrived at them
         fm, w = partition(best)
@@ -64,7 +64,7 @@ def _pick(spec, family: str, rule_params: dict, cands: list[dict], fit, profile:
 
 def conv_l1_partition(spec: Conv2dSpec, p: dict) -> tuple[int, int]:
     """L1 bytes of a direct-conv tiling's feature-map slabs and weight chunks (both buffers)."""
-    from .tiling import conv_slab_elems
+    from ..select.tiling import conv_slab_elems
     bufs, step = p.get("l1_buffers", 2), p["c1_step"]
     return (bufs * step * conv_slab_elems(spec, p["base_m"]) * 2,
             bufs * step * spec.kh * spec.kw * (p["base_n"] // 16) * 512)
@@ -80,7 +80,7 @@ def search_conv(spec: Conv2dSpec, rule_params: dict, profile: Profile, log: OptL
 
 def conv_candidates(spec: Conv2dSpec, rule_params: dict, profile: Profile, buffers, edges=TILE_EDGES):
     """(every tiling candidate of a direct conv, the buffer-fit predicate)."""
-    from .tiling import conv_tile_rows
+    from ..select.tiling import conv_tile_rows
     M, C1, CO1 = spec.ho * spec.wo, c1(spec.cin), c1(spec.cout)
     K1 = C1 * spec.kh * spec.kw
     extra = {k: v for k, v in rule_params.items() if k in ("epi_tile", "on_chip")}
@@ -141,8 +141,8 @@ def top_candidates(spec, family: str, profile: Profile, k: int, exhaustive: bool
     """The k fastest tilings of a direct conv or GEMM by the cost model (for `kiln tune` to measure);
     exhaustive=True also tries every multiple of 16 for baseM/baseN and replays every fitting candidate
     exactly instead of the quick-ranked few (`kiln optimize`)."""
-    from . import tiling
-    from .optlog import OptLog
+    from ..select import tiling
+    from ..ir.optlog import OptLog
     edges = ALL_EDGES if exhaustive else TILE_EDGES
     if family == "gemm_cube":
         rule = tiling._gemm_variant(spec, profile, OptLog()).params
@@ -158,7 +158,7 @@ def search_winograd(spec: Conv2dSpec, rule_params: dict, profile: Profile, log: 
                     vector_ub) -> dict:
     """Tiling of conv2d_winograd: the GEMM phase (base_m x base_n x base_k1 x c1_step, ranked on that phase
     alone) and the Vector passes (tiles per step x channel blocks per block, on phases 1 and 3)."""
-    from .tiling import winograd_geometry
+    from ..select.tiling import winograd_geometry
     g = winograd_geometry(spec, rule_params["tile"])
     C1, CO1 = c1(spec.cin), c1(spec.cout)
     p = dict(rule_params)
@@ -198,7 +198,7 @@ def search_winograd(spec: Conv2dSpec, rule_params: dict, profile: Profile, log: 
     best_cycles = costmodel.predict(spec, "conv2d_winograd", best, profile).cycles
     if best_cycles > rule_cycles:  # cannot happen when the phases are independent; keep the rule if it does
         best, best_cycles = p, rule_cycles
-    from .tiling import PARAM_LETTER
+    from ..select.tiling import PARAM_LETTER
     log.add("search", spec.name, "conv2d_winograd_" + "".join(f"{PARAM_LETTER[k]}{v}" for k, v in best.items()),
             "cost_model", candidates=len(gemm) + len(vec), fitting=len(gemm) + len(vec),
             replayed=2 * (len(quick) + 1 + len(quickv) + 1), rule_cycles=round(rule_cycles),
@@ -209,7 +209,7 @@ def search_winograd(spec: Conv2dSpec, rule_params: dict, profile: Profile, log: 
 def search_chain(spec: Conv2dSpec, rule_params: dict, profile: Profile, log: OptLog) -> dict:
     """Tiling of a chained conv (window conv -> 1x1, intermediate in L1): base_m x base_k1 x c1_step of the
     window conv, base_n2 x base_k2 of the 1x1; one block per M tile."""
-    from .tiling import chain_buffers, conv_tile_rows
+    from ..select.tiling import chain_buffers, conv_tile_rows
     M, C1 = spec.ho * spec.wo, c1(spec.cin)
     K1, MID1, CO1 = C1 * spec.kh * spec.kw, c1(spec.mid), c1(spec.cout)
     extra = {k: v for k, v in rule_params.items() if k == "epi_tile"}

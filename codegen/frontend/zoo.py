@@ -48,7 +48,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from . import KilnError
+from .. import KilnError
 
 ZOO = ("resnet50", "mobilenet_v2", "bert_layer")
 

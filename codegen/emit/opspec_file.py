@@ -23,10 +23,10 @@ import json
 from dataclasses import fields
 from math import ceil, prod
 
-from . import KilnError
-from .opspec import (AttentionSpec, BatchedGemmSpec, Conv2dSpec, DwConv2dSpec, EltwiseSpec, GemmSpec, Opspec, Pool2dSpec, RowSpec,
+from .. import KilnError
+from ..ir.opspec import (AttentionSpec, BatchedGemmSpec, Conv2dSpec, DwConv2dSpec, EltwiseSpec, GemmSpec, Opspec, Pool2dSpec, RowSpec,
                      TransposeSpec, bytes_moved)
-from .profiles import Profile
+from ..ir.profiles import Profile
 
 FORMAT = "kiln-opspec/1"
 SPEC_CLASSES = {"conv2d": Conv2dSpec, "dwconv2d": DwConv2dSpec, "gemm": GemmSpec, "eltwise": EltwiseSpec,

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .lowering import LoweredModel
+from ..passes.lowering import LoweredModel
 
 # Kernels that may write over their first input: outputs have its size, and every element (or row)
 # is read before the same core writes it.

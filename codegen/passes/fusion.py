@@ -28,8 +28,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .ir import Graph, Node
-from .optlog import OptLog
+from ..ir.graph import Graph, Node
+from ..ir.optlog import OptLog
 
 ACTIVATIONS = ("Relu", "Clip", "Gelu")
 
@@ -570,7 +570,7 @@ def _fuse_attention(g: Graph, model: str, enable: bool, max_depth: int, log: Opt
         elif depth > max_depth:
             reason, detail = "depth_limit", f"depth {depth} > MAX_FUSION_DEPTH={max_depth}"
         elif profile is not None:
-            from .tiling import attention_capacity_problem  # the footprint of the smallest tile
+            from ..select.tiling import attention_capacity_problem  # the footprint of the smallest tile
             problem = attention_capacity_problem(d, profile)
             if problem:
                 reason, detail = "capacity", problem

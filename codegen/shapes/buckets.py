@@ -23,10 +23,10 @@ from math import prod
 
 import numpy as np
 
-from . import KilnError
-from .generic import GenericKernel, generic_key, generic_symbol, runtime_args
-from .ir import Graph, Node, Value
-from .optlog import OptLog
+from .. import KilnError
+from ..shapes.generic import GenericKernel, generic_key, generic_symbol, runtime_args
+from ..ir.graph import Graph, Node, Value
+from ..ir.optlog import OptLog
 
 WINDOW_OPS = ("Conv", "MaxPool", "AveragePool")
 SMALL_CONSTANT = 64  # initializers up to this many elements keep their values in the graph record (scalars,
@@ -51,7 +51,7 @@ def planning_options(build: dict):
     has the structure the generic kernels were made for), direct convolution (generic kernels exist for img2col
     only) and the rule tiling (instant; generic_tiling then weighs it against the build's searched tilings).
     `build` is the manifest's options (Options.as_dict())."""
-    from .options import parse_options
+    from ..options import parse_options
     onoff = "ON" if build["ENABLE_FUSION"] else "OFF"
     return parse_options({"KILN_MODELS": "", "KILN_TARGET": build["KILN_TARGET"], "ENABLE_FUSION": onoff,
                           "MAX_FUSION_DEPTH": str(build["MAX_FUSION_DEPTH"]), "KILN_OPT_LEVEL": "O0",
@@ -65,7 +65,7 @@ def planning_options(build: dict):
 def same_padding(path) -> dict[str, str]:
     """Node name -> auto_pad for the windowed nodes of an ONNX file that use SAME_UPPER/SAME_LOWER: the frontend
     resolved their pads for the model's own size, and with a stride > 1 the pads differ at other sizes."""
-    from .onnx_frontend import node_names, read_model
+    from ..frontend.onnx_import import node_names, read_model
     model = read_model(path)
     out = {}
     for n, name in zip(model.graph.node, node_names(model)):
@@ -79,7 +79,7 @@ def graph_at_size(graph: Graph, size: tuple[int, int], model: str, same_pads: di
     """The graph with its image input at spatial size `size` = (H, W): every shape re-inferred by the frontend's
     shape rules (onnx_frontend.OPS), SAME pads re-resolved. New node objects, so fusion may edit them; the
     initializers are shared. A KilnError names the first node that cannot take the size."""
-    from .onnx_frontend import OPS, _ShapeUnknown, _Unsupported, _window_attrs
+    from ..frontend.onnx_import import OPS, _ShapeUnknown, _Unsupported, _window_attrs
     name, shape = image_input(graph)
     h, w = size
     where = f"{model} at input size {h}x{w}"
@@ -122,7 +122,7 @@ def same_pad_choices(node: Node, auto_pad: str) -> set[tuple[int, int, int, int]
     """Every (top, left, bottom, right) padding a SAME-padded window takes over input sizes: with a stride > 1
     it follows the size modulo the stride, so each choice needs its own generic kernel (pads are compiled in).
     Sizes up to a few windows cover the small sizes and whole periods of the large ones."""
-    from .onnx_frontend import _window_attrs
+    from ..frontend.onnx_import import _window_attrs
     kernel = tuple(node.attrs["kernel_shape"])
     probe = Node(node.name, node.op_type, ["x"], node.outputs, {**node.attrs, "auto_pad": auto_pad})
     bound = 4 * max(max(node.attrs["strides"]), 1) * max(kernel) * max(node.attrs.get("dilations", (1, 1)))
@@ -277,9 +277,9 @@ def fusion_profiles(profile) -> dict[str, object]:
 
 def step_specs(graph: Graph, name: str, size, pads, options, fusion_profile) -> list[tuple[str, object]]:
     """(step name, opspec, or None for glue) of the model planned at `size` (fusion and lowering only)."""
-    from .fusion import fuse
-    from .lowering import lower
-    from .opspec import opspec_of
+    from ..passes.fusion import fuse
+    from ..passes.lowering import lower
+    from ..ir.opspec import opspec_of
     g = graph_at_size(graph, size, name, pads)
     fuse(g, name, options.enable_fusion, options.max_fusion_depth, OptLog(), fusion_profile,
          options.use_flash_attention, options.max_seq_len)
@@ -292,7 +292,7 @@ def _generic_path(m, sb: ShapeBuckets, profile, options, log: OptLog, generic: d
     over every structure the model takes (fusion_profiles at its own size and at a probe size, and its bucket
     plans); the kernels of other families must not depend on the size (the baked one serves every size).
     Or why the model has no generic path."""
-    from .tiling import choose_variant
+    from ..select.tiling import choose_variant
     graph = graph_from_record(sb.graph)
     pads = sb.graph["same_pads"]
     probe = (sb.own_size[0] + PROBE_GROWTH, sb.own_size[1] + PROBE_GROWTH)
@@ -347,7 +347,7 @@ def _generic_path(m, sb: ShapeBuckets, profile, options, log: OptLog, generic: d
 
 def record(m, windex: dict[str, tuple[int, int]], blob_bytes: int) -> dict:
     """The model's "shape_buckets" manifest entry."""
-    from .render import model_record
+    from ..emit.render import model_record
     sb: ShapeBuckets = m.shapes
     plans = []
     for b, (_, size, _) in zip(sb.buckets, sb.pending):
@@ -376,7 +376,7 @@ class SizedPlan:
 
 def _spec_of_record(k: dict):
     """The Opspec of a manifest kernel record (as kiln/trace.py spec_of rebuilds it at run time)."""
-    from . import opspec
+    from ..ir import opspec
     classes = {c.kind: c for c in vars(opspec).values() if isinstance(c, type) and isinstance(getattr(c, "kind", None), str)}
     classes.update(softmax=opspec.RowSpec, layernorm=opspec.RowSpec)
     return classes[k["features"]["kind"]](**k["spec"])
@@ -402,8 +402,8 @@ def generic_tiling(spec, rule, searched: list, size: tuple[int, int], profile, l
     the cores) or the tiling the build searched for the same node at a baked size, if it fits the buffers here,
     whichever the cost model predicts fastest. A full search costs about 0.4 s per convolution, too much for
     a first call; one exact prediction per candidate costs about 1.5 ms."""
-    from .costmodel import predict
-    from .tiling import TUNABLE, variant_from_params
+    from ..cost.model import predict
+    from ..select.tiling import TUNABLE, variant_from_params
     if rule.family not in TUNABLE:
         return rule  # the other generic families have one rule and no search, at build time too
     cands = [("rule", rule)]
@@ -436,7 +436,7 @@ def plan_size(model: dict, kernels: list[dict], build_options: dict, size: tuple
     are the blob's, by name. Fusion decides as the build does; should that give a step no kernel of this build
     (a chain the build's probes did not see), the plan is made again without the size-dependent chains, whose
     structure the generic kernels always cover. Raises KilnError naming the node when a step cannot be served."""
-    from .profiles import get_profile
+    from ..ir.profiles import get_profile
     sb = model["shape_buckets"]
     if sb["generic_unavailable"]:
         raise KilnError("shapes", model["name"], f"this build has no generic path for the model: "
@@ -455,13 +455,13 @@ def plan_size(model: dict, kernels: list[dict], build_options: dict, size: tuple
 
 def _plan_with(model: dict, kernels: list[dict], options, profile, fusion_profile, size: tuple[int, int],
                generic_names: set[str], prefer_baked: bool) -> SizedPlan:
-    from .fusion import fuse
-    from .lowering import lower
-    from .memory import plan_arena
-    from .opspec import opspec_of
-    from .pipeline import ModelPlan
-    from .render import model_record
-    from .tiling import choose_variant
+    from ..passes.fusion import fuse
+    from ..passes.lowering import lower
+    from ..passes.memory import plan_arena
+    from ..ir.opspec import opspec_of
+    from ..pipeline import ModelPlan
+    from ..emit.render import model_record
+    from ..select.tiling import choose_variant
     sb = model["shape_buckets"]
     name = model["name"]
     log = OptLog()

@@ -87,7 +87,7 @@ def oihw_to_winograd(w: np.ndarray, tile: int) -> np.ndarray:
     """3x3 conv weight (Cout, Cin, 3, 3) -> Winograd F(tile, 3) weights: U[xi] = G g G^T per position xi,
     computed in float64 from the fp16 weights and rounded to fp16 once, each U[xi] in FRACTAL_Z:
     (XI*Cin1, Cout1, 16 cout, 16 cin)."""
-    from .winograd import transform_weights
+    from ..ir.winograd import transform_weights
     co, ci = w.shape[:2]
     u = transform_weights(np.asarray(w, np.float16).astype(np.float64), tile).astype(np.float16)  # (XI, Cout, Cin)
     xi = u.shape[0]

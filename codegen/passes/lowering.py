@@ -17,10 +17,10 @@ from math import prod
 
 import numpy as np
 
-from . import KilnError
-from . import layouts
-from .frontend import OpInstance
-from .ir import Graph, Node
+from .. import KilnError
+from ..ir import layouts
+from ..frontend.kernel_list import OpInstance
+from ..ir.graph import Graph, Node
 
 C0 = 16
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import KilnError
+from .. import KilnError
 
 SUPPORTED = {
     "Conv": "2-D convolution, NCHW, group 1 or depthwise (group = C_in = C_out); optional bias; activation '' or 'Relu'",

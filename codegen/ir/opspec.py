@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from math import ceil, prod
 
-from . import KilnError
-from .frontend import OpInstance
+from .. import KilnError
+from ..frontend.kernel_list import OpInstance
 
 C0 = 16  # fp16 channels per 32-byte block
 

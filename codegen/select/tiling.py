@@ -12,11 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from math import ceil
 
-from . import KilnError
-from .opspec import (C0, AttentionSpec, BatchedGemmSpec, Conv2dSpec, DwConv2dSpec, EltwiseSpec, GemmSpec, Opspec, Pool2dSpec,
+from .. import KilnError
+from ..ir.opspec import (C0, AttentionSpec, BatchedGemmSpec, Conv2dSpec, DwConv2dSpec, EltwiseSpec, GemmSpec, Opspec, Pool2dSpec,
                      RowSpec, TransposeSpec, c1)
-from .optlog import OptLog
-from .profiles import Profile
+from ..ir.optlog import OptLog
+from ..ir.profiles import Profile
 
 FAMILY_OF_KIND = {
     "conv2d": "conv2d_cube_img2col",
@@ -187,7 +187,7 @@ def _chain_variant(spec: Conv2dSpec, profile: Profile, log: OptLog, search: bool
         log.add("tiling", spec.name, f"epilogue=vector_core,epi_tile={best['epi_tile']}", "vector_epilogue",
                 coupled=profile.coupled)
     if search:
-        from .search import search_chain
+        from ..select.search import search_chain
         best = search_chain(spec, best, profile, log)
     bufs = {k: v for k, v in chain_buffers(spec, best["base_m"], best["base_k1"], best["c1_step"], best["base_n2"],
                                            best["base_k2"]).items()}
@@ -247,7 +247,7 @@ def _conv_variant(spec: Conv2dSpec, profile: Profile, log: OptLog, search: bool 
         log.add("tiling", spec.name, f"epilogue=vector_core,epi_tile={tile}", "vector_epilogue",
                 coupled=profile.coupled)
     if search:  # the rule's tiling is the baseline the search must beat
-        from .search import search_conv
+        from ..select.search import search_conv
         best = search_conv(spec, best, profile, log, _conv_buffers)
     bufs = _conv_buffers(spec, best["base_m"], best["base_n"], best["base_k1"], best["c1_step"],
                          best.get("l1_buffers", 2))
@@ -396,7 +396,7 @@ def _winograd_variant(spec: Conv2dSpec, profile: Profile, tile: int, log: OptLog
     params = dict(tile=tile, tile_batch=tb, c1_block=c1_block, co1_block=co1_block, base_m=base_m, base_n=base_n,
                   base_k1=base_k1, c1_step=c1_step)
     if search:
-        from .search import search_winograd
+        from ..select.search import search_winograd
 
         def gemm_buffers(bm, bn, bk, step):
             return {"L1": 2 * step * bm * 32 + 2 * step * (bn // 16) * 512, "L0A": 2 * (bm // 16) * bk * 512,
@@ -453,7 +453,7 @@ def _gemm_variant(spec: GemmSpec, profile: Profile, log: OptLog, search: bool = 
         raise KilnError("tiling", spec.name, f"no K step fits L1 of {profile.name}")
     p = dict(base_m=base_m, base_n=base_n, base_k1=base_k1, k1_step=k1_step)
     if search:  # the rule's tiling is the baseline the search must beat
-        from .search import search_gemm
+        from ..select.search import search_gemm
         p = search_gemm(spec, p, profile, log, _gemm_buffers)
     return Variant("gemm_cube", p, blocks(p["base_m"], p["base_n"]),
                    _gemm_buffers(spec, p["base_m"], p["base_n"], p["base_k1"], p["k1_step"]))
@@ -762,7 +762,7 @@ def attention_capacity_problem(d: int, profile: Profile) -> str:
 def _attention_variant(spec: AttentionSpec, profile: Profile, log: OptLog) -> Variant:
     """Every (q tile, kv tile) that fits the buffers, ranked by the cost model's cycles (fewer blocks than Cube
     cores leave cores idle; longer kv tiles mean fewer handovers but larger Vector passes)."""
-    from . import costmodel
+    from ..cost import model as costmodel
     problem = attention_capacity_problem(spec.d, profile)
     if problem:
         raise KilnError("tiling", spec.name, problem)
@@ -907,7 +907,7 @@ def variant_from_params(spec: Opspec, profile: Profile, family: str, params: dic
 
 def choose_variant(spec: Opspec, profile: Profile, log: OptLog, options=None, pinned: str = "",
                    pinned_tiling: dict | None = None, records: dict | None = None) -> Variant:
-    from .opspec_file import spec_hash
+    from ..emit.opspec_file import spec_hash
     rule, _ = _RULES[spec.kind]
     search = options is not None and options.kiln_opt_level != "O0"  # O0: the plain rule tiling
     record = None if (pinned or pinned_tiling) else (records or {}).get(spec_hash(spec))
@@ -973,7 +973,7 @@ def choose_conv_algorithm(spec: Conv2dSpec, profile: Profile, log: OptLog, optio
     """The Cube's algorithm (_cube_conv_algorithm), then the Vector unit's (conv2d_vector) if the cost model
     predicts fewer cycles for it. FORCE_DIRECT_CONV=ON, a forced Winograd tile (USE_WINOGRAD=ON/F2/F4), O0 and a
     pinned Cube algorithm keep the conv on the Cube; a pinned vector_direct skips the comparison."""
-    from . import costmodel
+    from ..cost import model as costmodel
     illegal = vector_conv_legal(spec)
     if pinned == "vector_direct" and spec.dtype != "fp16":
         # like a Winograd pin in a bf16 build: reported, and the kernel is the Cube's direct one
@@ -1021,7 +1021,8 @@ def _cube_conv_algorithm(spec: Conv2dSpec, profile: Profile, log: OptLog, option
     """Direct img2col or Winograd F(2,3)/F(4,3): USE_WINOGRAD=ON forces the fastest legal Winograd tile (F2/F4:
     that tile, even past the error tolerance), OFF (or FORCE_DIRECT_CONV=ON) never uses it, AUTO keeps the variant
     with the fewest predicted cycles."""
-    from . import costmodel, winograd
+    from ..cost import model as costmodel
+    from ..ir import winograd
     mode = "AUTO" if options is None else ("OFF" if options.force_direct_conv else options.use_winograd)
     if pinned:  # a kernel-list entry fixed the algorithm
         mode = {"direct_img2col": "OFF", "winograd_f2": "F2", "winograd_f4": "F4"}[pinned]
@@ -1135,6 +1136,6 @@ def kernel_inputs(spec: Opspec, variant: Variant) -> list:
     """The kernel's packed inputs: the spec's, except where the variant changes a layout (Winograd weights)."""
     ins = spec.inputs()
     if variant.family == "conv2d_winograd":
-        from .opspec import Tensor
+        from ..ir.opspec import Tensor
         ins[1] = Tensor("u", winograd_weight_shape(spec, variant.params["tile"]), "fp16", "WINOGRAD_FRACTAL_Z")
     return ins

@@ -15,17 +15,19 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from . import KilnError, generic, layouts, shape_buckets, winograd
-from .opspec import features
-from .opspec_file import features as opspec_features
-from .opspec_file import render_opspec, spec_hash
+from .. import KilnError
+from ..shapes import generic, buckets as shape_buckets
+from ..ir import layouts, winograd
+from ..ir.opspec import features
+from ..emit.opspec_file import features as opspec_features
+from ..emit.opspec_file import render_opspec, spec_hash
 import numpy as np
 
-from .pipeline import KernelPlan, ModelPlan, Plan
-from .tiling import algorithm_of
-from .profiles import POSITIONS, PROFILES, VEC_OPS
+from ..pipeline import KernelPlan, ModelPlan, Plan
+from ..select.tiling import algorithm_of
+from ..ir.profiles import POSITIONS, PROFILES, VEC_OPS
 
-TEMPLATE_DIR = Path(__file__).resolve().parent.parent / "templates"
+TEMPLATE_DIR = Path(__file__).resolve().parents[2] / "templates"
 KERNEL_DIR = "kernels"
 OPSPEC_DIR = "opspecs"
 LOG_FILE = "optimization_path.log"

@@ -16,8 +16,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from . import KilnError
-from .profiles import Profile
+from .. import KilnError
+from ..ir.profiles import Profile
 
 FORMAT = "kiln-tuning/1"
 

@@ -16,8 +16,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from math import ceil
 
-from .opspec import Conv2dSpec, c1
-from .profiles import VEC_OPS, Profile
+from ..ir.opspec import Conv2dSpec, c1
+from ..ir.profiles import VEC_OPS, Profile
 
 PIPES = ("S", "V", "M", "MTE1", "MTE2", "MTE3", "FIX")
 _VEC_INDEX = {op: i for i, op in enumerate(VEC_OPS)}
@@ -304,7 +304,7 @@ def _on_chip_epilogue(core: SimCore, spec: Conv2dSpec, m: int, n1_cnt: int) -> N
 
 
 def _conv_img2col(spec: Conv2dSpec, params: dict, profile: Profile) -> Prediction:
-    from .tiling import conv_tile_rows  # tiling imports this module
+    from ..select.tiling import conv_tile_rows  # tiling imports this module
     bm, bn, bk1, step = params["base_m"], params.get("base_n", 16), params["base_k1"], params["c1_step"]
     C1, CO1, taps = c1(spec.cin), c1(spec.cout), spec.kh * spec.kw
     M = spec.ho * spec.wo
@@ -462,8 +462,8 @@ def winograd_phases(spec: Conv2dSpec, params: dict, profile: Profile, which: tup
 
 
 def _winograd_launches(spec: Conv2dSpec, params: dict, profile: Profile, which: tuple[int, ...]) -> Prediction:
-    from . import winograd
-    from .tiling import winograd_geometry
+    from ..ir import winograd
+    from ..select.tiling import winograd_geometry
     tile, tb = params["tile"], params["tile_batch"]
     g = winograd_geometry(spec, tile)
     alpha, xi = g.alpha, g.positions
@@ -723,7 +723,7 @@ def _stream(profile: Profile, numel: int, tile: int, blocks: int, inputs: int, o
 
 
 def _eltwise(spec, params: dict, profile: Profile) -> Prediction:
-    from .tiling import choose_blocks_eltwise
+    from ..select.tiling import choose_blocks_eltwise
     binary = spec.op in ("add", "mul")
     ops = []
     if binary:
@@ -748,7 +748,7 @@ _GELU_OPS = [("Cast", True), ("Abs", True), ("Muls", True), ("Muls", True), ("Ad
 
 def _gelu(spec, params: dict, profile: Profile) -> Prediction:
     tile = params["tile_elems"]
-    from .tiling import choose_blocks_eltwise
+    from ..select.tiling import choose_blocks_eltwise
     return _stream(profile, spec.numel, tile, choose_blocks_eltwise(spec.numel, tile, profile), 1, _GELU_OPS, 64)
 
 
@@ -767,7 +767,7 @@ def _row_reduce(core: SimCore, op: str, length: int, pad_first: bool) -> None:
 
 
 def _rows(spec, params: dict, profile: Profile) -> Prediction:
-    from .tiling import row_blocks
+    from ..select.tiling import row_blocks
     rpt, L = params["rows_per_tile"], spec.length
     tiles = ceil(spec.rows / rpt)
     blocks = row_blocks(spec, rpt, profile)
@@ -903,7 +903,7 @@ def vector_conv_lower_bound(spec, params: dict, profile: Profile) -> float:
 
 def _conv_vector(spec, params: dict, profile: Profile) -> Prediction:
     """templates/conv2d_vector.cpp.j2, instruction for instruction."""
-    from .tiling import _vector_conv_geometry
+    from ..select.tiling import _vector_conv_geometry
     rpb = params["rows_per_block"]
     bands, co1s, c1s, taps = ceil(spec.ho / rpb), c1(spec.cout), c1(spec.cin), spec.kh * spec.kw
     band_rows, wpp = _vector_conv_geometry(spec, rpb)

@@ -29,8 +29,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from . import KilnError
-from .ir import Graph, Node, Value
+from .. import KilnError
+from ..ir.graph import Graph, Node, Value
 
 try:
     import onnx
