@@ -13,7 +13,8 @@ from .select import search_cache
 from .shapes import buckets as shape_buckets
 from .frontend.kernel_list import OpInstance, load_kernel_list
 from .shapes.generic import GenericKernel
-from .cost.model import Prediction, predict
+from .cost.model import Prediction
+from .families.base import FAMILIES
 from .passes.fusion import FusionResult, fuse
 from .passes.lowering import LoweredModel, lower
 from .passes.memory import MemoryPlan, plan_arena
@@ -22,7 +23,7 @@ from .options import Options
 from .ir.optlog import OptLog
 from .ir.profiles import Profile, get_profile
 from .shapes.buckets import ShapeBuckets
-from .select.tiling import Variant, choose_variant, kernel_inputs, mte2_bytes
+from .select.tiling import Variant, kernel_inputs, mte2_bytes
 from .select.tuning import load_records
 
 
@@ -39,9 +40,7 @@ class KernelPlan:
     @property
     def symbol(self) -> str:
         """C++ symbol and public name: the family (and Winograd tile), then the spec's dims."""
-        family = self.variant.family
-        if family == "conv2d_winograd":
-            family += f"_f{self.variant.params['tile']}"
+        family = FAMILIES[self.variant.family].symbol_of(self.variant)
         pinned = "__" + self.variant.tag[len(self.variant.family) + 1:] if self.pinned_tiling else self.suffix
         return family + self.spec.name[len(self.spec.kind):] + pinned
 

@@ -55,11 +55,11 @@ def test_chosen_variant_is_never_slower_than_the_rule_tiling(k):
     from kiln.codegen.select import tiling
     spec = spec_of(k)
     if k.record["features"]["kind"] == "gemm":
-        rule = tiling._gemm_variant(spec, PROFILE, OptLog(), search=False)
+        rule = tiling.gemm_rule(spec, PROFILE, OptLog(), search=False)
     elif k.record["family"] == "conv2d_winograd":  # same algorithm: what the search started from
-        rule = tiling._winograd_variant(spec, PROFILE, k.tiling["tile"])
+        rule = tiling.winograd_rule(spec, PROFILE, k.tiling["tile"])
     else:
-        rule = tiling._conv_variant(spec, PROFILE, OptLog(), search=False)
+        rule = tiling.conv_rule(spec, PROFILE, OptLog(), search=False)
     rule_cycles = predict(spec, rule.family, rule.params, PROFILE).cycles
     ins = [as_packed(np.zeros(t["shape"]), t["dtype"]) for t in k.record["inputs"]]
     k.run_packed(*ins)

@@ -119,4 +119,4 @@ def test_attention_keeps_scores_on_chip(coupled):
     (k,) = [k for n, k in coupled.items() if n.startswith("attention_flash")]
     assert k["variant"].endswith("u1"), k["variant"]
     assert k["within_bound"]
-    assert k["mte2"] == k["record_mte2"]  # tiling._attention_mte2: no S or P.V workspace reads when on chip
+    assert k["mte2"] == k["record_mte2"]  # tiling.attention_mte2: no S or P.V workspace reads when on chip

@@ -99,7 +99,7 @@ def test_lower_bound_never_exceeds_the_replay():
     for cin, h, w, cout, k, s in [(3, 20, 21, 5, 3, 1), (1, 4, 4, 1, 1, 1), (20, 13, 11, 24, 3, 2), (16, 7, 7, 16, 3, 1),
                                   (8, 30, 30, 40, 5, 2)]:
         spec = Conv2dSpec(1, cin, h, w, cout, k, k, s, s, k // 2, k // 2, k // 2, k // 2, 1, 1, True, True)
-        v = tiling._vector_conv_variant(spec, prof)
+        v = tiling.vector_conv_rule(spec, prof)
         exact = costmodel.predict(spec, v.family, v.params, prof).cycles
         assert costmodel.vector_conv_lower_bound(spec, v.params, prof) <= exact, spec.name
 

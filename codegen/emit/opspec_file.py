@@ -18,14 +18,13 @@ describes (a hand edit or a corruption), naming the field and the reason.
 """
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import fields
 from math import ceil, prod
 
 from .. import KilnError
 from ..ir.opspec import (AttentionSpec, BatchedGemmSpec, Conv2dSpec, DwConv2dSpec, EltwiseSpec, GemmSpec, Opspec, Pool2dSpec, RowSpec,
                      TransposeSpec, bytes_moved)
+from ..ir.opspec import spec_hash
 from ..ir.profiles import Profile
 
 FORMAT = "kiln-opspec/1"
@@ -46,23 +45,6 @@ FEATURES: dict[str, str] = {
     "weight_reuse": "uses/element", "input_reuse": "uses/element", "fits_l1": "bool", "fits_l0": "bool",
     "fits_ub": "bool", "winograd_legal": "bool", "ridge_ratio": "ratio",
 }
-
-
-def spec_hash(spec: Opspec) -> str:
-    values = {f.name: getattr(spec, f.name) for f in fields(spec)}
-    if not values.get("cin2", 1):  # a conv without a second source hashes as it did before that field existed
-        for name in ("cin2", "h2", "w2", "s2"):
-            values.pop(name)
-    if not values.get("mid", 1):  # nor does a conv without a chained 1x1
-        for name in ("mid", "mid_bias", "mid_relu"):
-            values.pop(name)
-    if not values.get("split", 1):  # nor a GEMM with one result
-        values.pop("split")
-    if values.get("dtype") == "fp16":  # nor does an fp16 Cube kernel (the only type before KILN_DTYPE)
-        values.pop("dtype")
-    canon = json.dumps({"kind": spec.kind, **values},
-                       sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(canon.encode()).hexdigest()[:16]
 
 
 def _fused_chain(spec: Opspec) -> str:

@@ -17,13 +17,13 @@ from pathlib import Path
 
 from .. import KilnError
 from ..shapes import generic, buckets as shape_buckets
-from ..ir import layouts, winograd
 from ..ir.opspec import features
 from ..emit.opspec_file import features as opspec_features
 from ..emit.opspec_file import render_opspec, spec_hash
 import numpy as np
 
 from ..pipeline import KernelPlan, ModelPlan, Plan
+from ..families.base import FAMILIES
 from ..select.tiling import algorithm_of
 from ..ir.profiles import POSITIONS, PROFILES, VEC_OPS
 
@@ -67,17 +67,20 @@ SPACE_ARENA, SPACE_WEIGHTS, SPACE_INPUT, SPACE_OUTPUT = 0, 1, 2, 3
 WEIGHT_ALIGN = 64
 
 
-def winograd_weight_name(name: str, tile: int) -> str:
-    """Blob name of a conv weight transformed for Winograd F(tile x tile, 3 x 3)."""
-    return f"{name}@winograd_f{tile}"
+def _weight_transform(k: KernelPlan | None):
+    """(blob-name suffix, transform) where the kernel's family reads its weight in another layout, else None."""
+    if k is None:
+        return None
+    f = FAMILIES[k.variant.family]
+    return f.weight_transform(k.spec, k.variant) if f.weight_transform else None
 
 
 def step_inputs(m: ModelPlan, i: int) -> list[str]:
-    """The values step i reads; a Winograd kernel reads its weight transformed (winograd_weight_name)."""
-    s, k = m.lowered.steps[i], m.step_kernels.get(i)
-    if k is None or k.variant.family != "conv2d_winograd":
+    """The values step i reads; a Winograd kernel reads its weight transformed (its family's weight_transform)."""
+    s, t = m.lowered.steps[i], _weight_transform(m.step_kernels.get(i))
+    if t is None:
         return list(s.inputs)
-    return [s.inputs[0], winograd_weight_name(s.inputs[1], k.variant.params["tile"]), *s.inputs[2:]]
+    return [s.inputs[0], s.inputs[1] + t[0], *s.inputs[2:]]
 
 
 def packed_weights(m: ModelPlan) -> dict[str, np.ndarray]:
@@ -88,7 +91,7 @@ def packed_weights(m: ModelPlan) -> dict[str, np.ndarray]:
     direct kernel reads it -- always when the model has a generic path, whose convolutions are direct."""
     plans = [m] + (m.shapes.buckets if m.shapes else [])
     read: set[str] = set()
-    transformed: dict[str, tuple[str, int, int, int]] = {}  # blob name -> (FRACTAL_Z name, cout, cin, tile)
+    transformed: dict[str, tuple[str, object]] = {}  # blob name -> (FRACTAL_Z name, transform)
     for p in plans:
         for name, arr in p.lowered.weights.items():
             if name not in m.lowered.weights or m.lowered.weights[name].shape != arr.shape:
@@ -97,18 +100,18 @@ def packed_weights(m: ModelPlan) -> dict[str, np.ndarray]:
         for i in range(len(p.lowered.steps)):
             read.update(step_inputs(p, i))
         for i, k in p.step_kernels.items():
-            if k.variant.family == "conv2d_winograd":
+            t = _weight_transform(k)
+            if t is not None:
                 name = p.lowered.steps[i].inputs[1]
-                tile = k.variant.params["tile"]
-                transformed[winograd_weight_name(name, tile)] = (name, k.spec.cout, k.spec.cin, tile)
+                transformed[name + t[0]] = (name, t[1])
     keep_all = bool(m.shapes and m.shapes.generic_symbols)
     weights: dict[str, np.ndarray] = {}
     for name, arr in m.lowered.weights.items():  # first-use order, each transformed copy beside its original
         if keep_all or name in read:
             weights[name] = arr
-        for blob_name, (orig, cout, cin, tile) in sorted(transformed.items()):
+        for blob_name, (orig, transform) in sorted(transformed.items(), key=lambda kv: kv[0]):
             if orig == name:
-                weights[blob_name] = layouts.fractal_z_to_winograd(arr, cout, cin, tile)
+                weights[blob_name] = transform(arr)
     return weights
 
 
@@ -191,7 +194,8 @@ def _env(template_dir: Path) -> "jinja2.Environment":
                              keep_trailing_newline=True)
     env.filters["extract"] = lambda key, mapping: mapping[key]
     env.filters["cfloat"] = cfloat
-    env.globals["winograd_program"] = lambda tile, which: winograd.linear_program(getattr(winograd.tile(tile), which))
+    for f in FAMILIES.values():
+        env.globals.update(f.template_globals)
     env.globals.update(generic.BAKED_MODE)  # a generic kernel's render overrides these (codegen/generic.py)
     return env
 

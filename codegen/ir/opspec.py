@@ -8,7 +8,9 @@ tensors the kernel takes and returns.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import hashlib
+import json
+from dataclasses import dataclass, fields
 from math import ceil, prod
 
 from .. import KilnError
@@ -593,3 +595,21 @@ def features(spec: Opspec) -> dict:
         "reduction_length": spec.reduction_length,
         "c0_padding_waste": round(spec.channel_padding, 4),
     }
+
+
+def spec_hash(spec: Opspec) -> str:
+    """The opspec hash: a kernel's identity in file names, the search cache and tuning records."""
+    values = {f.name: getattr(spec, f.name) for f in fields(spec)}
+    if not values.get("cin2", 1):  # a conv without a second source hashes as it did before that field existed
+        for name in ("cin2", "h2", "w2", "s2"):
+            values.pop(name)
+    if not values.get("mid", 1):  # nor does a conv without a chained 1x1
+        for name in ("mid", "mid_bias", "mid_relu"):
+            values.pop(name)
+    if not values.get("split", 1):  # nor a GEMM with one result
+        values.pop("split")
+    if values.get("dtype") == "fp16":  # nor does an fp16 Cube kernel (the only type before KILN_DTYPE)
+        values.pop("dtype")
+    canon = json.dumps({"kind": spec.kind, **values},
+                       sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canon.encode()).hexdigest()[:16]

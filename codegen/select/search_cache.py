@@ -31,8 +31,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from ..cost.model import predict
+from ..families.base import predict
 from ..ir.optlog import OptLog
+from ..ir.opspec import spec_hash
 from ..select.tiling import choose_variant
 
 FORMAT = 1
@@ -74,7 +75,6 @@ def search_one(spec, profile, options, pinned: str, pinned_tiling: tuple, record
 
 
 def _key(spec, profile, pinned: str, pinned_tiling: tuple, records: dict, digest: str) -> str:
-    from ..emit.opspec_file import spec_hash
     record = records.get(spec_hash(spec)) if records else None
     text = "\n".join([digest, type(spec).__name__, repr(spec), pinned, repr(pinned_tiling), repr(profile),
                       json.dumps(record, sort_keys=True)])

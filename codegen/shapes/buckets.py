@@ -402,9 +402,10 @@ def generic_tiling(spec, rule, searched: list, size: tuple[int, int], profile, l
     the cores) or the tiling the build searched for the same node at a baked size, if it fits the buffers here,
     whichever the cost model predicts fastest. A full search costs about 0.4 s per convolution, too much for
     a first call; one exact prediction per candidate costs about 1.5 ms."""
-    from ..cost.model import predict
-    from ..select.tiling import TUNABLE, variant_from_params
-    if rule.family not in TUNABLE:
+    from ..families.base import predict
+    from ..families.registry import tunable
+    from ..select.tiling import variant_from_params
+    if rule.family not in tunable():
         return rule  # the other generic families have one rule and no search, at build time too
     cands = [("rule", rule)]
     for at, kernel, family, tiling, baked_spec in searched:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 
 from ..ir.opspec import Opspec
-from ..select.tiling import Variant
+from ..families.base import FAMILIES, GenericForm, Variant
 
 # The fields of `struct RuntimeShape`, in its order (kernels/kiln/generic_abi.hpp KILN_RUNTIME_SHAPE_FIELDS;
 # tests/test_shape_buckets.py holds the two lists equal).
@@ -27,34 +27,12 @@ RUNTIME_FIELDS = ("h", "w", "ho", "wo", "h2", "w2", "numel", "base_m", "base_n",
                   "tile_elems", "blocks")
 
 
-@dataclass(frozen=True)
-class GenericForm:
-    """How a kernel family becomes generic."""
-    size_fields: tuple[str, ...]     # spec fields that vary with the input size (erased from the structural key)
-    spec_fields: tuple[str, ...]     # spec attributes the template reads that become runtime values
-    tiling_fields: tuple[str, ...]   # variant parameters that become runtime values
-    runtime_blocks: bool = False     # the template reads v.blocks (the block count depends on the size)
-
-
-_WINDOW = ("h", "w", "ho", "wo")
-_STREAM = GenericForm(("numel",), ("numel",), ("tile_elems",), runtime_blocks=True)
-
-# Families with a generic mode. A size-dependent kernel of any other family (e.g. a softmax over spatial
-# positions) leaves its model without a generic path; the build log says which node.
-GENERIC_FAMILIES: dict[str, GenericForm] = {
-    # h2, w2: the map of an accumulated second source (a ResNet downsample 1x1); base_n2, base_k2, n_split: chains
-    "conv2d_cube_img2col": GenericForm(("h", "w", "h2", "w2"), _WINDOW + ("h2", "w2"),
-                                       ("base_m", "base_n", "base_k1", "c1_step", "slab_rows", "epi_tile",
-                                        "l1_buffers", "base_n2", "base_k2", "n_split")),
-    "dwconv2d_vector": GenericForm(("h", "w"), _WINDOW, ("rows_per_block",)),
-    "maxpool2d_vector": GenericForm(("h", "w"), _WINDOW, ("rows_per_block",)),
-    # global pooling's window is the whole map: kh, kw are the size too
-    "global_avgpool_vector": GenericForm(("h", "w", "kh", "kw"), ("h", "w"), ("chunk_pixels",)),
-    "eltwise_vector": _STREAM,
-    "gelu_vector": _STREAM,
-}
-# Variant parameters that are structural (fixed per profile and spec, so part of the key), per family.
-STRUCTURAL_PARAMS = {"conv2d_cube_img2col": ("on_chip",)}
+def generic_form(family: str) -> GenericForm | None:
+    """The family's generic form (codegen/families/<family>.py), None where it has none. A size-dependent kernel
+    of such a family (e.g. a softmax over spatial positions) leaves its model without a generic path; the build
+    log says which node."""
+    f = FAMILIES.get(family)
+    return None if f is None else f.generic
 
 
 @dataclass(frozen=True)
@@ -67,12 +45,11 @@ class GenericKey:
 
 def generic_key(spec: Opspec, variant: Variant) -> GenericKey | None:
     """The structural key of a kernel, or None when its family has no generic mode."""
-    form = GENERIC_FAMILIES.get(variant.family)
+    form = generic_form(variant.family)
     if form is None:
         return None
     erased = replace(spec, **{f: 0 for f in form.size_fields})
-    structural = tuple((p, int(variant.params[p])) for p in STRUCTURAL_PARAMS.get(variant.family, ())
-                       if p in variant.params)
+    structural = tuple((p, int(variant.params[p])) for p in form.structural if p in variant.params)
     return GenericKey(variant.family, erased, structural)
 
 
@@ -81,12 +58,10 @@ def generic_symbol(key: GenericKey) -> str:
     letters (conv2d_cube_img2col_generic_1x64xHxW_o64_k3x3_s1_p1_bias_relu, eltwise_vector_generic_add_relu_N)."""
     s = key.spec
     letters = {"h": "H", "w": "W", "kh": "H", "kw": "W", "numel": "N"}
-    shown = {f.name: letters.get(f.name, getattr(s, f.name)) if f.name in GENERIC_FAMILIES[key.family].size_fields
+    form = generic_form(key.family)
+    shown = {f.name: letters.get(f.name, getattr(s, f.name)) if f.name in form.size_fields
              else getattr(s, f.name) for f in fields(s)}
-    if key.family == "global_avgpool_vector":  # its name property needs numeric dims
-        name = f"pool2d_global{s.op}_{s.n}x{s.c}xHxW"
-    else:
-        name = type(s)(**shown).name
+    name = form.name(s) if form.name else type(s)(**shown).name
     body = name[len(s.kind):] if name.startswith(s.kind) else "_" + name
     extra = "".join(f"_{p}{v}" for p, v in key.structural if v)
     return f"{key.family}_generic{body}{extra}"
@@ -96,7 +71,7 @@ def runtime_args(spec: Opspec, variant: Variant) -> dict[str, int]:
     """The RuntimeShape values of one launch of the generic kernel for `spec` with the tiling `variant`
     (a parameter the variant does not set is left to the template's own default, see _RuntimeParams.get; a
     size field of an absent part, e.g. h2 without a second source, is 0 and unread)."""
-    form = GENERIC_FAMILIES[variant.family]
+    form = generic_form(variant.family)
     args = {f: int(getattr(spec, f)) for f in form.spec_fields if getattr(spec, f)}
     args.update({p: int(variant.params[p]) for p in form.tiling_fields if p in variant.params})
     if form.runtime_blocks:
@@ -106,7 +81,7 @@ def runtime_args(spec: Opspec, variant: Variant) -> dict[str, int]:
 
 def runtime_field_names(family: str) -> tuple[str, ...]:
     """Every RuntimeShape field a generic kernel of `family` may read (its table entry lists them)."""
-    form = GENERIC_FAMILIES[family]
+    form = generic_form(family)
     return tuple(f for f in RUNTIME_FIELDS if f in form.spec_fields or f in form.tiling_fields
                  or (f == "blocks" and form.runtime_blocks))
 
@@ -219,7 +194,7 @@ class GenericKernel:
         return runtime_field_names(self.family)
 
     def template_vars(self) -> dict:
-        form = GENERIC_FAMILIES[self.family]
+        form = generic_form(self.family)
         return {"s": _RuntimeSpec(self.spec, form.spec_fields), "v": _RuntimeVariant(self.variant, form),
                 **GENERIC_MODE}
 

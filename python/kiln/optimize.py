@@ -24,10 +24,11 @@ def optimize(model: str, out: str, threshold: float = 0.15, build_dir: str | Non
              progress=print) -> dict:
     import tempfile
 
-    from .codegen.cost.model import predict
+    from .codegen.families.base import predict
     from .codegen.ir.opspec import Conv2dSpec, GemmSpec
     from .advice import best_tiling
-    from .codegen.select.tiling import TUNABLE
+    from .codegen.families.registry import tunable
+    TUNABLE = tunable()
     from .codegen.select.tuning import load_records, write_records
 
     rec, profile, kernels = baked_model(model)

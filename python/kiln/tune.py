@@ -62,7 +62,8 @@ def baked_model(model: str) -> tuple[dict, object, dict]:
 def tune(model: str, out: str, k: int = 3, build_dir: str | None = None, progress=print) -> dict:
     from .codegen.ir.opspec import Conv2dSpec, GemmSpec
     from .codegen.select.search import top_candidates
-    from .codegen.select.tiling import TUNABLE
+    from .codegen.families.registry import tunable
+    TUNABLE = tunable()
     from .codegen.select.tuning import write_records
 
     rec, profile, kernels = baked_model(model)
