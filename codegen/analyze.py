@@ -112,6 +112,7 @@ def _bake_preview(path, batch: int, report: dict[str, Any], fusion: bool, max_de
     """What a build would bake: kernel launches before and after fusion, what fused, the fusion audit (every
     opportunity not taken, with its reason) and the unique kernels; or the nodes no kernel serves yet."""
     from . import KilnError
+    from .families.registry import attention_capacity
     from .passes.fusion import fuse
     from .passes.lowering import lower, unsupported_nodes
     from .options import OPT_LEVELS
@@ -130,7 +131,7 @@ def _bake_preview(path, batch: int, report: dict[str, Any], fusion: bool, max_de
         unfused = sum(1 for s in lower(graph, Path(path).stem).steps if s.kind == "kernel")
         graph = onnx_frontend.load_onnx(path, batch)  # fusion rewrites the graph: a fresh one
         result = fuse(graph, Path(path).stem, fusion, depth, OptLog(), get_profile(target), flash_attention,
-                      max_seq_len)
+                      max_seq_len, attention_capacity)
         lowered = lower(graph, Path(path).stem)
         specs = [opspec_of(s.instance) for s in lowered.steps if s.kind == "kernel"]
     except KilnError as e:

@@ -11,10 +11,12 @@ from pathlib import Path
 from . import KilnError
 from .select import search_cache
 from .shapes import buckets as shape_buckets
-from .frontend.kernel_list import OpInstance, load_kernel_list
+from .frontend.kernel_list import load_kernel_list
+from .ir.graph import OpInstance
 from .shapes.generic import GenericKernel
 from .cost.model import Prediction
-from .families.base import FAMILIES
+from .families.registry import FAMILIES
+from .families.registry import attention_capacity
 from .passes.fusion import FusionResult, fuse
 from .passes.lowering import LoweredModel, lower
 from .passes.memory import MemoryPlan, plan_arena
@@ -156,7 +158,7 @@ def plan(options: Options, source_dir: Path, work_dir: Path | None = None, progr
 
     def add_model(name: str, path: Path, graph) -> None:
         fusion = fuse(graph, name, options.enable_fusion, options.max_fusion_depth, log, profile,
-                      options.use_flash_attention, options.max_seq_len)
+                      options.use_flash_attention, options.max_seq_len, attention_capacity)
         lowered = lower(graph, name, options.kiln_dtype)
         for d in lowered.decisions:
             node, _, detail = d.partition(":")

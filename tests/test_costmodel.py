@@ -6,7 +6,7 @@ import pytest
 
 import kiln
 from kiln.codegen.ir import opspec
-from kiln.codegen.cost.model import predict
+from kiln.codegen.families.registry import predict
 from kiln.codegen.ir.profiles import PROFILES
 from kiln.runtime import as_packed
 
@@ -52,14 +52,14 @@ def test_chosen_variant_is_never_slower_than_the_rule_tiling(k):
     between algorithms is tested in test_winograd): the rule's cycles come from the cost model, which equals
     the emulator (test above)."""
     from kiln.codegen.ir.optlog import OptLog
-    from kiln.codegen.select import tiling
+    from kiln.codegen.families import conv2d_cube_img2col, conv2d_winograd, gemm_cube
     spec = spec_of(k)
     if k.record["features"]["kind"] == "gemm":
-        rule = tiling.gemm_rule(spec, PROFILE, OptLog(), search=False)
+        rule = gemm_cube.gemm_rule(spec, PROFILE, OptLog(), search=False)
     elif k.record["family"] == "conv2d_winograd":  # same algorithm: what the search started from
-        rule = tiling.winograd_rule(spec, PROFILE, k.tiling["tile"])
+        rule = conv2d_winograd.winograd_rule(spec, PROFILE, k.tiling["tile"])
     else:
-        rule = tiling.conv_rule(spec, PROFILE, OptLog(), search=False)
+        rule = conv2d_cube_img2col.conv_rule(spec, PROFILE, OptLog(), search=False)
     rule_cycles = predict(spec, rule.family, rule.params, PROFILE).cycles
     ins = [as_packed(np.zeros(t["shape"]), t["dtype"]) for t in k.record["inputs"]]
     k.run_packed(*ins)

@@ -54,7 +54,7 @@ CHECK = textwrap.dedent("""
     sys.path.insert(0, sys.argv[1])
     import kiln
     from kiln import reference as ref
-    from kiln.codegen.cost.model import predict
+    from kiln.codegen.families.registry import predict
     from kiln.codegen.ir.profiles import PROFILES
     from test_kernels import check_fp32_math, make_inputs, reference
     from test_costmodel import spec_of

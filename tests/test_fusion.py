@@ -429,16 +429,19 @@ def test_attention_under_fusion_off_depth_limit_and_a_mask(tmp_path):
         from kiln.codegen.passes import fusion
         from kiln.codegen.frontend import onnx_import as onnx_frontend
         from kiln.codegen.ir import optlog, profiles
+        from kiln.codegen.families.registry import attention_capacity
     except ImportError:
         from codegen.passes import fusion
         from codegen.frontend import onnx_import as onnx_frontend
         from codegen.ir import optlog, profiles
+        from codegen.families.registry import attention_capacity
     def audit(name, **graph):
         nodes, ins, outs, inits = tiny_attention(tmp_path, **graph)
         onnx.save(helper.make_model(helper.make_graph(nodes, "g", ins, outs, inits),
                                     opset_imports=[helper.make_opsetid("", 17)]), str(tmp_path / f"{name}.onnx"))
         g = onnx_frontend.load_onnx(tmp_path / f"{name}.onnx")
-        res = fusion.fuse(g, "g", True, 5, optlog.OptLog(), profiles.PROFILES["ascend910b"])
+        res = fusion.fuse(g, "g", True, 5, optlog.OptLog(), profiles.PROFILES["ascend910b"],
+                         attention_capacity=attention_capacity)
         return [(a["reason"], a["detail"]) for a in res.audit if a["pattern"] == "Attention"]
 
     assert audit("mask", mask=True) == []  # a [batch, 1, 1, kv] mask is fused (the kernel adds it per key)

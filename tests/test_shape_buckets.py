@@ -282,7 +282,7 @@ CHECK = textwrap.dedent("""
     import numpy as np
     import kiln
     from kiln import _core
-    from kiln.codegen.cost.model import predict
+    from kiln.codegen.families.registry import predict
     from kiln.codegen.ir.profiles import get_profile
     from kiln.codegen.shapes.buckets import plan_size
     from kiln.validate import validate

@@ -12,8 +12,9 @@ from conftest import REPO
 
 sys.path.insert(0, str(REPO))
 from codegen import KilnError  # noqa: E402
-from codegen.cost import model as costmodel
-from codegen.select import tiling
+from codegen.families import conv2d_algorithm, conv2d_vector  # noqa: E402
+from codegen.families.registry import predict  # noqa: E402
+from codegen.select import tiling  # noqa: E402
 from codegen.ir.opspec import Conv2dSpec  # noqa: E402
 from codegen.options import parse_options  # noqa: E402
 from codegen.ir.optlog import OptLog  # noqa: E402
@@ -99,19 +100,19 @@ def test_lower_bound_never_exceeds_the_replay():
     for cin, h, w, cout, k, s in [(3, 20, 21, 5, 3, 1), (1, 4, 4, 1, 1, 1), (20, 13, 11, 24, 3, 2), (16, 7, 7, 16, 3, 1),
                                   (8, 30, 30, 40, 5, 2)]:
         spec = Conv2dSpec(1, cin, h, w, cout, k, k, s, s, k // 2, k // 2, k // 2, k // 2, 1, 1, True, True)
-        v = tiling.vector_conv_rule(spec, prof)
-        exact = costmodel.predict(spec, v.family, v.params, prof).cycles
-        assert costmodel.vector_conv_lower_bound(spec, v.params, prof) <= exact, spec.name
+        v = conv2d_vector.vector_conv_rule(spec, prof)
+        exact = predict(spec, v.family, v.params, prof).cycles
+        assert conv2d_vector.vector_conv_lower_bound(spec, v.params, prof) <= exact, spec.name
 
 
 def test_fused_convs_that_need_the_cube_are_not_offered_to_the_vector_unit():
     prof = PROFILES["ascend910b"]
     second = Conv2dSpec(1, 16, 8, 8, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, True, True, cin2=16, h2=8, w2=8)
     chain = Conv2dSpec(1, 16, 8, 8, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, True, True, mid=32)
-    assert "second source" in tiling.vector_conv_legal(second)
-    assert "chain" in tiling.vector_conv_legal(chain)
+    assert "second source" in conv2d_vector.vector_conv_legal(second)
+    assert "chain" in conv2d_vector.vector_conv_legal(chain)
     log = OptLog()
-    v = tiling.choose_conv_algorithm(second, prof, log, parse_options({"KILN_MODELS": ""}))
+    v = conv2d_algorithm.choose_conv_algorithm(second, prof, log, parse_options({"KILN_MODELS": ""}))
     assert v.family != "conv2d_vector"
 
 
@@ -120,11 +121,11 @@ def test_a_bf16_build_keeps_convs_on_the_cube_even_when_pinned():
     falls back to the Cube's direct conv, logged, as a Winograd pin does."""
     prof = PROFILES["ascend910b"]
     spec = Conv2dSpec(1, 1, 4, 4, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, True, True, dtype="bf16")
-    assert "bf16" in tiling.vector_conv_legal(spec)
+    assert "bf16" in conv2d_vector.vector_conv_legal(spec)
     log = OptLog()
-    v = tiling.choose_conv_algorithm(spec, prof, log, parse_options({"KILN_MODELS": ""}), pinned="vector_direct")
+    v = conv2d_algorithm.choose_conv_algorithm(spec, prof, log, parse_options({"KILN_MODELS": ""}), pinned="vector_direct")
     assert v.family == "conv2d_cube_img2col"
     assert any("vector_direct:rejected reason=vector_unsupported" in x for x in log.lines)
     # and the cost model is not asked: the tiny conv the Vector unit wins at fp16 stays on the Cube
-    v = tiling.choose_conv_algorithm(spec, prof, OptLog(), parse_options({"KILN_MODELS": ""}))
+    v = conv2d_algorithm.choose_conv_algorithm(spec, prof, OptLog(), parse_options({"KILN_MODELS": ""}))
     assert v.family == "conv2d_cube_img2col"

@@ -466,7 +466,7 @@ TRACE_CASES = _trace_cases()
 @pytest.mark.parametrize("model,launch", TRACE_CASES, ids=[f"{m}:{n}" for m, n in TRACE_CASES])
 def test_trace_text_and_chrome_json_match_the_replay_and_the_emulator(model, launch, tmp_path):
     from kiln import trace
-    from kiln.codegen.cost.model import predict
+    from kiln.codegen.families.registry import predict
     _, _, rec = trace.find_kernel(model, launch)
     out = tmp_path / "t.json"
     r = run([kiln_cmd(), "trace", model, "--kernel", launch, "--limit", "7", "--chrome", out])
@@ -513,10 +513,11 @@ def test_trace_unknown_kernel_lists_the_models_kernels():
 def test_recording_does_not_change_the_prediction():
     from kiln import trace
     from kiln.codegen.cost import model as costmodel
+    from kiln.codegen.families.registry import predict, record
     for rec in kiln.manifest()["kernels"][:12]:
         spec, prof = trace.spec_of(rec), trace.profile_of_build()
-        plain = costmodel.predict(spec, rec["family"], rec["tiling"], prof)
-        recorded, launches = costmodel.record(spec, rec["family"], rec["tiling"], prof)
+        plain = predict(spec, rec["family"], rec["tiling"], prof)
+        recorded, launches = record(spec, rec["family"], rec["tiling"], prof)
         assert recorded.cycles == plain.cycles and launches
         assert costmodel._RECORD is None  # recording is off again
         assert sum(len(s) for _, _, cores in launches for s in cores.values()) == \

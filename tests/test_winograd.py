@@ -95,8 +95,8 @@ def test_auto_keeps_the_variant_with_the_fewest_predicted_cycles(tmp_path):
 
 
 def test_error_bound_rejects_a_tile_past_the_tolerance(tmp_path, monkeypatch):
-    from codegen.select import tiling
-    monkeypatch.setattr(tiling, "WINOGRAD_MAX_ERROR", 1e-9)
+    from codegen.families import conv2d_algorithm
+    monkeypatch.setattr(conv2d_algorithm, "WINOGRAD_MAX_ERROR", 1e-9)
     ks, log = planned(tmp_path, USE_WINOGRAD="ON")
     assert {algorithm_of(k.variant) for k in ks.values()} == {"direct_img2col"}
     assert any("winograd_f4:rejected reason=winograd_error_bound" in line for line in log)
@@ -110,7 +110,7 @@ CHECK = textwrap.dedent("""
     import kiln
     from kiln import reference as ref
     from kiln.codegen.ir import winograd
-    from kiln.codegen.cost.model import predict
+    from kiln.codegen.families.registry import predict
     from kiln.codegen.ir.opspec import Conv2dSpec
     from kiln.codegen.ir.profiles import PROFILES
     rng = np.random.default_rng(7)

@@ -23,7 +23,7 @@ from ..emit.opspec_file import render_opspec, spec_hash
 import numpy as np
 
 from ..pipeline import KernelPlan, ModelPlan, Plan
-from ..families.base import FAMILIES
+from ..families.registry import FAMILIES
 from ..select.tiling import algorithm_of
 from ..ir.profiles import POSITIONS, PROFILES, VEC_OPS
 

@@ -9,7 +9,7 @@ from ..cost.model import CrossFlagSim, Prediction, SimCore, launch_group
 from ..ir.opspec import AttentionSpec, c1
 from ..ir.optlog import OptLog
 from ..ir.profiles import Profile
-from .base import Family
+from .base import Family, register
 from .base import Variant, fits, r16, r32
 from .base import predict
 
@@ -326,4 +326,4 @@ def replay_attention(spec, params: dict, profile: Profile) -> Prediction:
     return launch_group(profile, spec.batch * spec.heads * qt, block)
 
 
-FAMILY = Family("attention_flash", "attention", "cube", attention_rule, attention_mte2, replay_attention)
+FAMILY = register(Family("attention_flash", "attention", "cube", attention_rule, attention_mte2, replay_attention))

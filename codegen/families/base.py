@@ -81,14 +81,15 @@ class Family:
         return self.kernel_inputs(spec, v) if self.kernel_inputs else spec.inputs()
 
 
-FAMILIES: dict[str, Family] = {}  # filled by registry.py, in its order
+FAMILIES: dict[str, Family] = {}  # every family by name, filled as each family module is imported
 
 
-def register(*families: Family) -> tuple[Family, ...]:
-    for f in families:
-        assert f.name not in FAMILIES, f"family {f.name} registered twice"
-        FAMILIES[f.name] = f
-    return families
+def register(f: Family) -> Family:
+    """Called once by the family's own module (FAMILY = register(Family(...))): its name is then known to
+    predict(), Variant.unit and the registry."""
+    assert f.name not in FAMILIES, f"family {f.name} registered twice"
+    FAMILIES[f.name] = f
+    return f
 
 
 def tag_of(family: str, params: dict) -> str:

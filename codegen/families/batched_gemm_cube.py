@@ -10,7 +10,7 @@ from ..cost.model import Prediction, SimCore, launch
 from ..ir.opspec import BatchedGemmSpec, c1
 from ..ir.optlog import OptLog
 from ..ir.profiles import Profile
-from .base import Family, Variant, fits, r16
+from .base import Family, register, Variant, fits, r16
 from .gemm_cube import gemm_wide_space
 from .ranking import cube_grid
 
@@ -82,5 +82,5 @@ def space(spec, params: dict, profile: Profile) -> list[dict]:
     return cube_grid(spec, spec.m, c1(spec.n) * 16, c1(spec.k), bgemm_buffers, profile)
 
 
-FAMILY = Family("batched_gemm_cube", "bgemm", "cube", bgemm_rule, bgemm_mte2, replay_bgemm, space=space,
-                wide_space=gemm_wide_space("batched_gemm_cube", bgemm_buffers, lambda spec: ceil(spec.n / 16) * 16))
+FAMILY = register(Family("batched_gemm_cube", "bgemm", "cube", bgemm_rule, bgemm_mte2, replay_bgemm, space=space,
+                wide_space=gemm_wide_space("batched_gemm_cube", bgemm_buffers, lambda spec: ceil(spec.n / 16) * 16)))

@@ -13,7 +13,7 @@ from ..cost.model import PingPongSim, Prediction, SimCore, launch, then
 from ..ir.opspec import C0, Conv2dSpec, c1
 from ..ir.optlog import OptLog
 from ..ir.profiles import Profile
-from .base import Family, GenericForm, Variant, fits, half16, r16, share128
+from .base import Family, register, GenericForm, Variant, fits, half16, r16, share128
 from .ranking import K_FRACTALS, TILE_EDGES, pick_best, step_sizes, wide_grid
 
 
@@ -500,7 +500,7 @@ def wide_space(spec: Conv2dSpec, params: dict, profile: Profile) -> list[dict]:
 GENERIC = GenericForm(("h", "w", "h2", "w2"), ("h", "w", "ho", "wo", "h2", "w2"),
                       ("base_m", "base_n", "base_k1", "c1_step", "slab_rows", "epi_tile", "l1_buffers", "base_n2",
                        "base_k2", "n_split"), structural=("on_chip",))
-FAMILY = Family("conv2d_cube_img2col", "conv2d", "cube", conv_rule, conv_mte2, replay_img2col, searched=True,
+FAMILY = register(Family("conv2d_cube_img2col", "conv2d", "cube", conv_rule, conv_mte2, replay_img2col, searched=True,
                 algorithm=lambda v: "direct_img2col", tunable=("base_m", "base_n", "base_k1", "c1_step"),
                 searched_extra=("l1_buffers", "base_n2", "base_k2", "n_split"), from_params=from_params,
-                space=space, wide_space=wide_space, candidates=tune_candidates, generic=GENERIC)
+                space=space, wide_space=wide_space, candidates=tune_candidates, generic=GENERIC))

@@ -9,7 +9,7 @@ from ..cost.model import PingPongSim, Prediction, SimCore, launch
 from ..ir.opspec import Conv2dSpec, c1
 from ..ir.profiles import Profile
 from .. import KilnError
-from .base import Family, Variant, fits, r16, r32
+from .base import Family, register, Variant, fits, r16, r32
 
 
 def vector_conv_legal(spec: Conv2dSpec) -> str | None:
@@ -142,5 +142,5 @@ def from_params(spec: Conv2dSpec, profile: Profile, params: dict, source: str) -
     return p, bufs, spec.n * c1(spec.cout) * ceil(spec.ho / p["rows_per_block"])
 
 
-FAMILY = Family("conv2d_vector", "conv2d", "vector", None, vector_conv_mte2, replay_vector_conv,
-                algorithm=lambda v: "vector_direct", tunable=("rows_per_block",), from_params=from_params)
+FAMILY = register(Family("conv2d_vector", "conv2d", "vector", None, vector_conv_mte2, replay_vector_conv,
+                algorithm=lambda v: "vector_direct", tunable=("rows_per_block",), from_params=from_params))

@@ -15,7 +15,7 @@ from ..ir.opspec import C0, Conv2dSpec, Tensor, c1
 from ..ir.optlog import OptLog
 from ..ir.profiles import Profile
 from .. import KilnError
-from .base import Family, Variant, fits, half16, predict, r16, tag_of
+from .base import Family, register, Variant, fits, half16, predict, r16, tag_of
 from .ranking import EXACT_REPLAYS, K_FRACTALS, TILE_EDGES, step_sizes
 
 
@@ -384,10 +384,10 @@ def weight_transform(spec: Conv2dSpec, v: Variant) -> tuple[str, Callable]:
     return f"@winograd_f{tile}", lambda arr: layouts.fractal_z_to_winograd(arr, spec.cout, spec.cin, tile)
 
 
-FAMILY = Family("conv2d_winograd", "conv2d", "cube", None, winograd_mte2, replay_winograd,
+FAMILY = register(Family("conv2d_winograd", "conv2d", "cube", None, winograd_mte2, replay_winograd,
                 algorithm=lambda v: f"winograd_f{v.params['tile']}",
                 tunable=("tile_batch", "c1_block", "co1_block", "base_m", "base_n", "base_k1", "c1_step"),
                 record_extra=("tile",), from_params=from_params, kernel_inputs=kernel_inputs,
                 record_allowed=record_allowed, symbol_family=lambda v: f"conv2d_winograd_f{v.params['tile']}",
                 weight_transform=weight_transform, template_globals={
-                    "winograd_program": lambda tile, which: winograd.linear_program(getattr(winograd.tile(tile), which))})
+                    "winograd_program": lambda tile, which: winograd.linear_program(getattr(winograd.tile(tile), which))}))

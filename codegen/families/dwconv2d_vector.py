@@ -10,7 +10,7 @@ from ..cost.model import PingPongSim, Prediction, SimCore, launch
 from ..ir.opspec import DwConv2dSpec, c1
 from ..ir.optlog import OptLog
 from ..ir.profiles import Profile
-from .base import Family, GenericForm, splits
+from .base import Family, register, GenericForm, splits
 from .base import Variant, fits, r32
 
 
@@ -85,5 +85,5 @@ def space(spec, params: dict, profile: Profile) -> list[dict]:
     return [{"rows_per_block": r} for r in splits(spec.ho) if not fits(profile, dw_buffers(spec, r))]
 
 
-FAMILY = Family("dwconv2d_vector", "dwconv2d", "vector", dw_rule, dw_mte2, replay_dwconv, space=space,
-                generic=GenericForm(("h", "w"), ("h", "w", "ho", "wo"), ("rows_per_block",)))
+FAMILY = register(Family("dwconv2d_vector", "dwconv2d", "vector", dw_rule, dw_mte2, replay_dwconv, space=space,
+                generic=GenericForm(("h", "w"), ("h", "w", "ho", "wo"), ("rows_per_block",))))

@@ -9,7 +9,7 @@ from ..cost.model import Prediction
 from ..ir.opspec import EltwiseSpec
 from ..ir.optlog import OptLog
 from ..ir.profiles import Profile
-from .base import Family, GenericForm, Variant, powers, share128, splits
+from .base import Family, register, GenericForm, Variant, powers, share128, splits
 
 
 def eltwise_rule(spec: EltwiseSpec, profile: Profile, log: OptLog) -> Variant:
@@ -59,5 +59,5 @@ def space(spec, params: dict, profile: Profile) -> list[dict]:
 
 
 STREAM = GenericForm(("numel",), ("numel",), ("tile_elems",), runtime_blocks=True)
-FAMILY = Family("eltwise_vector", "eltwise", "vector", eltwise_rule, eltwise_mte2, replay_eltwise,
-                matches=lambda spec: spec.op != "gelu", space=space, generic=STREAM)
+FAMILY = register(Family("eltwise_vector", "eltwise", "vector", eltwise_rule, eltwise_mte2, replay_eltwise,
+                matches=lambda spec: spec.op != "gelu", space=space, generic=STREAM))

@@ -12,7 +12,7 @@ from ..ir.opspec import GemmSpec, c1
 from ..ir.optlog import OptLog
 from ..ir.profiles import Profile
 from .base import Variant, fits, half16, r16
-from .base import Family
+from .base import Family, register
 from .ranking import K_FRACTALS, TILE_EDGES, cube_grid, pick_best, step_sizes, wide_grid
 
 
@@ -164,7 +164,7 @@ def gemm_wide_space(family: str, bufs, n_edge: int):
     return wide
 
 
-FAMILY = Family("gemm_cube", "gemm", "cube", gemm_rule, gemm_mte2, replay_gemm, searched=True,
+FAMILY = register(Family("gemm_cube", "gemm", "cube", gemm_rule, gemm_mte2, replay_gemm, searched=True,
                 tunable=("base_m", "base_n", "base_k1", "k1_step"), from_params=from_params, space=space,
                 wide_space=gemm_wide_space("gemm_cube", gemm_buffers, lambda spec: c1(spec.n) * 16),
-                candidates=tune_candidates)
+                candidates=tune_candidates))

@@ -7,7 +7,7 @@ from ..cost.model import PingPongSim, Prediction, SimCore, launch
 from ..ir.opspec import Pool2dSpec, c1
 from ..ir.optlog import OptLog
 from ..ir.profiles import Profile
-from .base import Family, GenericForm, Variant, splits
+from .base import Family, register, GenericForm, Variant, splits
 
 
 def global_avgpool_rule(spec: Pool2dSpec, profile: Profile, log: OptLog) -> Variant:
@@ -56,6 +56,8 @@ def replay_global_avgpool(spec, params: dict, profile: Profile) -> Prediction:
 
 
 def matches(spec: Pool2dSpec) -> bool:
+    if spec.op == "max":
+        return False
     if not spec.is_global:
         raise KilnError("tiling", spec.name, "AveragePool with a window smaller than the feature map has no "
                         "kernel yet; supported: MaxPool, GlobalAveragePool (or AveragePool over the whole map)")
@@ -67,7 +69,7 @@ def space(spec, params: dict, profile: Profile) -> list[dict]:
 
 
 # global pooling's window is the whole map: kh, kw are the size too
-FAMILY = Family("global_avgpool_vector", "pool2d", "vector", global_avgpool_rule, global_avgpool_mte2,
+FAMILY = register(Family("global_avgpool_vector", "pool2d", "vector", global_avgpool_rule, global_avgpool_mte2,
                 replay_global_avgpool, matches=matches, space=space,
                 generic=GenericForm(("h", "w", "kh", "kw"), ("h", "w"), ("chunk_pixels",),
-                                    name=lambda s: f"pool2d_global{s.op}_{s.n}x{s.c}xHxW"))
+                                    name=lambda s: f"pool2d_global{s.op}_{s.n}x{s.c}xHxW")))

@@ -9,7 +9,7 @@ from ..cost.model import PingPongSim, Prediction, SimCore, launch
 from ..ir.opspec import Pool2dSpec, c1
 from ..ir.optlog import OptLog
 from ..ir.profiles import Profile
-from .base import Family, GenericForm, Variant, fits, r32, splits
+from .base import Family, register, GenericForm, Variant, fits, r32, splits
 
 
 # ---------------------------------------------------------------- pooling (Vector)
@@ -67,6 +67,6 @@ def space(spec, params: dict, profile: Profile) -> list[dict]:
     return [{"rows_per_block": r} for r in splits(spec.ho) if not fits(profile, maxpool_buffers(spec, r))]
 
 
-FAMILY = Family("maxpool2d_vector", "pool2d", "vector", maxpool_rule, maxpool_mte2, replay_maxpool,
+FAMILY = register(Family("maxpool2d_vector", "pool2d", "vector", maxpool_rule, maxpool_mte2, replay_maxpool,
                 matches=lambda spec: spec.op == "max", space=space,
-                generic=GenericForm(("h", "w"), ("h", "w", "ho", "wo"), ("rows_per_block",)))
+                generic=GenericForm(("h", "w"), ("h", "w", "ho", "wo"), ("rows_per_block",))))

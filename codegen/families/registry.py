@@ -10,9 +10,11 @@ from ..ir.opspec import Opspec
 from . import (attention_flash, batched_gemm_cube, conv2d_algorithm, conv2d_cube_img2col, conv2d_vector,
                conv2d_winograd, dwconv2d_vector, eltwise_vector, gelu_vector, gemm_cube, global_avgpool_vector,
                layernorm_vector, maxpool2d_vector, softmax_vector, transpose_mte)
-from .base import FAMILIES, Family, register
+from .base import FAMILIES, Family, predict, record
 
-register(
+__all__ = ["FAMILIES", "ORDER", "predict", "record"]
+
+ORDER: tuple[Family, ...] = (
     conv2d_cube_img2col.FAMILY,
     conv2d_winograd.FAMILY,
     conv2d_vector.FAMILY,
@@ -41,7 +43,7 @@ def family(name: str) -> Family:
 
 def family_for(spec: Opspec) -> Family:
     """The family the plain rule uses for `spec` (for a kind with a chooser: its first family)."""
-    for f in FAMILIES.values():
+    for f in ORDER:
         if f.kind == spec.kind and f.matches(spec):
             return f
     raise KilnError("tiling", spec.name, f"no kernel family implements a {spec.kind} kernel")
@@ -55,6 +57,11 @@ def pinned_family(spec: Opspec, pinned: str) -> tuple[Family, dict]:
     return family_for(spec), {}
 
 
+def attention_capacity(head_dim: int, profile) -> str:
+    """Why no attention kernel tile fits `profile` at this head dim ("" if one does): fusion asks before fusing."""
+    return attention_flash.attention_capacity_problem(head_dim, profile)
+
+
 def tunable() -> dict[str, tuple[str, ...]]:
     """Family -> the parameters `kiln tune`, tuning records and pins set (families that have any)."""
-    return {f.name: f.tunable for f in FAMILIES.values() if f.tunable}
+    return {f.name: f.tunable for f in ORDER if f.tunable}

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import tomllib
 from math import prod
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .. import KilnError
+from ..ir.graph import OpInstance
 
 SUPPORTED = {
     "Conv": "2-D convolution, NCHW, group 1 or depthwise (group = C_in = C_out); optional bias; activation '' or 'Relu'",
@@ -39,13 +39,6 @@ ACTIVATIONS = ("", "Relu", "Clip")
 
 
 CONV_ALGORITHMS = ("", "direct_img2col", "winograd_f2", "winograd_f4", "vector_direct")  # "": the build's options decide
-
-
-@dataclass(frozen=True)
-class OpInstance:
-    label: str
-    type: str
-    attrs: dict[str, Any] = field(hash=False, compare=False)
 
 
 def _ints(entry: str, key: str, value: Any, length: int | None = None, lo: int = 0) -> tuple[int, ...]:

@@ -54,3 +54,11 @@ class Graph:
 
     def is_constant(self, value: str) -> bool:
         return value in self.initializers
+
+
+@dataclass(frozen=True)
+class OpInstance:
+    """One op to bake a kernel for: from the kernel list, or a lowered model step (label model:node)."""
+    label: str
+    type: str
+    attrs: dict[str, Any] = field(hash=False, compare=False)

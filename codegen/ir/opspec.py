@@ -14,7 +14,7 @@ from dataclasses import dataclass, fields
 from math import ceil, prod
 
 from .. import KilnError
-from ..frontend.kernel_list import OpInstance
+from .graph import OpInstance
 
 C0 = 16  # fp16 channels per 32-byte block
 

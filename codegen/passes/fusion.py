@@ -103,9 +103,12 @@ def _epilogue_support(producer: Node, act: Node, g: Graph) -> tuple[bool, str, s
 
 
 def fuse(g: Graph, model: str, enable: bool, max_depth: int, log: OptLog, profile=None,
-         flash_attention: bool = True, max_seq_len: int = 512) -> FusionResult:
+         flash_attention: bool = True, max_seq_len: int = 512, attention_capacity=None) -> FusionResult:
+    """attention_capacity(head_dim, profile): why the attention kernel's smallest tile does not fit ("" if it
+    does; the kernel family's own footprint, codegen/families/registry.py), asked when a profile is given."""
     res = FusionResult(g, ops_before=len(g.nodes))
-    _fuse_attention(g, model, enable, max_depth, log, res, profile, flash_attention, max_seq_len)
+    _fuse_attention(g, model, enable, max_depth, log, res, profile, flash_attention, max_seq_len,
+                    attention_capacity)
     consumers, producer_of, outputs = _index(g)
     removed: set[str] = set()
     order = {n.name: i for i, n in enumerate(g.nodes)}
@@ -502,7 +505,7 @@ def _k_operand(g: Graph, kt: str, producer_of: dict[str, Node], consumers: dict[
 
 
 def _fuse_attention(g: Graph, model: str, enable: bool, max_depth: int, log: OptLog, res: FusionResult, profile,
-                    flash: bool, max_seq_len: int) -> None:
+                    flash: bool, max_seq_len: int, attention_capacity) -> None:
     """MatMul(Q, K^T) -> Div or Mul by a scalar -> [Add(mask)] -> Softmax(last axis) -> MatMul(., V) becomes one
     Attention node (lowered to the attention_flash kernel): per (batch, head, q tile) the Cube computes S = Q.K^T
     per kv tile, the Vector unit keeps the running max and sum and rescales the output, the Cube adds P.V. The
@@ -569,9 +572,8 @@ def _fuse_attention(g: Graph, model: str, enable: bool, max_depth: int, log: Opt
             reason, detail = "seq_exceeds_max_seq_len", f"seq_kv {skv} > MAX_SEQ_LEN={max_seq_len}"
         elif depth > max_depth:
             reason, detail = "depth_limit", f"depth {depth} > MAX_FUSION_DEPTH={max_depth}"
-        elif profile is not None:
-            from ..select.tiling import attention_capacity_problem  # the footprint of the smallest tile
-            problem = attention_capacity_problem(d, profile)
+        elif profile is not None and attention_capacity is not None:
+            problem = attention_capacity(d, profile)  # the footprint of the smallest tile
             if problem:
                 reason, detail = "capacity", problem
         if reason:

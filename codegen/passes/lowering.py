@@ -19,7 +19,7 @@ import numpy as np
 
 from .. import KilnError
 from ..ir import layouts
-from ..frontend.kernel_list import OpInstance
+from ..ir.graph import OpInstance
 from ..ir.graph import Graph, Node
 
 C0 = 16

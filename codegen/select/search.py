@@ -10,7 +10,7 @@ entry point of `kiln tune` and `kiln optimize`.
 """
 from __future__ import annotations
 
-from ..families.base import FAMILIES
+from ..families.registry import FAMILIES
 from ..families.ranking import ALL_EDGES, EXACT_REPLAYS, TILE_EDGES, ranked
 from ..ir.profiles import Profile
 

@@ -31,7 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ..families.base import predict
+from ..families.registry import predict
 from ..ir.optlog import OptLog
 from ..ir.opspec import spec_hash
 from ..select.tiling import choose_variant

@@ -9,7 +9,8 @@ then rank candidates with the cost model. A kernel-list pin or a tuning record f
 from __future__ import annotations
 
 from .. import KilnError
-from ..families.base import FAMILIES, Variant, fits
+from ..families.base import Variant, fits
+from ..families.registry import FAMILIES
 from ..families.registry import CHOOSERS, family_for, pinned_family, tunable
 from ..ir.opspec import Opspec, spec_hash
 from ..ir.optlog import OptLog

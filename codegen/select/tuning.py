@@ -3,7 +3,7 @@
 Like TensorRT's timing cache or TVM's tuning log, the file is plain JSON a person can read and edit:
 
     {"format": "kiln-tuning/1", "profile": "ascend910b",
-     "records": [{"opspec": "<hash>", "name": "<spec name>", "family": "conv2d_cube_img2col",
+     "records": [{"opspec": "<hash>", "name": "<spec name>", "family": "<family>",
                   "params": {"base_m": 128, ...}, "simulated_cycles": 5836.0,
                   "candidates": [{"family": ..., "params": {...}, "simulated_cycles": ...}, ...]}]}
 

@@ -25,6 +25,7 @@ import numpy as np
 
 from .. import KilnError
 from ..shapes.generic import GenericKernel, generic_key, generic_symbol, runtime_args
+from ..families.registry import attention_capacity
 from ..ir.graph import Graph, Node, Value
 from ..ir.optlog import OptLog
 
@@ -282,7 +283,7 @@ def step_specs(graph: Graph, name: str, size, pads, options, fusion_profile) -> 
     from ..ir.opspec import opspec_of
     g = graph_at_size(graph, size, name, pads)
     fuse(g, name, options.enable_fusion, options.max_fusion_depth, OptLog(), fusion_profile,
-         options.use_flash_attention, options.max_seq_len)
+         options.use_flash_attention, options.max_seq_len, attention_capacity)
     return [(st.name, opspec_of(st.instance) if st.kind == "kernel" else None)
             for st in lower(g, name, options.kiln_dtype).steps]
 
@@ -402,7 +403,7 @@ def generic_tiling(spec, rule, searched: list, size: tuple[int, int], profile, l
     the cores) or the tiling the build searched for the same node at a baked size, if it fits the buffers here,
     whichever the cost model predicts fastest. A full search costs about 0.4 s per convolution, too much for
     a first call; one exact prediction per candidate costs about 1.5 ms."""
-    from ..families.base import predict
+    from ..families.registry import predict
     from ..families.registry import tunable
     from ..select.tiling import variant_from_params
     if rule.family not in tunable():
@@ -468,7 +469,7 @@ def _plan_with(model: dict, kernels: list[dict], options, profile, fusion_profil
     log = OptLog()
     g = graph_at_size(graph_from_record(sb["graph"]), size, name, sb["graph"]["same_pads"])
     fusion = fuse(g, name, options.enable_fusion, options.max_fusion_depth, log, fusion_profile,
-                  options.use_flash_attention, options.max_seq_len)
+                  options.use_flash_attention, options.max_seq_len, attention_capacity)
     lowered = lower(g, name, options.kiln_dtype)
     windex = {n: tuple(r) for n, r in sb["weights"].items()}
     for wname, arr in lowered.weights.items():  # weight layouts do not depend on the size: the blob has them

@@ -18,7 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 
 from ..ir.opspec import Opspec
-from ..families.base import FAMILIES, GenericForm, Variant
+from ..families.base import GenericForm, Variant
+from ..families.registry import FAMILIES
 
 # The fields of `struct RuntimeShape`, in its order (kernels/kiln/generic_abi.hpp KILN_RUNTIME_SHAPE_FIELDS;
 # tests/test_shape_buckets.py holds the two lists equal).

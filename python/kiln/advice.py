@@ -42,7 +42,7 @@ def classify(record: dict, summary: dict) -> dict:
 def candidates(family: str, spec, params: dict, profile) -> list[dict]:
     """Tilings of `family` for `spec` that fit the profile's buffers (current one excluded): the family's own
     tuning space (codegen/families/<family>.py `space`)."""
-    from .codegen.families.base import FAMILIES
+    from .codegen.families.registry import FAMILIES
     f = FAMILIES[family]
     if getattr(spec, "mid", 0) or f.space is None:  # a chained conv's tiling space is the build search's own
         return []
@@ -52,7 +52,7 @@ def candidates(family: str, spec, params: dict, profile) -> list[dict]:
 
 def wide_candidates(family: str, spec, params: dict, profile) -> list[dict]:
     """Cube tilings with base_m/base_n any multiple of 16 (the family's `wide_space`; none for a chained conv)."""
-    from .codegen.families.base import FAMILIES
+    from .codegen.families.registry import FAMILIES
     f = FAMILIES[family]
     if getattr(spec, "mid", 0) or f.wide_space is None:
         return []
@@ -62,7 +62,7 @@ def wide_candidates(family: str, spec, params: dict, profile) -> list[dict]:
 def best_tiling(family: str, spec, params: dict, profile) -> tuple[float, dict, int] | None:
     """(cycles, params, candidates considered) of the fastest candidate by exact replay, or None: the
     search.py-style grid plus the wider Cube tilings, ranked by the quick replay, the best replayed exactly."""
-    from .codegen.families.base import predict
+    from .codegen.families.registry import predict
     cands, seen = [], set()
     for p in candidates(family, spec, params, profile) + wide_candidates(family, spec, params, profile):
         key = tuple(sorted(p.items()))
@@ -81,7 +81,7 @@ def best_tiling(family: str, spec, params: dict, profile) -> tuple[float, dict, 
 
 
 def _blocks(family: str, spec, params: dict, profile) -> int:
-    from .codegen.families.base import record
+    from .codegen.families.registry import record
     _, launches = record(spec, family, params, profile)
     return max((len(cores) for _, _, cores in launches), default=0)
 
@@ -115,7 +115,7 @@ def _fmt_params(new: dict, old: dict) -> str:
 
 def suggest(record: dict, spec, profile, summary: dict, kind: dict) -> dict:
     """{"text", "predicted_cycles", "gain", "source", "alternatives": [...], "diagnosis"} for one kernel."""
-    from .codegen.families.base import predict
+    from .codegen.families.registry import predict
     from .codegen.families.registry import family_for, tunable
     from .codegen.ir.optlog import OptLog
     family, params = record["family"], record["tiling"]

@@ -75,7 +75,7 @@ class Trace:
 
 def replay(record: dict, profile=None) -> Trace:
     """Records the cost model's replay of a manifest kernel record."""
-    from .codegen.families.base import record
+    from .codegen.families.registry import record
     profile = profile or profile_of_build()
     pred, launches = record(spec_of(record), record["family"], record["tiling"], profile)
     if pred is None:

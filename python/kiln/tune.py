@@ -16,7 +16,6 @@ import sys
 import tempfile
 from pathlib import Path
 
-TUNED_FAMILIES = ("conv2d_cube_img2col", "gemm_cube")
 
 RUN_CANDIDATES = """
 import json, numpy as np, kiln
@@ -28,6 +27,12 @@ for k in kiln.kernels():
         out[label] = {"kernel": k.name, "cycles": k.last_stats["cycles"], "tiling": k.record["tiling"]}
 print(json.dumps(out))
 """
+
+
+def tuned_families() -> tuple[str, ...]:
+    """The families `kiln tune` measures: those with a searched tiling space (codegen/families/*.py candidates)."""
+    from .codegen.families.registry import FAMILIES
+    return tuple(f.name for f in FAMILIES.values() if f.candidates is not None)
 
 
 def _entry(label: str, spec: dict, kind: str, tiling: dict) -> str:
@@ -68,7 +73,7 @@ def tune(model: str, out: str, k: int = 3, build_dir: str | None = None, progres
 
     rec, profile, kernels = baked_model(model)
     used = [kernels[n] for n in dict.fromkeys(s["kernel"] for s in rec["steps"] if s["kernel"])]
-    todo = [kr for kr in used if kr["family"] in TUNED_FAMILIES]
+    todo = [kr for kr in used if kr["family"] in tuned_families()]
     lines, cands = [], {}
     for i, kr in enumerate(todo):
         spec = (GemmSpec if kr["features"]["kind"] == "gemm" else Conv2dSpec)(**kr["spec"])
