@@ -112,14 +112,16 @@ def _bake_preview(path, batch: int, report: dict[str, Any], fusion: bool, max_de
     """What a build would bake: kernel launches before and after fusion, what fused, the fusion audit (every
     opportunity not taken, with its reason) and the unique kernels; or the nodes no kernel serves yet."""
     from . import KilnError
-    from .families.registry import attention_capacity
-    from .passes.fusion import fuse
-    from .passes.lowering import lower, unsupported_nodes
-    from .options import OPT_LEVELS
     from .ir.optlog import OptLog
-    from .ir.opspec import opspec_of
-    from .ir.profiles import get_profile
+    from .options import OPT_LEVELS, parse_options
+    from .passes.lowering import unsupported_nodes
+    from .pipeline import plan_model
     depth = int(OPT_LEVELS["O2"]["MAX_FUSION_DEPTH"]) if max_depth is None else max_depth
+
+    def options(enable: bool):
+        return parse_options({"ENABLE_FUSION": "ON" if enable else "OFF", "MAX_FUSION_DEPTH": str(depth),
+                              "KILN_TARGET": target, "USE_FLASH_ATTENTION": "ON" if flash_attention else "OFF",
+                              "MAX_SEQ_LEN": str(max_seq_len), "KILN_MODELS": ""})
     graph = onnx_frontend.load_onnx(path, batch)
     missing = unsupported_nodes(graph, Path(path).stem)
     if missing:
@@ -128,12 +130,10 @@ def _bake_preview(path, batch: int, report: dict[str, Any], fusion: bool, max_de
                                  for n in missing]
         return {"supported": False}
     try:
-        unfused = sum(1 for s in lower(graph, Path(path).stem).steps if s.kind == "kernel")
+        unfused = len(plan_model(graph, Path(path).stem, options(False), OptLog(), memory=False).specs)
         graph = onnx_frontend.load_onnx(path, batch)  # fusion rewrites the graph: a fresh one
-        result = fuse(graph, Path(path).stem, fusion, depth, OptLog(), get_profile(target), flash_attention,
-                      max_seq_len, attention_capacity)
-        lowered = lower(graph, Path(path).stem)
-        specs = [opspec_of(s.instance) for s in lowered.steps if s.kind == "kernel"]
+        stages = plan_model(graph, Path(path).stem, options(fusion), OptLog(), memory=False)
+        result, lowered, specs = stages.fusion, stages.lowered, list(stages.specs.values())
     except KilnError as e:
         report["unsupported"] = [{"node": e.subject, "op_type": "", "reason": e.message}]
         return {"supported": False}

@@ -1,80 +1,79 @@
-"""The codegen pipeline, top to bottom: options -> frontend -> opspecs -> variants.
+"""The codegen pipeline, top to bottom: options -> frontend -> fusion -> lowering -> opspecs -> variants -> memory.
 
-`plan()` runs every stage that decides something and returns a Plan; nothing is
-written until render. Identical Opspecs become one kernel.
+`plan_model()` is the one place a model graph goes through the stages (the build, `kiln analyze`, the shape
+buckets and the runtime's generic planning all call it); `plan()` plans a whole build with it: the kernel list,
+every model of KILN_MODELS and their shape buckets, then one variant per unique kernel (identical Opspecs are one
+kernel). It returns a Plan; nothing is written until render.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from . import KilnError
-from .select import search_cache
-from .shapes import buckets as shape_buckets
-from .frontend.kernel_list import load_kernel_list
-from .ir.graph import OpInstance
-from .shapes.generic import GenericKernel
-from .cost.model import Prediction
-from .families.registry import FAMILIES
 from .families.registry import attention_capacity
+from .frontend.kernel_list import load_kernel_list
+from .ir.graph import Graph, OpInstance
+from .ir.opspec import Opspec, opspec_of
+from .ir.optlog import OptLog
+from .ir.profiles import get_profile
+from .options import Options
 from .passes.fusion import FusionResult, fuse
 from .passes.lowering import LoweredModel, lower
 from .passes.memory import MemoryPlan, plan_arena
-from .ir.opspec import Opspec, opspec_of
-from .options import Options
-from .ir.optlog import OptLog
-from .ir.profiles import Profile, get_profile
-from .shapes.buckets import ShapeBuckets
-from .select.tiling import Variant, kernel_inputs, mte2_bytes
+from .select import search_cache
+from .select.plan import KernelPlan, ModelPlan, Plan
 from .select.tuning import load_records
+from .shapes import buckets as shape_buckets
+from .shapes.buckets import ShapeBuckets
+
+BUILD_PROFILE = object()  # plan_model's default fusion profile: the build target's
 
 
 @dataclass
-class KernelPlan:
-    spec: Opspec
-    variant: Variant | None = None
-    instances: list[str] = field(default_factory=list)
-    prediction: Prediction | None = None  # the cost model's, for the chosen variant
-    pinned: str = ""  # algorithm fixed by a kernel-list entry ("" = chosen by the options and the cost model)
-    pinned_tiling: tuple = ()  # tiling parameters fixed by a kernel-list entry: ((name, value), ...)
-    suffix: str = ""  # set when another kernel of the same spec and family has a different variant
-
-    @property
-    def symbol(self) -> str:
-        """C++ symbol and public name: the family (and Winograd tile), then the spec's dims."""
-        family = FAMILIES[self.variant.family].symbol_of(self.variant)
-        pinned = "__" + self.variant.tag[len(self.variant.family) + 1:] if self.pinned_tiling else self.suffix
-        return family + self.spec.name[len(self.spec.kind):] + pinned
-
-    @property
-    def inputs(self) -> list:
-        """Packed input tensors of the generated kernel (the variant may change a weight layout)."""
-        return kernel_inputs(self.spec, self.variant)
-
-    @property
-    def mte2_bytes(self) -> int:
-        return mte2_bytes(self.spec, self.variant)
-
-
-@dataclass
-class ModelPlan:
-    name: str
-    onnx_path: str
+class ModelStages:
+    """One model graph after the stages: what fusion did, the lowered steps, each kernel step's op spec (step
+    index -> Opspec; a step's instance is labelled `model:node`) and the arena."""
+    fusion: FusionResult
     lowered: LoweredModel
-    memory: MemoryPlan
-    step_kernels: dict[int, KernelPlan]  # step index -> its kernel
-    fusion: FusionResult | None = None
-    shapes: ShapeBuckets | None = None  # KILN_SHAPE_BUCKETS: its bucket plans and generic path (shape_buckets.py)
+    specs: dict[int, Opspec]
+    memory: MemoryPlan | None
 
 
-@dataclass
-class Plan:
-    options: Options
-    profile: Profile
-    kernels: list[KernelPlan]
-    log: OptLog
-    models: list[ModelPlan] = field(default_factory=list)
-    generic_kernels: list[GenericKernel] = field(default_factory=list)  # KILN_SHAPE_BUCKETS (codegen/generic.py)
+def spec_of_step(op: OpInstance) -> Opspec:
+    try:
+        return opspec_of(op)
+    except (KeyError, ValueError, TypeError) as e:  # a lowering rule left an attribute out
+        raise KilnError("opspec", op.label, f"cannot describe this op as a kernel: {e}") from None
+
+
+def plan_model(graph: Graph, name: str, options: Options, log: OptLog, fusion_profile=BUILD_PROFILE,
+               memory: bool = True) -> ModelStages:
+    """Fusion (rewrites `graph`), lowering, the op spec of every kernel step and the arena of one model.
+    fusion_profile: the profile whose capacities fusion checks (None: no size-dependent chains; default: the
+    build target's). The choice of each kernel's variant is the caller's (the build dedups and searches all
+    kernels at once; the runtime's generic planning chooses per step)."""
+    profile = get_profile(options.kiln_target)
+    fusion = fuse(graph, name, options.enable_fusion, options.max_fusion_depth, log,
+                  profile if fusion_profile is BUILD_PROFILE else fusion_profile, options.use_flash_attention,
+                  options.max_seq_len, attention_capacity)
+    lowered = lower(graph, name, options.kiln_dtype)
+    for d in lowered.decisions:
+        node, _, detail = d.partition(":")
+        log.add("lowering", f"{name}:{node}", "decision", "view_or_relayout", detail=detail.strip())
+    specs = {}
+    for i, st in enumerate(lowered.steps):
+        if st.kind == "kernel":
+            st.instance = OpInstance(f"{name}:{st.name}", st.instance.type, st.instance.attrs)
+            specs[i] = spec_of_step(st.instance)
+    return ModelStages(fusion, lowered, specs, plan_arena(lowered, profile.gm_alignment) if memory else None)
+
+
+def plan_size(model: dict, kernels: list[dict], build_options: dict, size: tuple[int, int],
+              generic_names: set[str], prefer_baked: bool = True) -> shape_buckets.SizedPlan:
+    """A model's plan at an input size no bucket was baked for (the runtime's generic planning, kiln/dispatch.py):
+    codegen/shapes/buckets.py plan_size through plan_model."""
+    return shape_buckets.plan_size(model, kernels, build_options, size, generic_names, plan_model, prefer_baked)
 
 
 def with_cube_dtype(op: OpInstance, dtype: str) -> OpInstance:
@@ -134,11 +133,8 @@ def plan(options: Options, source_dir: Path, work_dir: Path | None = None, progr
         log.add("options", "build", f"{name}={value}", "opt_level", KILN_OPT_LEVEL=options.kiln_opt_level)
     by_spec: dict[tuple[Opspec, str, tuple], KernelPlan] = {}
 
-    def add_instance(op: OpInstance) -> KernelPlan:
-        try:
-            spec = opspec_of(op)
-        except (KeyError, ValueError, TypeError) as e:  # a lowering rule left an attribute out
-            raise KilnError("opspec", op.label, f"cannot describe this op as a kernel: {e}") from None
+    def add_instance(op: OpInstance, spec: Opspec | None = None) -> KernelPlan:
+        spec = spec_of_step(op) if spec is None else spec
         key = (spec, op.attrs.get("algorithm", ""), op.attrs.get("tiling", ()))
         if key in by_spec:
             log.add("opspec", op.label, spec.name, "dedup")
@@ -157,18 +153,9 @@ def plan(options: Options, source_dir: Path, work_dir: Path | None = None, progr
     bucketed: dict[str, ShapeBuckets] = {}
 
     def add_model(name: str, path: Path, graph) -> None:
-        fusion = fuse(graph, name, options.enable_fusion, options.max_fusion_depth, log, profile,
-                      options.use_flash_attention, options.max_seq_len, attention_capacity)
-        lowered = lower(graph, name, options.kiln_dtype)
-        for d in lowered.decisions:
-            node, _, detail = d.partition(":")
-            log.add("lowering", f"{name}:{node}", "decision", "view_or_relayout", detail=detail.strip())
-        steps: dict[int, KernelPlan] = {}
-        for i, st in enumerate(lowered.steps):
-            if st.kind == "kernel":
-                st.instance = OpInstance(f"{name}:{st.name}", st.instance.type, st.instance.attrs)
-                steps[i] = add_instance(st.instance)
-        models.append((name, path, lowered, steps, fusion))
+        stages = plan_model(graph, name, options, log)
+        steps = {i: add_instance(stages.lowered.steps[i].instance, spec) for i, spec in stages.specs.items()}
+        models.append((name, path, stages, steps))
 
     for entry in options.kiln_models:
         from .frontend.onnx_import import load_onnx  # imports onnx: only when models are baked
@@ -217,17 +204,17 @@ def plan(options: Options, source_dir: Path, work_dir: Path | None = None, progr
         else:
             seen[k.symbol] = k
     kernels = list(seen.values())
-    for _, _, _, steps, _ in models:
+    for _, _, _, steps in models:
         for i, k in steps.items():
             steps[i] = merged.get(id(k), k)
     model_plans = []
-    for name, path, lowered, steps, fusion in models:
-        mem = plan_arena(lowered, profile.gm_alignment)
+    for name, path, stages, steps in models:
+        lowered, fusion, mem = stages.lowered, stages.fusion, stages.memory
         for out, src in mem.in_place:
             log.add("memory", name, f"{out}->in_place({src})", "in_place")
         log.add("memory", name, f"arena={mem.arena_bytes}", "memory_plan", lower_bound=mem.lower_bound_bytes,
                 naive=mem.naive_bytes, strategy=mem.strategy,
                 **{f"tried_{k}": v for k, v in mem.strategies.items()})
         model_plans.append(ModelPlan(name, str(path), lowered, mem, steps, fusion))
-    model_plans, generic_kernels = shape_buckets.attach(model_plans, bucketed, profile, options, log)
+    model_plans, generic_kernels = shape_buckets.attach(model_plans, bucketed, profile, options, log, plan_model)
     return Plan(options, profile, kernels, log, model_plans, generic_kernels)

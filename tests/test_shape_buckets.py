@@ -28,6 +28,7 @@ try:
     from kiln.codegen.shapes.generic import RUNTIME_FIELDS
     from kiln.codegen.frontend.onnx_import import load_onnx
     from kiln.codegen.options import parse_options
+    from kiln.codegen import pipeline
     from kiln.codegen.pipeline import plan
     from kiln.codegen.emit.render import manifest, model_log, weights_blob
 except ImportError:
@@ -37,6 +38,7 @@ except ImportError:
     from codegen.shapes.generic import RUNTIME_FIELDS
     from codegen.frontend.onnx_import import load_onnx
     from codegen.options import parse_options
+    from codegen import pipeline
     from codegen.pipeline import plan
     from codegen.emit.render import manifest, model_log, weights_blob
 
@@ -204,7 +206,7 @@ def test_winograd_buckets_and_the_generic_path_share_one_blob(tiny, tmp_path):
         c2 = next(s for s in r["steps"] if s["name"] == "c2")
         assert c2["kernel"].startswith("conv2d_winograd_f2") and c2["inputs"][1][1] == index["c2.w@winograd_f2"][0]
     kernels = manifest(p)["kernels"]
-    sized = sbk.plan_size(rec, kernels, p.options.as_dict(), (240, 240), set(m.shapes.generic_symbols))
+    sized = pipeline.plan_size(rec, kernels, p.options.as_dict(), (240, 240), set(m.shapes.generic_symbols))
     c2 = next(s for s in sized.record["steps"] if s["name"] == "c2")
     assert "generic" in c2["kernel"] and c2["inputs"][1][1] == index["c2.w"][0]
 
@@ -215,7 +217,7 @@ def test_generic_tiling_takes_the_fastest_of_the_rule_and_the_searched_tilings(t
     man = manifest(p)
     names = set(m.shapes.generic_symbols)
     for size, borrowed_from in (((224, 224), "conv2d_cube_img2col_1x3x224x224"), ((240, 240), None)):
-        sized = sbk.plan_size(man["models"][0], man["kernels"], p.options.as_dict(), size, names, prefer_baked=False)
+        sized = pipeline.plan_size(man["models"][0], man["kernels"], p.options.as_dict(), size, names, prefer_baked=False)
         lines = [ln for ln in sized.log.lines if ln.startswith("[OPT] shapes conv2d_") and "reason=cost_model" in ln]
         assert len(lines) == 6, lines  # one per generic convolution
         for ln in lines:
@@ -257,7 +259,7 @@ def test_a_size_dependent_kernel_without_generic_form_leaves_no_generic_path(tmp
     assert any("generic:unavailable reason=no_generic_form node=spatial_softmax" in ln for ln in p.log.lines)
     rec = manifest(p)["models"][0]
     with pytest.raises(KilnError, match="no generic path.*spatial_softmax"):
-        sbk.plan_size(rec, manifest(p)["kernels"], p.options.as_dict(), (240, 240), set())
+        pipeline.plan_size(rec, manifest(p)["kernels"], p.options.as_dict(), (240, 240), set())
 
 
 def test_a_reshape_fixed_for_the_own_size_leaves_no_generic_path(tmp_path):
@@ -284,7 +286,7 @@ CHECK = textwrap.dedent("""
     from kiln import _core
     from kiln.codegen.families.registry import predict
     from kiln.codegen.ir.profiles import get_profile
-    from kiln.codegen.shapes.buckets import plan_size
+    from kiln.codegen.pipeline import plan_size
     from kiln.validate import validate
     out = {}
     m = kiln.load("tiny")

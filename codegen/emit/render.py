@@ -16,13 +16,13 @@ from dataclasses import asdict
 from pathlib import Path
 
 from .. import KilnError
-from ..shapes import generic, buckets as shape_buckets
 from ..ir.opspec import features
 from ..emit.opspec_file import features as opspec_features
 from ..emit.opspec_file import render_opspec, spec_hash
 import numpy as np
 
-from ..pipeline import KernelPlan, ModelPlan, Plan
+from ..select.plan import KernelPlan, ModelPlan, Plan
+from .modes import BAKED_MODE
 from ..families.registry import FAMILIES
 from ..select.tiling import algorithm_of
 from ..ir.profiles import POSITIONS, PROFILES, VEC_OPS
@@ -184,8 +184,23 @@ def model_record(m: ModelPlan, kernel_symbols: dict[int, str], windex: dict[str,
         "steps": steps,
     }
     if m.shapes is not None:
-        rec["shape_buckets"] = shape_buckets.record(m, windex, blob_bytes)
+        rec["shape_buckets"] = shape_buckets_record(m, windex, blob_bytes)
     return rec
+
+
+def shape_buckets_record(m: ModelPlan, windex: dict[str, tuple[int, int]], blob_bytes: int) -> dict:
+    """The model's "shape_buckets" manifest entry."""
+    sb = m.shapes  # codegen/shapes/buckets.py ShapeBuckets
+    plans = []
+    for b, (_, size, _) in zip(sb.buckets, sb.pending):
+        rec = model_record(b, {i: k.symbol for i, k in b.step_kernels.items()}, windex, blob_bytes)
+        rec["input_size"] = [size, size]
+        plans.append(rec)
+    return {
+        "sizes": list(sb.sizes), "input": sb.input_name, "own_size": list(sb.own_size), "plans": plans,
+        "min_size": list(sb.min_size), "graph": sb.graph, "weights": {n: list(r) for n, r in windex.items()},
+        "generic_kernels": sb.generic_symbols, "generic_unavailable": sb.generic_unavailable,
+    }
 
 
 def _env(template_dir: Path) -> "jinja2.Environment":
@@ -196,7 +211,7 @@ def _env(template_dir: Path) -> "jinja2.Environment":
     env.filters["cfloat"] = cfloat
     for f in FAMILIES.values():
         env.globals.update(f.template_globals)
-    env.globals.update(generic.BAKED_MODE)  # a generic kernel's render overrides these (codegen/generic.py)
+    env.globals.update(BAKED_MODE)  # a generic kernel's render overrides these (codegen/emit/modes.py)
     return env
 
 

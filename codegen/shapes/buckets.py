@@ -24,8 +24,10 @@ from math import prod
 import numpy as np
 
 from .. import KilnError
-from ..shapes.generic import GenericKernel, generic_key, generic_symbol, runtime_args
-from ..families.registry import attention_capacity
+from ..emit.render import model_record
+from ..select.plan import ModelPlan
+from ..select.tiling import choose_variant
+from .generic import GenericKernel, generic_key, generic_symbol, runtime_args
 from ..ir.graph import Graph, Node, Value
 from ..ir.optlog import OptLog
 
@@ -246,9 +248,10 @@ def prepare(graph: Graph, name: str, path, options, log: OptLog) -> ShapeBuckets
     return shapes
 
 
-def attach(model_plans: list, bucketed: dict[str, ShapeBuckets], profile, options, log: OptLog) -> tuple[list, list]:
-    """Moves every bucket plan under its model (ModelPlan.shapes) and decides the generic kernels.
-    Returns (top-level model plans, generic kernels of the build)."""
+def attach(model_plans: list, bucketed: dict[str, ShapeBuckets], profile, options, log: OptLog,
+           plan_model) -> tuple[list, list]:
+    """Moves every bucket plan under its model (ModelPlan.shapes) and decides the generic kernels (planning the
+    model at other sizes with the pipeline's plan_model). Returns (top-level model plans, generic kernels)."""
     by_name = {m.name: m for m in model_plans}
     labels = {label: name for name, sb in bucketed.items() for label, _, _ in sb.pending}
     top = [m for m in model_plans if m.name not in labels]
@@ -263,7 +266,7 @@ def attach(model_plans: list, bucketed: dict[str, ShapeBuckets], profile, option
             log.add("shapes", label, "baked", "shape_bucket", size=f"{size}x{size}",
                     launches=len(b.step_kernels), kernels=len({k.symbol for k in b.step_kernels.values()}),
                     bucket_only_kernels=len(own), arena=b.memory.arena_bytes)
-        _generic_path(m, sb, profile, options, log, generic)
+        _generic_path(m, sb, profile, options, log, generic, plan_model)
     return top, list(generic.values())
 
 
@@ -276,32 +279,25 @@ def fusion_profiles(profile) -> dict[str, object]:
     return {"build": profile, "chained": replace(profile, cube_cores=1), "unchained": None}
 
 
-def step_specs(graph: Graph, name: str, size, pads, options, fusion_profile) -> list[tuple[str, object]]:
+def step_specs(graph: Graph, name: str, size, pads, options, fusion_profile, plan_model) -> list[tuple[str, object]]:
     """(step name, opspec, or None for glue) of the model planned at `size` (fusion and lowering only)."""
-    from ..passes.fusion import fuse
-    from ..passes.lowering import lower
-    from ..ir.opspec import opspec_of
-    g = graph_at_size(graph, size, name, pads)
-    fuse(g, name, options.enable_fusion, options.max_fusion_depth, OptLog(), fusion_profile,
-         options.use_flash_attention, options.max_seq_len, attention_capacity)
-    return [(st.name, opspec_of(st.instance) if st.kind == "kernel" else None)
-            for st in lower(g, name, options.kiln_dtype).steps]
+    stages = plan_model(graph_at_size(graph, size, name, pads), name, options, OptLog(), fusion_profile, memory=False)
+    return [(st.name, stages.specs.get(i)) for i, st in enumerate(stages.lowered.steps)]
 
 
-def _generic_path(m, sb: ShapeBuckets, profile, options, log: OptLog, generic: dict) -> None:
+def _generic_path(m, sb: ShapeBuckets, profile, options, log: OptLog, generic: dict, plan_model) -> None:
     """The generic kernels of a model: one per structural spec of the kernels of a family with a generic mode,
     over every structure the model takes (fusion_profiles at its own size and at a probe size, and its bucket
     plans); the kernels of other families must not depend on the size (the baked one serves every size).
     Or why the model has no generic path."""
-    from ..select.tiling import choose_variant
     graph = graph_from_record(sb.graph)
     pads = sb.graph["same_pads"]
     probe = (sb.own_size[0] + PROBE_GROWTH, sb.own_size[1] + PROBE_GROWTH)
     structures = []  # (own-size steps, probe-size steps) per fusion mode
     try:
         for mode, fusion_profile in fusion_profiles(profile).items():
-            structures.append((mode, step_specs(graph, m.name, sb.own_size, pads, options, fusion_profile),
-                               step_specs(graph, m.name, probe, pads, options, fusion_profile)))
+            structures.append((mode, step_specs(graph, m.name, sb.own_size, pads, options, fusion_profile, plan_model),
+                               step_specs(graph, m.name, probe, pads, options, fusion_profile, plan_model)))
     except KilnError as e:
         sb.generic_unavailable = f"the graph does not take other sizes: {e}"
         log.add("shapes", m.name, "generic:unavailable", "size_dependent_constant", detail=str(e))
@@ -344,22 +340,6 @@ def _generic_path(m, sb: ShapeBuckets, profile, options, log: OptLog, generic: d
     log.add("shapes", m.name, "generic", "generic_path", generic_kernels=len(sb.generic_symbols),
             size_independent_steps=len(size_independent), fusion_modes=len(structures),
             min_size="x".join(map(str, sb.min_size)))
-
-
-def record(m, windex: dict[str, tuple[int, int]], blob_bytes: int) -> dict:
-    """The model's "shape_buckets" manifest entry."""
-    from ..emit.render import model_record
-    sb: ShapeBuckets = m.shapes
-    plans = []
-    for b, (_, size, _) in zip(sb.buckets, sb.pending):
-        rec = model_record(b, {i: k.symbol for i, k in b.step_kernels.items()}, windex, blob_bytes)
-        rec["input_size"] = [size, size]
-        plans.append(rec)
-    return {
-        "sizes": list(sb.sizes), "input": sb.input_name, "own_size": list(sb.own_size), "plans": plans,
-        "min_size": list(sb.min_size), "graph": sb.graph, "weights": {n: list(r) for n, r in windex.items()},
-        "generic_kernels": sb.generic_symbols, "generic_unavailable": sb.generic_unavailable,
-    }
 
 
 # ---------------------------------------------------------------- run time: the plan for one input size
@@ -430,7 +410,7 @@ class MissingKernel(KilnError):
 
 
 def plan_size(model: dict, kernels: list[dict], build_options: dict, size: tuple[int, int],
-              generic_names: set[str], prefer_baked: bool = True) -> SizedPlan:
+              generic_names: set[str], plan_model, prefer_baked: bool = True) -> SizedPlan:
     """Plans `model` (its manifest record) at input size `size` = (H, W) on the generic kernels: the stored graph
     re-shaped, fused and lowered as the build would, per kernel step the baked kernel of the same spec (when one
     exists with the default weight layouts and `prefer_baked`, or when the step has no generic kernel) or the
@@ -447,30 +427,24 @@ def plan_size(model: dict, kernels: list[dict], build_options: dict, size: tuple
     profile = get_profile(options.kiln_target)
     modes = fusion_profiles(profile)
     try:
-        return _plan_with(model, kernels, options, profile, modes["build"], size, generic_names, prefer_baked)
+        return _plan_with(model, kernels, options, profile, modes["build"], size, generic_names, prefer_baked,
+                          plan_model)
     except MissingKernel as e:
-        sized = _plan_with(model, kernels, options, profile, modes["unchained"], size, generic_names, prefer_baked)
+        sized = _plan_with(model, kernels, options, profile, modes["unchained"], size, generic_names, prefer_baked,
+                           plan_model)
         sized.log.add("shapes", model["name"], "fusion=unchained", "no_generic_form", size=f"{size[0]}x{size[1]}",
                       detail=e.message)
         return sized
 
 
 def _plan_with(model: dict, kernels: list[dict], options, profile, fusion_profile, size: tuple[int, int],
-               generic_names: set[str], prefer_baked: bool) -> SizedPlan:
-    from ..passes.fusion import fuse
-    from ..passes.lowering import lower
-    from ..passes.memory import plan_arena
-    from ..ir.opspec import opspec_of
-    from ..pipeline import ModelPlan
-    from ..emit.render import model_record
-    from ..select.tiling import choose_variant
+               generic_names: set[str], prefer_baked: bool, plan_model) -> SizedPlan:
     sb = model["shape_buckets"]
     name = model["name"]
     log = OptLog()
     g = graph_at_size(graph_from_record(sb["graph"]), size, name, sb["graph"]["same_pads"])
-    fusion = fuse(g, name, options.enable_fusion, options.max_fusion_depth, log, fusion_profile,
-                  options.use_flash_attention, options.max_seq_len, attention_capacity)
-    lowered = lower(g, name, options.kiln_dtype)
+    stages = plan_model(g, name, options, log, fusion_profile)
+    lowered = stages.lowered
     windex = {n: tuple(r) for n, r in sb["weights"].items()}
     for wname, arr in lowered.weights.items():  # weight layouts do not depend on the size: the blob has them
         nbytes = arr.nbytes  # fp16 / bf16 bits (uint16) / fp32
@@ -483,10 +457,8 @@ def _plan_with(model: dict, kernels: list[dict], options, profile, fusion_profil
             baked.setdefault(k["opspec_name"], k["name"])
     searched = baked_tilings(model, kernels)
     symbols, args, chosen = {}, {}, {}
-    for i, st in enumerate(lowered.steps):
-        if st.kind != "kernel":
-            continue
-        spec = opspec_of(st.instance)
+    for i, spec in stages.specs.items():
+        st = lowered.steps[i]
         v = choose_variant(spec, profile, log, options)
         key = generic_key(spec, v)
         sym = generic_symbol(key) if key else None
@@ -500,8 +472,7 @@ def _plan_with(model: dict, kernels: list[dict], options, profile, fusion_profil
         symbols[i], args[i] = sym, runtime_args(spec, v)
         chosen[i] = (spec, v)
         log.add("shapes", spec.name, sym, "generic_kernel", node=st.name, **args[i])
-    mem = plan_arena(lowered, profile.gm_alignment)
-    plan = ModelPlan(name, model["onnx"], lowered, mem, {}, fusion)
+    plan = ModelPlan(name, model["onnx"], lowered, stages.memory, {}, stages.fusion)
     rec = model_record(plan, symbols, windex, model["weights_bytes"])
     for i, a in args.items():
         rec["steps"][i]["runtime_shape"] = a

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
 
+from ..emit.modes import GENERIC_MODE
 from ..ir.opspec import Opspec
 from ..families.base import GenericForm, Variant
 from ..families.registry import FAMILIES
@@ -88,41 +89,6 @@ def runtime_field_names(family: str) -> tuple[str, ...]:
 
 
 # ---------------------------------------------------------------- rendering
-
-BAKED_MODE = {
-    "generic": False,
-    "dyn": "constexpr",
-    "fixed": "constexpr",
-    "dyn_fn": "constexpr ",  # a helper function that reads shape-dependent values
-    "kernel_struct_begin": "",
-    "kernel_entry": lambda k: f"}}  // namespace\n\nKernelStats {k}(const void* const* in, void* out) {{",
-    "kernel_entry_end": lambda k: "",
-}
-
-_STRUCT_BEGIN = """
-// Generic kernel: the values below marked `const` follow the input size (and the tiling chosen for it) given at
-// each launch as a RuntimeShape `rt`; the static constexpr ones are this kernel's structure.
-struct Kernel {
-  explicit Kernel(const RuntimeShape& shape) : rt(shape) {}
-  const RuntimeShape rt;  // first member: the shape-dependent members below are initialised from it
-"""
-
-
-def _generic_entry_end(k: str) -> str:
-    return (f"\n}};  // struct Kernel\n}}  // namespace\n\n"
-            f"KernelStats {k}(const void* const* in, void* out, const RuntimeShape& rt) {{\n"
-            f"  return Kernel(rt).run(in, out);\n}}")
-
-
-GENERIC_MODE = {
-    "generic": True,
-    "dyn": "const",             # a const member initialised from rt
-    "fixed": "static constexpr",
-    "dyn_fn": "",                # a member function, reading the const members
-    "kernel_struct_begin": _STRUCT_BEGIN.rstrip("\n"),
-    "kernel_entry": lambda k: "KernelStats run(const void* const* in, void* out) {",
-    "kernel_entry_end": _generic_entry_end,
-}
 
 
 class _RuntimeSpec:

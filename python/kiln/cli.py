@@ -108,6 +108,7 @@ def _log(args) -> int:
 def _analyze(args) -> int:
     from .codegen import KilnError
     from .codegen.analyze import analyze, format_text
+    from .codegen.options import OptionError
     path = args.file
     if not os.path.exists(path):  # a zoo model by name: build its ONNX file first
         from .codegen.frontend import zoo
@@ -123,6 +124,9 @@ def _analyze(args) -> int:
                          max_seq_len=args.max_seq_len)
     except KilnError as e:
         print(f"kiln analyze: {e.subject}: {e.message}", file=sys.stderr)
+        return 2
+    except OptionError as e:  # --max-fusion-depth / --max-seq-len / --target out of range, as the build options
+        print(f"kiln analyze: {e}", file=sys.stderr)
         return 2
     if args.json:
         _emit_json(report)

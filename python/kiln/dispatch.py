@@ -116,7 +116,7 @@ class Dispatcher:
     def _generic(self, x: tuple[int, ...], force_generic: bool) -> ServingPlan:
         from . import manifest
         from .codegen import KilnError
-        from .codegen.shapes.buckets import plan_size
+        from .codegen.pipeline import plan_size
         t0 = time.perf_counter()
         man = manifest()
         try:
