@@ -18,7 +18,7 @@ from .ir.opspec import Opspec, opspec_of
 from .ir.optlog import OptLog
 from .ir.profiles import get_profile
 from .options import Options
-from .passes.fusion import FusionResult, fuse
+from .passes.fusion import FusionLimits, FusionResult, fuse
 from .passes.lowering import LoweredModel, lower
 from .passes.memory import MemoryPlan, plan_arena
 from .select import search_cache
@@ -54,9 +54,9 @@ def plan_model(graph: Graph, name: str, options: Options, log: OptLog, fusion_pr
     build target's). The choice of each kernel's variant is the caller's (the build dedups and searches all
     kernels at once; the runtime's generic planning chooses per step)."""
     profile = get_profile(options.kiln_target)
-    fusion = fuse(graph, name, options.enable_fusion, options.max_fusion_depth, log,
-                  profile if fusion_profile is BUILD_PROFILE else fusion_profile, options.use_flash_attention,
-                  options.max_seq_len, attention_capacity)
+    limits = FusionLimits.of(options, profile if fusion_profile is BUILD_PROFILE else fusion_profile,
+                             attention_capacity)
+    fusion = fuse(graph, name, limits, log)
     lowered = lower(graph, name, options.kiln_dtype)
     for d in lowered.decisions:
         node, _, detail = d.partition(":")

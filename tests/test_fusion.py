@@ -440,8 +440,8 @@ def test_attention_under_fusion_off_depth_limit_and_a_mask(tmp_path):
         onnx.save(helper.make_model(helper.make_graph(nodes, "g", ins, outs, inits),
                                     opset_imports=[helper.make_opsetid("", 17)]), str(tmp_path / f"{name}.onnx"))
         g = onnx_frontend.load_onnx(tmp_path / f"{name}.onnx")
-        res = fusion.fuse(g, "g", True, 5, optlog.OptLog(), profiles.PROFILES["ascend910b"],
-                         attention_capacity=attention_capacity)
+        res = fusion.fuse(g, "g", fusion.FusionLimits(True, 5, profile=profiles.PROFILES["ascend910b"],
+                                                      attention_capacity=attention_capacity), optlog.OptLog())
         return [(a["reason"], a["detail"]) for a in res.audit if a["pattern"] == "Attention"]
 
     assert audit("mask", mask=True) == []  # a [batch, 1, 1, kv] mask is fused (the kernel adds it per key)

@@ -26,12 +26,33 @@ is logged, taken or not; the ones not taken form the audit.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..ir.graph import Graph, Node
 from ..ir.optlog import OptLog
+from ..ir.profiles import Profile
 
 ACTIVATIONS = ("Relu", "Clip", "Gelu")
+
+
+@dataclass(frozen=True)
+class FusionLimits:
+    """What fusion may do: the build options it reads (ENABLE_FUSION, MAX_FUSION_DEPTH, USE_FLASH_ATTENTION,
+    MAX_SEQ_LEN), the profile whose capacities it checks (None: no size-dependent Conv -> Conv 1x1 chains), and
+    attention_capacity(head_dim, profile): why the attention kernel's smallest tile does not fit ("" if it does;
+    the kernel family's own footprint, codegen/families/registry.py)."""
+    enable: bool
+    max_depth: int
+    flash_attention: bool = True
+    max_seq_len: int = 512
+    profile: Profile | None = None
+    attention_capacity: Callable[[int, Profile], str] | None = None
+
+    @classmethod
+    def of(cls, options, profile: Profile | None, attention_capacity=None) -> FusionLimits:
+        return cls(options.enable_fusion, options.max_fusion_depth, options.use_flash_attention,
+                   options.max_seq_len, profile, attention_capacity)
 
 
 @dataclass
@@ -40,6 +61,30 @@ class FusionResult:
     ops_before: int
     fused: list[dict] = field(default_factory=list)
     audit: list[dict] = field(default_factory=list)  # opportunities not taken, with the reason
+
+
+@dataclass
+class _Pass:
+    """One fusion run: the graph, its limits and log, the result so far, and the graph index the residual pass
+    keeps up to date as it fuses (readers, producers, graph outputs, node order, fused-away nodes)."""
+    g: Graph
+    model: str
+    limits: FusionLimits
+    log: OptLog
+    res: FusionResult
+    consumers: dict[str, list[Node]] = field(default_factory=dict)
+    producer_of: dict[str, Node] = field(default_factory=dict)
+    outputs: set[str] = field(default_factory=set)
+    order: dict[str, int] = field(default_factory=dict)
+    removed: set[str] = field(default_factory=set)
+
+    @property
+    def enable(self) -> bool:
+        return self.limits.enable
+
+    @property
+    def max_depth(self) -> int:
+        return self.limits.max_depth
 
 
 def _index(g: Graph) -> tuple[dict[str, list[Node]], dict[str, Node], set[str]]:
@@ -102,19 +147,27 @@ def _epilogue_support(producer: Node, act: Node, g: Graph) -> tuple[bool, str, s
     return False, "no_epilogue", f"{producer.op_type} kernels take no epilogue"
 
 
-def fuse(g: Graph, model: str, enable: bool, max_depth: int, log: OptLog, profile=None,
-         flash_attention: bool = True, max_seq_len: int = 512, attention_capacity=None) -> FusionResult:
-    """attention_capacity(head_dim, profile): why the attention kernel's smallest tile does not fit ("" if it
-    does; the kernel family's own footprint, codegen/families/registry.py), asked when a profile is given."""
+def fuse(g: Graph, model: str, limits: FusionLimits, log: OptLog) -> FusionResult:
+    """Every fusion pass over `g` (rewritten in place), in order: attention, activations and residual adds,
+    sibling GEMMs, Conv -> Conv 1x1 chains (with a profile)."""
     res = FusionResult(g, ops_before=len(g.nodes))
-    _fuse_attention(g, model, enable, max_depth, log, res, profile, flash_attention, max_seq_len,
-                    attention_capacity)
-    consumers, producer_of, outputs = _index(g)
-    removed: set[str] = set()
-    order = {n.name: i for i, n in enumerate(g.nodes)}
+    _fuse_attention(_Pass(g, model, limits, log, res))
+    ps = _Pass(g, model, limits, log, res, *_index(g), {n.name: i for i, n in enumerate(g.nodes)})
+    _fuse_activations(ps)
+    _fuse_siblings(_Pass(g, model, limits, log, res))
+    if limits.profile is not None:
+        _fuse_chains(_Pass(g, model, limits, log, res), limits.profile)
+    return res
+
+
+def _fuse_activations(ps: _Pass) -> None:
+    """An activation joins the kernel producing its input where that kernel can apply it (_epilogue_support);
+    a residual Add joins a convolution (_fuse_residual)."""
+    g, model, enable, max_depth, log, res = ps.g, ps.model, ps.enable, ps.max_depth, ps.log, ps.res
+    consumers, producer_of, outputs, removed = ps.consumers, ps.producer_of, ps.outputs, ps.removed
     for act in g.nodes:
         if act.op_type == "Add":
-            _fuse_residual(act, g, model, enable, max_depth, log, res, consumers, producer_of, outputs, order, removed)
+            _fuse_residual(act, ps)
             continue
         if act.op_type not in ACTIVATIONS or not act.inputs or act.inputs[0] not in producer_of:
             continue
@@ -152,10 +205,6 @@ def fuse(g: Graph, model: str, enable: bool, max_depth: int, log: OptLog, profil
                 ops=len(prod.source))
         res.fused.append({"node": act.name, "into": prod.name, "pattern": pattern, "where": where})
     g.nodes = [n for n in g.nodes if n.name not in removed]
-    _fuse_siblings(g, model, enable, max_depth, log, res)
-    if profile is not None:
-        _fuse_chains(g, model, enable, max_depth, log, res, profile)
-    return res
 
 
 def _sibling_gemm(n: Node, g: Graph) -> bool:
@@ -197,10 +246,11 @@ def _audit_sibling_convs(g: Graph, model: str, log: OptLog, res: FusionResult) -
                           "detail": detail})
 
 
-def _fuse_siblings(g: Graph, model: str, enable: bool, max_depth: int, log: OptLog, res: FusionResult) -> None:
+def _fuse_siblings(ps: _Pass) -> None:
     """GEMMs that read the same activation (a transformer's Q, K and V projections) become one GEMM over their
     weights side by side: the input is read once and one launch replaces several. Each result is written as a
     contiguous slice of the one output (GemmSpec.split), so its readers see the tensor they read before."""
+    g, model, enable, max_depth, log, res = ps.g, ps.model, ps.enable, ps.max_depth, ps.log, ps.res
     consumers, _, outputs = _index(g)
     groups: dict[str, list[Node]] = {}
     for n in g.nodes:
@@ -273,13 +323,13 @@ def _chain_problem(first: Node, second: Node, g: Graph) -> str | None:
     return None
 
 
-def _fuse_chains(g: Graph, model: str, enable: bool, max_depth: int, log: OptLog, res: FusionResult,
-                 profile) -> None:
+def _fuse_chains(ps: _Pass, profile: Profile) -> None:
     """Conv(+ReLU) -> Conv 1x1: when a window conv's result is read only by a 1x1 conv, one kernel computes an
     M tile of it for all its channels into L0C, Fixpipe rounds it (ReLU on the way) into L1, and the 1x1 conv
     reads it from there: the intermediate never goes to GM. The tile is then all output channels of both convs
     for 16..256 pixels, so an M tile is one block: a map with fewer 16-pixel tiles than the profile has Cube
     cores would leave cores idle, and stays two kernels."""
+    g, model, enable, max_depth, log, res = ps.g, ps.model, ps.enable, ps.max_depth, ps.log, ps.res
     consumers, producer_of, outputs = _index(g)
     cores = profile.cores_for("cube")
     removed: set[str] = set()
@@ -340,10 +390,11 @@ def _fuse_chains(g: Graph, model: str, enable: bool, max_depth: int, log: OptLog
     g.nodes = [n for n in g.nodes if n.name not in removed]
 
 
-def _fuse_residual(add: Node, g: Graph, model, enable, max_depth, log, res, consumers, producer_of, outputs, order,
-                   removed) -> None:
+def _fuse_residual(add: Node, ps: _Pass) -> None:
     """Conv(+BN) + Add(residual): the add joins the later of the two producing convolutions, whose kernel
     then ends with a Vector-core pass y = conv + residual (the other input exists by then)."""
+    g, model, enable, max_depth, log, res = ps.g, ps.model, ps.enable, ps.max_depth, ps.log, ps.res
+    consumers, producer_of, outputs, order, removed = ps.consumers, ps.producer_of, ps.outputs, ps.order, ps.removed
     ins = [i for i in add.inputs if i]
     if len(ins) != 2 or any(i in g.initializers for i in ins) or ins[0] == ins[1]:
         return
@@ -354,8 +405,7 @@ def _fuse_residual(add: Node, g: Graph, model, enable, max_depth, log, res, cons
         p = producer_of.get(value)
         return p is None or order[p.name] < order[node.name]
 
-    if _fuse_second_source(add, ins, g, model, enable, max_depth, log, res, consumers, producer_of, outputs, order,
-                           removed):
+    if _fuse_second_source(add, ins, ps):
         return
     # the conv that takes the add: the latest one whose other operand already exists when it runs
     convs = [(producer_of[i], ins[1 - k]) for k, i in enumerate(ins) if i in producer_of
@@ -418,11 +468,12 @@ def _second_source_problem(conv: Node, g: Graph) -> str | None:
     return None
 
 
-def _fuse_second_source(add: Node, ins: list[str], g: Graph, model, enable, max_depth, log, res, consumers,
-                        producer_of, outputs, order, removed) -> bool:
+def _fuse_second_source(add: Node, ins: list[str], ps: _Pass) -> bool:
     """Conv + Conv(1x1) + Add: when both operands of the add are convolutions read only by it, the 1x1 one
     (ResNet's downsample) becomes a second source of the other: its K fractals are accumulated into the same
     L0C, so neither result goes to GM and the add costs nothing. Returns whether it fused."""
+    g, model, enable, max_depth, log, res = ps.g, ps.model, ps.enable, ps.max_depth, ps.log, ps.res
+    consumers, producer_of, outputs, order, removed = ps.consumers, ps.producer_of, ps.outputs, ps.order, ps.removed
     prods = [producer_of.get(i) for i in ins]
     if not all(p is not None and p.op_type == "Conv" and p.name not in removed for p in prods):
         return False
@@ -504,12 +555,14 @@ def _k_operand(g: Graph, kt: str, producer_of: dict[str, Node], consumers: dict[
     return None
 
 
-def _fuse_attention(g: Graph, model: str, enable: bool, max_depth: int, log: OptLog, res: FusionResult, profile,
-                    flash: bool, max_seq_len: int, attention_capacity) -> None:
+def _fuse_attention(ps: _Pass) -> None:
     """MatMul(Q, K^T) -> Div or Mul by a scalar -> [Add(mask)] -> Softmax(last axis) -> MatMul(., V) becomes one
     Attention node (lowered to the attention_flash kernel): per (batch, head, q tile) the Cube computes S = Q.K^T
     per kv tile, the Vector unit keeps the running max and sum and rescales the output, the Cube adds P.V. The
     score and probability matrices never reach GM (on split profiles only a tile's worth of workspace does)."""
+    g, model, enable, max_depth, log, res = ps.g, ps.model, ps.enable, ps.max_depth, ps.log, ps.res
+    profile, flash, max_seq_len = ps.limits.profile, ps.limits.flash_attention, ps.limits.max_seq_len
+    attention_capacity = ps.limits.attention_capacity
     consumers, producer_of, outputs = _index(g)
     removed: set[str] = set()
 
