@@ -88,23 +88,29 @@ def attention_mte2(spec: AttentionSpec, v: Variant) -> int:
     return total * spec.batch * spec.heads
 
 
-def replay_attention(spec, params: dict, profile: Profile) -> Prediction:
-    """templates/attention_flash.cpp.j2, instruction for instruction."""
-    bq, bkv, on_chip = params["base_q"], params["base_kv"], bool(params.get("on_chip"))
-    split = params.get("vec_split", 1) == 2
-    reader = "V" if on_chip else "MTE2"  # what reads the S and P.V tiles on the Vector side
-    D1 = ceil(spec.d / 16)
-    d16 = D1 * 16
-    kvp = ceil(bkv / 64) * 64
-    parts = kvp // 64
-    qt, kvt = ceil(spec.q / bq), ceil(spec.kv / bkv)
+class _VectorSide:  # one Vector core's rows of the block and its flags with the Cube
+    def __init__(self, core: SimCore, rows: int, same: bool):
+        self.v, self.rows = core, rows
+        self.x = {n: CrossFlagSim(same) for n in ("s_ready", "s_free", "p_ready", "p_free", "o_ready", "o_free")}
 
-    class Side:  # one Vector core's rows of the block and its flags with the Cube
-        def __init__(self, core: SimCore, rows: int, same: bool):
-            self.v, self.rows = core, rows
-            self.x = {n: CrossFlagSim(same) for n in ("s_ready", "s_free", "p_ready", "p_free", "o_ready", "o_free")}
 
-    def mmad_and_hand_over(c: SimCore, sides: list, ev: int, mnk: tuple, ub_elems: int, gm_elems: int,
+class _AttentionReplay:
+    """The replay's geometry and its instruction streams per block (replay_attention); one object per replay."""
+
+    def __init__(self, spec, params: dict, profile: Profile) -> None:
+        self.spec = spec
+        self.params = params
+        self.profile = profile
+        self.bq, self.bkv, self.on_chip = self.params["base_q"], self.params["base_kv"], bool(self.params.get("on_chip"))
+        self.split = self.params.get("vec_split", 1) == 2
+        self.reader = "V" if self.on_chip else "MTE2"  # what reads the S and P.V tiles on the Vector side
+        self.D1 = ceil(self.spec.d / 16)
+        self.d16 = self.D1 * 16
+        self.kvp = ceil(self.bkv / 64) * 64
+        self.parts = self.kvp // 64
+        self.qt, self.kvt = ceil(self.spec.q / self.bq), ceil(self.spec.kv / self.bkv)
+
+    def mmad_and_hand_over(self, c: SimCore, sides: list, ev: int, mnk: tuple, ub_elems: int, gm_elems: int,
                            tile: str) -> None:
         """The end of both Cube stages once L0A/L0B are loaded: mmad, then Fixpipe hands the tile (S or P.V)
         to the Vector side (tile + "_free" / "_ready" cross flags), into UB on a coupled core or the workspace."""
@@ -118,7 +124,7 @@ def replay_attention(spec, params: dict, profile: Profile) -> Prediction:
         c.wait_flag("M", "FIX", ev)
         for sd in sides:
             sd.x[tile + "_free"].wait(c, "FIX")
-        if on_chip:
+        if self.on_chip:
             c.fixpipe_to_ub(ub_elems)
         else:
             c.fixpipe(gm_elems, 4)
@@ -126,22 +132,22 @@ def replay_attention(spec, params: dict, profile: Profile) -> Prediction:
         for sd in sides:
             sd.x[tile + "_ready"].set(c, "FIX")
 
-    def scores(c: SimCore, sides: list, j: int, m: int) -> None:
-        n = min(bkv, spec.kv - j * bkv)
+    def scores(self, c: SimCore, sides: list, j: int, m: int) -> None:
+        n = min(self.bkv, self.spec.kv - j * self.bkv)
         n1 = ceil(n / 16)
         c.wait_flag("MTE1", "MTE2", 1)
-        c.copy_gm(1, n * spec.d, 2, "L1")
+        c.copy_gm(1, n * self.spec.d, 2, "L1")
         c.set_flag("MTE2", "MTE1", 1)
         c.wait_flag("MTE2", "MTE1", 1)
         c.wait_flag("M", "MTE1", 1)
-        c.load2d(D1 * n1, "L0B")
-        mmad_and_hand_over(c, sides, 1, (m, n1 * 16, D1 * 16), n1 * ceil(m / 16) * 256, m * n, "s")
+        c.load2d(self.D1 * n1, "L0B")
+        self.mmad_and_hand_over(c, sides, 1, (m, n1 * 16, self.D1 * 16), n1 * ceil(m / 16) * 256, m * n, "s")
 
-    def pv(c: SimCore, sides: list, j: int, m: int) -> None:
-        n = min(bkv, spec.kv - j * bkv)
+    def pv(self, c: SimCore, sides: list, j: int, m: int) -> None:
+        n = min(self.bkv, self.spec.kv - j * self.bkv)
         n1, m1 = ceil(n / 16), ceil(m / 16)
         c.wait_flag("MTE1", "MTE2", 2)
-        c.copy_gm(1, n * spec.d, 2, "L1")
+        c.copy_gm(1, n * self.spec.d, 2, "L1")
         for sd in sides:
             sd.x["p_ready"].wait(c, "MTE2")
         c.copy_gm(1, m * n, 2, "L1")
@@ -153,23 +159,23 @@ def replay_attention(spec, params: dict, profile: Profile) -> Prediction:
         for _ in range(m1):
             c.load2d(n1, "L0A")
         for _ in range(n1):
-            c.load2d(D1, "L0B")
-        mmad_and_hand_over(c, sides, 2, (m, D1 * 16, n1 * 16), D1 * m1 * 256, m * spec.d, "o")
+            c.load2d(self.D1, "L0B")
+        self.mmad_and_hand_over(c, sides, 2, (m, self.D1 * 16, n1 * 16), self.D1 * m1 * 256, m * self.spec.d, "o")
 
-    def rows_reduce(v: SimCore, fold: str, reduce: str, rows: int) -> None:
-        for _ in range(max(0, parts - 1)):
+    def rows_reduce(self, v: SimCore, fold: str, reduce: str, rows: int) -> None:
+        for _ in range(max(0, self.parts - 1)):
             v.vec(fold, True, rows)
         v.vec(reduce, True, rows)
 
-    def softmax(sd: Side, j: int) -> None:
+    def softmax(self, sd: _VectorSide, j: int) -> None:
         v, x, rows = sd.v, sd.x, sd.rows
-        n = min(bkv, spec.kv - j * bkv)
-        tile = rows * kvp
-        if spec.mask:
+        n = min(self.bkv, self.spec.kv - j * self.bkv)
+        tile = rows * self.kvp
+        if self.spec.mask:
             v.wait_flag("V", "MTE2", 3)
             v.copy_gm(1, n, 2, "UB")
             v.set_flag("MTE2", "V", 3)
-        if on_chip:
+        if self.on_chip:
             x["s_ready"].wait(v, "V")
             for _ in range(ceil(n / 16)):
                 v.vec("Copy", True, rows)
@@ -182,15 +188,15 @@ def replay_attention(spec, params: dict, profile: Profile) -> Prediction:
             v.set_flag("MTE2", "V", 1)
             v.wait_flag("MTE2", "V", 1)
         v.vec_flat(tile, 64, [("Muls", True)])
-        if spec.mask:
+        if self.spec.mask:
             v.wait_flag("MTE2", "V", 3)
             v.vec_flat(n, 64, [("Cast", True)])
-            for _ in range(parts):
+            for _ in range(self.parts):
                 v.vec("Add", True, rows)
             v.set_flag("V", "MTE2", 3)
-        for _ in range(n // 64, parts):
+        for _ in range(n // 64, self.parts):
             v.vec("Dup", True, rows)
-        rows_reduce(v, "Max", "ReduceMax", rows)
+        self.rows_reduce(v, "Max", "ReduceMax", rows)
         v.vec_flat(rows, 64, [("Max", True), ("Sub", True), ("Exp", True), ("Copy", True)])
         v.set_flag("V", "S", 0)
         v.wait_flag("V", "S", 0)
@@ -199,13 +205,13 @@ def replay_attention(spec, params: dict, profile: Profile) -> Prediction:
         v.set_flag("S", "V", 0)
         v.wait_flag("S", "V", 0)
         for _ in range(rows):
-            v.vec("Adds", True, parts)
+            v.vec("Adds", True, self.parts)
         v.vec_flat(tile, 64, [("Exp", True)])
-        rows_reduce(v, "Add", "ReduceSum", rows)
+        self.rows_reduce(v, "Add", "ReduceSum", rows)
         v.vec_flat(rows, 64, [("Mul", True), ("Add", True)])
         v.wait_flag("MTE3", "V", 1)
         v.vec_flat(tile, 64, [("Cast", True)])
-        if not on_chip:
+        if not self.on_chip:
             v.set_flag("V", "MTE2", 1)
         v.set_flag("V", "MTE3", 1)
         v.wait_flag("V", "MTE3", 1)
@@ -214,40 +220,40 @@ def replay_attention(spec, params: dict, profile: Profile) -> Prediction:
         v.set_flag("MTE3", "V", 1)
         x["p_ready"].set(v, "MTE3")
 
-    def update(sd: Side) -> None:
+    def update(self, sd: _VectorSide) -> None:
         v, x, rows = sd.v, sd.x, sd.rows
-        if on_chip:
+        if self.on_chip:
             x["o_ready"].wait(v, "V")
-            for _ in range(D1):
+            for _ in range(self.D1):
                 v.vec("Copy", True, rows)
             x["o_free"].set(v, "V")
         else:
             v.wait_flag("V", "MTE2", 2)
             x["o_ready"].wait(v, "MTE2")
-            v.copy_gm(1, rows * d16, 4, "UB")
+            v.copy_gm(1, rows * self.d16, 4, "UB")
             x["o_free"].set(v, "MTE2")
             v.set_flag("MTE2", "V", 2)
             v.wait_flag("MTE2", "V", 2)
         for _ in range(rows):
-            v.vec_flat(d16, 64, [("Muls", True)])
-        v.vec_flat(rows * d16, 64, [("Add", True)])
-        if not on_chip:
+            v.vec_flat(self.d16, 64, [("Muls", True)])
+        v.vec_flat(rows * self.d16, 64, [("Add", True)])
+        if not self.on_chip:
             v.set_flag("V", "MTE2", 2)
 
-    def begin(sd: Side, c: SimCore) -> None:
+    def begin(self, sd: _VectorSide, c: SimCore) -> None:
         v, x = sd.v, sd.x
         for _ in range(2):
-            x["s_free"].set(v, reader)
+            x["s_free"].set(v, self.reader)
             x["p_free"].set(c, "MTE2")
-            x["o_free"].set(v, reader)
-        if not on_chip:
+            x["o_free"].set(v, self.reader)
+        if not self.on_chip:
             v.set_flag("V", "MTE2", 1)
             v.set_flag("V", "MTE2", 2)
         v.set_flag("MTE3", "V", 1)
-        if spec.mask:
+        if self.spec.mask:
             v.set_flag("V", "MTE2", 3)
 
-    def end(sd: Side, c: SimCore) -> None:
+    def end(self, sd: _VectorSide, c: SimCore) -> None:
         v, x, rows = sd.v, sd.x, sd.rows
         v.vec_flat(rows, 64, [("Reciprocal", True)])
         v.set_flag("V", "S", 0)
@@ -257,28 +263,28 @@ def replay_attention(spec, params: dict, profile: Profile) -> Prediction:
         v.set_flag("S", "V", 0)
         v.wait_flag("S", "V", 0)
         for _ in range(rows):
-            v.vec_flat(d16, 64, [("Muls", True)])
-        v.vec_flat(rows * d16, 64, [("Cast", True)])
+            v.vec_flat(self.d16, 64, [("Muls", True)])
+        v.vec_flat(rows * self.d16, 64, [("Cast", True)])
         v.set_flag("V", "MTE3", 3)
         v.wait_flag("V", "MTE3", 3)
-        if spec.d == d16:
-            v.copy_ub_to_gm(1, rows * spec.d, 2)
+        if self.spec.d == self.d16:
+            v.copy_ub_to_gm(1, rows * self.spec.d, 2)
         else:
-            v.copy_ub_to_gm(rows, spec.d, 2)
+            v.copy_ub_to_gm(rows, self.spec.d, 2)
         for _ in range(2):
             x["s_free"].wait(c, "FIX")
             x["p_free"].wait(v, "MTE3")
             x["o_free"].wait(c, "FIX")
-        if not on_chip:
+        if not self.on_chip:
             v.wait_flag("V", "MTE2", 1)
             v.wait_flag("V", "MTE2", 2)
         v.wait_flag("MTE3", "V", 1)
-        if spec.mask:
+        if self.spec.mask:
             v.wait_flag("V", "MTE2", 3)
 
-    def block(c: SimCore, v0: SimCore, v1: SimCore, blk: int) -> None:
-        q0 = (blk % qt) * bq
-        m = min(bq, spec.q - q0)
+    def block(self, c: SimCore, v0: SimCore, v1: SimCore, blk: int) -> None:
+        q0 = (blk % self.qt) * self.bq
+        m = min(self.bq, self.spec.q - q0)
         m1 = ceil(m / 16)
         same = c is v0
         if c.blocks > 0:
@@ -286,44 +292,48 @@ def replay_attention(spec, params: dict, profile: Profile) -> Prediction:
             if not same:
                 v0.barrier_all()
                 v1.barrier_all()
-        nv = 2 if split and m > 1 else 1
+        nv = 2 if self.split and m > 1 else 1
         half = (m + 1) // 2 if nv == 2 else m
-        sides = [Side(v0, half, same), Side(v1, m - half, same)][:nv]
+        sides = [_VectorSide(v0, half, same), _VectorSide(v1, m - half, same)][:nv]
         for sd in sides:
-            begin(sd, c)
+            self.begin(sd, c)
         for ev in (1, 2):
             c.set_flag("MTE1", "MTE2", ev)
             c.set_flag("M", "MTE1", ev)
             c.set_flag("FIX", "M", ev)
-        c.copy_gm(1, m * spec.d, 2, "L1")
+        c.copy_gm(1, m * self.spec.d, 2, "L1")
         c.set_flag("MTE2", "MTE1", 0)
         c.wait_flag("MTE2", "MTE1", 0)
         for _ in range(m1):
-            c.load2d(D1, "L0A")
+            c.load2d(self.D1, "L0A")
         for sd in sides:
             sd.v.vec_flat(sd.rows, 64, [("Dup", True), ("Dup", True)])
-            sd.v.vec_flat(sd.rows * d16, 64, [("Dup", True)])
-        scores(c, sides, 0, m)
-        if kvt > 1:
-            scores(c, sides, 1, m)
+            sd.v.vec_flat(sd.rows * self.d16, 64, [("Dup", True)])
+        self.scores(c, sides, 0, m)
+        if self.kvt > 1:
+            self.scores(c, sides, 1, m)
         for sd in sides:
-            softmax(sd, 0)
-        for j in range(kvt):
-            pv(c, sides, j, m)
-            if j + 2 < kvt:
-                scores(c, sides, j + 2, m)
+            self.softmax(sd, 0)
+        for j in range(self.kvt):
+            self.pv(c, sides, j, m)
+            if j + 2 < self.kvt:
+                self.scores(c, sides, j + 2, m)
             for sd in sides:
-                if j + 1 < kvt:
-                    softmax(sd, j + 1)
-                update(sd)
+                if j + 1 < self.kvt:
+                    self.softmax(sd, j + 1)
+                self.update(sd)
         for sd in sides:
-            end(sd, c)
+            self.end(sd, c)
         for ev in (1, 2):
             c.wait_flag("MTE1", "MTE2", ev)
             c.wait_flag("M", "MTE1", ev)
             c.wait_flag("FIX", "M", ev)
 
-    return launch_group(profile, spec.batch * spec.heads * qt, block)
+
+def replay_attention(spec, params: dict, profile: Profile) -> Prediction:
+    """templates/attention_flash.cpp.j2, instruction for instruction."""
+    r = _AttentionReplay(spec, params, profile)
+    return launch_group(profile, spec.batch * spec.heads * r.qt, r.block)
 
 
 FAMILY = register(Family("attention_flash", "attention", "cube", attention_rule, attention_mte2, replay_attention))

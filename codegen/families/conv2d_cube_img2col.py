@@ -246,62 +246,67 @@ def on_chip_epilogue(core: SimCore, spec: Conv2dSpec, m: int, n1_cnt: int) -> No
     core.set_flag("FIX", "M", 0)
 
 
-def replay_img2col(spec: Conv2dSpec, params: dict, profile: Profile) -> Prediction:
-    bm, bn, bk1, step = params["base_m"], params.get("base_n", 16), params["base_k1"], params["c1_step"]
-    C1, CO1, taps = c1(spec.cin), c1(spec.cout), spec.kh * spec.kw
-    M = spec.ho * spec.wo
-    tiles = conv_tile_rows(spec, bm)
-    m_tiles, n_tiles = len(tiles), ceil(CO1 * 16 / bn)
-    second = spec.second() if spec.cin2 else None
-    tiles2 = conv_tile_rows(second, bm) if second else []
+class _Img2colReplay:
+    """The replay's geometry and its instruction streams per block (img2col_cube); one object per replay."""
 
-    def block(core: SimCore, b: int) -> None:
-        ni, mi = b % n_tiles, (b // n_tiles) % m_tiles
-        _, m, _, rows = tiles[mi]
+    def __init__(self, spec: Conv2dSpec, params: dict, profile: Profile) -> None:
+        self.spec = spec
+        self.params = params
+        self.profile = profile
+        self.bm, self.bn, self.bk1, self.step = self.params["base_m"], self.params.get("base_n", 16), self.params["base_k1"], self.params["c1_step"]
+        self.C1, self.CO1, self.taps = c1(self.spec.cin), c1(self.spec.cout), self.spec.kh * self.spec.kw
+        self.M = self.spec.ho * self.spec.wo
+        self.tiles = conv_tile_rows(self.spec, self.bm)
+        self.m_tiles, self.n_tiles = len(self.tiles), ceil(self.CO1 * 16 / self.bn)
+        self.second = self.spec.second() if self.spec.cin2 else None
+        self.tiles2 = conv_tile_rows(self.second, self.bm) if self.second else []
+        self.n_split = self.params.get("n_split", 1)
+
+    def block(self, core: SimCore, b: int) -> None:
+        ni, mi = b % self.n_tiles, (b // self.n_tiles) % self.m_tiles
+        _, m, _, rows = self.tiles[mi]
         m1 = ceil(m / 16)
-        n1_cnt = min(bn // 16, CO1 - ni * (bn // 16))
+        n1_cnt = min(self.bn // 16, self.CO1 - ni * (self.bn // 16))
         if core.blocks > 0:
             core.wait_flag("FIX", "M", 0)
-        if spec.bias:
+        if self.spec.bias:
             core.copy_gm(1, n1_cnt * 16, 4, "L1")
             core.set_flag("MTE2", "MTE1", 4)
             core.wait_flag("MTE2", "MTE1", 4)
             core.load_bias_table(n1_cnt * 16)
         chunks = []
-        for c1a in range(0, C1, step):
-            c1n = min(step, C1 - c1a)
-            chunks.append((c1n * taps, ([(c1n, rows * spec.w * 16)] if rows > 0 else []) + [(c1n * taps, n1_cnt * 256)]))
-        if second:  # the second source's channel blocks go on into the same L0C (1x1: one tap)
-            rows2 = tiles2[mi][3]
-            for c1a in range(0, c1(second.cin), step):
-                c1n = min(step, c1(second.cin) - c1a)
-                chunks.append((c1n, ([(c1n, rows2 * second.w * 16)] if rows2 > 0 else []) + [(c1n, n1_cnt * 256)]))
-        cube_k_loop(core, m, n1_cnt * 16, chunks, bk1, lambda kc: core.load3d(m1, kc), lambda kc, k1n: [kc * n1_cnt],
-                     params.get("l1_buffers", 2))
-        if params.get("on_chip"):
-            on_chip_epilogue(core, spec, m, n1_cnt)
+        for c1a in range(0, self.C1, self.step):
+            c1n = min(self.step, self.C1 - c1a)
+            chunks.append((c1n * self.taps, ([(c1n, rows * self.spec.w * 16)] if rows > 0 else []) + [(c1n * self.taps, n1_cnt * 256)]))
+        if self.second:  # the second source's channel blocks go on into the same L0C (1x1: one tap)
+            rows2 = self.tiles2[mi][3]
+            for c1a in range(0, c1(self.second.cin), self.step):
+                c1n = min(self.step, c1(self.second.cin) - c1a)
+                chunks.append((c1n, ([(c1n, rows2 * self.second.w * 16)] if rows2 > 0 else []) + [(c1n, n1_cnt * 256)]))
+        cube_k_loop(core, m, n1_cnt * 16, chunks, self.bk1, lambda kc: core.load3d(m1, kc), lambda kc, k1n: [kc * n1_cnt],
+                     self.params.get("l1_buffers", 2))
+        if self.params.get("on_chip"):
+            on_chip_epilogue(core, self.spec, m, n1_cnt)
         else:
             cube_drain(core, m * n1_cnt * 16)
 
-    n_split = params.get("n_split", 1)
-
-    def chain_block(core: SimCore, b: int) -> None:  # the template's chain_block
-        ns = b % n_split
-        _, m, _, rows = tiles[(b // n_split) % m_tiles]
-        m1, mid1 = ceil(m / 16), c1(spec.mid)
+    def chain_block(self, core: SimCore, b: int) -> None:  # the template's chain_block
+        ns = b % self.n_split
+        _, m, _, rows = self.tiles[(b // self.n_split) % self.m_tiles]
+        m1, mid1 = ceil(m / 16), c1(self.spec.mid)
         later = core.blocks > 0
         if later:
             core.wait_flag("FIX", "M", 0)
-        if spec.mid_bias:
+        if self.spec.mid_bias:
             core.copy_gm(1, mid1 * 16, 4, "L1")
             core.set_flag("MTE2", "MTE1", 4)
             core.wait_flag("MTE2", "MTE1", 4)
             core.load_bias_table(mid1 * 16)
         chunks = []
-        for c1a in range(0, C1, step):
-            c1n = min(step, C1 - c1a)
-            chunks.append((c1n * taps, ([(c1n, rows * spec.w * 16)] if rows > 0 else []) + [(c1n * taps, mid1 * 256)]))
-        cube_k_loop(core, m, mid1 * 16, chunks, bk1, lambda kc: core.load3d(m1, kc), lambda kc, k1n: [kc * mid1])
+        for c1a in range(0, self.C1, self.step):
+            c1n = min(self.step, self.C1 - c1a)
+            chunks.append((c1n * self.taps, ([(c1n, rows * self.spec.w * 16)] if rows > 0 else []) + [(c1n * self.taps, mid1 * 256)]))
+        cube_k_loop(core, m, mid1 * 16, chunks, self.bk1, lambda kc: core.load3d(m1, kc), lambda kc, k1n: [kc * mid1])
         core.set_flag("M", "FIX", 0)
         core.wait_flag("M", "FIX", 0)
         if later:
@@ -309,15 +314,15 @@ def replay_img2col(spec: Conv2dSpec, params: dict, profile: Profile) -> Predicti
         core.fixpipe_to_l1(mid1 * m1 * 256)
         core.set_flag("FIX", "MTE1", 3)
         core.wait_flag("FIX", "MTE1", 3)
-        bn2, bk2 = params["base_n2"], params["base_k2"]
-        n_chunks = ceil(CO1 / (bn2 // 16))
-        j0, j1 = n_chunks * ns // n_split, n_chunks * (ns + 1) // n_split
+        bn2, bk2 = self.params["base_n2"], self.params["base_k2"]
+        n_chunks = ceil(self.CO1 / (bn2 // 16))
+        j0, j1 = n_chunks * ns // self.n_split, n_chunks * (ns + 1) // self.n_split
         for j in range(j0, j1):
             n1_0 = j * (bn2 // 16)
-            n1_cnt = min(bn2 // 16, CO1 - n1_0)
+            n1_cnt = min(bn2 // 16, self.CO1 - n1_0)
             if j > j0:
                 core.wait_flag("FIX", "M", 0)
-            if spec.bias:
+            if self.spec.bias:
                 core.copy_gm(1, n1_cnt * 16, 4, "L1")
                 core.set_flag("MTE2", "MTE1", 4)
                 core.wait_flag("MTE2", "MTE1", 4)
@@ -327,12 +332,26 @@ def replay_img2col(spec: Conv2dSpec, params: dict, profile: Profile) -> Predicti
             cube_drain(core, m * n1_cnt * 16)
         core.set_flag("MTE1", "FIX", 3)
 
+
+def img2col_cube(spec: Conv2dSpec, params: dict, profile: Profile) -> Prediction:
+    r = _Img2colReplay(spec, params, profile)
     if spec.mid:
-        cube = launch(profile, "cube", spec.n * m_tiles * n_split, chain_block)
-    else:
-        cube = launch(profile, "cube", spec.n * m_tiles * n_tiles, block)
+        return launch(profile, "cube", spec.n * r.m_tiles * r.n_split, r.chain_block)
+    return launch(profile, "cube", spec.n * r.m_tiles * r.n_tiles, r.block)
+
+
+def replay_img2col(spec: Conv2dSpec, params: dict, profile: Profile) -> Prediction:
+    """templates/conv2d_cube_img2col.cpp.j2: the Cube launch, then (a Vector-core epilogue on split profiles)
+    the Vector launch over the output."""
+    cube = img2col_cube(spec, params, profile)
     if not spec.vector_epilogue or params.get("on_chip"):
         return cube
+    return then(cube, img2col_epilogue(spec, params, profile))
+
+
+def img2col_epilogue(spec: Conv2dSpec, params: dict, profile: Profile) -> Prediction:
+    """The Vector-core pass after the Cube: residual add and activation over the output, tile by tile."""
+    CO1, M = c1(spec.cout), spec.ho * spec.wo
     numel = spec.n * CO1 * M * 16
     tile = params["epi_tile"]
     ntiles = ceil(numel / tile)
@@ -363,7 +382,7 @@ def replay_img2col(spec: Conv2dSpec, params: dict, profile: Profile) -> Predicti
         inq.drain()
         outq.drain()
 
-    return then(cube, launch(profile, "vector", vblocks, epilogue))
+    return launch(profile, "vector", vblocks, epilogue)
 
 
 def conv_l1_partition(spec: Conv2dSpec, p: dict) -> tuple[int, int]:

@@ -170,39 +170,49 @@ def winograd_phases(spec: Conv2dSpec, params: dict, profile: Profile, which: tup
     return cost.run(lambda s, p, pr: winograd_launches(s, p, pr, which), spec, params, profile, sample)
 
 
-def winograd_launches(spec: Conv2dSpec, params: dict, profile: Profile, which: tuple[int, ...]) -> Prediction:
-    tile, tb = params["tile"], params["tile_batch"]
-    g = winograd_geometry(spec, tile)
-    alpha, xi = g.alpha, g.positions
-    C1, CO1 = c1(spec.cin), c1(spec.cout)
-    twc = ceil(g.tw / tb)
-    raw_w, plane = tb * tile + 2, tb * 16
-    bt_ops = program_ops(winograd.linear_program(winograd.tile(tile).BT))
-    at_ops = program_ops(winograd.linear_program(winograd.tile(tile).AT))
-    c1_block, co1_block = params["c1_block"], params["co1_block"]
-    c1_groups, co1_groups = ceil(C1 / c1_block), ceil(CO1 / co1_block)
+class _WinogradReplay:
+    """The replay's geometry and its instruction streams per block (winograd_launches); one object per replay."""
 
-    def chunk(b: int, groups: int) -> tuple[int, int, int]:
+    def __init__(self, spec: Conv2dSpec, params: dict, profile: Profile, which: tuple[int, ...]) -> None:
+        self.spec = spec
+        self.params = params
+        self.profile = profile
+        self.which = which
+        self.tile, self.tb = self.params["tile"], self.params["tile_batch"]
+        self.g = winograd_geometry(self.spec, self.tile)
+        self.alpha, self.xi = self.g.alpha, self.g.positions
+        self.C1, self.CO1 = c1(self.spec.cin), c1(self.spec.cout)
+        self.twc = ceil(self.g.tw / self.tb)
+        self.raw_w, self.plane = self.tb * self.tile + 2, self.tb * 16
+        self.bt_ops = program_ops(winograd.linear_program(winograd.tile(self.tile).BT))
+        self.at_ops = program_ops(winograd.linear_program(winograd.tile(self.tile).AT))
+        self.c1_block, self.co1_block = self.params["c1_block"], self.params["co1_block"]
+        self.c1_groups, self.co1_groups = ceil(self.C1 / self.c1_block), ceil(self.CO1 / self.co1_block)
+        self.bm, self.bn, self.bk1, self.step = self.params["base_m"], self.params["base_n"], self.params["base_k1"], self.params["c1_step"]
+        self.m_tiles, self.n_tiles = ceil(self.g.p / self.bm), ceil(self.CO1 * 16 / self.bn)
+        self.epi = [("Maxs", True), ("Mins", True)] if self.spec.clip_hi > 0 else [("Relu", True)] if self.spec.relu else []
+
+    def chunk(self, b: int, groups: int) -> tuple[int, int, int]:
         rest = b // groups
-        ci = rest % twc
-        th = (rest // twc) % g.th
-        tw0 = ci * tb
-        return th, tw0, min(tb, g.tw - tw0)
+        ci = rest % self.twc
+        th = (rest // self.twc) % self.g.th
+        tw0 = ci * self.tb
+        return th, tw0, min(self.tb, self.g.tw - tw0)
 
-    def input_transform(core: SimCore, b: int) -> None:
-        th, tw0, ntb = chunk(b, c1_groups)
-        c1_0 = (b % c1_groups) * c1_block
-        c1_n = min(c1_block, C1 - c1_0)
-        row0, col0 = th * tile - spec.pt, tw0 * tile - spec.pl
-        q_lo, q_hi = max(0, -col0), min(raw_w, spec.w - col0)
-        edge = row0 < 0 or row0 + alpha > spec.h or q_lo > 0 or q_hi < raw_w
-        valid_rows = sum(1 for a in range(alpha) if 0 <= row0 + a < spec.h)
+    def input_transform(self, core: SimCore, b: int) -> None:
+        th, tw0, ntb = self.chunk(b, self.c1_groups)
+        c1_0 = (b % self.c1_groups) * self.c1_block
+        c1_n = min(self.c1_block, self.C1 - c1_0)
+        row0, col0 = th * self.tile - self.spec.pt, tw0 * self.tile - self.spec.pl
+        q_lo, q_hi = max(0, -col0), min(self.raw_w, self.spec.w - col0)
+        edge = row0 < 0 or row0 + self.alpha > self.spec.h or q_lo > 0 or q_hi < self.raw_w
+        valid_rows = sum(1 for a in range(self.alpha) if 0 <= row0 + a < self.spec.h)
         inq, outq = PingPongSim(core, "MTE2", "V", 0), PingPongSim(core, "V", "MTE3", 2)
         for it in range(c1_n):
             s = inq.slot(it)
             inq.acquire_for_write(s)
             if edge:
-                core.vec_flat(alpha * raw_w * 16, 128, [("Dup", False)])
+                core.vec_flat(self.alpha * self.raw_w * 16, 128, [("Dup", False)])
                 core.set_flag("V", "MTE2", 4)
                 core.wait_flag("V", "MTE2", 4)
             if q_hi > q_lo:
@@ -210,74 +220,69 @@ def winograd_launches(spec: Conv2dSpec, params: dict, profile: Profile, which: t
                     core.copy_gm(1, (q_hi - q_lo) * 16, 2, "UB")
             inq.written(s)
             inq.acquire_for_read(s)
-            for _ in range(xi):
-                core.vec("Cast", True, tb // 4)
+            for _ in range(self.xi):
+                core.vec("Cast", True, self.tb // 4)
             inq.released(s)
-            run_program(core, bt_ops, alpha * plane)
-            for _ in range(alpha):
-                run_program(core, bt_ops, plane)
+            run_program(core, self.bt_ops, self.alpha * self.plane)
+            for _ in range(self.alpha):
+                run_program(core, self.bt_ops, self.plane)
             so = outq.slot(it)
             outq.acquire_for_write(so)
-            core.vec_flat(xi * plane, 64, [("Cast", True)])
+            core.vec_flat(self.xi * self.plane, 64, [("Cast", True)])
             outq.written(so)
             outq.acquire_for_read(so)
-            core.copy_ub_to_gm(xi, ntb * 16, 2)
+            core.copy_ub_to_gm(self.xi, ntb * 16, 2)
             outq.released(so)
         inq.drain()
         outq.drain()
 
-    bm, bn, bk1, step = params["base_m"], params["base_n"], params["base_k1"], params["c1_step"]
-    m_tiles, n_tiles = ceil(g.p / bm), ceil(CO1 * 16 / bn)
-
-    def gemm(core: SimCore, b: int) -> None:
-        ni, mi = b % n_tiles, (b // n_tiles) % m_tiles
-        m = min(bm, g.p - mi * bm)
+    def gemm(self, core: SimCore, b: int) -> None:
+        ni, mi = b % self.n_tiles, (b // self.n_tiles) % self.m_tiles
+        m = min(self.bm, self.g.p - mi * self.bm)
         m1 = ceil(m / 16)
-        n1_cnt = min(bn // 16, CO1 - ni * (bn // 16))
+        n1_cnt = min(self.bn // 16, self.CO1 - ni * (self.bn // 16))
         if core.blocks > 0:
             core.wait_flag("FIX", "M", 0)
-        chunks = [(min(step, C1 - c1a), [(min(step, C1 - c1a), m1 * 256), (min(step, C1 - c1a), n1_cnt * 256)])
-                  for c1a in range(0, C1, step)]
-        cube_k_loop(core, m, n1_cnt * 16, chunks, bk1, rows_load2d(core, m), lambda kc, k1n: [kc * n1_cnt])
+        chunks = [(min(self.step, self.C1 - c1a), [(min(self.step, self.C1 - c1a), m1 * 256), (min(self.step, self.C1 - c1a), n1_cnt * 256)])
+                  for c1a in range(0, self.C1, self.step)]
+        cube_k_loop(core, m, n1_cnt * 16, chunks, self.bk1, rows_load2d(core, m), lambda kc, k1n: [kc * n1_cnt])
         cube_drain(core, m * n1_cnt * 16, 4)
 
-    epi = [("Maxs", True), ("Mins", True)] if spec.clip_hi > 0 else [("Relu", True)] if spec.relu else []
-
-    def output_transform(core: SimCore, b: int) -> None:
-        th, tw0, ntb = chunk(b, co1_groups)
-        co1_0 = (b % co1_groups) * co1_block
-        co1_n = min(co1_block, CO1 - co1_0)
-        valid_w = min(ntb * tile, spec.wo - tw0 * tile)
-        valid_h = sum(1 for i in range(tile) if th * tile + i < spec.ho)
+    def output_transform(self, core: SimCore, b: int) -> None:
+        th, tw0, ntb = self.chunk(b, self.co1_groups)
+        co1_0 = (b % self.co1_groups) * self.co1_block
+        co1_n = min(self.co1_block, self.CO1 - co1_0)
+        valid_w = min(ntb * self.tile, self.spec.wo - tw0 * self.tile)
+        valid_h = sum(1 for i in range(self.tile) if th * self.tile + i < self.spec.ho)
         inq, outq = PingPongSim(core, "MTE2", "V", 0), PingPongSim(core, "V", "MTE3", 2)
-        yn = tile * tile * plane
+        yn = self.tile * self.tile * self.plane
         for it in range(co1_n):
             s = inq.slot(it)
             inq.acquire_for_write(s)
-            core.copy_gm(xi, ntb * 16, 4, "UB")
-            if spec.bias:
+            core.copy_gm(self.xi, ntb * 16, 4, "UB")
+            if self.spec.bias:
                 core.copy_gm(4, 16, 4, "UB")
-            if spec.residual:
+            if self.spec.residual:
                 for _ in range(valid_h):
                     core.copy_gm(1, valid_w * 16, 2, "UB")
             inq.written(s)
             inq.acquire_for_read(s)
-            run_program(core, at_ops, alpha * plane)
-            for _ in range(tile):
-                run_program(core, at_ops, plane)
-            if spec.bias:
+            run_program(core, self.at_ops, self.alpha * self.plane)
+            for _ in range(self.tile):
+                run_program(core, self.at_ops, self.plane)
+            if self.spec.bias:
                 core.vec_flat(yn, 64, [("Add", True)])
-            if spec.residual:
-                for _ in range(tile * tile):
-                    core.vec("Cast", True, tb // 4)
+            if self.spec.residual:
+                for _ in range(self.tile * self.tile):
+                    core.vec("Cast", True, self.tb // 4)
                 core.vec_flat(yn, 64, [("Add", True)])
             inq.released(s)
-            if epi:
-                core.vec_flat(yn, 64, epi)
+            if self.epi:
+                core.vec_flat(yn, 64, self.epi)
             so = outq.slot(it)
             outq.acquire_for_write(so)
-            for _ in range(tile * tile):
-                core.vec("Cast", True, tb // 4)
+            for _ in range(self.tile * self.tile):
+                core.vec("Cast", True, self.tb // 4)
             outq.written(so)
             outq.acquire_for_read(so)
             for _ in range(valid_h):
@@ -286,10 +291,13 @@ def winograd_launches(spec: Conv2dSpec, params: dict, profile: Profile, which: t
         inq.drain()
         outq.drain()
 
-    rows = spec.n * g.th * twc
-    phases = {1: lambda: launch(profile, "vector", rows * c1_groups, input_transform),
-              2: lambda: launch(profile, "cube", xi * m_tiles * n_tiles, gemm),
-              3: lambda: launch(profile, "vector", rows * co1_groups, output_transform)}
+
+def winograd_launches(spec: Conv2dSpec, params: dict, profile: Profile, which: tuple[int, ...]) -> Prediction:
+    r = _WinogradReplay(spec, params, profile, which)
+    rows = spec.n * r.g.th * r.twc
+    phases = {1: lambda: launch(profile, "vector", rows * r.c1_groups, r.input_transform),
+              2: lambda: launch(profile, "cube", r.xi * r.m_tiles * r.n_tiles, r.gemm),
+              3: lambda: launch(profile, "vector", rows * r.co1_groups, r.output_transform)}
     return then(*(phases[i]() for i in which))
 
 
