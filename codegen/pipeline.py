@@ -120,48 +120,59 @@ def _zoo_cached(zoo, name: str, models_dir: Path) -> Path:
     return path
 
 
-def plan(options: Options, source_dir: Path, work_dir: Path | None = None, progress=None, jobs: int = 1,
-         search_cache_dir: Path | None = None) -> Plan:
-    """jobs: processes for the tiling search; search_cache_dir: where its results are kept between runs."""
-    log = OptLog()
-    profile = get_profile(options.kiln_target)
+class _Kernels:
+    """The build's unique kernels: identical Opspecs (with the same kernel-list pins) are one kernel."""
+
+    def __init__(self, log: OptLog) -> None:
+        self.log = log
+        self.by_spec: dict[tuple[Opspec, str, tuple], KernelPlan] = {}
+
+    def add(self, op: OpInstance, spec: Opspec | None = None) -> KernelPlan:
+        spec = spec_of_step(op) if spec is None else spec
+        key = (spec, op.attrs.get("algorithm", ""), op.attrs.get("tiling", ()))
+        if key in self.by_spec:
+            self.log.add("opspec", op.label, spec.name, "dedup")
+        else:
+            self.by_spec[key] = KernelPlan(spec, pinned=key[1], pinned_tiling=key[2])
+            self.log.add("opspec", op.label, spec.name, "new_kernel")
+        self.by_spec[key].instances.append(op.label)
+        return self.by_spec[key]
+
+
+@dataclass
+class _Model:
+    name: str
+    path: Path
+    stages: ModelStages
+    steps: dict[int, KernelPlan]
+
+
+def _log_options(options: Options, profile, log: OptLog) -> None:
     log.add("options", "build", f"target={profile.name}", "option", isa=options.isa_resolved or options.kiln_isa,
             dtype=options.kiln_dtype)
     for name in options.from_level:
         value = options.as_dict()[name]
         value = ("ON" if value else "OFF") if isinstance(value, bool) else value
         log.add("options", "build", f"{name}={value}", "opt_level", KILN_OPT_LEVEL=options.kiln_opt_level)
-    by_spec: dict[tuple[Opspec, str, tuple], KernelPlan] = {}
 
-    def add_instance(op: OpInstance, spec: Opspec | None = None) -> KernelPlan:
-        spec = spec_of_step(op) if spec is None else spec
-        key = (spec, op.attrs.get("algorithm", ""), op.attrs.get("tiling", ()))
-        if key in by_spec:
-            log.add("opspec", op.label, spec.name, "dedup")
-        else:
-            by_spec[key] = KernelPlan(spec, pinned=key[1], pinned_tiling=key[2])
-            log.add("opspec", op.label, spec.name, "new_kernel")
-        by_spec[key].instances.append(op.label)
-        return by_spec[key]
 
-    kernel_list = Path(options.kiln_kernel_list) if options.kiln_kernel_list else default_kernel_list(source_dir)
-    for op in load_kernel_list(kernel_list):
-        add_instance(with_cube_dtype(op, options.kiln_dtype))
-
-    models: list[tuple] = []
+def _plan_models(options: Options, work_dir: Path | None, progress, log: OptLog, kernels: _Kernels):
+    """Every KILN_MODELS entry through plan_model, then each of its shape buckets' graphs as a model of its own.
+    Returns (the models, their shape buckets by model name)."""
+    models: list[_Model] = []
     names: set[str] = set()
     bucketed: dict[str, ShapeBuckets] = {}
 
     def add_model(name: str, path: Path, graph) -> None:
         stages = plan_model(graph, name, options, log)
-        steps = {i: add_instance(stages.lowered.steps[i].instance, spec) for i, spec in stages.specs.items()}
-        models.append((name, path, stages, steps))
+        steps = {i: kernels.add(stages.lowered.steps[i].instance, spec) for i, spec in stages.specs.items()}
+        models.append(_Model(name, path, stages, steps))
 
+    if options.kiln_models and work_dir is None:  # never build zoo files into the caller's cwd (it may be the
+        import tempfile  # source tree); one shared cache: zoo files are reused by key, not rebuilt per call
+        work_dir = Path(tempfile.gettempdir()) / "kiln-codegen-cache"
     for entry in options.kiln_models:
         from .frontend.onnx_import import load_onnx  # imports onnx: only when models are baked
-        if work_dir is None:  # never build zoo files into the caller's cwd (it may be the source tree);
-            import tempfile  # one shared cache: zoo files are reused by key, not rebuilt per call
-            work_dir = Path(tempfile.gettempdir()) / "kiln-codegen-cache"
         name, path, batch = model_onnx(entry, work_dir)
         if name in names:
             raise KilnError("frontend", entry, f"two KILN_MODELS entries are both named '{name}'")
@@ -183,13 +194,14 @@ def plan(options: Options, source_dir: Path, work_dir: Path | None = None, progr
                 if progress:
                     progress(f"model {name}: shape bucket {label}")
                 add_model(label, path, sized)
+    return models, bucketed
 
-    kernels = list(by_spec.values())
-    records = load_records(options.kiln_tuning_records, profile) if options.kiln_tuning_records else {}
-    # Variant and prediction per kernel, from the build dir's cache where an earlier run searched it
-    search_cache.choose_all(kernels, profile, log, options, records, search_cache_dir, jobs, progress)
+
+def _merge_kernels(kernels: list[KernelPlan], models: list[_Model]) -> list[KernelPlan]:
+    """One kernel per symbol: a pinned instance that came out as the unpinned kernel joins it; a pinned one that
+    differs gets its tiling in its name. The models' steps follow the merge."""
     seen: dict[str, KernelPlan] = {}
-    merged: dict[int, KernelPlan] = {}  # a pinned instance that came out as an unpinned kernel: one kernel
+    merged: dict[int, KernelPlan] = {}
     for k in kernels:
         first = seen.get(k.symbol)
         if first is not None and first.spec == k.spec and first.variant.tag == k.variant.tag:
@@ -203,18 +215,40 @@ def plan(options: Options, source_dir: Path, work_dir: Path | None = None, progr
                             f"and {k.spec} (instances {first.instances} and {k.instances})")
         else:
             seen[k.symbol] = k
-    kernels = list(seen.values())
-    for _, _, _, steps in models:
-        for i, k in steps.items():
-            steps[i] = merged.get(id(k), k)
-    model_plans = []
-    for name, path, stages, steps in models:
-        lowered, fusion, mem = stages.lowered, stages.fusion, stages.memory
-        for out, src in mem.in_place:
-            log.add("memory", name, f"{out}->in_place({src})", "in_place")
-        log.add("memory", name, f"arena={mem.arena_bytes}", "memory_plan", lower_bound=mem.lower_bound_bytes,
-                naive=mem.naive_bytes, strategy=mem.strategy,
-                **{f"tried_{k}": v for k, v in mem.strategies.items()})
-        model_plans.append(ModelPlan(name, str(path), lowered, mem, steps, fusion))
+    for m in models:
+        for i, k in m.steps.items():
+            m.steps[i] = merged.get(id(k), k)
+    return list(seen.values())
+
+
+def _model_plan(m: _Model, log: OptLog) -> ModelPlan:
+    mem = m.stages.memory
+    for out, src in mem.in_place:
+        log.add("memory", m.name, f"{out}->in_place({src})", "in_place")
+    log.add("memory", m.name, f"arena={mem.arena_bytes}", "memory_plan", lower_bound=mem.lower_bound_bytes,
+            naive=mem.naive_bytes, strategy=mem.strategy, **{f"tried_{k}": v for k, v in mem.strategies.items()})
+    return ModelPlan(m.name, str(m.path), m.stages.lowered, mem, m.steps, m.stages.fusion)
+
+
+def plan(options: Options, source_dir: Path, work_dir: Path | None = None, progress=None, jobs: int = 1,
+         search_cache_dir: Path | None = None) -> Plan:
+    """The whole build: the kernel list's op instances and every model's kernel steps, one variant per unique
+    kernel (searched in `jobs` processes, results kept in search_cache_dir between runs), the models' memory plans
+    and their shape buckets."""
+    log = OptLog()
+    profile = get_profile(options.kiln_target)
+    _log_options(options, profile, log)
+    kernels = _Kernels(log)
+    kernel_list = Path(options.kiln_kernel_list) if options.kiln_kernel_list else default_kernel_list(source_dir)
+    for op in load_kernel_list(kernel_list):
+        kernels.add(with_cube_dtype(op, options.kiln_dtype))
+    models, bucketed = _plan_models(options, work_dir, progress, log, kernels)
+    unique = list(kernels.by_spec.values())
+    records = load_records(options.kiln_tuning_records, profile) if options.kiln_tuning_records else {}
+    # Variant and prediction per kernel, from the build dir's cache where an earlier run searched it
+    search_cache.choose_all(unique, profile, log, options, records,
+                            search_cache.SearchSetup(search_cache_dir, jobs, progress))
+    unique = _merge_kernels(unique, models)
+    model_plans = [_model_plan(m, log) for m in models]
     model_plans, generic_kernels = shape_buckets.attach(model_plans, bucketed, profile, options, log, plan_model)
-    return Plan(options, profile, kernels, log, model_plans, generic_kernels)
+    return Plan(options, profile, unique, log, model_plans, generic_kernels)

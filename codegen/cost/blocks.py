@@ -26,10 +26,11 @@ def run_program(core: SimCore, ops: list[list[tuple[str, bool]]], length: int) -
 
 
 def cube_k_loop(core: SimCore, m: int, n_cols: int, chunks: list[tuple[int, list[tuple[int, int]]]], bk1: int,
-                 a_load, b_loads, l1_depth: int = 2) -> None:
+                loads: tuple, l1_depth: int = 2) -> None:
     """The Cube main loop every Cube template shares: per L1 chunk its GM->L1 copies ((nburst, burst) in fp16
     elements, ping-pong), then per BASE_K1 slice the L0A loads a_load(kc), the L0B loads b_loads(kc, k1n)
     (load2d repeats), one mmad (ping-pong)."""
+    a_load, b_loads = loads
     l1, l0 = PingPongSim(core, "MTE2", "MTE1", 0, l1_depth), PingPongSim(core, "MTE1", "M", 2)
     it = 0
     for ci, (k1n, copies) in enumerate(chunks):

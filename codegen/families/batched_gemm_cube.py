@@ -72,7 +72,7 @@ def replay_bgemm(spec, params: dict, profile: Profile) -> Prediction:
             b_loads = lambda kc, k1n: [kc * n1]  # noqa: E731
         else:
             b_loads = lambda kc, k1n: [n1] * kc  # noqa: E731  one transposing load per ZN row
-        cube_k_loop(core, m, n1 * 16, chunks, bk1, rows_load2d(core, m), b_loads)
+        cube_k_loop(core, m, n1 * 16, chunks, bk1, (rows_load2d(core, m), b_loads))
         cube_drain(core, m * n)
 
     return launch(profile, "cube", spec.batch * m_tiles * n_tiles, block)

@@ -283,8 +283,7 @@ class _Img2colReplay:
             for c1a in range(0, c1(self.second.cin), self.step):
                 c1n = min(self.step, c1(self.second.cin) - c1a)
                 chunks.append((c1n, ([(c1n, rows2 * self.second.w * 16)] if rows2 > 0 else []) + [(c1n, n1_cnt * 256)]))
-        cube_k_loop(core, m, n1_cnt * 16, chunks, self.bk1, lambda kc: core.load3d(m1, kc), lambda kc, k1n: [kc * n1_cnt],
-                     self.params.get("l1_buffers", 2))
+        cube_k_loop(core, m, n1_cnt * 16, chunks, self.bk1, (lambda kc: core.load3d(m1, kc), lambda kc, k1n: [kc * n1_cnt]), self.params.get("l1_buffers", 2))
         if self.params.get("on_chip"):
             on_chip_epilogue(core, self.spec, m, n1_cnt)
         else:
@@ -306,7 +305,7 @@ class _Img2colReplay:
         for c1a in range(0, self.C1, self.step):
             c1n = min(self.step, self.C1 - c1a)
             chunks.append((c1n * self.taps, ([(c1n, rows * self.spec.w * 16)] if rows > 0 else []) + [(c1n * self.taps, mid1 * 256)]))
-        cube_k_loop(core, m, mid1 * 16, chunks, self.bk1, lambda kc: core.load3d(m1, kc), lambda kc, k1n: [kc * mid1])
+        cube_k_loop(core, m, mid1 * 16, chunks, self.bk1, (lambda kc: core.load3d(m1, kc), lambda kc, k1n: [kc * mid1]))
         core.set_flag("M", "FIX", 0)
         core.wait_flag("M", "FIX", 0)
         if later:
@@ -327,8 +326,8 @@ class _Img2colReplay:
                 core.set_flag("MTE2", "MTE1", 4)
                 core.wait_flag("MTE2", "MTE1", 4)
                 core.load_bias_table(n1_cnt * 16)
-            cube_k_loop(core, m, n1_cnt * 16, [(mid1, [(mid1, n1_cnt * 256)])], bk2, rows_load2d(core, m),
-                         lambda kc, k1n: [kc * n1_cnt])
+            cube_k_loop(core, m, n1_cnt * 16, [(mid1, [(mid1, n1_cnt * 256)])], bk2,
+                        (rows_load2d(core, m), lambda kc, k1n: [kc * n1_cnt]))
             cube_drain(core, m * n1_cnt * 16)
         core.set_flag("MTE1", "FIX", 3)
 
@@ -396,7 +395,7 @@ def search_conv(spec: Conv2dSpec, rule_params: dict, profile: Profile, log: OptL
     """Tiling of conv2d_cube_img2col: base_m x base_n x base_k1 x c1_step; `buffers(spec, m, n, k1, step)`
     gives the on-chip bytes of a candidate (tiling's own accounting)."""
     cands, fit = conv_candidates(spec, rule_params, profile, buffers)
-    return pick_best(spec, "conv2d_cube_img2col", rule_params, cands, fit, profile, log, len(cands),
+    return pick_best(spec, "conv2d_cube_img2col", rule_params, cands, fit, profile, log,
                  lambda p: conv_l1_partition(spec, p))
 
 
@@ -452,7 +451,7 @@ def search_chain(spec: Conv2dSpec, rule_params: dict, profile: Profile, log: Opt
     def fit(p):
         bufs = chain_buffers(spec, p["base_m"], p["base_k1"], p["c1_step"], p["base_n2"], p["base_k2"])
         return all(b <= profile.capacity[pos] for pos, b in bufs.items())
-    return pick_best(spec, "conv2d_cube_img2col", rule_params, cands, fit, profile, log, len(cands))
+    return pick_best(spec, "conv2d_cube_img2col", rule_params, cands, fit, profile, log)
 
 
 def from_params(spec: Conv2dSpec, profile: Profile, params: dict, source: str) -> tuple[dict, dict, int]:

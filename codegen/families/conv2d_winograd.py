@@ -245,7 +245,7 @@ class _WinogradReplay:
             core.wait_flag("FIX", "M", 0)
         chunks = [(min(self.step, self.C1 - c1a), [(min(self.step, self.C1 - c1a), m1 * 256), (min(self.step, self.C1 - c1a), n1_cnt * 256)])
                   for c1a in range(0, self.C1, self.step)]
-        cube_k_loop(core, m, n1_cnt * 16, chunks, self.bk1, rows_load2d(core, m), lambda kc, k1n: [kc * n1_cnt])
+        cube_k_loop(core, m, n1_cnt * 16, chunks, self.bk1, (rows_load2d(core, m), lambda kc, k1n: [kc * n1_cnt]))
         cube_drain(core, m * n1_cnt * 16, 4)
 
     def output_transform(self, core: SimCore, b: int) -> None:

@@ -96,7 +96,7 @@ def replay_gemm(spec, params: dict, profile: Profile) -> Prediction:
             k1n = min(step, K1 - k1a)
             cols = min(k1n * 16, spec.k - k1a * 16)
             chunks.append((k1n, [(1, m * cols), (k1n, n1_cnt * 256)]))
-        cube_k_loop(core, m, n1_cnt * 16, chunks, bk1, rows_load2d(core, m), lambda kc, k1n: [kc * n1_cnt])
+        cube_k_loop(core, m, n1_cnt * 16, chunks, bk1, (rows_load2d(core, m), lambda kc, k1n: [kc * n1_cnt]))
         cube_drain(core, m * n)
 
     return launch(profile, "cube", m_tiles * n_tiles, block)
@@ -104,7 +104,7 @@ def replay_gemm(spec, params: dict, profile: Profile) -> Prediction:
 
 def search_gemm(spec: GemmSpec, rule_params: dict, profile: Profile, log: OptLog, buffers) -> dict:
     cands, fit = gemm_candidates(spec, profile, buffers)
-    return pick_best(spec, "gemm_cube", rule_params, cands, fit, profile, log, len(cands))
+    return pick_best(spec, "gemm_cube", rule_params, cands, fit, profile, log)
 
 
 def gemm_candidates(spec: GemmSpec, profile: Profile, buffers, edges=TILE_EDGES):

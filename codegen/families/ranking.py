@@ -38,7 +38,7 @@ def ranked(spec, family: str, rule_params: dict, cands: list[dict], fit, profile
 
 
 def pick_best(spec, family: str, rule_params: dict, cands: list[dict], fit, profile: Profile, log: OptLog,
-          total: int, partition=None) -> dict:
+              partition=None) -> dict:
     """The candidate with the fewest exactly replayed cycles (the rule is always replayed). partition(params):
     the L1 bytes of the winner's feature-map and weight chunks, logged as shares of L1."""
     exact, fitting = ranked(spec, family, rule_params, cands, fit, profile)
@@ -50,7 +50,7 @@ def pick_best(spec, family: str, rule_params: dict, cands: list[dict], fit, prof
         shares = dict(l1_data_share=round(fm / profile.capacity["L1"], 3),
                       l1_weight_share=round(w / profile.capacity["L1"], 3))
     log.add("search", spec.name, tag_of(family, best),
-            "cost_model", candidates=total, fitting=fitting, replayed=len(exact),
+            "cost_model", candidates=len(cands), fitting=fitting, replayed=len(exact),
             rule_cycles=round(rule_cycles), best_cycles=round(best_cycles), **shares)
     return best
 

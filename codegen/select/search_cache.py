@@ -29,6 +29,8 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..families.registry import predict
@@ -144,10 +146,18 @@ def default_jobs() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def choose_all(kernels, profile, log: OptLog, options, records: dict, cache_dir: Path | None = None,
-               jobs: int = 1, progress=None) -> None:
+@dataclass(frozen=True)
+class SearchSetup:
+    """How a build searches: where results are kept between runs, in how many processes, where progress goes."""
+    cache_dir: Path | None = None
+    jobs: int = 1
+    progress: Callable[[str], None] | None = None
+
+
+def choose_all(kernels, profile, log: OptLog, options, records: dict, setup: SearchSetup = SearchSetup()) -> None:
     """Sets variant and prediction of every kernel plan and appends their [OPT] lines to the log, in kernel
-    order, from the cache where it has them and by searching (in `jobs` processes) where not."""
+    order, from the cache where it has them and by searching (in `setup.jobs` processes) where not."""
+    cache_dir, jobs, progress = setup.cache_dir, setup.jobs, setup.progress
     t0 = time.perf_counter()
     cache = SearchCache(cache_dir) if cache_dir is not None else None
     digest = cache.digest if cache else ""
