@@ -46,7 +46,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the source tree's codegen
-from codegen.ir import winograd as wg  # noqa: E402
+from codegen.ir import winograd as wg
 
 U = 2.0 ** -11
 
@@ -205,7 +205,8 @@ def position_table(seed: int) -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--seeds", type=int, default=1, help="repeat every main case with this many seeds, report the max (0: skip)")
+    ap.add_argument("--seeds", type=int, default=1,
+                    help="repeat every main case with this many seeds, report the max (0: skip)")
     ap.add_argument("--tail-seeds", type=int, default=1000, help="runs per small shape for the tail table (0: skip)")
     ap.add_argument("--seed", type=int, default=0, help="first seed")
     ap.add_argument("--json", help="write every run (fp16 and fp32 outputs) here")

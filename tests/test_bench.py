@@ -3,9 +3,9 @@ import json
 import shutil
 
 import pytest
+from conftest import run
 
 import kiln
-from conftest import run
 
 
 def kiln_cmd():

@@ -15,7 +15,6 @@ import textwrap
 
 import numpy as np
 import pytest
-
 from conftest import HOST_ISAS, build_package
 
 try:

@@ -11,7 +11,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, cmake_exe, run
 
 TINY = textwrap.dedent("""

@@ -7,15 +7,14 @@ import pytest
 
 from kiln.codegen import KilnError
 from kiln.codegen import __main__ as cli
+from kiln.codegen.emit.render import output_files, render, write_outputs
 from kiln.codegen.frontend.kernel_list import load_kernel_list
 from kiln.codegen.ir.opspec import Conv2dSpec, GemmSpec
-from kiln.codegen.options import OPTIONS, OptionError, parse_options
-from kiln.codegen.ir.optlog import REASONS
-from kiln.codegen.pipeline import plan
+from kiln.codegen.ir.optlog import REASONS, OptLog
 from kiln.codegen.ir.profiles import PROFILES
-from kiln.codegen.emit.render import output_files, render, write_outputs
+from kiln.codegen.options import OPTIONS, OptionError, parse_options
+from kiln.codegen.pipeline import plan
 from kiln.codegen.select.tiling import choose_variant, mte2_bytes
-from kiln.codegen.ir.optlog import OptLog
 
 SOURCE = Path(__file__).resolve().parent.parent
 
@@ -157,6 +156,7 @@ def test_tiles_are_fractal_multiples(m, n):
 
 def test_build_time_packers_match_runtime_layouts():
     import numpy as np
+
     from kiln import _core
     from kiln.codegen.ir import layouts
     rng = np.random.default_rng(0)
@@ -179,8 +179,8 @@ def test_model_entries_with_a_batch(tmp_path):
     assert parse_options({"KILN_MODELS": "resnet50@32;mobilenet_v2"}).kiln_models == ("resnet50@32", "mobilenet_v2")
     name, path, batch = model_onnx("mobilenet_v2@4", tmp_path)
     assert (name, batch) == ("mobilenet_v2_b4", 4) and path.is_file()
-    p = plan(parse_options({"KILN_MODELS": "mobilenet_v2@2", "KILN_KERNEL_LIST": str(write(tmp_path, '[[op]]\ntype = "Relu"\nshape = [16]\n'))}),
-             SOURCE, tmp_path)
+    one_relu = write(tmp_path, '[[op]]\ntype = "Relu"\nshape = [16]\n')
+    p = plan(parse_options({"KILN_MODELS": "mobilenet_v2@2", "KILN_KERNEL_LIST": str(one_relu)}), SOURCE, tmp_path)
     (m,) = p.models
     assert m.name == "mobilenet_v2_b2" and m.lowered.graph_inputs[0][1] == (2, 3, 224, 224)
     assert any(k.spec.kind == "conv2d" and k.spec.n == 2 for k in p.kernels)

@@ -10,7 +10,8 @@ from kiln.codegen.families.registry import predict
 from kiln.codegen.ir.profiles import PROFILES
 from kiln.runtime import as_packed
 
-SPEC_CLASS = {c.kind: c for c in vars(opspec).values() if isinstance(c, type) and isinstance(getattr(c, "kind", None), str)}
+SPEC_CLASS = {c.kind: c for c in vars(opspec).values()
+              if isinstance(c, type) and isinstance(getattr(c, "kind", None), str)}
 SPEC_CLASS.update(softmax=opspec.RowSpec, layernorm=opspec.RowSpec)
 
 

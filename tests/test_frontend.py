@@ -371,7 +371,8 @@ def bert_layer(tmp_path, opset, hidden=32, heads=4, seq=6):
         return name
 
     def linear(x, name, n_in, n_out):
-        return node("Add", [weight(f"{name}.bias", (n_out,)), node("MatMul", [x, weight(f"{name}.weight", (n_in, n_out))])])
+        return node("Add", [weight(f"{name}.bias", (n_out,)),
+                            node("MatMul", [x, weight(f"{name}.weight", (n_in, n_out))])])
 
     def view(x, tail):  # x.view(x.size(0), x.size(1), *tail)
         shape = node("Shape", [x])

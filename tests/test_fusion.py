@@ -39,7 +39,8 @@ def small_cnn(path):
     six()
     nodes.append(helper.make_node("Conv", ["x", w("c1.w", (16, 8, 3, 3))], ["c1"], name="c1", pads=[1, 1, 1, 1]))
     nodes.append(helper.make_node("Relu", [bn("c1", "bn1", 16)], ["r1"], name="relu1"))
-    nodes.append(helper.make_node("Conv", ["r1", w("dw.w", (16, 1, 3, 3))], ["dw"], name="dw", pads=[1, 1, 1, 1], group=16))
+    nodes.append(helper.make_node("Conv", ["r1", w("dw.w", (16, 1, 3, 3))], ["dw"], name="dw", pads=[1, 1, 1, 1],
+                                  group=16))
     nodes.append(helper.make_node("Clip", ["dw", "zero", "six"], ["d6"], name="dw_relu6"))
     nodes.append(helper.make_node("Conv", ["d6", w("pw.w", (16, 16, 1, 1))], ["pw"], name="pw"))
     nodes.append(helper.make_node("Clip", ["pw", "zero", "six"], ["p6"], name="pw_relu6"))
@@ -79,13 +80,13 @@ def test_default_fuses_what_the_profile_allows(tmp_path):
 
 
 def test_fusion_off_gives_one_kernel_per_op(tmp_path):
-    m, launches, lines = model_plan(tmp_path, ENABLE_FUSION="OFF")
+    _m, launches, lines = model_plan(tmp_path, ENABLE_FUSION="OFF")
     assert launches == 9
     assert all("reason=fusion_off" in ln for ln in lines) and len(lines) == 5
 
 
 def test_depth_one_rejects_with_the_limit(tmp_path):
-    m, launches, lines = model_plan(tmp_path, MAX_FUSION_DEPTH="1")
+    _m, launches, lines = model_plan(tmp_path, MAX_FUSION_DEPTH="1")
     assert launches == 9
     assert sum("reason=depth_limit" in ln for ln in lines) == 5 == len(lines)
 
@@ -182,7 +183,8 @@ def test_residual_operand_computed_later_is_rejected_not_crashing(tmp_path):
     nodes = [helper.make_node("Conv", ["x", "w0"], ["c"], name="conv"),
              helper.make_node("Relu", ["x"], ["rx"], name="relu_x"),     # listed after the conv
              helper.make_node("Add", ["c", "rx"], ["y"], name="add")]
-    m, lines = plan_graph(tmp_path, nodes, [t("x", [1, 16, 6, 6])], [t("y", [1, 16, 6, 6])], [wts("w0", (16, 16, 1, 1))])
+    m, lines = plan_graph(tmp_path, nodes, [t("x", [1, 16, 6, 6])], [t("y", [1, 16, 6, 6])],
+                          [wts("w0", (16, 16, 1, 1))])
     assert any("add Conv+Add:rejected reason=operand_order" in ln for ln in lines), lines
     assert sum(1 for s in m.lowered.steps if s.kind == "kernel") == 3
 
@@ -215,8 +217,8 @@ def test_a_conv_read_only_by_a_1x1_conv_chains_through_l1(tmp_path):
     assert any("conv_b Conv+Conv1x1:rejected reason=chain_idle_cores" in ln for ln in lines), lines
     assert sum(1 for s in m.lowered.steps if s.kind == "kernel") == 2
     # the intermediate is a graph output too: it must reach GM
-    m, lines = plan_graph(tmp_path, nodes, [t("x", [1, 16, 20, 20])], [t("y", [1, 32, 20, 20]), t("ar", [1, 16, 20, 20])],
-                          inits)
+    m, lines = plan_graph(tmp_path, nodes, [t("x", [1, 16, 20, 20])],
+                          [t("y", [1, 32, 20, 20]), t("ar", [1, 16, 20, 20])], inits)
     assert sum(1 for s in m.lowered.steps if s.kind == "kernel") == 2
     # depth 2: the chain (conv, ReLU, conv = 3 ops) is refused
     m, lines = plan_graph(tmp_path, nodes, [t("x", [1, 16, 20, 20])], [t("y", [1, 32, 20, 20])], inits,
@@ -310,7 +312,7 @@ def test_sibling_gemms_of_one_input_become_one_gemm(tmp_path):
 def test_sibling_gemms_stay_apart_when_fusion_is_off_or_too_deep(tmp_path, opts, reason):
     m, lines = plan_graph(tmp_path, *qkv_graph(), **opts)
     assert sum(1 for s in m.lowered.steps if s.kind == "kernel" and s.instance.type == "Gemm") == 3
-    assert any(f"Fused(MatMul+MatMul+MatMul)" not in ln and "MatMul+MatMul+MatMul:rejected" in ln
+    assert any("Fused(MatMul+MatMul+MatMul)" not in ln and "MatMul+MatMul+MatMul:rejected" in ln
                and f"reason={reason}" in ln for ln in lines), lines
     assert any(a["pattern"] == "MatMul+MatMul+MatMul" and a["reason"] == reason for a in m.fusion.audit)
 
@@ -322,7 +324,7 @@ def test_sibling_gemms_take_the_builds_cube_dtype(tmp_path):
 
 
 def test_sibling_gemms_of_different_widths_are_audited(tmp_path):
-    m, lines = plan_graph(tmp_path, *qkv_graph(value_width=40))
+    m, _lines = plan_graph(tmp_path, *qkv_graph(value_width=40))
     assert sum(1 for s in m.lowered.steps if s.kind == "kernel" and s.instance.type == "Gemm") == 3
     (a,) = [a for a in m.fusion.audit if a["pattern"] == "MatMul+MatMul+MatMul"]
     assert a["reason"] == "sibling_shapes" and "32/40" in a["detail"]
@@ -383,9 +385,9 @@ def test_attention_becomes_one_flash_kernel_by_default(tmp_path):
     m, kinds, lines = attention_plan(tmp_path)
     assert kinds == PROJECTIONS + ["Attention", "Transpose0213"]
     (line,) = lines
-    assert re.fullmatch(r"\[OPT\] fusion g:context\.MatMul Fused\(MatMul\+Div\+Softmax\+MatMul\) reason=flash_attention "
-                        r"into=context\.MatMul where=\S+ ops=4 seq_q=24 seq_kv=24 heads=2 head_dim=16 scale=0\.25 "
-                        r"score_matrix_bytes=2304", line), line
+    assert re.fullmatch(r"\[OPT\] fusion g:context\.MatMul Fused\(MatMul\+Div\+Softmax\+MatMul\) "
+                        r"reason=flash_attention into=context\.MatMul where=\S+ ops=4 seq_q=24 seq_kv=24 heads=2 "
+                        r"head_dim=16 scale=0\.25 score_matrix_bytes=2304", line), line
     (step,) = [s for s in m.lowered.steps if s.kind == "kernel" and s.instance.type == "Attention"]
     assert step.ops == ["scores.MatMul", "scores.Scale", "Softmax", "context.MatMul"]
     assert m.fusion.audit == []
@@ -394,7 +396,7 @@ def test_attention_becomes_one_flash_kernel_by_default(tmp_path):
 @pytest.mark.parametrize("graph_opts", [dict(hf_style=True, scale_op="Mul", softmax_axis=3), dict(scale_op="Mul")])
 def test_attention_pattern_matches_other_export_forms(tmp_path, graph_opts):
     """A Mul by 1/sqrt(d), Softmax axis 3, and K^T as a Transpose (0,1,3,2) of the heads-split K (absorbed)."""
-    m, kinds, lines = attention_plan(tmp_path, graph_opts)
+    _m, kinds, lines = attention_plan(tmp_path, graph_opts)
     assert kinds.count("Attention") == 1 and "Softmax" not in kinds and "BatchedMatMul" not in kinds, kinds
     assert "reason=flash_attention" in lines[0] and "scale=0.25" in lines[0]
     if graph_opts.get("hf_style"):  # the K^T transpose is part of the kernel: K is read as [b, h, kv, d]
@@ -426,12 +428,10 @@ def test_attention_under_fusion_off_depth_limit_and_a_mask(tmp_path):
     assert kinds == UNFUSED and m.fusion.audit[0]["detail"] == "depth 4 > MAX_FUSION_DEPTH=3"
     # masks (the fusion stage alone: unfused, no kernel takes a broadcast add yet)
     try:
-        from kiln.codegen.passes import fusion
         from kiln.codegen.frontend import onnx_import as onnx_frontend
         from kiln.codegen.ir import optlog, profiles
         from kiln.codegen.families.registry import attention_capacity
     except ImportError:
-        from codegen.passes import fusion
         from codegen.frontend import onnx_import as onnx_frontend
         from codegen.ir import optlog, profiles
         from codegen.families.registry import attention_capacity
@@ -463,5 +463,5 @@ def test_a_padding_mask_is_fused_and_its_unfused_form_named(tmp_path):
         from kiln.codegen import KilnError
     except ImportError:
         from codegen import KilnError
-    with pytest.raises(KilnError, match="scores.Mask"):  # unfused, the broadcast add has no kernel: named
+    with pytest.raises(KilnError, match=r"scores.Mask"):  # unfused, the broadcast add has no kernel: named
         attention_plan(tmp_path / "off", dict(mask=True), USE_FLASH_ATTENTION="OFF")

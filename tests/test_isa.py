@@ -11,7 +11,6 @@ import textwrap
 
 import numpy as np
 import pytest
-
 from conftest import HOST_ISAS, build_package
 
 KERNELS = textwrap.dedent("""

@@ -34,7 +34,8 @@ def make_inputs(k: kiln.Kernel, seed: int):
             args.append(rng.standard_normal((s["n"], s["cout"], s_ho(s), s_wo(s))).astype(np.float32))
     elif kind == "conv2d":
         x = rng.standard_normal((s["n"], s["cin"], s["h"], s["w"]), np.float32)
-        w = rng.standard_normal((s["cout"], s["cin"], s["kh"], s["kw"]), np.float32) / math.sqrt(s["cin"] * s["kh"] * s["kw"])
+        w = (rng.standard_normal((s["cout"], s["cin"], s["kh"], s["kw"]), np.float32)
+             / math.sqrt(s["cin"] * s["kh"] * s["kw"]))
         args = [x, w]
         if s["bias"]:
             args.append(rng.standard_normal(s["cout"]).astype(np.float32))
@@ -110,7 +111,8 @@ def reference(k: kiln.Kernel, args, absolute=False):
     q = [ref.cube_operand(args[0], dt), ref.cube_operand(args[1], dt, activation=False)]  # as the kernel reads them
     bias = np.asarray(args[2], np.float64) if s.get("bias") else None
     residual = ref.f16(args[3 if s.get("bias") else 2]) if s.get("residual") else None
-    second = [ref.cube_operand(args[-2], dt), ref.cube_operand(args[-1], dt, activation=False)] if s.get("cin2") else None
+    second = ([ref.cube_operand(args[-2], dt), ref.cube_operand(args[-1], dt, activation=False)]
+              if s.get("cin2") else None)
     if absolute:
         q = [np.abs(t) for t in q]
         bias = None if bias is None else np.abs(bias)
@@ -157,7 +159,8 @@ def test_kernel_matches_reference(k):
         x = args[0]
         want = {"add": lambda: x + args[1], "mul": lambda: x * args[1],
                 "muls": lambda: (x.astype(np.float32) * np.float32(s["scalar"])).astype(np.float16),
-                "adds": lambda: (x.astype(np.float32) + np.float32(s["scalar"])).astype(np.float16)}.get(s["op"], lambda: x)()
+                "adds": lambda: (x.astype(np.float32) + np.float32(s["scalar"])).astype(np.float16),
+                }.get(s["op"], lambda: x)()
         if "relu" in (s["op"], s["act"]):
             want = np.maximum(want, np.float16(0))
         if "clip" in (s["op"], s["act"]):
@@ -185,7 +188,8 @@ def test_kernel_matches_reference(k):
         bound = bound + (2.0 ** -11 + s["cin"] * s["kh"] * s["kw"] * 2.0 ** -23) * reference(k, args, absolute=True)
     if k.record.get("algorithm", "").startswith("winograd"):  # transforms round V and U to fp16
         from kiln.codegen.ir import winograd
-        bound = bound + winograd.error_bound(k.tiling["tile"], k.record["features"]["reduction_length"]) * np.abs(want).max()
+        tile, reduction = k.tiling["tile"], k.record["features"]["reduction_length"]
+        bound = bound + winograd.error_bound(tile, reduction) * np.abs(want).max()
     assert y.shape == want.shape
     err = np.abs(y - want)
     worst = np.unravel_index(np.argmax(err - bound), err.shape)
@@ -280,7 +284,7 @@ def test_pipe_counters_match_tiling(k):
     assert st["cycles"] > 0
     if k.record.get("algorithm") == "vector_direct":  # its epilogue is already on the Vector unit
         assert st["blocks"] == k.record["blocks"]
-    elif (k.spec.get("residual") or k.spec.get("clip_hi") and kind == "conv2d"
+    elif (k.spec.get("residual") or (k.spec.get("clip_hi") and kind == "conv2d")
             or k.record.get("algorithm", "").startswith("winograd")):  # + the Vector-core pass(es)
         assert st["blocks"] > k.record["blocks"]
     else:

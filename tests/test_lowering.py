@@ -5,11 +5,11 @@ import pytest
 
 pytest.importorskip("onnx")
 try:
-    from kiln.codegen.passes import lowering
     from kiln.codegen.frontend import onnx_import as onnx_frontend
+    from kiln.codegen.passes import lowering
 except ImportError:  # running from the source tree before reinstalling
-    from codegen.passes import lowering
     from codegen.frontend import onnx_import as onnx_frontend
+    from codegen.passes import lowering
 from test_frontend import bert_layer  # the torch-exporter style BERT layer (decomposed LayerNorm and GELU)
 
 
@@ -41,7 +41,8 @@ def test_chain_that_is_not_layernorm_is_not_matched(tmp_path):
              helper.make_node("Add", ["v", "eps"], ["ve"], name="addeps"),
              helper.make_node("Sqrt", ["ve"], ["y"], name="std")]
     eps = numpy_helper.from_array(np.array(1e-5, np.float32), "eps")
-    model = helper.make_model(helper.make_graph(nodes, "g", [x], [y], [eps]), opset_imports=[helper.make_opsetid("", 17)])
+    model = helper.make_model(helper.make_graph(nodes, "g", [x], [y], [eps]),
+                              opset_imports=[helper.make_opsetid("", 17)])
     path = tmp_path / "std.onnx"
     onnx.save(model, str(path))
     g = onnx_frontend.load_onnx(path)

@@ -5,11 +5,11 @@ import json
 
 import numpy as np
 import pytest
+from conftest import run
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import kiln
-from conftest import run
 
 try:
     from kiln.codegen.passes import memory

@@ -2,13 +2,13 @@
 import json
 
 import pytest
+from conftest import run
+from test_costmodel import spec_of
 
 import kiln
-from conftest import run
 from kiln.codegen import KilnError
 from kiln.codegen.emit.opspec_file import FEATURES, parse_opspec, render_opspec, spec_hash
 from kiln.codegen.ir.profiles import PROFILES
-from test_costmodel import spec_of
 
 PROFILE = PROFILES[kiln.build_info()["profile"]]
 KERNELS = kiln.kernels()

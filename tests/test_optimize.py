@@ -7,11 +7,10 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import REPO, build_package
 
 sys.path.insert(0, str(REPO))
-from test_fusion import small_cnn  # noqa: E402
+from test_fusion import small_cnn
 
 
 @pytest.fixture(scope="module")

@@ -7,10 +7,10 @@ import textwrap
 from conftest import REPO
 
 sys.path.insert(0, str(REPO))
-from codegen.options import parse_options  # noqa: E402
-from codegen.pipeline import plan  # noqa: E402
-from codegen.ir.profiles import PROFILES  # noqa: E402
-from codegen.select.search import conv_l1_partition  # noqa: E402
+from codegen.ir.profiles import PROFILES
+from codegen.options import parse_options
+from codegen.pipeline import plan
+from codegen.select.search import conv_l1_partition
 
 
 def test_conv_search_line_counts_candidates_and_gives_the_l1_partition(tmp_path):

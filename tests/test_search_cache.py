@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from kiln.codegen.select import search_cache
+from kiln.codegen.emit.render import render
 from kiln.codegen.options import parse_options
 from kiln.codegen.pipeline import plan
-from kiln.codegen.emit.render import render
+from kiln.codegen.select import search_cache
 
 SOURCE = Path(__file__).resolve().parent.parent
 
@@ -80,7 +80,7 @@ def test_options_the_search_reads_are_part_of_the_key(tmp_path):
     assert searched(lines) == 0
     # FORCE_DIRECT_CONV is read for the convolutions only: they are searched again, the others are reused
     forced = options(tmp_path, FORCE_DIRECT_CONV="ON")
-    p, files, lines = planned(forced, cache)
+    _p, files, lines = planned(forced, cache)
     assert searched(lines) == 2
     assert files == planned(forced)[1]
     # ... and both option values now have their entries: going back searches nothing

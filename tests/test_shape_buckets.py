@@ -17,30 +17,29 @@ import numpy as np
 import pytest
 
 onnx = pytest.importorskip("onnx")
-from onnx import TensorProto, helper, numpy_helper  # noqa: E402
-
 from conftest import REPO, build_package  # noqa: E402
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 try:
     from kiln.codegen import KilnError
-    from kiln.codegen.ir import layouts
-    from kiln.codegen.shapes import buckets as sbk
-    from kiln.codegen.shapes.generic import RUNTIME_FIELDS
+    from kiln.codegen.emit.render import manifest, model_log, weights_blob
     from kiln.codegen.frontend.onnx_import import load_onnx
+    from kiln.codegen.ir import layouts
     from kiln.codegen.options import parse_options
     from kiln.codegen import pipeline
     from kiln.codegen.pipeline import plan
-    from kiln.codegen.emit.render import manifest, model_log, weights_blob
+    from kiln.codegen.shapes import buckets as sbk
+    from kiln.codegen.shapes.generic import RUNTIME_FIELDS
 except ImportError:
     from codegen import KilnError
-    from codegen.ir import layouts
-    from codegen.shapes import buckets as sbk
-    from codegen.shapes.generic import RUNTIME_FIELDS
+    from codegen.emit.render import manifest, model_log, weights_blob
     from codegen.frontend.onnx_import import load_onnx
+    from codegen.ir import layouts
     from codegen.options import parse_options
     from codegen import pipeline
     from codegen.pipeline import plan
-    from codegen.emit.render import manifest, model_log, weights_blob
+    from codegen.shapes import buckets as sbk
+    from codegen.shapes.generic import RUNTIME_FIELDS
 
 MIN_SIZE = 17  # c1 and the pool halve the size (ceil), c4 (SAME) halves it again, c5 (3x3, stride 2, no pad) needs 3
 
@@ -83,7 +82,8 @@ def tiny_image_model(path: Path, size: int = 224, tail=None) -> Path:
     nodes.append(node("Conv", ["a1", w("c3.w", (16, 16, 3, 3), 0.05)], ["c3"], name="c3", pads=[1, 1, 1, 1]))
     nodes.append(node("Add", ["c3", "a1"], ["s2"], name="add2"))
     nodes.append(node("Relu", ["s2"], ["a2"], name="relu_a2"))
-    nodes.append(node("Conv", ["a2", w("c4.w", (32, 16, 3, 3))], ["c4"], name="c4", strides=[2, 2], auto_pad="SAME_UPPER"))
+    nodes.append(node("Conv", ["a2", w("c4.w", (32, 16, 3, 3))], ["c4"], name="c4", strides=[2, 2],
+                      auto_pad="SAME_UPPER"))
     nodes.append(node("Relu", ["c4"], ["r4"], name="relu4"))
     nodes.append(node("Conv", ["r4", w("dw.w", (32, 1, 3, 3), 0.3)], ["dw"], name="dw", pads=[1, 1, 1, 1], group=32))
     nodes.append(node("Clip", ["dw", const("zero", 0.0), const("six", 6.0)], ["d6"], name="dw_relu6"))
@@ -99,8 +99,8 @@ def tiny_image_model(path: Path, size: int = 224, tail=None) -> Path:
         out = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])
     else:
         out = tail(nodes, inits, "r6")
-    g = helper.make_graph(nodes, "tiny_image", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, size, size])],
-                          [out], inits)
+    inp = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, size, size])
+    g = helper.make_graph(nodes, "tiny_image", [inp], [out], inits)
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
     return path
 
@@ -151,7 +151,8 @@ def test_graph_at_size_matches_onnx_shape_inference(tiny, tmp_path, size):
 
 def test_a_size_below_the_receptive_field_names_the_node(tiny):
     graph = load_onnx(tiny)
-    with pytest.raises(KilnError, match=r"node 'c5' \(Conv\) of tiny at input size 16x16.*larger than the padded input"):
+    with pytest.raises(KilnError,
+                       match=r"node 'c5' \(Conv\) of tiny at input size 16x16.*larger than the padded input"):
         sbk.graph_at_size(graph, (16, 16), "tiny", sbk.same_padding(tiny))
     assert sbk.min_input_size(graph, "tiny", sbk.same_padding(tiny)) == (MIN_SIZE, MIN_SIZE)
 

@@ -5,15 +5,14 @@ import shutil
 import sys
 
 import pytest
-
 from conftest import REPO, run
 
 sys.path.insert(0, str(REPO))
-from codegen import KilnError  # noqa: E402
-from codegen.emit.opspec_file import spec_hash  # noqa: E402
-from codegen.options import parse_options  # noqa: E402
-from codegen.pipeline import plan  # noqa: E402
-from codegen.emit.render import render  # noqa: E402
+from codegen import KilnError
+from codegen.emit.opspec_file import spec_hash
+from codegen.emit.render import render
+from codegen.options import parse_options
+from codegen.pipeline import plan
 
 KERNELS = """
 [[op]]
@@ -57,7 +56,7 @@ def conv_record(p, params=None):
 
 def test_a_record_replaces_the_search_and_is_logged(tmp_path):
     base = planned(tmp_path)
-    k, rec = conv_record(base)
+    _k, rec = conv_record(base)
     p = planned(tmp_path, write(tmp_path, [rec]))
     conv = next(x for x in p.kernels if x.spec.kind == "conv2d")
     assert {key: conv.variant.params[key] for key in rec["params"]} == rec["params"]
@@ -116,14 +115,15 @@ def test_kiln_tune_measures_candidates_on_the_emulator(tmp_path):
             assert c["predicted_cycles"] == pytest.approx(c["simulated_cycles"], abs=1e-6)
     # and a build plan given those records takes every bert GEMM from them
     (tmp_path / "one.toml").write_text('[[op]]\nlabel = "k"\ntype = "Relu"\nshape = [16]\n')
-    p = plan(parse_options({"KILN_MODELS": "bert_layer", "KILN_TUNING_RECORDS": str(out), "DEBUG_OPTIMIZATION_PATH": "ON",
-                            "KILN_KERNEL_LIST": str(tmp_path / "one.toml")}), REPO, tmp_path)
+    p = plan(parse_options({"KILN_MODELS": "bert_layer", "KILN_TUNING_RECORDS": str(out),
+                            "DEBUG_OPTIMIZATION_PATH": "ON", "KILN_KERNEL_LIST": str(tmp_path / "one.toml")}),
+             REPO, tmp_path)
     from_records = [ln for ln in p.log.lines if "reason=tuning_record" in ln]
     assert len(from_records) == len(gemms)
 
 
 def test_explicit_options_outrank_a_winograd_record(tmp_path):
-    k, rec = conv_record(planned(tmp_path))
+    _k, rec = conv_record(planned(tmp_path))
     rec = dict(rec, family="conv2d_winograd", params={"tile": 2, "tile_batch": 8, "c1_block": 1, "co1_block": 1,
                                                       "base_m": 64, "base_n": 64, "base_k1": 2, "c1_step": 1})
     kl = tmp_path / "k.toml"
@@ -138,7 +138,8 @@ def test_explicit_options_outrank_a_winograd_record(tmp_path):
 def test_a_record_beside_a_pinned_algorithm_of_the_same_spec_makes_two_kernels(tmp_path):
     _, rec = conv_record(planned(tmp_path))
     kl = tmp_path / "k.toml"
-    kl.write_text(KERNELS + KERNELS.split("[[op]]")[1].join(["[[op]]", ""]).replace('label = "t.conv"', 'label = "t.pin"')
+    kl.write_text(KERNELS + KERNELS.split("[[op]]")[1].join(["[[op]]", ""])
+                  .replace('label = "t.conv"', 'label = "t.pin"')
                   .replace('activation = "Relu"', 'activation = "Relu"\nalgorithm = "direct_img2col"', 1))
     p = plan(parse_options({"KILN_MODELS": "", "KILN_KERNEL_LIST": str(kl),
                             "KILN_TUNING_RECORDS": str(write(tmp_path, [rec]))}), REPO)

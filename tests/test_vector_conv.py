@@ -7,7 +7,6 @@ import sys
 import textwrap
 
 import pytest
-
 from conftest import REPO
 
 sys.path.insert(0, str(REPO))
@@ -97,8 +96,8 @@ def test_a_pinned_vector_conv_that_does_not_fit_ub_names_the_conv(tmp_path):
 def test_lower_bound_never_exceeds_the_replay():
     """The bound that skips the exact replay must be a bound, or a faster Vector conv could be rejected."""
     prof = PROFILES["ascend910b"]
-    for cin, h, w, cout, k, s in [(3, 20, 21, 5, 3, 1), (1, 4, 4, 1, 1, 1), (20, 13, 11, 24, 3, 2), (16, 7, 7, 16, 3, 1),
-                                  (8, 30, 30, 40, 5, 2)]:
+    for cin, h, w, cout, k, s in [(3, 20, 21, 5, 3, 1), (1, 4, 4, 1, 1, 1), (20, 13, 11, 24, 3, 2),
+                                  (16, 7, 7, 16, 3, 1), (8, 30, 30, 40, 5, 2)]:
         spec = Conv2dSpec(1, cin, h, w, cout, k, k, s, s, k // 2, k // 2, k // 2, k // 2, 1, 1, True, True)
         v = conv2d_vector.vector_conv_rule(spec, prof)
         exact = predict(spec, v.family, v.params, prof).cycles

@@ -13,10 +13,10 @@ from collections import Counter
 
 import numpy as np
 import pytest
+from conftest import run
 
 import kiln
 from kiln.runtime import as_packed
-from conftest import run
 
 REPORT_MODELS = [m for m in ("bert_layer", "resnet50") if m in kiln.models()]
 
@@ -196,7 +196,7 @@ def test_report_in_headless_chromium(driver, reports, model, capsys):
         node = nodes[i]
         want = node.get_attribute("data-kernel")
         node.click()
-        WebDriverWait(driver, 5).until(lambda d: d.find_elements(By.ID, "detail-kernel") and
+        WebDriverWait(driver, 5).until(lambda d, want=want: d.find_elements(By.ID, "detail-kernel") and
                                        d.find_element(By.ID, "detail-kernel").text == want)
         detail = driver.find_element(By.ID, "detail")
         assert detail.get_attribute("data-kernel") == want

@@ -10,13 +10,12 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, build_package
 
 sys.path.insert(0, str(REPO))
-from codegen.options import parse_options  # noqa: E402
-from codegen.pipeline import plan  # noqa: E402
-from codegen.select.tiling import algorithm_of  # noqa: E402
+from codegen.options import parse_options
+from codegen.pipeline import plan
+from codegen.select.tiling import algorithm_of
 
 
 def conv(label, n, cin, h, w, cout, pads=(1, 1, 1, 1), strides=(1, 1), k=3, residual=False, act="Relu"):
@@ -207,10 +206,10 @@ def test_auto_on_the_19x19_map_picks_the_variant_with_the_fewest_simulated_cycle
     if len(SIMULATED) < 2:
         pytest.skip("runs after both builds")
     cycles = {}
-    for mode, ks in SIMULATED.items():
+    for _mode, ks in SIMULATED.items():
         for name, k in ks.items():
             if "1x64x19x19" in name:
                 cycles[k["algorithm"]] = k["cycles"]
     assert set(cycles) == {"direct_img2col", "winograd_f2", "winograd_f4"}
-    ks, log = planned(tmp_path, USE_WINOGRAD="AUTO")
+    ks, _log = planned(tmp_path, USE_WINOGRAD="AUTO")
     assert algorithm_of(ks["w.map19"].variant) == min(cycles, key=cycles.get), cycles

@@ -213,5 +213,5 @@ def test_write_is_atomic_and_loadable(tmp_path):
 
 
 def test_unknown_model_is_named():
-    with pytest.raises(zoo.KilnError, match="resnet51.*resnet50, mobilenet_v2, bert_layer"):
+    with pytest.raises(zoo.KilnError, match=r"resnet51.*resnet50, mobilenet_v2, bert_layer"):
         zoo.build("resnet51")

@@ -118,6 +118,7 @@ def suggest(record: dict, spec, profile, summary: dict, kind: dict) -> dict:
     from .codegen.families.registry import predict
     from .codegen.families.registry import family_for, tunable
     from .codegen.ir.optlog import OptLog
+    from .codegen.select import tiling
     family, params = record["family"], record["tiling"]
     base = record.get("predicted_cycles")
     if base is None:

@@ -17,6 +17,7 @@ def _emit_json(obj) -> None:
 def _model_kernels(args) -> int:
     """`kiln kernels MODEL`: the model's kernel launches, with simulated cycles from one seeded run."""
     import numpy as np
+
     import kiln
     model = kiln.load(args.model)
     rng = np.random.default_rng(0)
@@ -145,6 +146,7 @@ def _input_size(text: str) -> tuple[int, int]:
 
 def _validate(args) -> int:
     import kiln
+
     from . import validate as v
     try:
         model = kiln.load(args.model)
@@ -171,6 +173,7 @@ def _validate(args) -> int:
 
 def _run(args) -> int:
     import numpy as np
+
     import kiln
     try:
         model = kiln.load(args.model)
@@ -258,6 +261,7 @@ def _bench(args) -> int:
 def _opspec(args) -> int:
     """`kiln opspec MODEL [--json]`: the .opspec feature files of a model's kernels, each checked on reading."""
     import kiln
+
     from .codegen import KilnError
     from .codegen.emit.opspec_file import parse_opspec
     from .codegen.ir.profiles import get_profile

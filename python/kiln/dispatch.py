@@ -132,7 +132,8 @@ class Dispatcher:
 
     def _executor(self, record: dict):
         return _core.Executor(self.model.name, record["steps"], record["arena_bytes"], self.weights,
-                              [list(i["shape"]) for i in record["inputs"]], [list(o["shape"]) for o in record["outputs"]])
+                              [list(i["shape"]) for i in record["inputs"]],
+                              [list(o["shape"]) for o in record["outputs"]])
 
     @staticmethod
     def _kernel_steps(record: dict) -> list:

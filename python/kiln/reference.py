@@ -40,7 +40,7 @@ def conv2d_nchw(x, w, bias=None, stride=(1, 1), pads=(0, 0, 0, 0), dilation=(1, 
     """x [N,C,H,W], w [O,C,KH,KW], pads (top, left, bottom, right)."""
     x, w = np.asarray(x, np.float64), np.asarray(w, np.float64)
     n, c, h, wd = x.shape
-    o, _, kh, kw = w.shape
+    _o, _, kh, kw = w.shape
     (sh, sw), (dh, dw), (pt, pl, pb, pr) = stride, dilation, pads
     xp = np.zeros((n, c, h + pt + pb, wd + pl + pr))
     xp[:, :, pt:pt + h, pl:pl + wd] = x

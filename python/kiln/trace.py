@@ -36,6 +36,7 @@ def opspec_label(rec: dict) -> str:
 
 def profile_of_build():
     import kiln
+
     from .codegen.ir.profiles import PROFILES
     return PROFILES[kiln.manifest()["profile"]]
 
@@ -117,7 +118,7 @@ def pipe_summary(tr: Trace) -> dict[str, dict]:
     share of the cores that ran the pipe's launches, and the instruction mix by cycles."""
     out: dict[str, dict] = {}
     cap: dict[str, float] = {}
-    for i, (unit, cycles, cores) in enumerate(tr.phases):
+    for i, (_unit, cycles, cores) in enumerate(tr.phases):
         for p in {e.pipe for e in tr.events if e.phase == i}:
             cap[p] = cap.get(p, 0.0) + cycles * cores
     for e in tr.events:

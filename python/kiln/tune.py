@@ -21,7 +21,8 @@ RUN_CANDIDATES = """
 import json, numpy as np, kiln
 out = {}
 for k in kiln.kernels():
-    ins = [np.zeros(t["shape"], {"fp16": np.float16, "bf16": np.uint16}.get(t["dtype"], np.float32)) for t in k.record["inputs"]]
+    ins = [np.zeros(t["shape"], {"fp16": np.float16, "bf16": np.uint16}.get(t["dtype"], np.float32))
+           for t in k.record["inputs"]]
     k.run_packed(*ins)
     for label in k.record["instances"]:
         out[label] = {"kernel": k.name, "cycles": k.last_stats["cycles"], "tiling": k.record["tiling"]}
@@ -45,7 +46,8 @@ def _entry(label: str, spec: dict, kind: str, tiling: dict) -> str:
         act = "Clip" if spec["clip_hi"] else "Relu" if spec["relu"] else ""
         body = ['type = "Conv"', f"input = [{spec['n']}, {spec['cin']}, {spec['h']}, {spec['w']}]",
                 f"weight = [{spec['cout']}, {spec['cin']}, {spec['kh']}, {spec['kw']}]",
-                f"strides = [{spec['sh']}, {spec['sw']}]", f"pads = [{spec['pt']}, {spec['pl']}, {spec['pb']}, {spec['pr']}]",
+                f"strides = [{spec['sh']}, {spec['sw']}]",
+                f"pads = [{spec['pt']}, {spec['pl']}, {spec['pb']}, {spec['pr']}]",
                 f"dilations = [{spec['dh']}, {spec['dw']}]", f"bias = {str(spec['bias']).lower()}",
                 f"residual = {str(spec['residual']).lower()}", f'activation = "{act}"', 'algorithm = "direct_img2col"']
         if act == "Clip":
@@ -56,6 +58,7 @@ def _entry(label: str, spec: dict, kind: str, tiling: dict) -> str:
 def baked_model(model: str) -> tuple[dict, object, dict]:
     """(the model's manifest record, its hardware profile, kernel records by name); ValueError if not baked."""
     import kiln
+
     from .codegen.ir.profiles import get_profile
     man = kiln.manifest()
     rec = next((m for m in man["models"] if m["name"] == model), None)
