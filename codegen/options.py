@@ -111,6 +111,7 @@ def parse_value(spec: OptionSpec, raw: Any) -> Any:
         if not re.fullmatch(r"[+-]?\d+", text):
             raise _bad(spec, raw)
         v = int(text)
+        assert spec.lo is not None and spec.hi is not None, spec.name  # every int option has a range
         if not spec.lo <= v <= spec.hi:
             raise _bad(spec, raw, "out of range")
         return v
@@ -121,6 +122,7 @@ def parse_value(spec: OptionSpec, raw: Any) -> Any:
         raise _bad(spec, raw)
     items = [t.strip() for t in re.split(r"[;,]", text) if t.strip()]
     if spec.kind == "list_int":
+        assert spec.lo is not None and spec.hi is not None, spec.name
         out = []
         for t in items:
             if not re.fullmatch(r"\d+", t) or not spec.lo <= int(t) <= spec.hi:

@@ -14,6 +14,7 @@ import tempfile
 import time
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .. import KilnError
 from ..ir.opspec import features
@@ -26,6 +27,9 @@ from .modes import BAKED_MODE
 from ..families.registry import FAMILIES
 from ..select.tiling import algorithm_of
 from ..ir.profiles import POSITIONS, PROFILES, VEC_OPS
+
+if TYPE_CHECKING:
+    import jinja2
 
 TEMPLATE_DIR = Path(__file__).resolve().parents[2] / "templates"
 KERNEL_DIR = "kernels"
@@ -283,7 +287,7 @@ def manifest(plan: Plan, blobs: dict[str, tuple[bytes, dict]] | None = None) -> 
 def render(plan: Plan, template_dir: Path | None = None, progress=None) -> dict[str, str | bytes]:
     import jinja2
     env = _env(template_dir or TEMPLATE_DIR)
-    files: dict[str, str] = {}
+    files: dict[str, str | bytes] = {}
     profile_cpp = plan.profile.name
     files["kiln_profiles.hpp"] = env.get_template("kiln_profiles.hpp.j2").render(
         profiles=list(PROFILES.values()), positions=POSITIONS, vec_ops=VEC_OPS, baked=profile_cpp)

@@ -156,9 +156,10 @@ def _parse_op(idx: int, raw: dict[str, Any]) -> OpInstance:
             a["scalar"] = float(v)
     if act == "Clip" or op == "Clip":  # every op that takes an activation
         lo, hi = raw.get("min"), raw.get("max")
-        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (lo, hi)) or lo > hi:
+        nums = [v for v in (lo, hi) if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        if len(nums) != 2 or nums[0] > nums[1]:
             raise KilnError("frontend", entry, f"Clip needs numbers min <= max, got min={lo!r} max={hi!r}")
-        a.update(min=float(lo), max=float(hi))
+        a.update(min=float(nums[0]), max=float(nums[1]))
     takes = {"Conv": ("", "Relu", "Clip"), "Gemm": ("", "Relu"), "Add": ("", "Relu", "Clip")}
     if act and act not in takes.get(op, ("",)):
         raise KilnError("frontend", entry, f"{op} takes activation {takes.get(op, ('',))}, not {act!r}")

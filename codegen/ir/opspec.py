@@ -12,6 +12,7 @@ import hashlib
 import json
 from dataclasses import dataclass, fields
 from math import ceil, prod
+from typing import TYPE_CHECKING
 
 from .. import KilnError
 from .graph import OpInstance
@@ -171,6 +172,30 @@ class Conv2dSpec:
 class _PerChannelWindow:
     """What depthwise convolution and pooling share: a window per channel over NC1HWC0."""
 
+    if TYPE_CHECKING:  # the fields of the dataclasses that use it
+        n: int
+        c: int
+        h: int
+        w: int
+        kh: int
+        kw: int
+        sh: int
+        sw: int
+        pt: int
+        pl: int
+        pb: int
+        pr: int
+        dh: int
+        dw: int
+
+    @property
+    def ho(self) -> int:
+        return (self.h + self.pt + self.pb - self.dh * (self.kh - 1) - 1) // self.sh + 1
+
+    @property
+    def wo(self) -> int:
+        return (self.w + self.pl + self.pr - self.dw * (self.kw - 1) - 1) // self.sw + 1
+
     def output(self) -> Tensor:
         return Tensor("y", (self.n, c1(self.c), self.ho, self.wo, C0), "fp16", "NC1HWC0")
 
@@ -203,9 +228,6 @@ class DwConv2dSpec(_PerChannelWindow):
     relu: bool
     clip_hi: float = 0.0  # > 0: the epilogue clips to [0, clip_hi] (ReLU6) instead of a ReLU
     kind = "dwconv2d"
-
-    ho = Conv2dSpec.ho
-    wo = Conv2dSpec.wo
 
     @property
     def name(self) -> str:
@@ -342,9 +364,6 @@ class Pool2dSpec(_PerChannelWindow):
     kind = "pool2d"
     dh = 1
     dw = 1
-
-    ho = Conv2dSpec.ho
-    wo = Conv2dSpec.wo
 
     @property
     def is_global(self) -> bool:

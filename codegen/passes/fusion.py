@@ -575,7 +575,7 @@ def _fuse_attention(ps: _Pass) -> None:
             continue
         scale_node = only_consumer(qk.outputs[0])
         scaled = _scalar(g, scale_node) if scale_node is not None else None
-        if scaled is None or scaled[0] != qk.outputs[0]:
+        if scale_node is None or scaled is None or scaled[0] != qk.outputs[0]:
             continue
         chain, nxt = [qk, scale_node], only_consumer(scale_node.outputs[0])
         mask = None
@@ -598,7 +598,7 @@ def _fuse_attention(ps: _Pass) -> None:
             (b, h, sq, d), (_, _, _, skv) = q_shape, kt_shape
         else:
             b = h = sq = d = skv = 0
-        mask_value, mask_shape = None, ()
+        mask_value, mask_shape = None, tuple[int, ...]()
         if mask is not None and rank4:  # an additive mask per batch and key position (a padding mask)
             other = [i for i in mask.inputs if i and i != scale_node.outputs[0]]
             mask_shape = tuple(g.values[other[0]].shape) if len(other) == 1 and other[0] in g.values else ()

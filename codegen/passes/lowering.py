@@ -487,7 +487,7 @@ class _Lowerer:
                     grown.append(n)
                     values.update(n.outputs)
             for end in grown:  # the smallest sub-chain ending at `end` that computes GELU
-                needed, chain = {end.outputs[0]}, []
+                needed, chain = {end.outputs[0]}, list[Node]()
                 for n in reversed(grown[: grown.index(end) + 1]):
                     if n.outputs[0] in needed:
                         chain.insert(0, n)
@@ -526,7 +526,7 @@ class _Lowerer:
             if sum(n.op_type == "ReduceMean" for n in grown) < 2 or first not in grown:
                 continue
             for end in reversed(grown):  # the longest chain first: it includes gamma and beta
-                needed, chain = {end.outputs[0]}, []
+                needed, chain = {end.outputs[0]}, list[Node]()
                 for n in reversed(grown[: grown.index(end) + 1]):
                     if n.outputs[0] in needed:
                         chain.insert(0, n)

@@ -95,8 +95,8 @@ def intervals(m: LoweredModel) -> tuple[dict[str, Interval], dict[str, str], lis
         for v in vals:
             span = spans.setdefault(r(v), [i, i])
             span[0], span[1] = min(span[0], i), max(span[1], i)
-    out = {v: Interval(v, m.storage[v].nbytes, a, b) for v, (a, b) in spans.items()}
-    return out, {v: r(v) for v in m.storage}, in_place
+    intervals = {v: Interval(v, m.storage[v].nbytes, a, b) for v, (a, b) in spans.items()}
+    return intervals, {v: r(v) for v in m.storage}, in_place
 
 
 def lower_bound(ivs: list[Interval], align: int) -> int:
