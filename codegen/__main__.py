@@ -13,10 +13,10 @@ import time
 from pathlib import Path
 
 from . import KilnError
-from .select import search_cache
+from .emit.render import output_files, progress_printer, render, write_outputs
 from .options import OptionError, cmake_declarations, load_options
 from .pipeline import plan
-from .emit.render import output_files, progress_printer, render, write_outputs
+from .select import search_cache
 
 SOURCE_DIR = Path(__file__).resolve().parent.parent
 SEARCH_CACHE_DIR = ".search-cache"  # in the work dir (build/generated): codegen/search_cache.py

@@ -177,7 +177,8 @@ def format_text(report: dict[str, Any]) -> str:
     if problems:
         lines.append(f"NOT SUPPORTED: {len(problems)} problem(s)")
         for p in problems:
-            where = f"node '{p['node']}' ({p['op_type']})" if p["op_type"] else (p["node"] and f"'{p['node']}'") or "model"
+            where = (f"node '{p['node']}' ({p['op_type']})" if p["op_type"]
+                     else (p["node"] and f"'{p['node']}'") or "model")
             lines.append(f"  {where}: {p['reason']}")
     else:
         wb = report.get("would_bake", {})

@@ -428,13 +428,16 @@ def test_attention_under_fusion_off_depth_limit_and_a_mask(tmp_path):
     assert kinds == UNFUSED and m.fusion.audit[0]["detail"] == "depth 4 > MAX_FUSION_DEPTH=3"
     # masks (the fusion stage alone: unfused, no kernel takes a broadcast add yet)
     try:
+        from kiln.codegen.families.registry import attention_capacity
         from kiln.codegen.frontend import onnx_import as onnx_frontend
         from kiln.codegen.ir import optlog, profiles
-        from kiln.codegen.families.registry import attention_capacity
+        from kiln.codegen.passes import fusion
     except ImportError:
+        from codegen.families.registry import attention_capacity
         from codegen.frontend import onnx_import as onnx_frontend
         from codegen.ir import optlog, profiles
-        from codegen.families.registry import attention_capacity
+        from codegen.passes import fusion
+
     def audit(name, **graph):
         nodes, ins, outs, inits = tiny_attention(tmp_path, **graph)
         onnx.save(helper.make_model(helper.make_graph(nodes, "g", ins, outs, inits),

@@ -21,22 +21,20 @@ from conftest import REPO, build_package  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 try:
-    from kiln.codegen import KilnError
+    from kiln.codegen import KilnError, pipeline
     from kiln.codegen.emit.render import manifest, model_log, weights_blob
     from kiln.codegen.frontend.onnx_import import load_onnx
     from kiln.codegen.ir import layouts
     from kiln.codegen.options import parse_options
-    from kiln.codegen import pipeline
     from kiln.codegen.pipeline import plan
     from kiln.codegen.shapes import buckets as sbk
     from kiln.codegen.shapes.generic import RUNTIME_FIELDS
 except ImportError:
-    from codegen import KilnError
+    from codegen import KilnError, pipeline
     from codegen.emit.render import manifest, model_log, weights_blob
     from codegen.frontend.onnx_import import load_onnx
     from codegen.ir import layouts
     from codegen.options import parse_options
-    from codegen import pipeline
     from codegen.pipeline import plan
     from codegen.shapes import buckets as sbk
     from codegen.shapes.generic import RUNTIME_FIELDS
@@ -218,7 +216,8 @@ def test_generic_tiling_takes_the_fastest_of_the_rule_and_the_searched_tilings(t
     man = manifest(p)
     names = set(m.shapes.generic_symbols)
     for size, borrowed_from in (((224, 224), "conv2d_cube_img2col_1x3x224x224"), ((240, 240), None)):
-        sized = pipeline.plan_size(man["models"][0], man["kernels"], p.options.as_dict(), size, names, prefer_baked=False)
+        sized = pipeline.plan_size(man["models"][0], man["kernels"], p.options.as_dict(), size, names,
+                                   prefer_baked=False)
         lines = [ln for ln in sized.log.lines if ln.startswith("[OPT] shapes conv2d_") and "reason=cost_model" in ln]
         assert len(lines) == 6, lines  # one per generic convolution
         for ln in lines:
@@ -259,7 +258,7 @@ def test_a_size_dependent_kernel_without_generic_form_leaves_no_generic_path(tmp
     assert "spatial_softmax" in sb.generic_unavailable and "softmax_vector" in sb.generic_unavailable
     assert any("generic:unavailable reason=no_generic_form node=spatial_softmax" in ln for ln in p.log.lines)
     rec = manifest(p)["models"][0]
-    with pytest.raises(KilnError, match="no generic path.*spatial_softmax"):
+    with pytest.raises(KilnError, match=r"no generic path.*spatial_softmax"):
         pipeline.plan_size(rec, manifest(p)["kernels"], p.options.as_dict(), (240, 240), set())
 
 

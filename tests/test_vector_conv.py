@@ -10,15 +10,15 @@ import pytest
 from conftest import REPO
 
 sys.path.insert(0, str(REPO))
-from codegen import KilnError  # noqa: E402
-from codegen.families import conv2d_algorithm, conv2d_vector  # noqa: E402
-from codegen.families.registry import predict  # noqa: E402
-from codegen.select import tiling  # noqa: E402
-from codegen.ir.opspec import Conv2dSpec  # noqa: E402
-from codegen.options import parse_options  # noqa: E402
-from codegen.ir.optlog import OptLog  # noqa: E402
-from codegen.pipeline import plan  # noqa: E402
-from codegen.ir.profiles import PROFILES  # noqa: E402
+from codegen import KilnError
+from codegen.families import conv2d_algorithm, conv2d_vector
+from codegen.families.registry import predict
+from codegen.ir.opspec import Conv2dSpec
+from codegen.ir.optlog import OptLog
+from codegen.ir.profiles import PROFILES
+from codegen.options import parse_options
+from codegen.pipeline import plan
+from codegen.select import tiling
 
 
 def conv(label, cin, h, w, cout, k=3, pad=1, stride=1, algorithm=""):
@@ -122,7 +122,8 @@ def test_a_bf16_build_keeps_convs_on_the_cube_even_when_pinned():
     spec = Conv2dSpec(1, 1, 4, 4, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, True, True, dtype="bf16")
     assert "bf16" in conv2d_vector.vector_conv_legal(spec)
     log = OptLog()
-    v = conv2d_algorithm.choose_conv_algorithm(spec, prof, log, parse_options({"KILN_MODELS": ""}), pinned="vector_direct")
+    v = conv2d_algorithm.choose_conv_algorithm(spec, prof, log, parse_options({"KILN_MODELS": ""}),
+                                               pinned="vector_direct")
     assert v.family == "conv2d_cube_img2col"
     assert any("vector_direct:rejected reason=vector_unsupported" in x for x in log.lines)
     # and the cost model is not asked: the tiny conv the Vector unit wins at fp16 stays on the Cube

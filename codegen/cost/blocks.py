@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 from math import ceil
+
 from ..ir.profiles import Profile
-from .model import PingPongSim, Prediction, SimCore, _VEC_INDEX, launch
+from .model import _VEC_INDEX, PingPongSim, Prediction, SimCore, launch
 
 
 def program_ops(terms: list[tuple[int, list[tuple[int, float]]]]) -> list[list[tuple[str, bool]]]:

@@ -4,7 +4,6 @@ The templates mark each namespace-scope constant with `{{ dyn }}` or `{{ fixed }
 `{{- kernel_struct_begin }}`, `{{ kernel_entry(k) }}` and `{{ kernel_entry_end(k) }}`."""
 from __future__ import annotations
 
-
 BAKED_MODE = {
     "generic": False,
     "dyn": "constexpr",

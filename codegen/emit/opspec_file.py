@@ -22,16 +22,28 @@ from dataclasses import fields
 from math import ceil, prod
 
 from .. import KilnError
-from ..ir.opspec import (AttentionSpec, BatchedGemmSpec, Conv2dSpec, DwConv2dSpec, EltwiseSpec, GemmSpec, Opspec, Pool2dSpec, RowSpec,
-                     TransposeSpec, bytes_moved)
-from ..ir.opspec import spec_hash
+from ..ir.opspec import (
+    AttentionSpec,
+    BatchedGemmSpec,
+    Conv2dSpec,
+    DwConv2dSpec,
+    EltwiseSpec,
+    GemmSpec,
+    Opspec,
+    Pool2dSpec,
+    RowSpec,
+    TransposeSpec,
+    bytes_moved,
+    spec_hash,
+)
 from ..ir.profiles import Profile
 
 FORMAT = "kiln-opspec/1"
 SPEC_CLASSES = {"conv2d": Conv2dSpec, "dwconv2d": DwConv2dSpec, "gemm": GemmSpec, "eltwise": EltwiseSpec,
                 "pool2d": Pool2dSpec, "softmax": RowSpec, "layernorm": RowSpec, "bgemm": BatchedGemmSpec,
                 "transpose": TransposeSpec, "attention": AttentionSpec}
-WEIGHT_TENSORS = ("w", "w2", "w_mid", "b", "bias", "mid_bias", "gamma", "beta")  # inputs baked at build time (not activations)
+# inputs baked at build time (not activations)
+WEIGHT_TENSORS = ("w", "w2", "w_mid", "b", "bias", "mid_bias", "gamma", "beta")
 CUBE_KINDS = ("conv2d", "gemm", "bgemm", "attention")
 
 # name -> unit; the order is the file's order (docs/opspec.md explains each).
@@ -94,7 +106,8 @@ def features(spec: Opspec, profile: Profile) -> dict:
         ridge = (16 * 16 * 16 * 2) / profile.gm_to_l1_bpc
     else:
         ridge = 128 / profile.gm_to_ub_bpc
-    aligned = {"conv2d": lambda s: s.cin % 16 == 0 and s.cout % 16 == 0, "gemm": lambda s: s.k % 16 == 0 and s.n % 16 == 0,
+    aligned = {"conv2d": lambda s: s.cin % 16 == 0 and s.cout % 16 == 0,
+               "gemm": lambda s: s.k % 16 == 0 and s.n % 16 == 0,
                "bgemm": lambda s: s.k % 16 == 0 and s.n % 16 == 0}.get(spec.kind, lambda s: True)(spec)
     winograd = (spec.kind == "conv2d" and not spec.cin2 and not spec.mid
                 and (spec.kh, spec.kw, spec.sh, spec.sw, spec.dh, spec.dw) == (3, 3, 1, 1, 1, 1))

@@ -16,17 +16,17 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .. import KilnError
-from ..ir.opspec import features
-from ..emit.opspec_file import features as opspec_features
-from ..emit.opspec_file import render_opspec, spec_hash
 import numpy as np
 
-from ..select.plan import KernelPlan, ModelPlan, Plan
-from .modes import BAKED_MODE
+from .. import KilnError
+from ..emit.opspec_file import features as opspec_features
+from ..emit.opspec_file import render_opspec, spec_hash
 from ..families.registry import FAMILIES
-from ..select.tiling import algorithm_of
+from ..ir.opspec import features
 from ..ir.profiles import POSITIONS, PROFILES, VEC_OPS
+from ..select.plan import KernelPlan, ModelPlan, Plan
+from ..select.tiling import algorithm_of
+from .modes import BAKED_MODE
 
 if TYPE_CHECKING:
     import jinja2
@@ -99,8 +99,8 @@ def packed_weights(m: ModelPlan) -> dict[str, np.ndarray]:
     for p in plans:
         for name, arr in p.lowered.weights.items():
             if name not in m.lowered.weights or m.lowered.weights[name].shape != arr.shape:
-                raise KilnError("render", f"{p.name}: weight '{name}'", f"differs from the weight of the same name "
-                                f"at the model's own input size; shape buckets need size-independent weights")
+                raise KilnError("render", f"{p.name}: weight '{name}'", "differs from the weight of the same name "
+                                "at the model's own input size; shape buckets need size-independent weights")
         for i in range(len(p.lowered.steps)):
             read.update(step_inputs(p, i))
         for i, k in p.step_kernels.items():
@@ -207,7 +207,7 @@ def shape_buckets_record(m: ModelPlan, windex: dict[str, tuple[int, int]], blob_
     }
 
 
-def _env(template_dir: Path) -> "jinja2.Environment":
+def _env(template_dir: Path) -> jinja2.Environment:
     import jinja2  # only rendering needs it: the installed package plans shape buckets with this module at run time
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(template_dir)), undefined=jinja2.StrictUndefined,
                              keep_trailing_newline=True)
@@ -247,7 +247,7 @@ def kernel_record(k: KernelPlan, profile) -> dict:
         "unit": k.variant.unit,
         "opspec": spec_hash(k.spec),
         "opspec_name": k.spec.name,
-        "spec": {key: val for key, val in asdict(k.spec).items()},
+        "spec": asdict(k.spec),
         "tiling": dict(k.variant.params),
         "blocks": k.variant.blocks,
         "buffers": {p: b for p, b in k.variant.buffers.items() if b},

@@ -9,10 +9,7 @@ from ..cost.model import CrossFlagSim, Prediction, SimCore, launch_group
 from ..ir.opspec import AttentionSpec, c1
 from ..ir.optlog import OptLog
 from ..ir.profiles import Profile
-from .base import Family, register
-from .base import Variant, fits, r16, r32
-from .base import predict
-
+from .base import Family, Variant, fits, predict, r16, r32, register
 
 ATTENTION_TILES = (16, 32, 64, 128)  # q rows per block, kv rows per tile (and 256 for kv)
 
@@ -42,7 +39,8 @@ def attention_capacity_problem(d: int, profile: Profile) -> str:
     over = fits(profile, bufs)
     if over is None:
         return ""
-    return f"head dim {d}: the smallest tile needs {bufs[over]} B of {over}, {profile.name} has {profile.capacity[over]} B"
+    return (f"head dim {d}: the smallest tile needs {bufs[over]} B of {over}, {profile.name} has "
+            f"{profile.capacity[over]} B")
 
 
 def attention_rule(spec: AttentionSpec, profile: Profile, log: OptLog) -> Variant:
@@ -101,7 +99,8 @@ class _AttentionReplay:
         self.spec = spec
         self.params = params
         self.profile = profile
-        self.bq, self.bkv, self.on_chip = self.params["base_q"], self.params["base_kv"], bool(self.params.get("on_chip"))
+        self.bq, self.bkv = params["base_q"], params["base_kv"]
+        self.on_chip = bool(params.get("on_chip"))
         self.split = self.params.get("vec_split", 1) == 2
         self.reader = "V" if self.on_chip else "MTE2"  # what reads the S and P.V tiles on the Vector side
         self.D1 = ceil(self.spec.d / 16)

@@ -20,7 +20,8 @@ from ..ir.profiles import Profile
 
 # One letter per tiling parameter, for variant tags (a parameter keeps its letter in every family).
 PARAM_LETTER = {"base_m": "m", "base_n": "n", "base_k1": "k", "c1_step": "c", "slab_rows": "r", "k1_step": "s",
-                "rows_per_block": "r", "tile_elems": "t", "chunk_pixels": "p", "rows_per_tile": "r", "planes_per_block": "p",
+                "rows_per_block": "r", "tile_elems": "t", "chunk_pixels": "p", "rows_per_tile": "r",
+                "planes_per_block": "p",
                 "epi_tile": "e", "tile": "f", "tile_batch": "b", "c1_block": "i", "co1_block": "o", "on_chip": "u",
                 "base_n2": "q", "base_k2": "j", "n_split": "z",
                 "l1_buffers": "d", "base_q": "x", "base_kv": "y", "vec_split": "w"}
@@ -55,7 +56,8 @@ class Family:
     tunable: tuple[str, ...] = ()  # parameters `kiln tune` / tuning records / kernel-list pins set
     record_extra: tuple[str, ...] = ()  # what a pin or tuning record sets besides `tunable` (Winograd's tile)
     searched_extra: tuple[str, ...] = ()  # what a whole searched tiling sets besides `tunable`
-    from_params: Callable[..., tuple[dict, dict, int]] | None = None  # (spec, profile, params, source) -> (p, bufs, blocks)
+    # (spec, profile, params, source) -> (params, buffers, blocks) of a pinned or recorded tiling
+    from_params: Callable[..., tuple[dict, dict, int]] | None = None
     space: Callable[[Any, dict, Profile], list[dict]] | None = None     # tilings `kiln optimize` compares
     wide_space: Callable[[Any, dict, Profile], list[dict]] | None = None  # off-grid Cube tilings (kiln optimize)
     candidates: Callable[..., tuple[dict, list, Callable]] | None = None  # (spec, profile, edges) for `kiln tune`

@@ -10,7 +10,7 @@ from ..cost.model import Prediction, SimCore, launch
 from ..ir.opspec import BatchedGemmSpec, c1
 from ..ir.optlog import OptLog
 from ..ir.profiles import Profile
-from .base import Family, register, Variant, fits, r16
+from .base import Family, Variant, fits, r16, register
 from .gemm_cube import gemm_wide_space
 from .ranking import cube_grid
 

@@ -15,7 +15,6 @@ from .conv2d_cube_img2col import conv_rule
 from .conv2d_vector import vector_conv_legal, vector_conv_lower_bound, vector_conv_rule
 from .conv2d_winograd import WINOGRAD_TILES, winograd_geometry, winograd_legal, winograd_rule, winograd_tile_waste
 
-
 # Largest expected max|err| / max|ref| of a Winograd kernel (winograd.expected_error, measured in
 # docs/winograd-numerics.md) the build accepts: 2% keeps F(4,3) (about 1e-2) and F(2,3) (about 1e-3). Whole-model
 # validation (cosine >= 0.999) allows about 4.5e-2 RMS, and F(4,3) adds about 3e-3 RMS per layer.

@@ -13,7 +13,7 @@ from ..cost.model import PingPongSim, Prediction, SimCore, launch, then
 from ..ir.opspec import C0, Conv2dSpec, c1
 from ..ir.optlog import OptLog
 from ..ir.profiles import Profile
-from .base import Family, register, GenericForm, Variant, fits, half16, r16, share128
+from .base import Family, GenericForm, Variant, fits, half16, r16, register, share128
 from .ranking import K_FRACTALS, TILE_EDGES, pick_best, step_sizes, wide_grid
 
 
@@ -45,7 +45,8 @@ def conv_buffers(spec: Conv2dSpec, base_m: int, base_n: int, base_k1: int, c1_st
     """On-chip bytes of a direct-conv tiling; l1_buffers 2 = the L1 chunks ping-pong (the next chunk's GM load
     overlaps this one's Cube work), 1 = one chunk at a time (room for a chunk twice as large)."""
     return {
-        "L1": l1_buffers * (c1_step * conv_slab_elems(spec, base_m) * 2 + c1_step * spec.kh * spec.kw * (base_n // 16) * 512)
+        "L1": l1_buffers * (c1_step * conv_slab_elems(spec, base_m) * 2
+                            + c1_step * spec.kh * spec.kw * (base_n // 16) * 512)
               + (base_n * 4 if spec.bias else 0),
         "L0A": 2 * (base_m // 16) * base_k1 * 512,
         "L0B": 2 * base_k1 * (base_n // 16) * 512,
@@ -102,8 +103,7 @@ def chain_rule(spec: Conv2dSpec, profile: Profile, log: OptLog, search: bool = F
                 coupled=profile.coupled)
     if search:
         best = search_chain(spec, best, profile, log)
-    bufs = {k: v for k, v in chain_buffers(spec, best["base_m"], best["base_k1"], best["c1_step"], best["base_n2"],
-                                           best["base_k2"]).items()}
+    bufs = chain_buffers(spec, best["base_m"], best["base_k1"], best["c1_step"], best["base_n2"], best["base_k2"])
     if spec.vector_epilogue:
         bufs["UB"] = 2 * 3 * best["epi_tile"] * 2
     return Variant("conv2d_cube_img2col", best, spec.n * ceil(M / best["base_m"]) * best["n_split"], bufs)
@@ -253,7 +253,8 @@ class _Img2colReplay:
         self.spec = spec
         self.params = params
         self.profile = profile
-        self.bm, self.bn, self.bk1, self.step = self.params["base_m"], self.params.get("base_n", 16), self.params["base_k1"], self.params["c1_step"]
+        self.bm, self.bn = params["base_m"], params.get("base_n", 16)
+        self.bk1, self.step = params["base_k1"], params["c1_step"]
         self.C1, self.CO1, self.taps = c1(self.spec.cin), c1(self.spec.cout), self.spec.kh * self.spec.kw
         self.M = self.spec.ho * self.spec.wo
         self.tiles = conv_tile_rows(self.spec, self.bm)
@@ -277,13 +278,15 @@ class _Img2colReplay:
         chunks = []
         for c1a in range(0, self.C1, self.step):
             c1n = min(self.step, self.C1 - c1a)
-            chunks.append((c1n * self.taps, ([(c1n, rows * self.spec.w * 16)] if rows > 0 else []) + [(c1n * self.taps, n1_cnt * 256)]))
+            slab = [(c1n, rows * self.spec.w * 16)] if rows > 0 else []
+            chunks.append((c1n * self.taps, slab + [(c1n * self.taps, n1_cnt * 256)]))
         if self.second:  # the second source's channel blocks go on into the same L0C (1x1: one tap)
             rows2 = self.tiles2[mi][3]
             for c1a in range(0, c1(self.second.cin), self.step):
                 c1n = min(self.step, c1(self.second.cin) - c1a)
                 chunks.append((c1n, ([(c1n, rows2 * self.second.w * 16)] if rows2 > 0 else []) + [(c1n, n1_cnt * 256)]))
-        cube_k_loop(core, m, n1_cnt * 16, chunks, self.bk1, (lambda kc: core.load3d(m1, kc), lambda kc, k1n: [kc * n1_cnt]), self.params.get("l1_buffers", 2))
+        cube_k_loop(core, m, n1_cnt * 16, chunks, self.bk1,
+                    (lambda kc: core.load3d(m1, kc), lambda kc, k1n: [kc * n1_cnt]), self.params.get("l1_buffers", 2))
         if self.params.get("on_chip"):
             on_chip_epilogue(core, self.spec, m, n1_cnt)
         else:
@@ -304,7 +307,8 @@ class _Img2colReplay:
         chunks = []
         for c1a in range(0, self.C1, self.step):
             c1n = min(self.step, self.C1 - c1a)
-            chunks.append((c1n * self.taps, ([(c1n, rows * self.spec.w * 16)] if rows > 0 else []) + [(c1n * self.taps, mid1 * 256)]))
+            slab = [(c1n, rows * self.spec.w * 16)] if rows > 0 else []
+            chunks.append((c1n * self.taps, slab + [(c1n * self.taps, mid1 * 256)]))
         cube_k_loop(core, m, mid1 * 16, chunks, self.bk1, (lambda kc: core.load3d(m1, kc), lambda kc, k1n: [kc * mid1]))
         core.set_flag("M", "FIX", 0)
         core.wait_flag("M", "FIX", 0)
@@ -327,7 +331,7 @@ class _Img2colReplay:
                 core.wait_flag("MTE2", "MTE1", 4)
                 core.load_bias_table(n1_cnt * 16)
             cube_k_loop(core, m, n1_cnt * 16, [(mid1, [(mid1, n1_cnt * 256)])], bk2,
-                        (rows_load2d(core, m), lambda kc, k1n: [kc * n1_cnt]))
+                        (rows_load2d(core, m), lambda kc, k1n, n1_cnt=n1_cnt: [kc * n1_cnt]))
             cube_drain(core, m * n1_cnt * 16)
         core.set_flag("MTE1", "FIX", 3)
 

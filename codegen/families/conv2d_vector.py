@@ -4,12 +4,13 @@ on the Vector unit", weighed by the cost model against the Cube's algorithms (co
 from __future__ import annotations
 
 from math import ceil
+
+from .. import KilnError
 from ..cost.blocks import activate_and_store, vec_flat_cycles
 from ..cost.model import PingPongSim, Prediction, SimCore, launch
 from ..ir.opspec import Conv2dSpec, c1
 from ..ir.profiles import Profile
-from .. import KilnError
-from .base import Family, register, Variant, fits, r16, r32
+from .base import Family, Variant, fits, r16, r32, register
 
 
 def vector_conv_legal(spec: Conv2dSpec) -> str | None:

@@ -7,17 +7,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from math import ceil
 
-from ..cost.blocks import cube_drain, cube_k_loop, program_ops, rows_load2d, run_program
+from .. import KilnError
 from ..cost import model as cost
+from ..cost.blocks import cube_drain, cube_k_loop, program_ops, rows_load2d, run_program
 from ..cost.model import PingPongSim, Prediction, SimCore, launch, then
 from ..ir import layouts, winograd
 from ..ir.opspec import C0, Conv2dSpec, Tensor, c1
 from ..ir.optlog import OptLog
 from ..ir.profiles import Profile
-from .. import KilnError
-from .base import Family, register, Variant, fits, half16, predict, r16, tag_of
+from .base import Family, Variant, fits, half16, predict, r16, register, tag_of
 from .ranking import EXACT_REPLAYS, K_FRACTALS, TILE_EDGES, step_sizes
-
 
 WINOGRAD_TILES = (2, 4)
 
@@ -118,7 +117,8 @@ def winograd_rule(spec: Conv2dSpec, profile: Profile, tile: int, log: OptLog | N
                     "L0B": 2 * bk * (bn // 16) * 512, "L0C": (bm // 16) * (bn // 16) * 1024}
         params = search_winograd(spec, params, profile, log, gemm_buffers,
                                  lambda t: max(winograd_ub(tile, t, spec.residual, spec.bias)))
-    bufs = {"L1": 2 * params["c1_step"] * params["base_m"] * 32 + 2 * params["c1_step"] * (params["base_n"] // 16) * 512,
+    bufs = {"L1": (2 * params["c1_step"] * params["base_m"] * 32
+                   + 2 * params["c1_step"] * (params["base_n"] // 16) * 512),
             "L0A": 2 * (params["base_m"] // 16) * params["base_k1"] * 512,
             "L0B": 2 * params["base_k1"] * (params["base_n"] // 16) * 512,
             "L0C": (params["base_m"] // 16) * (params["base_n"] // 16) * 1024,
@@ -188,9 +188,11 @@ class _WinogradReplay:
         self.at_ops = program_ops(winograd.linear_program(winograd.tile(self.tile).AT))
         self.c1_block, self.co1_block = self.params["c1_block"], self.params["co1_block"]
         self.c1_groups, self.co1_groups = ceil(self.C1 / self.c1_block), ceil(self.CO1 / self.co1_block)
-        self.bm, self.bn, self.bk1, self.step = self.params["base_m"], self.params["base_n"], self.params["base_k1"], self.params["c1_step"]
+        self.bm, self.bn = params["base_m"], params["base_n"]
+        self.bk1, self.step = params["base_k1"], params["c1_step"]
         self.m_tiles, self.n_tiles = ceil(self.g.p / self.bm), ceil(self.CO1 * 16 / self.bn)
-        self.epi = [("Maxs", True), ("Mins", True)] if self.spec.clip_hi > 0 else [("Relu", True)] if self.spec.relu else []
+        self.epi = ([("Maxs", True), ("Mins", True)] if spec.clip_hi > 0 else [("Relu", True)] if spec.relu
+                    else [])
 
     def chunk(self, b: int, groups: int) -> tuple[int, int, int]:
         rest = b // groups
@@ -243,7 +245,8 @@ class _WinogradReplay:
         n1_cnt = min(self.bn // 16, self.CO1 - ni * (self.bn // 16))
         if core.blocks > 0:
             core.wait_flag("FIX", "M", 0)
-        chunks = [(min(self.step, self.C1 - c1a), [(min(self.step, self.C1 - c1a), m1 * 256), (min(self.step, self.C1 - c1a), n1_cnt * 256)])
+        chunks = [(min(self.step, self.C1 - c1a),
+                   [(min(self.step, self.C1 - c1a), m1 * 256), (min(self.step, self.C1 - c1a), n1_cnt * 256)])
                   for c1a in range(0, self.C1, self.step)]
         cube_k_loop(core, m, n1_cnt * 16, chunks, self.bk1, (rows_load2d(core, m), lambda kc, k1n: [kc * n1_cnt]))
         cube_drain(core, m * n1_cnt * 16, 4)
@@ -386,6 +389,11 @@ def record_allowed(spec: Conv2dSpec, record: dict, options, log: OptLog) -> bool
     return True
 
 
+def winograd_program(tile: int, which: str) -> list:
+    """The template's instruction chains of one transform matrix (BT or AT) of F(tile x tile, 3 x 3)."""
+    return winograd.linear_program(getattr(winograd.tile(tile), which))
+
+
 def weight_transform(spec: Conv2dSpec, v: Variant) -> tuple[str, Callable]:
     """The weight blob a Winograd kernel reads: G g G^T of the FRACTAL_Z weight, once, at build time."""
     tile = v.params["tile"]
@@ -398,4 +406,4 @@ FAMILY = register(Family("conv2d_winograd", "conv2d", "cube", None, winograd_mte
                 record_extra=("tile",), from_params=from_params, kernel_inputs=kernel_inputs,
                 record_allowed=record_allowed, symbol_family=lambda v: f"conv2d_winograd_f{v.params['tile']}",
                 weight_transform=weight_transform, template_globals={
-                    "winograd_program": lambda tile, which: winograd.linear_program(getattr(winograd.tile(tile), which))}))
+                    "winograd_program": winograd_program}))

@@ -10,8 +10,7 @@ from ..cost.model import PingPongSim, Prediction, SimCore, launch
 from ..ir.opspec import DwConv2dSpec, c1
 from ..ir.optlog import OptLog
 from ..ir.profiles import Profile
-from .base import Family, register, GenericForm, splits
-from .base import Variant, fits, r32
+from .base import Family, GenericForm, Variant, fits, r32, register, splits
 
 
 def dw_slab_rows(spec: DwConv2dSpec, rows_out: int) -> int:

@@ -9,7 +9,7 @@ from ..cost.model import Prediction
 from ..ir.opspec import EltwiseSpec
 from ..ir.optlog import OptLog
 from ..ir.profiles import Profile
-from .base import Family, register, GenericForm, Variant, powers, share128, splits
+from .base import Family, GenericForm, Variant, powers, register, share128, splits
 
 
 def eltwise_rule(spec: EltwiseSpec, profile: Profile, log: OptLog) -> Variant:

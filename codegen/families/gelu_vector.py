@@ -6,7 +6,7 @@ from ..cost.model import Prediction
 from ..ir.opspec import EltwiseSpec
 from ..ir.optlog import OptLog
 from ..ir.profiles import Profile
-from .base import Family, register, Variant, share128
+from .base import Family, Variant, register, share128
 from .eltwise_vector import STREAM, choose_blocks_eltwise, eltwise_mte2, stream_space
 
 PER_ELEM = 8 + 16  # fp16 x and z ping-pong (2 x 2 x 2 B) + four fp32 temporaries (16 B) per element
@@ -32,5 +32,6 @@ def replay_gelu(spec, params: dict, profile: Profile) -> Prediction:
 
 
 FAMILY = register(Family("gelu_vector", "eltwise", "vector", gelu_rule, eltwise_mte2, replay_gelu,
-                matches=lambda spec: spec.op == "gelu", space=lambda spec, params, profile: stream_space(spec, profile, PER_ELEM),
+                matches=lambda spec: spec.op == "gelu",
+                space=lambda spec, params, profile: stream_space(spec, profile, PER_ELEM),
                 generic=STREAM))

@@ -11,14 +11,14 @@ from ..cost.model import Prediction, SimCore, launch
 from ..ir.opspec import GemmSpec, c1
 from ..ir.optlog import OptLog
 from ..ir.profiles import Profile
-from .base import Variant, fits, half16, r16
-from .base import Family, register
+from .base import Family, Variant, fits, half16, r16, register
 from .ranking import K_FRACTALS, TILE_EDGES, cube_grid, pick_best, step_sizes, wide_grid
 
 
 def gemm_buffers(spec: GemmSpec, base_m: int, base_n: int, base_k1: int, k1_step: int) -> dict[str, int]:
     return {
-        "L1": 2 * k1_step * (base_m // 16) * 512 + 2 * k1_step * (base_n // 16) * 512 + (base_n * 4 if spec.bias else 0),
+        "L1": (2 * k1_step * (base_m // 16) * 512 + 2 * k1_step * (base_n // 16) * 512
+               + (base_n * 4 if spec.bias else 0)),
         "L0A": 2 * (base_m // 16) * base_k1 * 512,
         "L0B": 2 * base_k1 * (base_n // 16) * 512,
         "L0C": (base_m // 16) * (base_n // 16) * 1024,
@@ -115,7 +115,7 @@ def gemm_candidates(spec: GemmSpec, profile: Profile, buffers, edges=TILE_EDGES)
         if bm > ceil(spec.m / 16) * 16 and bm != 16:
             continue
         for bn in edges:
-            if bn > N1 * 16 and bn != 16 or spec.split % bn:  # siblings: an N tile stays in one result
+            if (bn > N1 * 16 and bn != 16) or spec.split % bn:  # siblings: an N tile stays in one result
                 continue
             for bk in K_FRACTALS:
                 if bk > K1:

@@ -7,7 +7,7 @@ from ..cost.model import PingPongSim, Prediction, SimCore, launch
 from ..ir.opspec import Pool2dSpec, c1
 from ..ir.optlog import OptLog
 from ..ir.profiles import Profile
-from .base import Family, register, GenericForm, Variant, splits
+from .base import Family, GenericForm, Variant, register, splits
 
 
 def global_avgpool_rule(spec: Pool2dSpec, profile: Profile, log: OptLog) -> Variant:

@@ -9,8 +9,7 @@ from ..cost.model import PingPongSim, Prediction, SimCore, launch
 from ..ir.opspec import Pool2dSpec, c1
 from ..ir.optlog import OptLog
 from ..ir.profiles import Profile
-from .base import Family, register, GenericForm, Variant, fits, r32, splits
-
+from .base import Family, GenericForm, Variant, fits, r32, register, splits
 
 # ---------------------------------------------------------------- pooling (Vector)
 

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from math import ceil
 
-from .base import predict, tag_of
-
 from ..ir.optlog import OptLog
 from ..ir.profiles import Profile
+from .base import predict, tag_of
 
 TILE_EDGES = (16, 32, 64, 128, 256)
 ALL_EDGES = tuple(range(16, 257, 16))  # every fractal multiple: the exhaustive search of `kiln optimize`

@@ -7,9 +7,23 @@ from __future__ import annotations
 
 from .. import KilnError
 from ..ir.opspec import Opspec
-from . import (attention_flash, batched_gemm_cube, conv2d_algorithm, conv2d_cube_img2col, conv2d_vector,
-               conv2d_winograd, dwconv2d_vector, eltwise_vector, gelu_vector, gemm_cube, global_avgpool_vector,
-               layernorm_vector, maxpool2d_vector, softmax_vector, transpose_mte)
+from . import (
+    attention_flash,
+    batched_gemm_cube,
+    conv2d_algorithm,
+    conv2d_cube_img2col,
+    conv2d_vector,
+    conv2d_winograd,
+    dwconv2d_vector,
+    eltwise_vector,
+    gelu_vector,
+    gemm_cube,
+    global_avgpool_vector,
+    layernorm_vector,
+    maxpool2d_vector,
+    softmax_vector,
+    transpose_mte,
+)
 from .base import FAMILIES, Family, predict, record
 
 __all__ = ["FAMILIES", "ORDER", "predict", "record"]

@@ -10,8 +10,7 @@ from ..cost.model import PingPongSim, Prediction, SimCore, launch
 from ..ir.opspec import RowSpec
 from ..ir.optlog import OptLog
 from ..ir.profiles import Profile
-from .base import Variant, fits, r32
-from .base import splits
+from .base import Variant, fits, r32, splits
 
 
 def row_buffers(spec: RowSpec, rows_per_tile: int) -> dict[str, int]:

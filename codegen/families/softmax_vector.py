@@ -1,5 +1,5 @@
-"""softmax_vector: softmax over the last axis, a tile of rows per Vector block (templates/softmax_vector.cpp.j2; the sizing
-and the replay are the row kernels' shared ones, codegen/families/rows.py)."""
+"""softmax_vector: softmax over the last axis, a tile of rows per Vector block (templates/softmax_vector.cpp.j2;
+the sizing and the replay are the row kernels' shared ones, codegen/families/rows.py)."""
 from __future__ import annotations
 
 from .base import Family, register

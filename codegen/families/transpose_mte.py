@@ -9,8 +9,7 @@ from ..cost.model import PingPongSim, Prediction, SimCore, launch
 from ..ir.opspec import TransposeSpec
 from ..ir.optlog import OptLog
 from ..ir.profiles import Profile
-from .base import Family, register, splits
-from .base import Variant, r32
+from .base import Family, Variant, r32, register, splits
 
 
 def transpose_rule(spec: TransposeSpec, profile: Profile, log: OptLog) -> Variant:
@@ -50,4 +49,5 @@ def space(spec, params: dict, profile: Profile) -> list[dict]:
     return [{"planes_per_block": p} for p in splits(spec.d0 * spec.d1)]
 
 
-FAMILY = register(Family("transpose_mte", "transpose", "vector", transpose_rule, transpose_mte2, replay_transpose, space=space))
+FAMILY = register(Family("transpose_mte", "transpose", "vector", transpose_rule, transpose_mte2, replay_transpose,
+                         space=space))

@@ -16,7 +16,8 @@ from .. import KilnError
 from ..ir.graph import OpInstance
 
 SUPPORTED = {
-    "Conv": "2-D convolution, NCHW, group 1 or depthwise (group = C_in = C_out); optional bias; activation '' or 'Relu'",
+    "Conv": ("2-D convolution, NCHW, group 1 or depthwise (group = C_in = C_out); optional bias; "
+             "activation '' or 'Relu'"),
     "Gemm": "Y = A[M,K] * B[K,N] (+ bias[N]); activation '' or 'Relu'",
     "MatMul": "Y = A[M,K] * B[K,N]",
     "Relu": "elementwise max(x, 0)",
@@ -38,7 +39,8 @@ SUPPORTED = {
 ACTIVATIONS = ("", "Relu", "Clip")
 
 
-CONV_ALGORITHMS = ("", "direct_img2col", "winograd_f2", "winograd_f4", "vector_direct")  # "": the build's options decide
+# "": the build's options decide
+CONV_ALGORITHMS = ("", "direct_img2col", "winograd_f2", "winograd_f4", "vector_direct")
 
 
 def _ints(entry: str, key: str, value: Any, length: int | None = None, lo: int = 0) -> tuple[int, ...]:
@@ -87,7 +89,8 @@ def _parse_op(idx: int, raw: dict[str, Any]) -> OpInstance:
                             "only; a depthwise convolution has one kernel family")
         if g == 1:
             if w[1] != x[1]:
-                raise KilnError("frontend", entry, f"weight {list(w)} expects {w[1]} input channels, input {list(x)} has {x[1]}")
+                raise KilnError("frontend", entry,
+                                f"weight {list(w)} expects {w[1]} input channels, input {list(x)} has {x[1]}")
         elif not (g == x[1] == w[0] and w[1] == 1):
             raise KilnError("frontend", entry, f"group={g} is not supported: only group=1 or depthwise "
                             f"(group = C_in = C_out, weight [C,1,kh,kw]); got input {list(x)}, weight {list(w)}")
@@ -122,7 +125,8 @@ def _parse_op(idx: int, raw: dict[str, Any]) -> OpInstance:
         kv = raw.get("kv")
         scale = raw.get("scale", 1.0 / d ** 0.5)
         if not isinstance(kv, int) or isinstance(kv, bool) or kv < 1:
-            raise KilnError("frontend", entry, f"'kv' (the key/value sequence length) must be a positive integer, got {kv!r}")
+            raise KilnError("frontend", entry,
+                            f"'kv' (the key/value sequence length) must be a positive integer, got {kv!r}")
         if not isinstance(scale, (int, float)) or isinstance(scale, bool):
             raise KilnError("frontend", entry, f"'scale' must be a number, got {scale!r}")
         if bias or act:

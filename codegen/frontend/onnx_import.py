@@ -23,9 +23,10 @@ from __future__ import annotations
 import heapq
 import math
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -651,7 +652,7 @@ def infer_shapes(node: Node, graph: Graph) -> list[tuple[int, ...]]:
 
 # ---------------------------------------------------------------- reading and binding
 
-def read_model(path: str | Path) -> "onnx.ModelProto":
+def read_model(path: str | Path) -> onnx.ModelProto:
     """The parsed file; a KilnError naming the file for anything that is not a readable ONNX model."""
     subject = str(path)
     if onnx is None:

@@ -97,7 +97,7 @@ class Conv2dSpec:
         """Output channels of the window conv: the intermediate's with a chain, else the kernel's."""
         return self.mid or self.cout
 
-    def second(self) -> "Conv2dSpec":
+    def second(self) -> Conv2dSpec:
         """The second source as a conv of its own (for its geometry: rows per tile, reuse)."""
         return Conv2dSpec(self.n, self.cin2, self.h2, self.w2, self.cout, 1, 1, self.s2, self.s2, 0, 0, 0, 0, 1, 1,
                           False, False, dtype=self.dtype)
@@ -233,7 +233,8 @@ class DwConv2dSpec(_PerChannelWindow):
     def name(self) -> str:
         win = _window(self.sh, self.sw, (self.pt, self.pl, self.pb, self.pr), self.dh, self.dw)
         act = f"_clip_0_{_num(self.clip_hi)}" if self.clip_hi else _act(self.relu)
-        return f"dwconv2d_{self.n}x{self.c}x{self.h}x{self.w}_k{self.kh}x{self.kw}_{win}{'_bias' if self.bias else ''}{act}"
+        bias = "_bias" if self.bias else ""
+        return f"dwconv2d_{self.n}x{self.c}x{self.h}x{self.w}_k{self.kh}x{self.kw}_{win}{bias}{act}"
 
     @property
     def flops(self) -> int:
@@ -323,7 +324,8 @@ class EltwiseSpec:
     @property
     def name(self) -> str:
         clip = f"clip_{_num(self.lo)}_{_num(self.hi)}"
-        op = {"clip": clip, "muls": f"muls_{_num(self.scalar)}", "adds": f"adds_{_num(self.scalar)}"}.get(self.op, self.op)
+        scalar = _num(self.scalar)
+        op = {"clip": clip, "muls": f"muls_{scalar}", "adds": f"adds_{scalar}"}.get(self.op, self.op)
         act = "" if not self.act else "_" + (clip if self.act == "clip" else self.act)
         return f"eltwise_{op}{act}_{self.numel}"
 

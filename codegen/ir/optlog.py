@@ -66,15 +66,19 @@ REASONS = {
     "cost_model": "the variant with the fewest cycles predicted by the pipe cost model (codegen/costmodel.py); for a "
                   "tiling search: candidates enumerated, those that fit the buffers ranked, the best replayed exactly",
     "winograd_illegal": "Winograd needs a 3x3 kernel, stride 1 and dilation 1; direct convolution",
-    "winograd_error_bound": "rejected: the tile's expected fp16 error (codegen/winograd.py expected_error) exceeds the tolerance",
-    "winograd_tile_waste": "rejected by the cost model: partial edge tiles waste work (output not a multiple of the tile)",
+    "winograd_error_bound": ("rejected: the tile's expected fp16 error (codegen/ir/winograd.py expected_error) exceeds "
+                             "the tolerance"),
+    "winograd_tile_waste": ("rejected by the cost model: partial edge tiles waste work (output not a multiple of the "
+                            "tile)"),
     "winograd_channels": "rejected by the cost model: channels do not fill the Cube's 16-wide fractals",
     "winograd_small_map": "rejected by the cost model: too few tiles to fill the Cube and cover the transform overhead",
     "winograd_slower": "rejected by the cost model: transform passes cost more than the multiplications saved",
     "siblings_one_gemm": "GEMMs reading the same activation run as one GEMM over their weights side by side; each "
                          "result is a contiguous slice of its output",
-    "sibling_shapes": "rejected: sibling GEMMs whose results are not equally wide (multiple of 16) or differ in epilogue",
-    "sibling_taken": "not fused as siblings: one of the convolutions is already in a two-source kernel (second_source_l0c)",
+    "sibling_shapes": ("rejected: sibling GEMMs whose results are not equally wide (multiple of 16) or differ in "
+                       "epilogue"),
+    "sibling_taken": ("not fused as siblings: one of the convolutions is already in a two-source kernel "
+                      "(second_source_l0c)"),
     "sibling_conv_unsupported": "audited: convolutions reading one input; no conv kernel writes two results yet",
     "graph_output": "rejected: the result is a graph output, which cannot be a slice of another tensor",
     "vector_slower": "rejected by the cost model: the conv on the Vector unit alone (conv2d_vector) takes more cycles "

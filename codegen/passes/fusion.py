@@ -194,7 +194,8 @@ def _fuse_activations(ps: _Pass) -> None:
         label = _label(prod, act.op_type)
         prod.attrs["activation"] = act.op_type
         if act.op_type == "Clip":
-            prod.attrs["min"], prod.attrs["max"] = act.attrs.get("min", float("-inf")), act.attrs.get("max", float("inf"))
+            prod.attrs["min"] = act.attrs.get("min", float("-inf"))
+            prod.attrs["max"] = act.attrs.get("max", float("inf"))
         prod.attrs.setdefault("fused", []).append(act.name)
         prod.attrs.setdefault("fused_types", []).append(act.op_type)
         prod.source = (list(prod.source) or [prod.name]) + [act.name]
@@ -538,7 +539,8 @@ def _scalar(g: Graph, node: Node) -> tuple[str, float] | None:
     return next(i for i in ins if i != consts[0]), (1.0 / c if node.op_type == "Div" else c)
 
 
-def _k_operand(g: Graph, kt: str, producer_of: dict[str, Node], consumers: dict[str, list[Node]]) -> tuple[str, Node | None] | None:
+def _k_operand(g: Graph, kt: str, producer_of: dict[str, Node],
+               consumers: dict[str, list[Node]]) -> tuple[str, Node | None] | None:
     """How K reaches the kernel as [batch, heads, kv, d], given the MatMul's B operand K^T [batch, heads, d, kv]:
     (value, absorbed Transpose or None), or None if neither form below. Exporters write K^T as a Transpose of the
     heads-split K [.., kv, d] (perm 0,1,3,2: the kernel reads that K directly and the Transpose is absorbed) or as
@@ -612,8 +614,9 @@ def _fuse_attention(ps: _Pass) -> None:
             reason, detail = "attention_unsupported", (f"shapes Q {list(q_shape)}, K^T {list(kt_shape)}, "
                                                        f"V {list(v_shape)} are not [b,h,q,d], [b,h,d,kv], [b,h,kv,d]")
         elif mask is not None and mask_value is None:
-            reason, detail = "attention_unsupported", (f"{mask.name} adds a mask of shape {list(mask_shape)}; the kernel "
-                                                       f"takes one per batch and key, [{b}, 1, 1, {skv}]")
+            reason = "attention_unsupported"
+            detail = (f"{mask.name} adds a mask of shape {list(mask_shape)}; the kernel takes one per batch and key, "
+                      f"[{b}, 1, 1, {skv}]")
         elif k_operand is None:
             reason, detail = "attention_unsupported", (f"K^T {qk.inputs[1]} is not a Transpose (perm 0,1,3,2 or "
                                                        f"0,2,3,1) read only by {qk.name}")

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from math import prod
+from typing import ClassVar
 
 import numpy as np
 
 from .. import KilnError
 from ..ir import layouts
-from ..ir.graph import OpInstance
-from ..ir.graph import Graph, Node
+from ..ir.graph import Graph, Node, OpInstance
 
 C0 = 16
 
@@ -312,17 +312,17 @@ class _Lowerer:
                     raise self.fail(node, "scalar / tensor is not supported yet")
                 if node.op_type == "Sub" and x != ins[0]:
                     raise self.fail(node, "scalar - tensor is not supported yet")
-                op, val = {"Add": ("Adds", c), "Sub": ("Adds", -c), "Mul": ("Muls", c), "Div": ("Muls", 1.0 / c)}[node.op_type]
+                op, val = {"Add": ("Adds", c), "Sub": ("Adds", -c), "Mul": ("Muls", c),
+                           "Div": ("Muls", 1.0 / c)}[node.op_type]
                 dv = self.act(node, x, self.storage[self.device[x]].layout)
                 attrs = {"shape": (prod(self.storage[dv].packed),), "activation": "", "bias": False, "scalar": val}
                 self.kernel(node, op, attrs, [dv], self.storage[dv].layout)
                 return
         if node.op_type in ("Div", "Sub"):
             raise self.fail(node, f"{node.op_type} of two tensors has no kernel yet")
-        if node.op_type in ("Add", "Mul"):
-            if len(ins) != 2 or self.shape(ins[0]) != self.shape(ins[1]):
-                raise self.fail(node, f"only {node.op_type} of two activations of the same shape or with a scalar "
-                                      "constant is supported yet (no broadcast)")
+        if node.op_type in ("Add", "Mul") and (len(ins) != 2 or self.shape(ins[0]) != self.shape(ins[1])):
+            raise self.fail(node, f"only {node.op_type} of two activations of the same shape or with a scalar "
+                                  "constant is supported yet (no broadcast)")
         first = self.device.get(ins[0])
         layout = self.storage[first].layout if first else "ND"
         dev = [self.act(node, v, layout) for v in ins]
@@ -396,13 +396,15 @@ class _Lowerer:
             self.device[out] = dv
             self.trans_b_values.add(out)
             self.steps.append(Step("kernel", node.name, [node.name], ["Transpose"], [self.act(node, x, "ND")], dv,
-                                   instance=OpInstance(node.name, "Transpose0213", {"input": xs, "activation": "", "bias": False})))
+                                   instance=OpInstance(node.name, "Transpose0213",
+                                                       {"input": xs, "activation": "", "bias": False})))
             self.decisions.append(f"{node.name}: perm {list(perm)} feeding a MatMul as B is read as B^T "
                                   f"(perm 0,2,1,3 and a transposed-B GEMM)")
             return
         if len(xs) != 4 or perm != (0, 2, 1, 3):
             raise self.fail(node, f"Transpose perm {list(perm)} of {list(xs)} has no kernel yet (supported: 0,2,1,3)")
-        self.kernel(node, "Transpose0213", {"input": xs, "activation": "", "bias": False}, [self.act(node, x, "ND")], "ND")
+        self.kernel(node, "Transpose0213", {"input": xs, "activation": "", "bias": False}, [self.act(node, x, "ND")],
+                    "ND")
 
     def row_op(self, node: Node) -> None:
         x = node.inputs[0]
@@ -430,10 +432,11 @@ class _Lowerer:
         self.kernel(node, "Gelu", {"shape": (prod(self.storage[dv].packed),), "activation": "", "bias": False},
                     [dv], self.storage[dv].layout)
 
-    LOWER = {"Conv": conv, "Gemm": gemm, "MatMul": gemm, "Relu": eltwise, "Clip": eltwise, "Add": eltwise,
-             "Mul": eltwise, "Div": eltwise, "Sub": eltwise, "MaxPool": pool, "GlobalAveragePool": pool,
-             "Flatten": reshape, "Reshape": reshape, "Transpose": transpose, "Softmax": row_op,
-             "LayerNormalization": row_op, "Gelu": gelu, "Attention": attention}
+    LOWER: ClassVar[dict] = {
+        "Conv": conv, "Gemm": gemm, "MatMul": gemm, "Relu": eltwise, "Clip": eltwise, "Add": eltwise,
+        "Mul": eltwise, "Div": eltwise, "Sub": eltwise, "MaxPool": pool, "GlobalAveragePool": pool,
+        "Flatten": reshape, "Reshape": reshape, "Transpose": transpose, "Softmax": row_op,
+        "LayerNormalization": row_op, "Gelu": gelu, "Attention": attention}
 
     # ---- patterns found before lowering ------------------------------------
     def find_patterns(self) -> None:

@@ -10,8 +10,8 @@ entry point of `kiln tune` and `kiln optimize`.
 """
 from __future__ import annotations
 
-from ..families.registry import FAMILIES
 from ..families.ranking import ALL_EDGES, EXACT_REPLAYS, TILE_EDGES, ranked
+from ..families.registry import FAMILIES
 from ..ir.profiles import Profile
 
 

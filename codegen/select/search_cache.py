@@ -34,8 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..families.registry import predict
-from ..ir.optlog import OptLog
 from ..ir.opspec import spec_hash
+from ..ir.optlog import OptLog
 from ..select.tiling import choose_variant
 
 FORMAT = 1

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from .. import KilnError
 from ..families.base import Variant, fits
-from ..families.registry import FAMILIES
-from ..families.registry import CHOOSERS, family_for, pinned_family, tunable
+from ..families.registry import CHOOSERS, FAMILIES, family_for, pinned_family, tunable
 from ..ir.opspec import Opspec, spec_hash
 from ..ir.optlog import OptLog
 from ..ir.profiles import Profile

@@ -25,11 +25,11 @@ import numpy as np
 
 from .. import KilnError
 from ..emit.render import model_record
+from ..ir.graph import Graph, Node, Value
+from ..ir.optlog import OptLog
 from ..select.plan import ModelPlan
 from ..select.tiling import choose_variant
 from .generic import GenericKernel, generic_key, generic_symbol, runtime_args
-from ..ir.graph import Graph, Node, Value
-from ..ir.optlog import OptLog
 
 WINDOW_OPS = ("Conv", "MaxPool", "AveragePool")
 SMALL_CONSTANT = 64  # initializers up to this many elements keep their values in the graph record (scalars,
@@ -358,7 +358,8 @@ class SizedPlan:
 def _spec_of_record(k: dict):
     """The Opspec of a manifest kernel record (as kiln/trace.py spec_of rebuilds it at run time)."""
     from ..ir import opspec
-    classes = {c.kind: c for c in vars(opspec).values() if isinstance(c, type) and isinstance(getattr(c, "kind", None), str)}
+    classes = {c.kind: c for c in vars(opspec).values()
+               if isinstance(c, type) and isinstance(getattr(c, "kind", None), str)}
     classes.update(softmax=opspec.RowSpec, layernorm=opspec.RowSpec)
     return classes[k["features"]["kind"]](**k["spec"])
 
@@ -383,13 +384,12 @@ def generic_tiling(spec, rule, searched: list, size: tuple[int, int], profile, l
     the cores) or the tiling the build searched for the same node at a baked size, if it fits the buffers here,
     whichever the cost model predicts fastest. A full search costs about 0.4 s per convolution, too much for
     a first call; one exact prediction per candidate costs about 1.5 ms."""
-    from ..families.registry import predict
-    from ..families.registry import tunable
+    from ..families.registry import predict, tunable
     from ..select.tiling import variant_from_params
     if rule.family not in tunable():
         return rule  # the other generic families have one rule and no search, at build time too
     cands = [("rule", rule)]
-    for at, kernel, family, tiling, baked_spec in searched:
+    for _at, kernel, family, tiling, baked_spec in searched:
         # the same node's kernel at a baked size, if it has this step's structure (chained or not, Winograd or not)
         if family != rule.family or generic_key(baked_spec, rule) != generic_key(spec, rule):
             continue

@@ -18,9 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 
 from ..emit.modes import GENERIC_MODE
-from ..ir.opspec import Opspec
 from ..families.base import GenericForm, Variant
 from ..families.registry import FAMILIES
+from ..ir.opspec import Opspec
 
 # The fields of `struct RuntimeShape`, in its order (kernels/kiln/generic_abi.hpp KILN_RUNTIME_SHAPE_FIELDS;
 # tests/test_shape_buckets.py holds the two lists equal).
@@ -50,7 +50,7 @@ def generic_key(spec: Opspec, variant: Variant) -> GenericKey | None:
     form = generic_form(variant.family)
     if form is None:
         return None
-    erased = replace(spec, **{f: 0 for f in form.size_fields})
+    erased = replace(spec, **dict.fromkeys(form.size_fields, 0))
     structural = tuple((p, int(variant.params[p])) for p in form.structural if p in variant.params)
     return GenericKey(variant.family, erased, structural)
 

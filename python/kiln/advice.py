@@ -115,10 +115,8 @@ def _fmt_params(new: dict, old: dict) -> str:
 
 def suggest(record: dict, spec, profile, summary: dict, kind: dict) -> dict:
     """{"text", "predicted_cycles", "gain", "source", "alternatives": [...], "diagnosis"} for one kernel."""
-    from .codegen.families.registry import predict
-    from .codegen.families.registry import family_for, tunable
+    from .codegen.families.registry import family_for, predict, tunable
     from .codegen.ir.optlog import OptLog
-    from .codegen.select import tiling
     family, params = record["family"], record["tiling"]
     base = record.get("predicted_cycles")
     if base is None:

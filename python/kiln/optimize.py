@@ -24,10 +24,9 @@ def optimize(model: str, out: str, threshold: float = 0.15, build_dir: str | Non
              progress=print) -> dict:
     import tempfile
 
-    from .codegen.families.registry import predict
-    from .codegen.ir.opspec import Conv2dSpec, GemmSpec
     from .advice import best_tiling
-    from .codegen.families.registry import tunable
+    from .codegen.families.registry import predict, tunable
+    from .codegen.ir.opspec import Conv2dSpec, GemmSpec
     TUNABLE = tunable()
     from .codegen.select.tuning import load_records, write_records
 

@@ -16,7 +16,6 @@ import sys
 import tempfile
 from pathlib import Path
 
-
 RUN_CANDIDATES = """
 import json, numpy as np, kiln
 out = {}
@@ -68,9 +67,9 @@ def baked_model(model: str) -> tuple[dict, object, dict]:
 
 
 def tune(model: str, out: str, k: int = 3, build_dir: str | None = None, progress=print) -> dict:
+    from .codegen.families.registry import tunable
     from .codegen.ir.opspec import Conv2dSpec, GemmSpec
     from .codegen.select.search import top_candidates
-    from .codegen.families.registry import tunable
     TUNABLE = tunable()
     from .codegen.select.tuning import write_records
 
