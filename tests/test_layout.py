@@ -61,13 +61,24 @@ def _known(name: str) -> str | None:
     return None
 
 
+def _is_type_checking(test: ast.expr) -> bool:
+    """`if TYPE_CHECKING:` (or typing.TYPE_CHECKING): imports under it never run. They name the type of an
+    annotation from a later stage (a plan type naming the shape buckets that build on it); not a dependency."""
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
 def _imports(module: str, path: Path) -> list[tuple[str, int]]:
     """(imported module of ours, line) for every import in the file, at any depth (function-level imports
     included), relative imports resolved against the module's package."""
     tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found = []
+    skipped = {id(n) for block in ast.walk(tree) if isinstance(block, ast.If) and _is_type_checking(block.test)
+               for stmt in block.body for n in ast.walk(stmt)}
     for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
         if isinstance(node, ast.Import):
             found += [(_known(a.name), node.lineno) for a in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -248,3 +259,33 @@ def test_no_file_over_the_line_limit(package):
     rows = [(n, str(path.relative_to(REPO))) for m, path in sorted(SOURCES.items()) if m.split(".")[0] == package
             and (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_FILE_LINES]
     _report("file(s) with lines", rows, MAX_FILE_LINES)
+
+
+def _family_names() -> set[str]:
+    """The registered kernel families: the first argument of every Family(...) in codegen/families/."""
+    names = set()
+    for path in (REPO / "codegen" / "families").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Call) and getattr(node.func, "id", "") == "Family" and node.args
+                    and isinstance(node.args[0], ast.Constant)):
+                names.add(node.args[0].value)
+    return names
+
+
+def test_no_family_is_named_outside_its_module():
+    """What a family is lives in its module (codegen/families/<name>.py); the other stages ask the registry, so
+    no string naming a family appears in code outside codegen/families/ (docstrings and comments may)."""
+    families = _family_names()
+    assert len(families) >= 14, families
+    found = []
+    for module, path in SOURCES.items():
+        if module.startswith("codegen.families"):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        docstrings = {id(n.body[0].value) for n in ast.walk(tree)
+                      if isinstance(n, (ast.Module, ast.FunctionDef, ast.ClassDef)) and n.body
+                      and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and node.value in families and id(node) not in docstrings:
+                found.append(f"{_where(module, node.lineno)}: {node.value!r}")
+    assert not found, "family names outside codegen/families/:\n" + "\n".join(found)
