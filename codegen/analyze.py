@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -68,7 +69,8 @@ def analyze(path: str | Path, batch: int = 1, fusion: bool = True, max_depth: in
             target: str = "ascend910b", flash_attention: bool = True, max_seq_len: int = 512) -> dict[str, Any]:
     """`fusion`/`max_depth` as ENABLE_FUSION/MAX_FUSION_DEPTH (None: the O2 default), `flash_attention`/
     `max_seq_len` as USE_FLASH_ATTENTION/MAX_SEQ_LEN; `target` the profile whose buffers and cores the fusion
-    checks."""
+    checks. Raises OptionError (naming the build option) for an out-of-range value."""
+    options = analysis_options(fusion, max_depth, target, flash_attention, max_seq_len)
     model = onnx_frontend.read_model(path)
     file_ops = Counter(n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}.{n.op_type}"
                        for n in model.graph.node)
@@ -103,25 +105,27 @@ def analyze(path: str | Path, batch: int = 1, fusion: bool = True, max_depth: in
         "passes": log,
     })
     if not problems:
-        report.update(_bake_preview(path, batch, report, fusion, max_depth, target, flash_attention, max_seq_len))
+        report.update(_bake_preview(path, batch, report, options))
     return report
 
 
-def _bake_preview(path, batch: int, report: dict[str, Any], fusion: bool, max_depth: int | None,
-                  target: str, flash_attention: bool = True, max_seq_len: int = 512) -> dict[str, Any]:
+def analysis_options(fusion: bool, max_depth: int | None, target: str, flash_attention: bool, max_seq_len: int):
+    """The build options a `kiln analyze` run stands for (max_depth None: KILN_OPT_LEVEL O2's)."""
+    from .options import parse_options
+    raw = {"ENABLE_FUSION": "ON" if fusion else "OFF", "KILN_TARGET": target, "MAX_SEQ_LEN": str(max_seq_len),
+           "USE_FLASH_ATTENTION": "ON" if flash_attention else "OFF", "KILN_MODELS": ""}
+    if max_depth is not None:
+        raw["MAX_FUSION_DEPTH"] = str(max_depth)
+    return parse_options(raw)
+
+
+def _bake_preview(path, batch: int, report: dict[str, Any], options) -> dict[str, Any]:
     """What a build would bake: kernel launches before and after fusion, what fused, the fusion audit (every
     opportunity not taken, with its reason) and the unique kernels; or the nodes no kernel serves yet."""
     from . import KilnError
     from .ir.optlog import OptLog
-    from .options import OPT_LEVELS, parse_options
     from .passes.lowering import unsupported_nodes
     from .pipeline import plan_model
-    depth = int(OPT_LEVELS["O2"]["MAX_FUSION_DEPTH"]) if max_depth is None else max_depth
-
-    def options(enable: bool):
-        return parse_options({"ENABLE_FUSION": "ON" if enable else "OFF", "MAX_FUSION_DEPTH": str(depth),
-                              "KILN_TARGET": target, "USE_FLASH_ATTENTION": "ON" if flash_attention else "OFF",
-                              "MAX_SEQ_LEN": str(max_seq_len), "KILN_MODELS": ""})
     graph = onnx_frontend.load_onnx(path, batch)
     missing = unsupported_nodes(graph, Path(path).stem)
     if missing:
@@ -130,9 +134,10 @@ def _bake_preview(path, batch: int, report: dict[str, Any], fusion: bool, max_de
                                  for n in missing]
         return {"supported": False}
     try:
-        unfused = len(plan_model(graph, Path(path).stem, options(False), OptLog(), memory=False).specs)
+        unfused_options = replace(options, enable_fusion=False)
+        unfused = len(plan_model(graph, Path(path).stem, unfused_options, OptLog(), memory=False).specs)
         graph = onnx_frontend.load_onnx(path, batch)  # fusion rewrites the graph: a fresh one
-        stages = plan_model(graph, Path(path).stem, options(fusion), OptLog(), memory=False)
+        stages = plan_model(graph, Path(path).stem, options, OptLog(), memory=False)
         result, lowered, specs = stages.fusion, stages.lowered, list(stages.specs.values())
     except KilnError as e:
         report["unsupported"] = [{"node": e.subject, "op_type": "", "reason": e.message}]
@@ -141,8 +146,9 @@ def _bake_preview(path, batch: int, report: dict[str, Any], fusion: bool, max_de
         "kernel_launches": len(specs), "unique_kernels": len(set(specs)),
         "glue_steps": sum(1 for s in lowered.steps if s.kind == "glue"),
         "kernels": sorted({s.name for s in specs})},
-        "fusion": {"enable": fusion, "max_depth": depth, "flash_attention": flash_attention, "max_seq_len": max_seq_len,
-                   "target": target, "launches_unfused": unfused,
+        "fusion": {"enable": options.enable_fusion, "max_depth": options.max_fusion_depth,
+                   "flash_attention": options.use_flash_attention, "max_seq_len": options.max_seq_len,
+                   "target": options.kiln_target, "launches_unfused": unfused,
                    "launches_fused": len(specs), "fused": result.fused, "audit": result.audit}}
 
 

@@ -399,7 +399,7 @@ def search_conv(spec: Conv2dSpec, rule_params: dict, profile: Profile, log: OptL
     """Tiling of conv2d_cube_img2col: base_m x base_n x base_k1 x c1_step; `buffers(spec, m, n, k1, step)`
     gives the on-chip bytes of a candidate (tiling's own accounting)."""
     cands, fit = conv_candidates(spec, rule_params, profile, buffers)
-    return pick_best(spec, "conv2d_cube_img2col", rule_params, cands, fit, profile, log,
+    return pick_best(spec, "conv2d_cube_img2col", rule_params, (cands, fit), profile, log,
                  lambda p: conv_l1_partition(spec, p))
 
 
@@ -455,7 +455,7 @@ def search_chain(spec: Conv2dSpec, rule_params: dict, profile: Profile, log: Opt
     def fit(p):
         bufs = chain_buffers(spec, p["base_m"], p["base_k1"], p["c1_step"], p["base_n2"], p["base_k2"])
         return all(b <= profile.capacity[pos] for pos, b in bufs.items())
-    return pick_best(spec, "conv2d_cube_img2col", rule_params, cands, fit, profile, log)
+    return pick_best(spec, "conv2d_cube_img2col", rule_params, (cands, fit), profile, log)
 
 
 def from_params(spec: Conv2dSpec, profile: Profile, params: dict, source: str) -> tuple[dict, dict, int]:

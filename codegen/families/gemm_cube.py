@@ -104,7 +104,7 @@ def replay_gemm(spec, params: dict, profile: Profile) -> Prediction:
 
 def search_gemm(spec: GemmSpec, rule_params: dict, profile: Profile, log: OptLog, buffers) -> dict:
     cands, fit = gemm_candidates(spec, profile, buffers)
-    return pick_best(spec, "gemm_cube", rule_params, cands, fit, profile, log)
+    return pick_best(spec, "gemm_cube", rule_params, (cands, fit), profile, log)
 
 
 def gemm_candidates(spec: GemmSpec, profile: Profile, buffers, edges=TILE_EDGES):

@@ -2,6 +2,7 @@
 then an exact replay of the best few (codegen/families/base.py predict)."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from math import ceil
 
 from ..ir.optlog import OptLog
@@ -36,10 +37,11 @@ def ranked(spec, family: str, rule_params: dict, cands: list[dict], fit, profile
     return [(c, p) for c, _, p in exact], len(fitting)
 
 
-def pick_best(spec, family: str, rule_params: dict, cands: list[dict], fit, profile: Profile, log: OptLog,
-              partition=None) -> dict:
+def pick_best(spec, family: str, rule_params: dict, space: tuple[list[dict], Callable], profile: Profile,
+              log: OptLog, partition=None) -> dict:
     """The candidate with the fewest exactly replayed cycles (the rule is always replayed). partition(params):
     the L1 bytes of the winner's feature-map and weight chunks, logged as shares of L1."""
+    cands, fit = space
     exact, fitting = ranked(spec, family, rule_params, cands, fit, profile)
     best_cycles, best = exact[0]
     rule_cycles = next(c for c, p in exact if p is rule_params)

@@ -426,19 +426,30 @@ def plan_size(model: dict, kernels: list[dict], build_options: dict, size: tuple
     options = planning_options(build_options)
     profile = get_profile(options.kiln_target)
     modes = fusion_profiles(profile)
+    req = _SizeRequest(model, kernels, size, generic_names, prefer_baked)
     try:
-        return _plan_with(model, kernels, options, profile, modes["build"], size, generic_names, prefer_baked,
-                          plan_model)
+        return _plan_with(req, options, profile, modes["build"], plan_model)
     except MissingKernel as e:
-        sized = _plan_with(model, kernels, options, profile, modes["unchained"], size, generic_names, prefer_baked,
-                           plan_model)
+        sized = _plan_with(req, options, profile, modes["unchained"], plan_model)
         sized.log.add("shapes", model["name"], "fusion=unchained", "no_generic_form", size=f"{size[0]}x{size[1]}",
                       detail=e.message)
         return sized
 
 
-def _plan_with(model: dict, kernels: list[dict], options, profile, fusion_profile, size: tuple[int, int],
-               generic_names: set[str], prefer_baked: bool, plan_model) -> SizedPlan:
+@dataclass(frozen=True)
+class _SizeRequest:
+    """What plan_size was asked: the model's and kernels' manifest records, the input size, the generic kernels
+    this build has, and whether a baked kernel of the same spec is preferred to a generic one."""
+    model: dict
+    kernels: list[dict]
+    size: tuple[int, int]
+    generic_names: set[str]
+    prefer_baked: bool
+
+
+def _plan_with(req: _SizeRequest, options, profile, fusion_profile, plan_model) -> SizedPlan:
+    model, kernels, size, generic_names, prefer_baked = (req.model, req.kernels, req.size, req.generic_names,
+                                                         req.prefer_baked)
     sb = model["shape_buckets"]
     name = model["name"]
     log = OptLog()
