@@ -19,7 +19,7 @@ from .pipeline import plan
 from .select import search_cache
 
 SOURCE_DIR = Path(__file__).resolve().parent.parent
-SEARCH_CACHE_DIR = ".search-cache"  # in the work dir (build/generated): codegen/search_cache.py
+SEARCH_CACHE_DIR = ".search-cache"  # in the work dir (build/generated): codegen/select/search_cache.py
 
 
 def main(argv: list[str] | None = None) -> int:

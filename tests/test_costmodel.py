@@ -1,4 +1,5 @@
-"""The pipe cost model (codegen/costmodel.py) against the emulator, for every baked kernel whose family the
+"""The pipe cost model (codegen/cost/model.py and each family's replay in codegen/families/) against the
+emulator, for every baked kernel whose family the
 model replays: the same instructions and bytes on every pipe, and the same cycles, since both apply the
 profile's per-instruction costs and the same pipe/flag timing rules."""
 import numpy as np

@@ -1,4 +1,5 @@
-"""The tiling search (codegen/search.py) as its log shows it: hundreds of candidates per conv before the
+"""The tiling search (codegen/families/ranking.py and each searched family's module) as its log shows it:
+hundreds of candidates per conv before the
 buffer-fit pruning, the counts, the rule's and the winner's cycles, and the L1 partition it arrived at."""
 import re
 import sys

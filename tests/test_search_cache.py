@@ -1,4 +1,4 @@
-"""The tiling search's cache in the build directory (codegen/search_cache.py): a second run reuses every result,
+"""The tiling search's cache in the build directory (codegen/select/search_cache.py): a second run reuses every result,
 its output is byte-identical to an uncached serial run whatever the job count, an option the search reads
 re-searches the kernels it affects and an option it does not read reuses them, and results of another
 codegen version are dropped."""

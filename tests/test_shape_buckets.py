@@ -1,4 +1,4 @@
-"""KILN_SHAPE_BUCKETS and the generic kernels (codegen/shape_buckets.py, codegen/generic.py, kiln/dispatch.py).
+"""KILN_SHAPE_BUCKETS and the generic kernels (codegen/shapes/buckets.py, codegen/shapes/generic.py, kiln/dispatch.py).
 
 A tiny image model (strided and SAME-padded convs, a standalone residual add, a fused one, maxpool,
 depthwise + ReLU6, global average pool and a GEMM head; own input 224x224) is planned here for the codegen

@@ -1,5 +1,5 @@
 """The Vector-only convolution (templates/conv2d_vector.cpp.j2) as an algorithm the cost model weighs against the
-Cube's for every dense conv (codegen/tiling.py choose_conv_algorithm): the seeds' rule "small maps on the Vector
+Cube's for every dense conv (codegen/families/conv2d_algorithm.py): the seeds' rule "small maps on the Vector
 unit" must come out of the cost model, so these tests check the comparison and its log lines, not a size rule.
 The kernel's results and its replay are checked with every baked kernel (test_kernels, test_costmodel: the
 default build pins two vector_direct convs)."""

@@ -315,7 +315,7 @@ def render(plan: Plan, template_dir: Path | None = None, progress=None) -> dict[
             f"// opspec {k.spec.name}; instances: {', '.join(k.instances)}\n" + src)
     files["kiln_generic_table.hpp"] = env.get_template("kiln_generic_table.hpp.j2").render(
         kernels=plan.generic_kernels)
-    for g in plan.generic_kernels:  # the same templates in generic mode (codegen/generic.py)
+    for g in plan.generic_kernels:  # the same templates in generic mode (codegen/shapes/generic.py)
         if progress:
             progress(f"[generic] {g.symbol}")
         try:

@@ -63,7 +63,7 @@ REASONS = {
     "capacity": "rejected: the fused kernel's on-chip footprint exceeds the profile's buffer",
     "second_source_unsupported": "rejected: neither operand can be a second source (it must be a plain 1x1 "
                                  "convolution, unpadded, square stride, nothing fused, its input ready in time)",
-    "cost_model": "the variant with the fewest cycles predicted by the pipe cost model (codegen/costmodel.py); for a "
+    "cost_model": "the variant with the fewest cycles predicted by the pipe cost model (codegen/cost/model.py); for a "
                   "tiling search: candidates enumerated, those that fit the buffers ranked, the best replayed exactly",
     "winograd_illegal": "Winograd needs a 3x3 kernel, stride 1 and dilation 1; direct convolution",
     "winograd_error_bound": ("rejected: the tile's expected fp16 error (codegen/ir/winograd.py expected_error) exceeds "

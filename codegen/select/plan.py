@@ -67,4 +67,4 @@ class Plan:
     kernels: list[KernelPlan]
     log: OptLog
     models: list[ModelPlan] = field(default_factory=list)
-    generic_kernels: list[GenericKernel] = field(default_factory=list)  # KILN_SHAPE_BUCKETS (codegen/generic.py)
+    generic_kernels: list[GenericKernel] = field(default_factory=list)  # KILN_SHAPE_BUCKETS (codegen/shapes/generic.py)

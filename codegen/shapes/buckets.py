@@ -4,7 +4,7 @@ An image model (one NCHW input) is baked at its own input size as always. KILN_S
 a specialised plan per listed square size S (input H = W = S): the model's graph re-shaped to that size,
 fused, lowered, its kernels searched and baked like any other ("bucket" kernels, deduplicated with the
 rest), its own arena plan, all sharing the model's one weight blob (weight layouts do not depend on the
-spatial size). Any other input size runs on *generic* kernels (codegen/generic.py): for each structural
+spatial size). Any other input size runs on *generic* kernels (codegen/shapes/generic.py): for each structural
 spec the model's size-dependent kernels have, one kernel whose spatial dims and tiling are runtime values.
 The plan for such a size -- the same graph re-shaped, fused and lowered, a tiling per kernel that fits the
 buffers at that size, an arena plan -- is made at first use by `plan_size()`, which the installed package

@@ -1,6 +1,6 @@
 // Architecture vocabulary of the emulated Ascend AI Core: buffer positions,
 // pipes, the hardware profile record and the errors the emulator raises.
-// Profile *values* are generated from codegen/profiles.py (kiln_profiles.hpp in
+// Profile *values* are generated from codegen/ir/profiles.py (kiln_profiles.hpp in
 // the build directory) so the cost model and the emulator share one table.
 #pragma once
 #include <cstdint>

@@ -1,4 +1,4 @@
-// What a generic kernel looks like from the outside (codegen/generic.py): like a baked kernel, raw GM
+// What a generic kernel looks like from the outside (codegen/shapes/generic.py): like a baked kernel, raw GM
 // pointers in and one out, plus the runtime shape of this launch -- the input's spatial size, what follows
 // from it, and the tiling chosen for it. Channel counts, window and epilogue are compiled into the kernel.
 #pragma once
@@ -8,7 +8,7 @@
 
 namespace kiln {
 
-// Every field a generic template may read, once (codegen/generic.py RUNTIME_FIELDS lists the same names in
+// Every field a generic template may read, once (codegen/shapes/generic.py RUNTIME_FIELDS lists the same names in
 // the same order; a test holds them equal). A kernel reads only its family's fields; the rest stay 0.
 // clang-format off: an X-macro list, packed
 #define KILN_RUNTIME_SHAPE_FIELDS(X)                                                                          \

@@ -1,5 +1,5 @@
 """Which plan serves a call of `Model.run`: the model's own baked plan, a shape bucket's (KILN_SHAPE_BUCKETS),
-or the generic path, planned at the first use of an input size and cached (codegen/shape_buckets.py plan_size:
+or the generic path, planned at the first use of an input size and cached (codegen/shapes/buckets.py plan_size:
 the stored graph re-shaped, fused and lowered, a tiling per generic kernel that fits that size, an arena;
 weights from the baked blob).
 

@@ -1,6 +1,7 @@
 """`kiln trace MODEL --kernel NAME`: one kernel's instruction stream, the "disassembly" view.
 
-The stream is the cost model's replay (codegen/costmodel.py, `record`): the instructions the kernel's
+The stream is the cost model's replay (the family's, codegen/families/<family>.py, recorded by `record`):
+the instructions the kernel's
 template issues, block by block on each AI core, timed with the emulator's pipe and flag rules. Tests hold
 the replay's per-pipe instructions, bytes, busy cycles and total cycles equal to the emulator's
 (tests/test_costmodel.py), so the stream is the emulated kernel's, instruction by instruction, without
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-SOURCE_NOTE = ("instruction stream from the cost model's replay (codegen/costmodel.py), which tests hold equal "
+SOURCE_NOTE = ("instruction stream from the cost model's replay (codegen/families/), which tests hold equal "
                "to the emulator's timing: per-pipe instructions, bytes, busy cycles and total cycles")
 
 

@@ -1,9 +1,9 @@
 """`kiln tune MODEL`: measure the cost model's best tilings on the emulator and keep the winners.
 
 For every direct convolution and GEMM kernel of a baked model, the k fastest tilings by the cost model
-(codegen/search.py) are baked side by side into a scratch build (a kernel list pinning each tiling),
+(codegen/select/search.py) are baked side by side into a scratch build (a kernel list pinning each tiling),
 run on the emulator, and the one with the fewest simulated cycles is written as a tuning record keyed by
-the kernel's opspec hash (codegen/tuning.py). A later build with -DKILN_TUNING_RECORDS=<file> uses the
+the kernel's opspec hash (codegen/select/tuning.py). A later build with -DKILN_TUNING_RECORDS=<file> uses the
 records instead of searching.
 """
 from __future__ import annotations
