@@ -15,18 +15,11 @@ import textwrap
 
 import numpy as np
 import pytest
-from conftest import HOST_ISAS, build_package
+from conftest import HOST_ISAS, REPO, build_package
 
-try:
-    from kiln.codegen.emit.opspec_file import render_opspec, spec_hash
-    from kiln.codegen.options import OptionError, parse_options
-    from kiln.codegen.pipeline import plan
-except ImportError:  # running from the source tree
-    sys.path.insert(0, str(__import__("conftest").REPO))
-    from codegen.emit.opspec_file import render_opspec, spec_hash
-    from codegen.options import OptionError, parse_options
-    from codegen.pipeline import plan
-from conftest import REPO
+from codegen.emit.opspec_file import render_opspec, spec_hash
+from codegen.options import OptionError, parse_options
+from codegen.pipeline import plan
 
 KERNELS = textwrap.dedent("""
     [[op]]

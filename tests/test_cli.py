@@ -77,7 +77,7 @@ def test_resnet50_3x3_convolutions_compare_direct_and_both_winograd_tiles():
 
 def test_analyze_reports_model_and_unsupported(tmp_path):
     onnx = pytest.importorskip("onnx")
-    from kiln.codegen.frontend import zoo
+    from codegen.frontend import zoo
     path = tmp_path / "bert.onnx"
     zoo.write("bert_layer", path)
     r = run([kiln_cmd(), "analyze", str(path), "--json"])

@@ -5,16 +5,16 @@ from pathlib import Path
 
 import pytest
 
-from kiln.codegen import KilnError
-from kiln.codegen import __main__ as cli
-from kiln.codegen.emit.render import output_files, render, write_outputs
-from kiln.codegen.frontend.kernel_list import load_kernel_list
-from kiln.codegen.ir.opspec import Conv2dSpec, GemmSpec
-from kiln.codegen.ir.optlog import REASONS, OptLog
-from kiln.codegen.ir.profiles import PROFILES
-from kiln.codegen.options import OPTIONS, OptionError, parse_options
-from kiln.codegen.pipeline import plan
-from kiln.codegen.select.tiling import choose_variant, mte2_bytes
+from codegen import KilnError
+from codegen import __main__ as cli
+from codegen.emit.render import output_files, render, write_outputs
+from codegen.frontend.kernel_list import load_kernel_list
+from codegen.ir.opspec import Conv2dSpec, GemmSpec
+from codegen.ir.optlog import REASONS, OptLog
+from codegen.ir.profiles import PROFILES
+from codegen.options import OPTIONS, OptionError, parse_options
+from codegen.pipeline import plan
+from codegen.select.tiling import choose_variant, mte2_bytes
 
 SOURCE = Path(__file__).resolve().parent.parent
 
@@ -137,7 +137,7 @@ def test_failed_generation_keeps_previous_outputs(tmp_path, monkeypatch):
     for t in (SOURCE / "templates").glob("*.j2"):
         (broken / t.name).write_text(t.read_text())
     (broken / "gemm_cube.cpp.j2").write_text("{{ no_such_variable }}")
-    from kiln.codegen.emit import render as render_mod
+    from codegen.emit import render as render_mod
     monkeypatch.setattr(render_mod, "TEMPLATE_DIR", broken)
     assert cli.main(["generate", str(opts), str(out), "--stamp", str(stamp)]) == 1
     assert not stamp.exists()
@@ -157,8 +157,8 @@ def test_tiles_are_fractal_multiples(m, n):
 def test_build_time_packers_match_runtime_layouts():
     import numpy as np
 
+    from codegen.ir import layouts
     from kiln import _core
-    from kiln.codegen.ir import layouts
     rng = np.random.default_rng(0)
     w = rng.standard_normal((20, 35, 3, 2)).astype(np.float32)
     np.testing.assert_array_equal(layouts.oihw_to_fractal_z(w).view(np.uint16), _core.oihw_to_fractal_z(w))
@@ -173,7 +173,7 @@ def test_build_time_packers_match_runtime_layouts():
 
 
 def test_model_entries_with_a_batch(tmp_path):
-    from kiln.codegen.pipeline import model_onnx
+    from codegen.pipeline import model_onnx
     with pytest.raises(OptionError, match="batch after '@' must be an integer"):
         parse_options({"KILN_MODELS": "resnet50@x"})
     assert parse_options({"KILN_MODELS": "resnet50@32;mobilenet_v2"}).kiln_models == ("resnet50@32", "mobilenet_v2")

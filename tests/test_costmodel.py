@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 import kiln
-from kiln.codegen.families.registry import predict
-from kiln.codegen.ir import opspec
-from kiln.codegen.ir.profiles import PROFILES
+from codegen.families.registry import predict
+from codegen.ir import opspec
+from codegen.ir.profiles import PROFILES
 from kiln.runtime import as_packed
 
 SPEC_CLASS = {c.kind: c for c in vars(opspec).values()
@@ -53,8 +53,8 @@ def test_chosen_variant_is_never_slower_than_the_rule_tiling(k):
     """The searched variant against the foundation's fixed rule tiling of the same algorithm (AUTO's choice
     between algorithms is tested in test_winograd): the rule's cycles come from the cost model, which equals
     the emulator (test above)."""
-    from kiln.codegen.families import conv2d_cube_img2col, conv2d_winograd, gemm_cube
-    from kiln.codegen.ir.optlog import OptLog
+    from codegen.families import conv2d_cube_img2col, conv2d_winograd, gemm_cube
+    from codegen.ir.optlog import OptLog
     spec = spec_of(k)
     if k.record["features"]["kind"] == "gemm":
         rule = gemm_cube.gemm_rule(spec, PROFILE, OptLog(), search=False)

@@ -9,12 +9,10 @@ import pytest
 from conftest import REPO
 
 import kiln
-from kiln.runtime import as_packed
-
-sys.path.insert(0, str(REPO))
 from codegen.families.registry import ORDER, predict
 from codegen.ir import opspec
 from codegen.ir.profiles import PROFILES
+from kiln.runtime import as_packed
 
 SPEC_CLASS = {c.kind: c for c in vars(opspec).values()
               if isinstance(c, type) and isinstance(getattr(c, "kind", None), str)}

@@ -11,12 +11,8 @@ import pytest
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-try:
-    from kiln.codegen import KilnError, analyze
-    from kiln.codegen.frontend import onnx_import as onnx_frontend
-except ImportError:  # the installed package predates the frontend: use the source tree (PYTHONPATH=.)
-    from codegen import KilnError, analyze
-    from codegen.frontend import onnx_import as onnx_frontend
+from codegen import KilnError, analyze  # noqa: E402
+from codegen.frontend import onnx_import as onnx_frontend  # noqa: E402
 
 MOBILENET = Path("/work/shared/models/mobilenet_v2.onnx")
 needs_mobilenet = pytest.mark.skipif(not MOBILENET.is_file(), reason=f"{MOBILENET} not present")

@@ -6,15 +6,11 @@ import numpy as np
 import pytest
 
 onnx = pytest.importorskip("onnx")
+from conftest import REPO  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-try:
-    from kiln.codegen.options import parse_options
-    from kiln.codegen.pipeline import plan
-except ImportError:
-    from codegen.options import parse_options
-    from codegen.pipeline import plan
-from conftest import REPO  # noqa: E402
+from codegen.options import parse_options  # noqa: E402
+from codegen.pipeline import plan  # noqa: E402
 
 RNG = np.random.default_rng(0)
 
@@ -230,7 +226,7 @@ def torchvision_style_resnet50(path):
     """ResNet-50 as torch.onnx.export writes it from torchvision in eval mode: every BatchNormalization already
     folded into its Conv (weights scaled, a bias added), Identity nodes on the way, a Flatten+Gemm head. Built
     from the zoo's graph (same weights) so no download is needed."""
-    from kiln.codegen.frontend import zoo
+    from codegen.frontend import zoo
     m = zoo.build("resnet50")
     g = m.graph
     inits = {t.name: numpy_helper.to_array(t) for t in g.initializer}
@@ -427,16 +423,10 @@ def test_attention_under_fusion_off_depth_limit_and_a_mask(tmp_path):
     m, kinds, _ = attention_plan(tmp_path / "depth", MAX_FUSION_DEPTH="3")
     assert kinds == UNFUSED and m.fusion.audit[0]["detail"] == "depth 4 > MAX_FUSION_DEPTH=3"
     # masks (the fusion stage alone: unfused, no kernel takes a broadcast add yet)
-    try:
-        from kiln.codegen.families.registry import attention_capacity
-        from kiln.codegen.frontend import onnx_import as onnx_frontend
-        from kiln.codegen.ir import optlog, profiles
-        from kiln.codegen.passes import fusion
-    except ImportError:
-        from codegen.families.registry import attention_capacity
-        from codegen.frontend import onnx_import as onnx_frontend
-        from codegen.ir import optlog, profiles
-        from codegen.passes import fusion
+    from codegen.families.registry import attention_capacity
+    from codegen.frontend import onnx_import as onnx_frontend
+    from codegen.ir import optlog, profiles
+    from codegen.passes import fusion
 
     def audit(name, **graph):
         nodes, ins, outs, inits = tiny_attention(tmp_path, **graph)
@@ -462,9 +452,6 @@ def test_a_padding_mask_is_fused_and_its_unfused_form_named(tmp_path):
     assert "Fused(MatMul+Div+Add+Softmax+MatMul) reason=flash_attention" in lines[0]
     (step,) = [s for s in m.lowered.steps if s.kind == "kernel" and s.instance.type == "Attention"]
     assert step.instance.attrs["mask"] and m.lowered.weights[step.inputs[3]].shape == (1, 24)
-    try:
-        from kiln.codegen import KilnError
-    except ImportError:
-        from codegen import KilnError
+    from codegen import KilnError
     with pytest.raises(KilnError, match=r"scores.Mask"):  # unfused, the broadcast add has no kernel: named
         attention_plan(tmp_path / "off", dict(mask=True), USE_FLASH_ATTENTION="OFF")

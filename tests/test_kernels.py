@@ -187,7 +187,7 @@ def test_kernel_matches_reference(k):
         s = k.spec
         bound = bound + (2.0 ** -11 + s["cin"] * s["kh"] * s["kw"] * 2.0 ** -23) * reference(k, args, absolute=True)
     if k.record.get("algorithm", "").startswith("winograd"):  # transforms round V and U to fp16
-        from kiln.codegen.ir import winograd
+        from codegen.ir import winograd
         tile, reduction = k.tiling["tile"], k.record["features"]["reduction_length"]
         bound = bound + winograd.error_bound(tile, reduction) * np.abs(want).max()
     assert y.shape == want.shape

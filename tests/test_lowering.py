@@ -4,13 +4,10 @@ from collections import Counter
 import pytest
 
 pytest.importorskip("onnx")
-try:
-    from kiln.codegen.frontend import onnx_import as onnx_frontend
-    from kiln.codegen.passes import lowering
-except ImportError:  # running from the source tree before reinstalling
-    from codegen.frontend import onnx_import as onnx_frontend
-    from codegen.passes import lowering
 from test_frontend import bert_layer  # the torch-exporter style BERT layer (decomposed LayerNorm and GELU)
+
+from codegen.frontend import onnx_import as onnx_frontend
+from codegen.passes import lowering
 
 
 @pytest.mark.parametrize("opset", [17, 18])

@@ -10,11 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import kiln
-
-try:
-    from kiln.codegen.passes import memory
-except ImportError:
-    from codegen.passes import memory
+from codegen.passes import memory
 
 
 @st.composite

@@ -6,9 +6,9 @@ from conftest import run
 from test_costmodel import spec_of
 
 import kiln
-from kiln.codegen import KilnError
-from kiln.codegen.emit.opspec_file import FEATURES, parse_opspec, render_opspec, spec_hash
-from kiln.codegen.ir.profiles import PROFILES
+from codegen import KilnError
+from codegen.emit.opspec_file import FEATURES, parse_opspec, render_opspec, spec_hash
+from codegen.ir.profiles import PROFILES
 
 PROFILE = PROFILES[kiln.build_info()["profile"]]
 KERNELS = kiln.kernels()

@@ -8,8 +8,6 @@ import sys
 
 import pytest
 from conftest import REPO, build_package
-
-sys.path.insert(0, str(REPO))
 from test_fusion import small_cnn
 
 

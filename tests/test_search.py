@@ -2,12 +2,10 @@
 hundreds of candidates per conv before the
 buffer-fit pruning, the counts, the rule's and the winner's cycles, and the L1 partition it arrived at."""
 import re
-import sys
 import textwrap
 
 from conftest import REPO
 
-sys.path.insert(0, str(REPO))
 from codegen.ir.profiles import PROFILES
 from codegen.options import parse_options
 from codegen.pipeline import plan

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from kiln.codegen.emit.render import render
-from kiln.codegen.options import parse_options
-from kiln.codegen.pipeline import plan
-from kiln.codegen.select import search_cache
+from codegen.emit.render import render
+from codegen.options import parse_options
+from codegen.pipeline import plan
+from codegen.select import search_cache
 
 SOURCE = Path(__file__).resolve().parent.parent
 
@@ -109,7 +109,7 @@ def test_search_errors_name_the_kernel_with_jobs_too(tmp_path):
     kl.write_text(KERNELS + '\n[[op]]\nlabel = "c.pinned"\ntype = "Gemm"\na = [64, 96]\nb = [96, 48]\n'
                   'tiling = {base_m = 4096, base_n = 4096, base_k1 = 64, k1_step = 64}\n')
     opts = parse_options({"KILN_MODELS": "", "KILN_KERNEL_LIST": str(kl)})
-    from kiln.codegen import KilnError
+    from codegen import KilnError
     with pytest.raises(KilnError) as serial:
         plan(opts, SOURCE)
     with pytest.raises(KilnError) as parallel:

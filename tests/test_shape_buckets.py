@@ -20,24 +20,14 @@ onnx = pytest.importorskip("onnx")
 from conftest import REPO, build_package  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-try:
-    from kiln.codegen import KilnError, pipeline
-    from kiln.codegen.emit.render import manifest, model_log, weights_blob
-    from kiln.codegen.frontend.onnx_import import load_onnx
-    from kiln.codegen.ir import layouts
-    from kiln.codegen.options import parse_options
-    from kiln.codegen.pipeline import plan
-    from kiln.codegen.shapes import buckets as sbk
-    from kiln.codegen.shapes.generic import RUNTIME_FIELDS
-except ImportError:
-    from codegen import KilnError, pipeline
-    from codegen.emit.render import manifest, model_log, weights_blob
-    from codegen.frontend.onnx_import import load_onnx
-    from codegen.ir import layouts
-    from codegen.options import parse_options
-    from codegen.pipeline import plan
-    from codegen.shapes import buckets as sbk
-    from codegen.shapes.generic import RUNTIME_FIELDS
+from codegen import KilnError, pipeline  # noqa: E402
+from codegen.emit.render import manifest, model_log, weights_blob  # noqa: E402
+from codegen.frontend.onnx_import import load_onnx  # noqa: E402
+from codegen.ir import layouts  # noqa: E402
+from codegen.options import parse_options  # noqa: E402
+from codegen.pipeline import plan  # noqa: E402
+from codegen.shapes import buckets as sbk  # noqa: E402
+from codegen.shapes.generic import RUNTIME_FIELDS  # noqa: E402
 
 MIN_SIZE = 17  # c1 and the pool halve the size (ceil), c4 (SAME) halves it again, c5 (3x3, stride 2, no pad) needs 3
 

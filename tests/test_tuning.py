@@ -2,12 +2,10 @@
 `kiln tune` measures candidates on the emulator to write them."""
 import json
 import shutil
-import sys
 
 import pytest
 from conftest import REPO, run
 
-sys.path.insert(0, str(REPO))
 from codegen import KilnError
 from codegen.emit.opspec_file import spec_hash
 from codegen.emit.render import render

@@ -3,13 +3,11 @@ Cube's for every dense conv (codegen/families/conv2d_algorithm.py): the seeds' r
 unit" must come out of the cost model, so these tests check the comparison and its log lines, not a size rule.
 The kernel's results and its replay are checked with every baked kernel (test_kernels, test_costmodel: the
 default build pins two vector_direct convs)."""
-import sys
 import textwrap
 
 import pytest
 from conftest import REPO
 
-sys.path.insert(0, str(REPO))
 from codegen import KilnError
 from codegen.families import conv2d_algorithm, conv2d_vector
 from codegen.families.registry import predict

@@ -465,8 +465,8 @@ TRACE_CASES = _trace_cases()
 
 @pytest.mark.parametrize("model,launch", TRACE_CASES, ids=[f"{m}:{n}" for m, n in TRACE_CASES])
 def test_trace_text_and_chrome_json_match_the_replay_and_the_emulator(model, launch, tmp_path):
+    from codegen.families.registry import predict
     from kiln import trace
-    from kiln.codegen.families.registry import predict
     _, _, rec = trace.find_kernel(model, launch)
     out = tmp_path / "t.json"
     r = run([kiln_cmd(), "trace", model, "--kernel", launch, "--limit", "7", "--chrome", out])
@@ -511,9 +511,9 @@ def test_trace_unknown_kernel_lists_the_models_kernels():
 
 
 def test_recording_does_not_change_the_prediction():
+    from codegen.cost import model as costmodel
+    from codegen.families.registry import predict, record
     from kiln import trace
-    from kiln.codegen.cost import model as costmodel
-    from kiln.codegen.families.registry import predict, record
     for rec in kiln.manifest()["kernels"][:12]:
         spec, prof = trace.spec_of(rec), trace.profile_of_build()
         plain = predict(spec, rec["family"], rec["tiling"], prof)

@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 from conftest import REPO, build_package
 
-sys.path.insert(0, str(REPO))
 from codegen.options import parse_options
 from codegen.pipeline import plan
 from codegen.select.tiling import algorithm_of

@@ -1,17 +1,11 @@
 """Winograd F(2x2,3x3) / F(4x4,3x3) math (codegen.ir.winograd): the transforms are exact, the
 Vector programs reproduce them, and the NumPy model of the kernel's numerics stays within
 the tolerances derived in docs/winograd-numerics.md. Pure NumPy, no build needed."""
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-try:
-    from kiln.codegen.ir import winograd as wg
-except ImportError:  # source tree, before reinstalling
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from codegen.ir import winograd as wg
+from codegen.ir import winograd as wg
 
 U = 2.0 ** -11
 

@@ -10,10 +10,7 @@ import pytest
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
-try:
-    from kiln.codegen.frontend import zoo
-except ImportError:  # kiln not installed, or an older install without the zoo
-    import codegen.frontend.zoo as zoo
+import codegen.frontend.zoo as zoo  # noqa: E402
 
 OUTPUTS = {"resnet50": ("input", ["batch", 3, 224, 224], "logits", ["batch", 1000]),  # batch bound when baked
            "mobilenet_v2": ("input", ["batch", 3, 224, 224], "logits", ["batch", 1000]),
