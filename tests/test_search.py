@@ -6,10 +6,10 @@ import textwrap
 
 from conftest import REPO
 
+from codegen.families.conv2d_cube_img2col import conv_l1_partition
 from codegen.ir.profiles import PROFILES
 from codegen.options import parse_options
 from codegen.pipeline import plan
-from codegen.select.search import conv_l1_partition
 
 
 def test_conv_search_line_counts_candidates_and_gives_the_l1_partition(tmp_path):
