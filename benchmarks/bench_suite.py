@@ -98,8 +98,8 @@ def run_suite(threads_list, repeat: int, warmup: int, rounds: int, kernel_repeat
             continue
         for t in threads_list:
             r = least_loaded(f"bench {name} at {t} thread(s)",
-                             lambda name=name, t=t: bench.run(name, threads=t, peers=PEERS, repeat=repeat,
-                                                              warmup=warmup, rounds=rounds, peak=peaks[t]), retries)
+                             lambda name=name, t=t: bench.run(name, threads=t, peers=PEERS, peak=peaks[t],
+                                                              timing=bench.Timing(repeat, warmup, rounds)), retries)
             unavailable.update({u["name"]: u["reason"] for u in r["unavailable"]})
             rows.append({**r, "model": model, "baked_name": name})
     kernels = []

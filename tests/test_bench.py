@@ -69,7 +69,7 @@ def test_bench_peer_not_installed_is_reported_unavailable(monkeypatch):
     from kiln import bench
     monkeypatch.setitem(bench.PEER_MODULES, "openvino", "kiln_test_no_such_engine")
     # a given peak skips the GEMM measurement: this test is about the peers
-    d = bench.run(small_model(), threads=1, peers=["openvino", "torch"], repeat=1, warmup=0, rounds=1,
+    d = bench.run(small_model(), threads=1, peers=["openvino", "torch"], timing=bench.Timing(1, 0, 1),
                   peak={"gflops": 1.0})
     assert [e["name"] for e in d["engines"]] == ["kiln"] and d["ratios"] == {}
     reasons = {u["name"]: u["reason"] for u in d["unavailable"]}

@@ -25,6 +25,7 @@ import statistics
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 # Peer engine -> the module it needs. Tests remap an entry to simulate a peer that is not installed.
@@ -177,10 +178,20 @@ def git_commit(cwd: str | None = None) -> str | None:
     return r.stdout.strip() or None
 
 
-def run(model: str, batch: int | None = None, threads: int | None = None, peers=DEFAULT_PEERS, repeat: int = 10,
-        warmup: int = 2, rounds: int = 3, peak: dict | None = None) -> dict:
+@dataclass(frozen=True)
+class Timing:
+    """How each engine is timed: `repeat` timed runs after `warmup` untimed ones, per round; the engines take
+    turns over `rounds` rounds (starting one later each round) and their timings are merged."""
+    repeat: int = 10
+    warmup: int = 2
+    rounds: int = 3
+
+
+def run(model: str, batch: int | None = None, threads: int | None = None, peers=DEFAULT_PEERS,
+        timing: Timing = Timing(), peak: dict | None = None) -> dict:
     """The report behind `kiln bench` (README: CLI output). `peak`: a measure_peak() result to reuse."""
     import kiln
+    repeat, warmup, rounds = timing.repeat, timing.warmup, timing.rounds
 
     from .codegen.ir.profiles import PROFILES
     from .validate import onnx_path_of

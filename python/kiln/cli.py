@@ -241,7 +241,7 @@ def _bench(args) -> int:
         return 2
     try:
         report = bench.run(args.model, batch=args.batch, threads=args.threads, peers=bench.parse_peers(args.peers),
-                           repeat=args.repeat, warmup=args.warmup, rounds=args.rounds)
+                           timing=bench.Timing(args.repeat, args.warmup, args.rounds))
     except bench.BenchError as e:
         print(f"kiln bench: {e}", file=sys.stderr)
         return 2
