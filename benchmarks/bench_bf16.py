@@ -5,7 +5,8 @@ Builds two small packages from this checkout (ResNet-50 and the GEMM kernel only
 KILN_DTYPE, KILN_ISA=auto) unless --fp16-pkg / --bf16-pkg name existing ones (directories holding a `kiln`
 package, e.g. from tests/conftest.build_package):
 
-    python benchmarks/bench_bf16.py [--work /tmp/kiln-bf16-bench] [--rounds 5] [--json out.json]
+    python benchmarks/bench_bf16.py [--work DIR (default: kiln-bf16-bench in the system temp dir)] [--rounds 5]
+        [--json out.json]
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -94,7 +96,8 @@ def measure(pkg: Path, threads: int, repeat: int) -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--work", default="/tmp/kiln-bf16-bench", help="where the two builds go")
+    ap.add_argument("--work", default=str(Path(tempfile.gettempdir()) / "kiln-bf16-bench"),
+                    help="where the two builds go")
     ap.add_argument("--fp16-pkg", help="an existing fp16 package directory (skips that build)")
     ap.add_argument("--bf16-pkg", help="an existing bf16 package directory (skips that build)")
     ap.add_argument("--rounds", type=int, default=5, help="processes per build and thread count (alternating)")

@@ -1,4 +1,4 @@
-"""The suite behind the README's performance table (issue 8): `kiln bench` over the zoo, and
+"""The suite behind the performance table in benchmarks/RESULTS.md: `kiln bench` over the zoo, and
 the largest GEMM and convolution kernels alone against the machine's measured peak.
 
 - ResNet-50 and MobileNetV2 at batch 1 and 32 (batch 32 only where `<model>_b32` is baked),

@@ -1,3 +1,4 @@
+import os
 import shutil
 import subprocess
 import sys
@@ -28,6 +29,31 @@ HOST_ISAS = [("portable", True),
              ("avx512", _AVX512 <= _FLAGS),
              ("avx512_bf16", _AVX512 | {"avx512_bf16"} <= _FLAGS),
              ("amx_bf16", _AVX512 | {"avx512_bf16", "amx_bf16", "amx_tile"} <= _FLAGS)]
+
+
+# Real exported models (ONNX files too large for the repository) live in a folder beside the checkout,
+# `shared/models`, or in the folder this environment variable names.
+MODELS_ENV = "KILN_TEST_MODELS"
+
+
+def models_dir() -> Path:
+    """Where the real model files are looked for: $KILN_TEST_MODELS, else shared/models beside the checkout."""
+    env = os.environ.get(MODELS_ENV)
+    return Path(env) if env else REPO.parent / "shared" / "models"
+
+
+def model_file(name: str) -> Path:
+    """The real model file `name` (e.g. "mobilenet_v2.onnx"). Missing: under CI=true the test fails naming
+    the file (CI has the files, so a skip would hide a test that can no longer run); elsewhere it skips,
+    saying where to put the file."""
+    path = models_dir() / name
+    if path.is_file():
+        return path
+    where = (f"put {name} in {models_dir()} (or point {MODELS_ENV} at a folder holding it; default: "
+             f"shared/models beside the checkout)")
+    if os.environ.get("CI", "").lower() in ("true", "1"):
+        pytest.fail(f"real model file {name} missing under CI: {where}", pytrace=False)
+    pytest.skip(f"real model file {name} not found: {where}")
 
 
 @pytest.fixture(scope="session")

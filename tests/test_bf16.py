@@ -165,7 +165,7 @@ def test_invalid_dtype_names_the_option_and_the_values():
 
 
 # ---- a tiny CNN baked with KILN_DTYPE=bf16, against ONNX Runtime ---------------------------------------------
-# Tolerance of a bf16 build against fp32 ONNX Runtime (README): every output's cosine >= 0.999 and its largest
+# Tolerance of a bf16 build against fp32 ONNX Runtime (docs/numerics.md): every output's cosine >= 0.999 and its largest
 # error <= 1% of the output's largest magnitude (bf16 keeps 8 significant bits, half an ulp = 2^-9 = 0.2% per
 # operand, growing over the layers; the fp16 build's figure is about 8x smaller).
 BF16_COSINE, BF16_MAX_REL = 0.999, 0.01

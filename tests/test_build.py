@@ -11,7 +11,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import REPO, cmake_exe, run
+from conftest import REPO, cmake_exe, model_file, run
 
 TINY = textwrap.dedent("""
     [[op]]
@@ -236,9 +236,7 @@ def shared_mobilenet(tmp_path_factory):
     """One build of two real-exporter models: the torchvision MobileNetV2 export in shared/models (BN
     folded by the exporter) and a BERT layer as the torch exporter writes it (decomposed LayerNorm and
     GELU, view chains, Dropout; small dims)."""
-    onnx_file = REPO.parent / "shared" / "models" / "mobilenet_v2.onnx"
-    if not onnx_file.is_file():
-        pytest.skip(f"{onnx_file} not present")
+    onnx_file = model_file("mobilenet_v2.onnx")
     pytest.importorskip("onnx")
     from test_frontend import bert_layer
     from test_fusion import small_cnn

@@ -3,19 +3,19 @@ op table, problem reporting) and kiln analyze, on the real MobileNetV2 export an
 on small graphs built here with onnx.helper."""
 import math
 from collections import Counter
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 onnx = pytest.importorskip("onnx")
+from conftest import model_file, models_dir  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from codegen import KilnError, analyze  # noqa: E402
 from codegen.frontend import onnx_import as onnx_frontend  # noqa: E402
 
-MOBILENET = Path("/work/shared/models/mobilenet_v2.onnx")
-needs_mobilenet = pytest.mark.skipif(not MOBILENET.is_file(), reason=f"{MOBILENET} not present")
+MOBILENET = models_dir() / "mobilenet_v2.onnx"  # the real torchvision export (conftest.model_file)
+needs_mobilenet = pytest.mark.usefixtures("mobilenet_file")
 BUILD_TIME_OPS = {"Constant", "Shape", "Gather", "Unsqueeze", "Squeeze", "Cast", "Slice"}
 RNG = np.random.default_rng(0)
 
@@ -111,10 +111,15 @@ def ort_run(path, feeds):
 
 # ---------------------------------------------------------------- MobileNetV2 (real export)
 
+@pytest.fixture
+def mobilenet_file():
+    """Fails under CI=true, else skips, when the export is missing (conftest.model_file)."""
+    return model_file(MOBILENET.name)
+
+
 @pytest.fixture(scope="module")
 def mobilenet():
-    if not MOBILENET.is_file():
-        pytest.skip(f"{MOBILENET} not present")
+    model_file(MOBILENET.name)
     log = []
     return onnx_frontend.load_onnx(MOBILENET, log=log), log
 

@@ -9,7 +9,7 @@
 // Denormals: vdpbf16ps on bf16 inputs below 2^-126 and on results below it.
 //
 //   g++ -O3 -std=c++17 -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mfma -mf16c \
-//       -I kernels benchmarks/micro/bench_bf16_mmad.cpp -o /tmp/bench_bf16_mmad && /tmp/bench_bf16_mmad
+//       -I kernels benchmarks/micro/bench_bf16_mmad.cpp -o bench_bf16_mmad && ./bench_bf16_mmad
 #include <algorithm>
 #include <chrono>
 #include <cmath>

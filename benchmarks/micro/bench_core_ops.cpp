@@ -7,8 +7,8 @@
 // Build and run from the repo root, with the ISA flags of the build to check
 // (cmake/KilnISA.cmake), e.g. the avx512 ones:
 //   ISA="-mavx512f -mavx512bw -mavx512vl -mavx512dq -mfma -mf16c"   (avx2: "-mavx2 -mfma -mf16c", portable: "")
-//   g++ -O3 -std=c++17 $ISA -I kernels benchmarks/micro/bench_core_ops.cpp kernels/kiln/core.cpp -o /tmp/bench_core_ops
-//   /tmp/bench_core_ops
+//   g++ -O3 -std=c++17 $ISA -I kernels benchmarks/micro/bench_core_ops.cpp kernels/kiln/core.cpp -o bench_core_ops
+//   ./bench_core_ops
 // Options: --check-only (skip timings), --quick (fewer shapes, shorter timings).
 #include <chrono>
 #include <cstdio>

@@ -189,7 +189,7 @@ class Timing:
 
 def run(model: str, batch: int | None = None, threads: int | None = None, peers=DEFAULT_PEERS,
         timing: Timing = Timing(), peak: dict | None = None) -> dict:
-    """The report behind `kiln bench` (README: CLI output). `peak`: a measure_peak() result to reuse."""
+    """The report behind `kiln bench` (docs/cli.md). `peak`: a measure_peak() result to reuse."""
     import kiln
     repeat, warmup, rounds = timing.repeat, timing.warmup, timing.rounds
 

@@ -91,7 +91,7 @@ def _input_shapes(model, input_size: tuple[int, int] | None) -> list[tuple[int, 
 
 
 def validate(model, seeds=(0, 1, 2), input_size: tuple[int, int] | None = None, force_generic: bool = False) -> dict:
-    """model: a kiln.Model. Returns the report dict (see the README's CLI contract). input_size (H, W): run
+    """model: a kiln.Model. Returns the report dict (see docs/cli.md). input_size (H, W): run
     at that input size (a model baked with KILN_SHAPE_BUCKETS); force_generic: on the generic kernels."""
     path = onnx_path_of(model.record)
     shapes = _input_shapes(model, input_size)
