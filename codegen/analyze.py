@@ -65,6 +65,11 @@ def node_flops(node: Node, graph: Graph) -> int | None:
     return out
 
 
+def _listed(shape: tuple[int, ...] | None) -> list[int] | None:
+    """A value's shape for the report; None where build_graph could not shape it (a model with problems)."""
+    return list(shape) if shape is not None else None
+
+
 def analyze(path: str | Path, batch: int = 1, fusion: bool = True, max_depth: int | None = None,
             target: str = "ascend910b", flash_attention: bool = True, max_seq_len: int = 512) -> dict[str, Any]:
     """`fusion`/`max_depth` as ENABLE_FUSION/MAX_FUSION_DEPTH (None: the O2 default), `flash_attention`/
@@ -94,8 +99,8 @@ def analyze(path: str | Path, batch: int = 1, fusion: bool = True, max_depth: in
         else:
             flops_by_op[node.op_type] += f
     report.update({
-        "inputs": {v.name: list(v.shape) if v.shape is not None else None for v in graph.inputs},
-        "outputs": {v.name: list(v.shape) if v.shape is not None else None for v in graph.outputs},
+        "inputs": {v.name: _listed(v.shape) for v in graph.inputs},
+        "outputs": {v.name: _listed(v.shape) for v in graph.outputs},
         "flops": sum(flops_by_op.values()),
         "flops_by_op": dict(flops_by_op.most_common()),
         "flops_complete": complete,  # False: some node's shapes were unknown and it was not counted

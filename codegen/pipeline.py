@@ -22,7 +22,7 @@ from .passes.fusion import FusionLimits, FusionResult, fuse
 from .passes.lowering import LoweredModel, lower
 from .passes.memory import MemoryPlan, plan_arena
 from .select import search_cache
-from .select.plan import KernelPlan, ModelPlan, Plan
+from .select.plan import KernelPlan, KernelRequest, ModelPlan, Plan
 from .select.tuning import load_records
 from .shapes import buckets as shape_buckets
 from .shapes.buckets import ShapeBuckets
@@ -64,7 +64,7 @@ def plan_model(graph: Graph, name: str, options: Options, log: OptLog, fusion_pr
     specs = {}
     for i, st in enumerate(lowered.steps):
         if st.kind == "kernel":
-            st.instance = OpInstance(f"{name}:{st.name}", st.instance.type, st.instance.attrs)
+            st.instance = OpInstance(f"{name}:{st.name}", st.kernel_op.type, st.kernel_op.attrs)
             specs[i] = spec_of_step(st.instance)
     return ModelStages(fusion, lowered, specs, plan_arena(lowered, profile.gm_alignment) if memory else None)
 
@@ -94,8 +94,8 @@ def model_onnx(entry: str, work_dir: Path) -> tuple[str, Path, int]:
     """(model name, ONNX path, batch) for a KILN_MODELS entry `zoo_name` or `path.onnx`, optionally
     `@BATCH`: a zoo name is built into work_dir/models; a batch other than 1 is part of the name."""
     from .frontend import zoo  # imports onnx: only when models are baked
-    source, _, batch = entry.rpartition("@") if "@" in entry else (entry, "", "1")
-    batch = int(batch)
+    source, _, batch_text = entry.rpartition("@") if "@" in entry else (entry, "", "1")
+    batch = int(batch_text)
     suffix = "" if batch == 1 else f"_b{batch}"
     if source in zoo.ZOO:
         return source + suffix, _zoo_cached(zoo, source, work_dir / "models"), batch
@@ -125,15 +125,15 @@ class _Kernels:
 
     def __init__(self, log: OptLog) -> None:
         self.log = log
-        self.by_spec: dict[tuple[Opspec, str, tuple], KernelPlan] = {}
+        self.by_spec: dict[tuple[Opspec, str, tuple], KernelRequest] = {}
 
-    def add(self, op: OpInstance, spec: Opspec | None = None) -> KernelPlan:
+    def add(self, op: OpInstance, spec: Opspec | None = None) -> KernelRequest:
         spec = spec_of_step(op) if spec is None else spec
         key = (spec, op.attrs.get("algorithm", ""), op.attrs.get("tiling", ()))
         if key in self.by_spec:
             self.log.add("opspec", op.label, spec.name, "dedup")
         else:
-            self.by_spec[key] = KernelPlan(spec, pinned=key[1], pinned_tiling=key[2])
+            self.by_spec[key] = KernelRequest(spec, pinned=key[1], pinned_tiling=key[2])
             self.log.add("opspec", op.label, spec.name, "new_kernel")
         self.by_spec[key].instances.append(op.label)
         return self.by_spec[key]
@@ -144,7 +144,7 @@ class _Model:
     name: str
     path: Path
     stages: ModelStages
-    steps: dict[int, KernelPlan]
+    steps: dict[int, KernelRequest]
 
 
 def _log_options(options: Options, profile, log: OptLog) -> None:
@@ -165,11 +165,11 @@ def _plan_models(options: Options, work_dir: Path | None, progress, log: OptLog,
 
     def add_model(name: str, path: Path, graph) -> None:
         stages = plan_model(graph, name, options, log)
-        steps = {i: kernels.add(stages.lowered.steps[i].instance, spec) for i, spec in stages.specs.items()}
+        steps = {i: kernels.add(stages.lowered.steps[i].kernel_op, spec) for i, spec in stages.specs.items()}
         models.append(_Model(name, path, stages, steps))
 
-    if options.kiln_models and work_dir is None:  # never build zoo files into the caller's cwd (it may be the
-        import tempfile  # source tree); one shared cache: zoo files are reused by key, not rebuilt per call
+    if work_dir is None:  # never build zoo files into the caller's cwd (it may be the source tree); one shared
+        import tempfile  # cache: zoo files are reused by key, not rebuilt per call
         work_dir = Path(tempfile.gettempdir()) / "kiln-codegen-cache"
     for entry in options.kiln_models:
         from .frontend.onnx_import import load_onnx  # imports onnx: only when models are baked
@@ -197,16 +197,17 @@ def _plan_models(options: Options, work_dir: Path | None, progress, log: OptLog,
     return models, bucketed
 
 
-def _merge_kernels(kernels: list[KernelPlan], models: list[_Model]) -> list[KernelPlan]:
+def _merge_kernels(kernels: list[KernelPlan]) -> tuple[list[KernelPlan], list[KernelPlan]]:
     """One kernel per symbol: a pinned instance that came out as the unpinned kernel joins it; a pinned one that
-    differs gets its tiling in its name. The models' steps follow the merge."""
+    differs gets its tiling in its name. Returns (the kernels left, the one each of `kernels` became)."""
     seen: dict[str, KernelPlan] = {}
-    merged: dict[int, KernelPlan] = {}
+    became: list[KernelPlan] = []
     for k in kernels:
         first = seen.get(k.symbol)
+        became.append(k)
         if first is not None and first.spec == k.spec and first.variant.tag == k.variant.tag:
             first.instances += k.instances
-            merged[id(k)] = first
+            became[-1] = first
         elif first is not None and first.spec == k.spec:  # e.g. a pinned algorithm beside a tuning record
             k.suffix = "__" + k.variant.tag[len(k.variant.family) + 1:]
             seen[k.symbol] = k
@@ -215,19 +216,18 @@ def _merge_kernels(kernels: list[KernelPlan], models: list[_Model]) -> list[Kern
                             f"and {k.spec} (instances {first.instances} and {k.instances})")
         else:
             seen[k.symbol] = k
-    for m in models:
-        for i, k in m.steps.items():
-            m.steps[i] = merged.get(id(k), k)
-    return list(seen.values())
+    return list(seen.values()), became
 
 
-def _model_plan(m: _Model, log: OptLog) -> ModelPlan:
+def _model_plan(m: _Model, planned: dict[KernelRequest, KernelPlan], log: OptLog) -> ModelPlan:
     mem = m.stages.memory
+    assert mem is not None  # the build plans every model's arena
     for out, src in mem.in_place:
         log.add("memory", m.name, f"{out}->in_place({src})", "in_place")
     log.add("memory", m.name, f"arena={mem.arena_bytes}", "memory_plan", lower_bound=mem.lower_bound_bytes,
             naive=mem.naive_bytes, strategy=mem.strategy, **{f"tried_{k}": v for k, v in mem.strategies.items()})
-    return ModelPlan(m.name, str(m.path), m.stages.lowered, mem, m.steps, m.stages.fusion)
+    steps = {i: planned[r] for i, r in m.steps.items()}
+    return ModelPlan(m.name, str(m.path), m.stages.lowered, mem, steps, m.stages.fusion)
 
 
 def plan(options: Options, source_dir: Path, work_dir: Path | None = None, progress=None, jobs: int = 1,
@@ -243,12 +243,13 @@ def plan(options: Options, source_dir: Path, work_dir: Path | None = None, progr
     for op in load_kernel_list(kernel_list):
         kernels.add(with_cube_dtype(op, options.kiln_dtype))
     models, bucketed = _plan_models(options, work_dir, progress, log, kernels)
-    unique = list(kernels.by_spec.values())
+    requests = list(kernels.by_spec.values())
     records = load_records(options.kiln_tuning_records, profile) if options.kiln_tuning_records else {}
     # Variant and prediction per kernel, from the build dir's cache where an earlier run searched it
-    search_cache.choose_all(unique, profile, log, options, records,
-                            search_cache.SearchSetup(search_cache_dir, jobs, progress))
-    unique = _merge_kernels(unique, models)
-    model_plans = [_model_plan(m, log) for m in models]
+    chosen = search_cache.choose_all(requests, profile, log, options, records,
+                                     search_cache.SearchSetup(search_cache_dir, jobs, progress))
+    unique, became = _merge_kernels(chosen)
+    planned = dict(zip(requests, became))
+    model_plans = [_model_plan(m, planned, log) for m in models]
     model_plans, generic_kernels = shape_buckets.attach(model_plans, bucketed, profile, options, log, plan_model)
     return Plan(options, profile, unique, log, model_plans, generic_kernels)

@@ -191,7 +191,8 @@ def launch(profile: Profile, unit: str, blocks: int, body) -> Prediction:
     pipes = {p: PipeCount() for p in PIPES}
     cycles, macs, useful = 0.0, 0, 0
     # Core 0 holds the most blocks; the core with the last block holds the tail: a quick estimate for ranking.
-    traces = {} if _RECORD is not None else None
+    recording = _RECORD
+    traces: dict[int, list] | None = {} if recording is not None else None
     for v in (sorted({0, (blocks - 1) % cores}) if _SAMPLE else range(cores)):
         core = SimCore(profile)
         if traces is not None:
@@ -206,8 +207,8 @@ def launch(profile: Profile, unit: str, blocks: int, body) -> Prediction:
             pipes[p].busy += core.count[p].busy
         macs += core.cube_macs
         useful += core.useful_macs
-    if traces is not None:
-        _RECORD.append((unit, cycles, traces))
+    if recording is not None:
+        recording.append((unit, cycles, traces))
     return Prediction(cycles, pipes, macs, useful, cores, [cycles])
 
 
@@ -234,7 +235,8 @@ def launch_group(profile: Profile, blocks: int, body) -> Prediction:
     groups = max(1, min(blocks, profile.cube_cores))
     pipes = {p: PipeCount() for p in PIPES}
     cycles, macs, useful = 0.0, 0, 0
-    traces = {} if _RECORD is not None else None
+    recording = _RECORD
+    traces: dict[int, list] | None = {} if recording is not None else None
     for v in (sorted({0, (blocks - 1) % groups}) if _SAMPLE else range(groups)):
         aic = SimCore(profile)
         aivs = [aic, aic] if profile.coupled else [SimCore(profile), SimCore(profile)]
@@ -253,8 +255,8 @@ def launch_group(profile: Profile, blocks: int, body) -> Prediction:
                 pipes[p].busy += core.count[p].busy
             macs += core.cube_macs
             useful += core.useful_macs
-    if traces is not None:
-        _RECORD.append(("cube", cycles, traces))
+    if recording is not None:
+        recording.append(("cube", cycles, traces))
     return Prediction(cycles, pipes, macs, useful, groups if profile.coupled else 3 * groups, [cycles])
 
 
@@ -281,7 +283,8 @@ def run(replay, spec, params: dict, profile: Profile, sample: bool = False) -> P
 def run_recorded(replay, spec, params: dict, profile: Profile) -> tuple[Prediction, list]:
     """run() with every instruction recorded: (prediction, launches), each launch (unit, cycles, {core: trace})."""
     global _RECORD
-    _RECORD = launches = []
+    launches: list = []
+    _RECORD = launches
     try:
         return run(replay, spec, params, profile), launches
     finally:

@@ -20,28 +20,13 @@ from __future__ import annotations
 
 from dataclasses import fields
 from math import ceil, prod
+from typing import Any
 
 from .. import KilnError
-from ..ir.opspec import (
-    AttentionSpec,
-    BatchedGemmSpec,
-    Conv2dSpec,
-    DwConv2dSpec,
-    EltwiseSpec,
-    GemmSpec,
-    Opspec,
-    Pool2dSpec,
-    RowSpec,
-    TransposeSpec,
-    bytes_moved,
-    spec_hash,
-)
+from ..ir.opspec import SPEC_CLASSES, Conv2dSpec, EltwiseSpec, Opspec, Pool2dSpec, bytes_moved, spec_hash
 from ..ir.profiles import Profile
 
 FORMAT = "kiln-opspec/1"
-SPEC_CLASSES = {"conv2d": Conv2dSpec, "dwconv2d": DwConv2dSpec, "gemm": GemmSpec, "eltwise": EltwiseSpec,
-                "pool2d": Pool2dSpec, "softmax": RowSpec, "layernorm": RowSpec, "bgemm": BatchedGemmSpec,
-                "transpose": TransposeSpec, "attention": AttentionSpec}
 # inputs baked at build time (not activations)
 WEIGHT_TENSORS = ("w", "w2", "w_mid", "b", "bias", "mid_bias", "gamma", "beta")
 CUBE_KINDS = ("conv2d", "gemm", "bgemm", "attention")
@@ -60,15 +45,16 @@ FEATURES: dict[str, str] = {
 
 
 def _fused_chain(spec: Opspec) -> str:
-    chain = {"conv2d": "Conv", "dwconv2d": "DwConv", "gemm": "Gemm", "bgemm": "BatchedMatMul",
-             "softmax": "Softmax", "layernorm": "LayerNorm", "transpose": "Transpose",
-             "attention": "MatMul+Scale+Softmax+MatMul"}.get(spec.kind)
-    if spec.kind == "eltwise":
+    if isinstance(spec, EltwiseSpec):
         chain = spec.op.capitalize()
-    if spec.kind == "pool2d":
+    elif isinstance(spec, Pool2dSpec):
         chain = "MaxPool" if spec.op == "max" else "AvgPool"
+    else:
+        chain = {"conv2d": "Conv", "dwconv2d": "DwConv", "gemm": "Gemm", "bgemm": "BatchedMatMul",
+                 "softmax": "Softmax", "layernorm": "LayerNorm", "transpose": "Transpose",
+                 "attention": "MatMul+Scale+Softmax+MatMul"}[spec.kind]
     parts = [chain]
-    if getattr(spec, "mid", 0):  # the window conv's epilogue, then the chained 1x1 conv
+    if isinstance(spec, Conv2dSpec) and spec.mid:  # the window conv's epilogue, then the chained 1x1 conv
         parts += (["Bias"] if spec.mid_bias else []) + (["Relu"] if spec.mid_relu else []) + ["Conv1x1"]
     if getattr(spec, "bias", False):
         parts.append("Bias")
@@ -175,7 +161,7 @@ def parse_opspec(text: str, profile: Profile, source: str = "<opspec>") -> dict:
     cls = SPEC_CLASSES.get(kind)
     if cls is None:
         raise _bad(source, "kind", f"{kind!r} is not one of {', '.join(SPEC_CLASSES)}")
-    args = {}
+    args: dict[str, Any] = {}  # field -> value, each parsed by its field's type
     for f in fields(cls):
         key = f"dim.{f.name}"
         if key not in kv:

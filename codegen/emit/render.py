@@ -12,6 +12,7 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -95,7 +96,7 @@ def packed_weights(m: ModelPlan) -> dict[str, np.ndarray]:
     direct kernel reads it -- always when the model has a generic path, whose convolutions are direct."""
     plans = [m] + (m.shapes.buckets if m.shapes else [])
     read: set[str] = set()
-    transformed: dict[str, tuple[str, object]] = {}  # blob name -> (FRACTAL_Z name, transform)
+    transformed: dict[str, tuple[str, Callable[[np.ndarray], np.ndarray]]] = {}  # name -> (FRACTAL_Z name, transform)
     for p in plans:
         for name, arr in p.lowered.weights.items():
             if name not in m.lowered.weights or m.lowered.weights[name].shape != arr.shape:
@@ -195,6 +196,7 @@ def model_record(m: ModelPlan, kernel_symbols: dict[int, str], windex: dict[str,
 def shape_buckets_record(m: ModelPlan, windex: dict[str, tuple[int, int]], blob_bytes: int) -> dict:
     """The model's "shape_buckets" manifest entry."""
     sb = m.shapes  # codegen/shapes/buckets.py ShapeBuckets
+    assert sb is not None, f"{m.name} has no shape buckets"
     plans = []
     for b, (_, size, _) in zip(sb.buckets, sb.pending):
         rec = model_record(b, {i: k.symbol for i, k in b.step_kernels.items()}, windex, blob_bytes)

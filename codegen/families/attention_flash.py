@@ -9,7 +9,7 @@ from ..cost.model import CrossFlagSim, Prediction, SimCore, launch_group
 from ..ir.opspec import AttentionSpec, c1
 from ..ir.optlog import OptLog
 from ..ir.profiles import Profile
-from .base import Family, Variant, fits, predict, r16, r32, register
+from .base import Family, Variant, fits, predicted_cycles, r16, r32, register
 
 ATTENTION_TILES = (16, 32, 64, 128)  # q rows per block, kv rows per tile (and 256 for kv)
 
@@ -59,7 +59,7 @@ def attention_rule(spec: AttentionSpec, profile: Profile, log: OptLog) -> Varian
                 continue
             # coupled: S and P.V stay on chip; split (910B): the rows go over the Cube core's two Vector cores
             p = {"base_q": bq, "base_kv": bkv, **({"on_chip": 1} if profile.coupled else {"vec_split": 2})}
-            cands.append((predict(spec, "attention_flash", p, profile, sample=True).cycles, -bq, -bkv, p))
+            cands.append((predicted_cycles(spec, "attention_flash", p, profile, sample=True), -bq, -bkv, p))
     cycles, _, _, best = min(cands, key=lambda c: c[:3])
     log.add("search", spec.name, f"base_q={best['base_q']},base_kv={best['base_kv']}", "cost_model",
             candidates=len(cands), predicted_cycles=round(cycles))

@@ -105,6 +105,11 @@ def predict(spec, family: str, params: dict, profile: Profile, sample: bool = Fa
     return None if f is None else cost.run(f.replay, spec, params, profile, sample)
 
 
+def predicted_cycles(spec, family: str, params: dict, profile: Profile, sample: bool = False) -> float:
+    """predict()'s cycles for a registered family (a KeyError for another: the callers rank their own variants)."""
+    return cost.run(FAMILIES[family].replay, spec, params, profile, sample).cycles
+
+
 def record(spec, family: str, params: dict, profile: Profile) -> tuple[cost.Prediction | None, list]:
     """predict() with every instruction recorded (for `kiln trace` and the report): (prediction, launches),
     the launches in the order they chain, each (unit, cycles, {core: [(pipe, instr, bytes, start, end)]}) with

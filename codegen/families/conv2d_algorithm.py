@@ -10,7 +10,7 @@ from .. import KilnError
 from ..ir.opspec import Conv2dSpec
 from ..ir.optlog import OptLog
 from ..ir.profiles import Profile
-from .base import Variant, predict
+from .base import Variant, predicted_cycles
 from .conv2d_cube_img2col import conv_rule
 from .conv2d_vector import vector_conv_legal, vector_conv_lower_bound, vector_conv_rule
 from .conv2d_winograd import WINOGRAD_TILES, winograd_geometry, winograd_legal, winograd_rule, winograd_tile_waste
@@ -46,7 +46,7 @@ def choose_conv_algorithm(spec: Conv2dSpec, profile: Profile, log: OptLog, optio
     name = cube.notes["algorithm"]
     cube_cycles = cube.notes.get("compared_cycles", {}).get(name)
     if cube_cycles is None:
-        cube_cycles = round(predict(spec, cube.family, cube.params, profile).cycles)
+        cube_cycles = round(predicted_cycles(spec, cube.family, cube.params, profile))
     vec = None if illegal else vector_conv_rule(spec, profile)
     if vec is None:
         log.add("algorithm", spec.name, "vector_direct:rejected", "vector_unsupported" if illegal else "capacity",
@@ -57,7 +57,7 @@ def choose_conv_algorithm(spec: Conv2dSpec, profile: Profile, log: OptLog, optio
         log.add("algorithm", spec.name, "vector_direct:rejected", "vector_slower", vector_cycles_at_least=round(bound),
                 best=name, best_cycles=cube_cycles, cin=spec.cin, cout=spec.cout, ho=spec.ho, wo=spec.wo)
         return cube
-    vec_cycles = round(predict(spec, vec.family, vec.params, profile).cycles)
+    vec_cycles = round(predicted_cycles(spec, vec.family, vec.params, profile))
     if vec_cycles >= cube_cycles:
         log.add("algorithm", spec.name, "vector_direct:rejected", "vector_slower", vector_cycles=vec_cycles,
                 best=name, best_cycles=cube_cycles, cin=spec.cin, cout=spec.cout, ho=spec.ho, wo=spec.wo)
@@ -94,7 +94,7 @@ def cube_conv_algorithm(spec: Conv2dSpec, profile: Profile, log: OptLog, options
             USE_WINOGRAD=options.use_winograd, FORCE_DIRECT_CONV=options.force_direct_conv)
         log.add("algorithm", spec.name, "direct_img2col", "winograd_illegal" if illegal else "option", **why)
         return replace(direct, notes={"algorithm": "direct_img2col"})
-    cycles = {"direct_img2col": predict(spec, direct.family, direct.params, profile).cycles}
+    cycles = {"direct_img2col": predicted_cycles(spec, direct.family, direct.params, profile)}
     cands: dict[str, Variant] = {}
     forced_tile = int(mode[1:]) if mode in ("F2", "F4") else None
     for tile in WINOGRAD_TILES:
@@ -114,11 +114,11 @@ def cube_conv_algorithm(spec: Conv2dSpec, profile: Profile, log: OptLog, options
             log.add("algorithm", spec.name, f"{name}:rejected", "tile_shrunk", limit="UB")
             continue
         cands[name] = v
-        cycles[name] = predict(spec, v.family, v.params, profile).cycles
+        cycles[name] = predicted_cycles(spec, v.family, v.params, profile)
     forced = mode != "AUTO"
     pool = dict(cands) if forced and cands else {"direct_img2col": direct, **cands}
     best = min(pool, key=lambda a: (cycles[a], a))
-    facts = {f"{a}_cycles": round(c) for a, c in cycles.items()}
+    facts: dict[str, float] = {f"{a}_cycles": round(c) for a, c in cycles.items()}
     facts.update({f"waste_f{t}": round(winograd_tile_waste(spec, t), 4) for t in WINOGRAD_TILES})
     reason = "option" if forced else "cost_model"
     how = {"pinned": pinned} if pinned else {"USE_WINOGRAD": mode} if forced else {}

@@ -17,7 +17,7 @@ from .base import Family, GenericForm, Variant, fits, half16, r16, register, sha
 from .ranking import K_FRACTALS, TILE_EDGES, pick_best, step_sizes, wide_grid
 
 
-def conv_tile_rows(spec: Conv2dSpec, base_m: int) -> list[tuple[int, int, int]]:
+def conv_tile_rows(spec: Conv2dSpec, base_m: int) -> list[tuple[int, int, int, int]]:
     """Per M tile: (first pixel, pixels, input rows [lo, lo+rows) needed), clipped to the image."""
     M, out = spec.ho * spec.wo, []
     for p0 in range(0, M, base_m):

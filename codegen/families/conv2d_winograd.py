@@ -15,7 +15,7 @@ from ..ir import layouts, winograd
 from ..ir.opspec import C0, Conv2dSpec, Tensor, c1
 from ..ir.optlog import OptLog
 from ..ir.profiles import Profile
-from .base import Family, Variant, fits, half16, predict, r16, register, tag_of
+from .base import Family, Variant, fits, half16, predicted_cycles, r16, register, tag_of
 from .ranking import EXACT_REPLAYS, K_FRACTALS, TILE_EDGES, step_sizes
 
 WINOGRAD_TILES = (2, 4)
@@ -111,6 +111,7 @@ def winograd_rule(spec: Conv2dSpec, profile: Profile, tile: int, log: OptLog | N
     params = dict(tile=tile, tile_batch=tb, c1_block=c1_block, co1_block=co1_block, base_m=base_m, base_n=base_n,
                   base_k1=base_k1, c1_step=c1_step)
     if search:
+        assert log is not None, "the search logs its choice"
 
         def gemm_buffers(bm, bn, bk, step):
             return {"L1": 2 * step * bm * 32 + 2 * step * (bn // 16) * 512, "L0A": 2 * (bm // 16) * bk * 512,
@@ -343,8 +344,8 @@ def search_winograd(spec: Conv2dSpec, rule_params: dict, profile: Profile, log: 
     best_vec = min([{k: p[k] for k in ("tile_batch", "c1_block", "co1_block")}] + quickv,
                    key=lambda v: phase_cycles(dict(p, **v), (1, 3), False))
     best = dict(p, **{k: best_gemm[k] for k in ("base_m", "base_n", "base_k1", "c1_step")}, **best_vec)
-    rule_cycles = predict(spec, "conv2d_winograd", p, profile).cycles
-    best_cycles = predict(spec, "conv2d_winograd", best, profile).cycles
+    rule_cycles = predicted_cycles(spec, "conv2d_winograd", p, profile)
+    best_cycles = predicted_cycles(spec, "conv2d_winograd", best, profile)
     if best_cycles > rule_cycles:  # cannot happen when the phases are independent; keep the rule if it does
         best, best_cycles = p, rule_cycles
     log.add("search", spec.name, tag_of("conv2d_winograd", best),
@@ -360,6 +361,8 @@ def from_params(spec: Conv2dSpec, profile: Profile, params: dict, source: str) -
         raise KilnError("tiling", spec.name, f"{source}: Winograd F({params['tile']},3) cannot implement this "
                         f"conv: {winograd_legal(spec) or 'tile must be 2 or 4'}")
     base = winograd_rule(spec, profile, params["tile"])
+    if base is None:
+        raise KilnError("tiling", spec.name, f"{source}: no Winograd F({params['tile']},3) tile batch fits UB")
     p = dict(base.params, **params)
     if p["tile_batch"] % 4:
         raise KilnError("tiling", spec.name, f"{source}: tile_batch={p['tile_batch']} is not a multiple of 4")

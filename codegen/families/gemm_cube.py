@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from math import ceil
+from typing import Any
 
 from .. import KilnError
 from ..cost.blocks import cube_drain, cube_k_loop, rows_load2d
@@ -150,7 +151,7 @@ def space(spec, params: dict, profile: Profile) -> list[dict]:
     return cube_grid(spec, spec.m, c1(spec.n) * 16, c1(spec.k), gemm_buffers, profile)
 
 
-def gemm_wide_space(family: str, bufs, n_edge: int):
+def gemm_wide_space(family: str, bufs, n_edge: Callable[[Any], int]):
     """The wide grid of a GEMM-shaped family (gemm_cube, batched_gemm_cube)."""
     def wide(spec, params: dict, profile: Profile) -> list[dict]:
         K1 = c1(spec.k)

@@ -53,9 +53,12 @@ def replay_maxpool(spec, params: dict, profile: Profile) -> Prediction:
         core.set_flag("MTE2", "V", 0)
         core.wait_flag("MTE2", "V", 0)
         outq = PingPongSim(core, "V", "MTE3", 2)
+
+        def fill() -> None:  # the window's first tap copied, then a max with each further tap
+            for t in range(spec.kh * spec.kw):
+                core.vec_flat(row, 128, [("Copy" if t == 0 else "Max", False)])
         for ro in range(rows_out):
-            store_row(core, outq, ro, lambda: [core.vec_flat(row, 128, [("Copy" if t == 0 else "Max", False)])
-                                                for t in range(spec.kh * spec.kw)], row)
+            store_row(core, outq, ro, fill, row)
         outq.drain()
         core.set_flag("V", "MTE2", 1)
 

@@ -7,7 +7,7 @@ from math import ceil
 
 from ..ir.optlog import OptLog
 from ..ir.profiles import Profile
-from .base import predict, tag_of
+from .base import predicted_cycles, tag_of
 
 TILE_EDGES = (16, 32, 64, 128, 256)
 ALL_EDGES = tuple(range(16, 257, 16))  # every fractal multiple: the exhaustive search of `kiln optimize`
@@ -29,10 +29,10 @@ def ranked(spec, family: str, rule_params: dict, cands: list[dict], fit, profile
     """(exact cycles, params) of the rule and the best `replays` quick-ranked candidates, fastest first; and
     how many candidates fit the buffers."""
     fitting = [p for p in cands if fit(p)]
-    quick = sorted(fitting, key=lambda p: (predict(spec, family, p, profile, sample=True).cycles,
+    quick = sorted(fitting, key=lambda p: (predicted_cycles(spec, family, p, profile, sample=True),
                                            sorted(p.items())))
     finalists = [rule_params] + [p for p in quick[:replays] if p != rule_params]
-    exact = [(predict(spec, family, p, profile).cycles, i, p) for i, p in enumerate(finalists)]
+    exact = [(predicted_cycles(spec, family, p, profile), i, p) for i, p in enumerate(finalists)]
     exact.sort(key=lambda e: (e[0], e[1]))
     return [(c, p) for c, _, p in exact], len(fitting)
 
@@ -93,7 +93,7 @@ def wide_grid(spec, family: str, params: dict, profile: Profile, dims: tuple[int
             p = next((q for step in sorted(step_sizes(steps_of), key=lambda s: (s != params[kstep], -s))
                       if (q := make(bm, bn, bk0, step)) is not None), None)
             if p is not None:
-                pairs.append((predict(spec, family, p, profile, sample=True).cycles, bm, bn))
+                pairs.append((predicted_cycles(spec, family, p, profile, sample=True), bm, bn))
     out = []
     for _, bm, bn in sorted(pairs)[:WIDE_PAIRS]:
         for bk in K_FRACTALS:

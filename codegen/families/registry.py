@@ -5,6 +5,9 @@ accepts the spec.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from .. import KilnError
 from ..ir.opspec import Opspec
 from . import (
@@ -24,9 +27,9 @@ from . import (
     softmax_vector,
     transpose_mte,
 )
-from .base import FAMILIES, Family, predict, record
+from .base import FAMILIES, Family, Variant, predict, predicted_cycles, record
 
-__all__ = ["FAMILIES", "ORDER", "predict", "record"]
+__all__ = ["FAMILIES", "ORDER", "predict", "predicted_cycles", "record"]
 
 ORDER: tuple[Family, ...] = (
     conv2d_cube_img2col.FAMILY,
@@ -47,8 +50,9 @@ ORDER: tuple[Family, ...] = (
 
 # Kinds implemented by several families, each with the function that chooses among them
 # (spec, profile, log, options, pinned, search) -> Variant, and the family a kernel-list tiling pin selects.
-CHOOSERS = {"conv2d": conv2d_algorithm.choose_conv_algorithm}
-PINS = {"conv2d": conv2d_algorithm.pinned_family}
+# Keyed by kind, so each function is called with a spec of its kind only: the spec's type is the kind's class.
+CHOOSERS: dict[str, Callable[..., Variant]] = {"conv2d": conv2d_algorithm.choose_conv_algorithm}
+PINS: dict[str, Callable[[Any, str], tuple[str, dict]]] = {"conv2d": conv2d_algorithm.pinned_family}
 
 
 def family(name: str) -> Family:

@@ -68,6 +68,12 @@ class T:
     name: str
     value: np.ndarray | None
 
+    @property
+    def array(self) -> np.ndarray:
+        """The calibration value of a float tensor (an integer constant has none)."""
+        assert self.value is not None, f"{self.name} is an integer constant: it has no calibration value"
+        return self.value
+
 
 class GraphBuilder:
     """Collects nodes and initializers and runs the calibration forward pass.
@@ -103,7 +109,7 @@ class GraphBuilder:
         return T(name, self.data_rng.standard_normal((calib_batch, *shape[1:])))
 
     def output(self, t: T) -> None:
-        shape = ["batch" if getattr(self, "symbolic_batch", False) else 1, *t.value.shape[1:]]
+        shape = ["batch" if getattr(self, "symbolic_batch", False) else 1, *t.array.shape[1:]]
         self.outputs.append(helper.make_tensor_value_info(t.name, TensorProto.FLOAT, shape))
 
     def const(self, name: str, array, dtype=np.float32) -> T:
@@ -135,11 +141,11 @@ class GraphBuilder:
 
     def conv(self, name: str, x: T, cout: int, k: int, stride: int = 1, group: int = 1) -> T:
         """Bias-free Conv with 'same'-style padding k//2 (a BN follows)."""
-        cin = x.value.shape[1]
+        cin = x.array.shape[1]
         fan_in = cin // group * k * k
         w = self.const(name + ".weight", self.normal((cout, cin // group, k, k), math.sqrt(2.0 / fan_in)))
         pad = k // 2
-        y = _conv2d(x.value, w.value, stride, pad, group)
+        y = _conv2d(x.array, w.array, stride, pad, group)
         return self.node("Conv", name, [x, w], y, kernel_shape=[k, k], strides=[stride, stride],
                          pads=[pad] * 4, dilations=[1, 1], group=group)
 
@@ -147,9 +153,9 @@ class GraphBuilder:
         """BatchNormalization whose running stats are the calibration inputs'
         per-channel mean and variance, so its output is ~N(0, 1) per channel
         times gamma (~gamma_scale)."""
-        c = x.value.shape[1]
-        mean = x.value.mean(axis=(0, 2, 3))
-        var = x.value.var(axis=(0, 2, 3))
+        c = x.array.shape[1]
+        mean = x.array.mean(axis=(0, 2, 3))
+        var = x.array.var(axis=(0, 2, 3))
         # A near-constant channel would get a huge gain and blow up on another
         # input; bound every channel's gain by 10x the layer's typical one.
         var = np.maximum(var, 1e-2 * var.mean())
@@ -158,69 +164,69 @@ class GraphBuilder:
         rmean = self.const(name + ".running_mean", mean)
         rvar = self.const(name + ".running_var", var)
         shape = (1, c, 1, 1)
-        y = ((x.value - rmean.value.reshape(shape)) / np.sqrt(rvar.value.reshape(shape) + BN_EPS)
-             * gamma.value.reshape(shape) + beta.value.reshape(shape))
+        y = ((x.array - rmean.array.reshape(shape)) / np.sqrt(rvar.array.reshape(shape) + BN_EPS)
+             * gamma.array.reshape(shape) + beta.array.reshape(shape))
         return self.node("BatchNormalization", name, [x, gamma, beta, rmean, rvar], y, epsilon=BN_EPS)
 
     def relu(self, name: str, x: T) -> T:
-        return self.node("Relu", name, [x], np.maximum(x.value, 0.0))
+        return self.node("Relu", name, [x], np.maximum(x.array, 0.0))
 
     def relu6(self, name: str, x: T) -> T:
         # Clip with min/max as inputs: the opset >= 11 form exporters write.
         lo, hi = self.shared("relu6.min", np.float32(0.0)), self.shared("relu6.max", np.float32(6.0))
-        return self.node("Clip", name, [x, lo, hi], np.clip(x.value, 0.0, 6.0))
+        return self.node("Clip", name, [x, lo, hi], np.clip(x.array, 0.0, 6.0))
 
     def maxpool(self, name: str, x: T, k: int, stride: int, pad: int) -> T:
-        return self.node("MaxPool", name, [x], _maxpool2d(x.value, k, stride, pad),
+        return self.node("MaxPool", name, [x], _maxpool2d(x.array, k, stride, pad),
                          kernel_shape=[k, k], strides=[stride, stride], pads=[pad] * 4)
 
     def global_avgpool(self, name: str, x: T) -> T:
-        return self.node("GlobalAveragePool", name, [x], x.value.mean(axis=(2, 3), keepdims=True))
+        return self.node("GlobalAveragePool", name, [x], x.array.mean(axis=(2, 3), keepdims=True))
 
     def flatten(self, name: str, x: T) -> T:
-        return self.node("Flatten", name, [x], x.value.reshape(x.value.shape[0], -1), axis=1)
+        return self.node("Flatten", name, [x], x.array.reshape(x.array.shape[0], -1), axis=1)
 
     def classifier(self, name: str, x: T, nout: int, output: str) -> T:
         """Gemm with a torch-layout [nout, nin] weight (transB=1), centred on
         the calibration features (see the module doc). Each logit is w . x with
         iid w, so std(logits) ~ std(w) * |x - mean|: pick std(w) from the
         calibration features' spread to land at LOGIT_STD."""
-        n, nin = x.value.shape
-        mean = x.value.mean(axis=0)
+        n, nin = x.array.shape
+        mean = x.array.mean(axis=0)
         # Expected |x - mean| for a fresh input: the sample variance (n - 1
         # dof) plus the error of the mean itself (1/n of it).
-        spread = np.sqrt(np.sum((x.value - mean) ** 2) / (n - 1) * (1 + 1 / n))
+        spread = np.sqrt(np.sum((x.array - mean) ** 2) / (n - 1) * (1 + 1 / n))
         w = self.const(name + ".weight", self.normal((nout, nin), LOGIT_STD / max(float(spread), 1e-6)))
-        b = self.const(name + ".bias", -(w.value @ mean) + 0.1 * self.rng.standard_normal(nout))
-        return self.node("Gemm", name, [x, w, b], x.value @ w.value.T + b.value, output=output,
+        b = self.const(name + ".bias", -(w.array @ mean) + 0.1 * self.rng.standard_normal(nout))
+        return self.node("Gemm", name, [x, w, b], x.array @ w.array.T + b.array, output=output,
                          alpha=1.0, beta=1.0, transB=1)
 
     # --- generic ops (the transformer) ----------------------------------
 
     def add(self, name: str, a: T, b: T) -> T:
-        return self.node("Add", name, [a, b], a.value + b.value)
+        return self.node("Add", name, [a, b], a.array + b.array)
 
     def mul(self, name: str, a: T, b: T) -> T:
-        return self.node("Mul", name, [a, b], a.value * b.value)
+        return self.node("Mul", name, [a, b], a.array * b.array)
 
     def div(self, name: str, a: T, b: T) -> T:
-        return self.node("Div", name, [a, b], a.value / b.value)
+        return self.node("Div", name, [a, b], a.array / b.array)
 
     def matmul(self, name: str, a: T, b: T) -> T:
-        return self.node("MatMul", name, [a, b], np.matmul(a.value, b.value))
+        return self.node("MatMul", name, [a, b], np.matmul(a.array, b.array))
 
     def erf(self, name: str, x: T) -> T:
-        return self.node("Erf", name, [x], _erf(x.value))
+        return self.node("Erf", name, [x], _erf(x.array))
 
     def softmax(self, name: str, x: T) -> T:
-        e = np.exp(x.value - x.value.max(axis=-1, keepdims=True))
+        e = np.exp(x.array - x.array.max(axis=-1, keepdims=True))
         return self.node("Softmax", name, [x], e / e.sum(axis=-1, keepdims=True), axis=-1)
 
     def reshape(self, name: str, x: T, shape: T, dims: tuple[int, ...]) -> T:
-        return self.node("Reshape", name, [x, shape], x.value.reshape(dims))
+        return self.node("Reshape", name, [x, shape], x.array.reshape(dims))
 
     def transpose(self, name: str, x: T, perm: list[int]) -> T:
-        return self.node("Transpose", name, [x], x.value.transpose(perm), perm=perm)
+        return self.node("Transpose", name, [x], x.array.transpose(perm), perm=perm)
 
     def dense(self, prefix: str, x: T, nin: int, nout: int, std: float) -> T:
         """Linear layer as exporters write it: MatMul with a [nin, nout] weight, then Add bias."""
@@ -229,11 +235,11 @@ class GraphBuilder:
         return self.add(prefix + ".Add", self.matmul(prefix + ".MatMul", x, w), b)
 
     def layernorm(self, name: str, x: T, eps: float, output: str | None = None) -> T:
-        n = x.value.shape[-1]
+        n = x.array.shape[-1]
         g = self.const(name + ".weight", 1.0 + 0.05 * self.rng.standard_normal(n))
         b = self.const(name + ".bias", 0.02 * self.rng.standard_normal(n))
-        mu = x.value.mean(axis=-1, keepdims=True)
-        y = (x.value - mu) / np.sqrt(x.value.var(axis=-1, keepdims=True) + eps) * g.value + b.value
+        mu = x.array.mean(axis=-1, keepdims=True)
+        y = (x.array - mu) / np.sqrt(x.array.var(axis=-1, keepdims=True) + eps) * g.array + b.array
         return self.node("LayerNormalization", name, [x, g, b], y, output=output, axis=-1, epsilon=eps)
 
     # --- result ---------------------------------------------------------

@@ -12,7 +12,7 @@ import hashlib
 import json
 from dataclasses import dataclass, fields
 from math import ceil, prod
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 from .. import KilnError
 from .graph import OpInstance
@@ -90,7 +90,7 @@ class Conv2dSpec:
     # The Cube's operand type (KILN_DTYPE): fp16, or bf16 with the weights packed as bf16 and the activations
     # (fp16 in GM) rounded to bf16 on their way into L1. Accumulation is fp32 and the output fp16 either way.
     dtype: str = "fp16"
-    kind = "conv2d"
+    kind: ClassVar[Literal["conv2d"]] = "conv2d"
 
     @property
     def first_cout(self) -> int:
@@ -227,7 +227,7 @@ class DwConv2dSpec(_PerChannelWindow):
     bias: bool
     relu: bool
     clip_hi: float = 0.0  # > 0: the epilogue clips to [0, clip_hi] (ReLU6) instead of a ReLU
-    kind = "dwconv2d"
+    kind: ClassVar[Literal["dwconv2d"]] = "dwconv2d"
 
     @property
     def name(self) -> str:
@@ -260,7 +260,7 @@ class GemmSpec:
     # Sibling GEMMs of one input, run as one (fusion): n is `n // split` results of `split` columns each, written
     # one after another, [n // split][m][split], so each is a contiguous slice of the output. 0: one result.
     split: int = 0
-    kind = "gemm"
+    kind: ClassVar[Literal["gemm"]] = "gemm"
 
     @property
     def name(self) -> str:
@@ -319,7 +319,7 @@ class EltwiseSpec:
     lo: float = 0.0  # clip bounds (op or act clip)
     hi: float = 0.0
     scalar: float = 0.0  # the constant of muls / adds
-    kind = "eltwise"
+    kind: ClassVar[Literal["eltwise"]] = "eltwise"
 
     @property
     def name(self) -> str:
@@ -363,7 +363,7 @@ class Pool2dSpec(_PerChannelWindow):
     pl: int
     pb: int
     pr: int
-    kind = "pool2d"
+    kind: ClassVar[Literal["pool2d"]] = "pool2d"
     dh = 1
     dw = 1
 
@@ -390,13 +390,13 @@ class Pool2dSpec(_PerChannelWindow):
 @dataclass(frozen=True)
 class RowSpec:
     """Softmax or LayerNormalization over the last axis of `rows` contiguous rows of `length`."""
-    op: str       # softmax | layernorm
+    op: Literal["softmax", "layernorm"]
     rows: int
     length: int
     eps: float = 0.0  # layernorm
 
     @property
-    def kind(self) -> str:
+    def kind(self) -> Literal["softmax", "layernorm"]:
         return self.op
 
     @property
@@ -433,7 +433,7 @@ class BatchedGemmSpec:
     n: int
     trans_b: bool
     dtype: str = "fp16"  # the Cube's operand type, as Conv2dSpec.dtype (both operands are activations)
-    kind = "bgemm"
+    kind: ClassVar[Literal["bgemm"]] = "bgemm"
 
     @property
     def name(self) -> str:
@@ -466,7 +466,7 @@ class TransposeSpec:
     d1: int
     d2: int
     d3: int
-    kind = "transpose"
+    kind: ClassVar[Literal["transpose"]] = "transpose"
 
     @property
     def name(self) -> str:
@@ -495,7 +495,7 @@ class AttentionSpec:
     d: int
     scale: float
     mask: bool = False  # an additive mask [batch, kv] (fp16) on the scaled scores
-    kind = "attention"
+    kind: ClassVar[Literal["attention"]] = "attention"
 
     @property
     def name(self) -> str:
@@ -533,6 +533,11 @@ class AttentionSpec:
 
 Opspec = (Conv2dSpec | DwConv2dSpec | GemmSpec | EltwiseSpec | Pool2dSpec | RowSpec | BatchedGemmSpec | TransposeSpec
           | AttentionSpec)
+# kind -> its spec class (the one table a spec is rebuilt from: an .opspec file, a manifest record)
+SPEC_CLASSES: dict[str, type[Opspec]] = {
+    "conv2d": Conv2dSpec, "dwconv2d": DwConv2dSpec, "gemm": GemmSpec, "eltwise": EltwiseSpec, "pool2d": Pool2dSpec,
+    "softmax": RowSpec, "layernorm": RowSpec, "bgemm": BatchedGemmSpec, "transpose": TransposeSpec,
+    "attention": AttentionSpec}
 
 
 CUBE_DTYPES = ("fp16", "bf16")

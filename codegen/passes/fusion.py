@@ -475,8 +475,9 @@ def _fuse_second_source(add: Node, ins: list[str], ps: _Pass) -> bool:
     L0C, so neither result goes to GM and the add costs nothing. Returns whether it fused."""
     g, model, enable, max_depth, log, res = ps.g, ps.model, ps.enable, ps.max_depth, ps.log, ps.res
     consumers, producer_of, outputs, order, removed = ps.consumers, ps.producer_of, ps.outputs, ps.order, ps.removed
-    prods = [producer_of.get(i) for i in ins]
-    if not all(p is not None and p.op_type == "Conv" and p.name not in removed for p in prods):
+    found = [producer_of.get(i) for i in ins]
+    prods = [p for p in found if p is not None and p.op_type == "Conv" and p.name not in removed]
+    if len(prods) != len(found):
         return False
     if any(len(consumers.get(p.outputs[0], [])) != 1 or p.outputs[0] in outputs for p in prods):
         return False  # a result someone else reads must reach GM: the residual route handles it
@@ -638,6 +639,7 @@ def _fuse_attention(ps: _Pass) -> None:
             res.audit.append({"node": pv.name, "into": qk.name, "pattern": pattern, "reason": reason,
                               "detail": detail})
             continue
+        assert k_operand is not None  # without one the checks above gave a reason
         k_value, k_transpose = k_operand
         absorbed = ([k_transpose] if k_transpose is not None else []) + chain
         source = [n for a in absorbed for n in (a.source or [a.name])]

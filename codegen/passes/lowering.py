@@ -56,6 +56,12 @@ class Step:
     glue: str = ""                       # glue steps: input_nchw, input_nd, to_nchw, output_nd, output_nchw
     params: list[int] = field(default_factory=list)
 
+    @property
+    def kernel_op(self) -> OpInstance:
+        """A kernel step's op instance (a glue step has none)."""
+        assert self.instance is not None, f"step {self.name} is not a kernel"
+        return self.instance
+
 
 @dataclass
 class LoweredModel:

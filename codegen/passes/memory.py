@@ -81,7 +81,7 @@ def intervals(m: LoweredModel) -> tuple[dict[str, Interval], dict[str, str], lis
                 uses.setdefault(r(v), []).append(i)
     in_place = []
     for i, s in enumerate(m.steps):
-        if s.kind != "kernel" or s.instance.type not in IN_PLACE_OPS or not s.inputs or s.inputs[0] not in m.storage:
+        if s.kind != "kernel" or s.kernel_op.type not in IN_PLACE_OPS or not s.inputs or s.inputs[0] not in m.storage:
             continue
         src, out = r(s.inputs[0]), s.output
         if m.storage[src].nbytes != m.storage[out].nbytes or any(u > i for u in uses.get(src, [])):

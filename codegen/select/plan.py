@@ -22,10 +22,20 @@ if TYPE_CHECKING:  # the shape-bucket stage builds on these plans (codegen/shape
     from ..shapes.generic import GenericKernel
 
 
+@dataclass(eq=False)
+class KernelRequest:
+    """A unique kernel before its variant is chosen: the spec, the kernel-list pins and the op instances that share
+    them (compared by identity: the build's steps point at their request until the search has planned it)."""
+    spec: Opspec
+    pinned: str = ""  # algorithm fixed by a kernel-list entry ("" = chosen by the options and the cost model)
+    pinned_tiling: tuple = ()  # tiling parameters fixed by a kernel-list entry: ((name, value), ...)
+    instances: list[str] = field(default_factory=list)
+
+
 @dataclass
 class KernelPlan:
     spec: Opspec
-    variant: Variant | None = None
+    variant: Variant
     instances: list[str] = field(default_factory=list)
     prediction: Prediction | None = None  # the cost model's, for the chosen variant
     pinned: str = ""  # algorithm fixed by a kernel-list entry ("" = chosen by the options and the cost model)

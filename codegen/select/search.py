@@ -20,6 +20,8 @@ def top_candidates(spec, family: str, profile: Profile, k: int, exhaustive: bool
     measure); exhaustive=True also tries every multiple of 16 for baseM/baseN and replays every fitting candidate
     exactly instead of the quick-ranked few (`kiln optimize`)."""
     edges = ALL_EDGES if exhaustive else TILE_EDGES
-    rule, cands, fit = FAMILIES[family].candidates(spec, profile, edges)
+    candidates = FAMILIES[family].candidates
+    assert candidates is not None, f"{family} has no candidate space"  # kiln tune offers only those that do
+    rule, cands, fit = candidates(spec, profile, edges)
     return ranked(spec, family, rule, cands, fit, profile,
                   replays=len(cands) if exhaustive else max(k, EXACT_REPLAYS))[0][:k]

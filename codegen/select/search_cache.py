@@ -37,6 +37,7 @@ from ..families.registry import predict
 from ..ir.opspec import spec_hash
 from ..ir.optlog import OptLog
 from ..select.tiling import choose_variant
+from .plan import KernelPlan, KernelRequest
 
 FORMAT = 1
 MAX_ENTRIES = 8  # per key: results for different values of the options the search read
@@ -154,14 +155,17 @@ class SearchSetup:
     progress: Callable[[str], None] | None = None
 
 
-def choose_all(kernels, profile, log: OptLog, options, records: dict, setup: SearchSetup = SearchSetup()) -> None:
-    """Sets variant and prediction of every kernel plan and appends their [OPT] lines to the log, in kernel
-    order, from the cache where it has them and by searching (in `setup.jobs` processes) where not."""
+def choose_all(kernels: list[KernelRequest], profile, log: OptLog, options, records: dict,
+               setup: SearchSetup = SearchSetup()) -> list[KernelPlan]:
+    """The plan of every kernel request (its variant and prediction), in order, and their [OPT] lines appended to
+    the log in that order: from the cache where it has them and by searching (in `setup.jobs` processes) where
+    not."""
     cache_dir, jobs, progress = setup.cache_dir, setup.jobs, setup.progress
     t0 = time.perf_counter()
     cache = SearchCache(cache_dir) if cache_dir is not None else None
     digest = cache.digest if cache else ""
-    keys, results = [], []
+    keys: list[str] = []
+    results: list[tuple | None] = []
     for k in kernels:
         key = _key(k.spec, profile, k.pinned, k.pinned_tiling, records, digest) if cache else ""
         keys.append(key)
@@ -190,13 +194,17 @@ def choose_all(kernels, profile, log: OptLog, options, records: dict, setup: Sea
                 progress(f"search: no worker processes ({e}); searching in this process")
     for n, i in enumerate(todo, 1):
         if results[i] is None:  # no jobs, or a worker failed: search here (raises the kernel's error in order)
-            results[i] = search_one(*args[n - 1])
+            result = results[i] = search_one(*args[n - 1])
             if progress:
-                progress(f"search: [{n}/{len(todo)}] {kernels[i].spec.name} -> {results[i][0].tag}")
+                progress(f"search: [{n}/{len(todo)}] {kernels[i].spec.name} -> {result[0].tag}")
         if cache:
             cache.put(keys[i], results[i])
-    for k, (variant, prediction, lines, _) in zip(kernels, results):
-        k.variant, k.prediction = variant, prediction
+    plans = []
+    for k, result in zip(kernels, results):
+        assert result is not None  # every miss was searched above
+        variant, prediction, lines, _ = result
+        plans.append(KernelPlan(k.spec, variant, k.instances, prediction, k.pinned, k.pinned_tiling))
         log.lines.extend(lines)
     if progress:  # wall time goes to the progress stream, never into the (byte-identical) log or manifest
         progress(f"search: done in {time.perf_counter() - t0:.1f} s")
+    return plans

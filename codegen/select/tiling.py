@@ -50,7 +50,9 @@ def variant_from_params(spec: Opspec, profile: Profile, family: str, params: dic
     (codegen/shapes/buckets.py): it may also set the family's searched_extra (a chain's has no base_n), and what
     the size decides (SIZE_DERIVED) is recomputed here, as the fit to this spec's buffers is checked."""
     params = _checked_params(spec, family, params, source, whole)
-    p, bufs, blocks = FAMILIES[family].from_params(spec, profile, params, source)
+    from_params = FAMILIES[family].from_params
+    assert from_params is not None, f"{family} is tunable but reads no tiling"  # every tunable family has one
+    p, bufs, blocks = from_params(spec, profile, params, source)
     over = fits(profile, bufs)
     if over:
         raise KilnError("tiling", spec.name, f"{source}: tiling {params} needs {bufs[over]} B of {over}, "

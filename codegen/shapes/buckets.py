@@ -26,6 +26,7 @@ import numpy as np
 from .. import KilnError
 from ..emit.render import model_record
 from ..ir.graph import Graph, Node, Value
+from ..ir.opspec import SPEC_CLASSES, Conv2dSpec, DwConv2dSpec, Opspec, Pool2dSpec
 from ..ir.optlog import OptLog
 from ..select.plan import ModelPlan
 from ..select.tiling import choose_variant
@@ -47,6 +48,13 @@ def image_input(graph: Graph) -> tuple[str, tuple[int, ...]] | None:
     if len(graph.inputs) != 1 or len(graph.inputs[0].shape) != 4:
         return None
     return graph.inputs[0].name, tuple(graph.inputs[0].shape)
+
+
+def _image_input(graph: Graph) -> tuple[str, tuple[int, ...]]:
+    """image_input() of a graph that prepare() has accepted for shape buckets (an image model)."""
+    found = image_input(graph)
+    assert found is not None, f"{graph.name} is not an image model"
+    return found
 
 
 def planning_options(build: dict):
@@ -83,7 +91,7 @@ def graph_at_size(graph: Graph, size: tuple[int, int], model: str, same_pads: di
     shape rules (onnx_frontend.OPS), SAME pads re-resolved. New node objects, so fusion may edit them; the
     initializers are shared. A KilnError names the first node that cannot take the size."""
     from ..frontend.onnx_import import OPS, _ShapeUnknown, _Unsupported, _window_attrs
-    name, shape = image_input(graph)
+    name, shape = _image_input(graph)
     h, w = size
     where = f"{model} at input size {h}x{w}"
     if h < 1 or w < 1:
@@ -133,13 +141,14 @@ def same_pad_choices(node: Node, auto_pad: str) -> set[tuple[int, int, int, int]
     for h in range(1, bound + 1):
         for w in range(1, bound + 1):
             g = Graph("probe", [], [], [], {"x": Value("x", (1, 1, h, w))}, {}, 0)
-            out.add(tuple(_window_attrs(probe, g, kernel)["pads"]))
+            top, left, bottom, right = _window_attrs(probe, g, kernel)["pads"]
+            out.add((top, left, bottom, right))
     return out
 
 
 def min_input_size(graph: Graph, model: str, same_pads: dict[str, str] | None = None) -> tuple[int, int]:
     """Smallest H (at the model's own W) and smallest W (at its own H) the graph's shapes accept."""
-    _, (_, _, h0, w0) = image_input(graph)
+    _, (_, _, h0, w0) = _image_input(graph)
 
     def smallest(make) -> int:
         for s in range(1, max(h0, w0) + 1):
@@ -279,7 +288,8 @@ def fusion_profiles(profile) -> dict[str, object]:
     return {"build": profile, "chained": replace(profile, cube_cores=1), "unchained": None}
 
 
-def step_specs(graph: Graph, name: str, size, pads, options, fusion_profile, plan_model) -> list[tuple[str, object]]:
+def step_specs(graph: Graph, name: str, size, pads, options, fusion_profile,
+               plan_model) -> list[tuple[str, Opspec | None]]:
     """(step name, opspec, or None for glue) of the model planned at `size` (fusion and lowering only)."""
     stages = plan_model(graph_at_size(graph, size, name, pads), name, options, OptLog(), fusion_profile, memory=False)
     return [(st.name, stages.specs.get(i)) for i, st in enumerate(stages.lowered.steps)]
@@ -312,8 +322,9 @@ def _generic_path(m, sb: ShapeBuckets, profile, options, log: OptLog, generic: d
         for (step, spec), (_, spec_probe) in zip(own, at_probe):
             if spec is None:
                 continue
-            variants = [spec]
+            variants: list[Opspec] = [spec]
             if step in pads:  # its pads follow the size: a generic kernel per padding it can take
+                assert isinstance(spec, (Conv2dSpec, DwConv2dSpec, Pool2dSpec)), f"{step} is a window op"
                 node = next(n for n in graph.nodes if n.name == step)
                 variants = [replace(spec, pt=t, pl=left, pb=b, pr=r)
                             for t, left, b, r in sorted(same_pad_choices(node, pads[step]))]
@@ -355,13 +366,9 @@ class SizedPlan:
     kernels: dict = field(default_factory=dict)  # step index -> (Opspec, Variant) of each generic launch
 
 
-def _spec_of_record(k: dict):
+def _spec_of_record(k: dict) -> Opspec:
     """The Opspec of a manifest kernel record (as kiln/trace.py spec_of rebuilds it at run time)."""
-    from ..ir import opspec
-    classes = {c.kind: c for c in vars(opspec).values()
-               if isinstance(c, type) and isinstance(getattr(c, "kind", None), str)}
-    classes.update(softmax=opspec.RowSpec, layernorm=opspec.RowSpec)
-    return classes[k["features"]["kind"]](**k["spec"])
+    return SPEC_CLASSES[k["features"]["kind"]](**k["spec"])
 
 
 def baked_tilings(model: dict, kernels: list[dict]) -> dict[str, list[tuple]]:
@@ -384,7 +391,7 @@ def generic_tiling(spec, rule, searched: list, size: tuple[int, int], profile, l
     the cores) or the tiling the build searched for the same node at a baked size, if it fits the buffers here,
     whichever the cost model predicts fastest. A full search costs about 0.4 s per convolution, too much for
     a first call; one exact prediction per candidate costs about 1.5 ms."""
-    from ..families.registry import predict, tunable
+    from ..families.registry import predicted_cycles, tunable
     from ..select.tiling import variant_from_params
     if rule.family not in tunable():
         return rule  # the other generic families have one rule and no search, at build time too
@@ -398,7 +405,7 @@ def generic_tiling(spec, rule, searched: list, size: tuple[int, int], profile, l
                                                       whole=True)))
         except KilnError:  # does not fit the buffers at this size (an L1 slab holds rows of W pixels)
             continue
-    cycles = [predict(spec, v.family, v.params, profile).cycles for _, v in cands]
+    cycles = [predicted_cycles(spec, v.family, v.params, profile) for _, v in cands]
     best = min(range(len(cands)), key=lambda j: (cycles[j], j))
     log.add("shapes", spec.name, cands[best][1].tag, "cost_model", size=f"{size[0]}x{size[1]}", source=cands[best][0],
             candidates=len(cands), rule_cycles=round(cycles[0]), best_cycles=round(cycles[best]))

@@ -16,6 +16,7 @@ text the templates had before generic mode existed, so baked kernels are unchang
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
+from typing import Any
 
 from ..emit.modes import GENERIC_MODE
 from ..families.base import GenericForm, Variant
@@ -37,6 +38,13 @@ def generic_form(family: str) -> GenericForm | None:
     return None if f is None else f.generic
 
 
+def _form(family: str) -> GenericForm:
+    """The generic form of a family that has one: the family of a generic key or kernel."""
+    form = generic_form(family)
+    assert form is not None, f"{family} has no generic form"
+    return form
+
+
 @dataclass(frozen=True)
 class GenericKey:
     """What one generic kernel implements: a family and a spec with its size fields erased (0)."""
@@ -50,7 +58,8 @@ def generic_key(spec: Opspec, variant: Variant) -> GenericKey | None:
     form = generic_form(variant.family)
     if form is None:
         return None
-    erased = replace(spec, **dict.fromkeys(form.size_fields, 0))
+    zeros: dict[str, Any] = dict.fromkeys(form.size_fields, 0)
+    erased = replace(spec, **zeros)
     structural = tuple((p, int(variant.params[p])) for p in form.structural if p in variant.params)
     return GenericKey(variant.family, erased, structural)
 
@@ -60,7 +69,7 @@ def generic_symbol(key: GenericKey) -> str:
     letters (conv2d_cube_img2col_generic_1x64xHxW_o64_k3x3_s1_p1_bias_relu, eltwise_vector_generic_add_relu_N)."""
     s = key.spec
     letters = {"h": "H", "w": "W", "kh": "H", "kw": "W", "numel": "N"}
-    form = generic_form(key.family)
+    form = _form(key.family)
     shown = {f.name: letters.get(f.name, getattr(s, f.name)) if f.name in form.size_fields
              else getattr(s, f.name) for f in fields(s)}
     name = form.name(s) if form.name else type(s)(**shown).name
@@ -73,7 +82,7 @@ def runtime_args(spec: Opspec, variant: Variant) -> dict[str, int]:
     """The RuntimeShape values of one launch of the generic kernel for `spec` with the tiling `variant`
     (a parameter the variant does not set is left to the template's own default, see _RuntimeParams.get; a
     size field of an absent part, e.g. h2 without a second source, is 0 and unread)."""
-    form = generic_form(variant.family)
+    form = _form(variant.family)
     args = {f: int(getattr(spec, f)) for f in form.spec_fields if getattr(spec, f)}
     args.update({p: int(variant.params[p]) for p in form.tiling_fields if p in variant.params})
     if form.runtime_blocks:
@@ -83,7 +92,7 @@ def runtime_args(spec: Opspec, variant: Variant) -> dict[str, int]:
 
 def runtime_field_names(family: str) -> tuple[str, ...]:
     """Every RuntimeShape field a generic kernel of `family` may read (its table entry lists them)."""
-    form = generic_form(family)
+    form = _form(family)
     return tuple(f for f in RUNTIME_FIELDS if f in form.spec_fields or f in form.tiling_fields
                  or (f == "blocks" and form.runtime_blocks))
 
@@ -161,7 +170,7 @@ class GenericKernel:
         return runtime_field_names(self.family)
 
     def template_vars(self) -> dict:
-        form = generic_form(self.family)
+        form = _form(self.family)
         return {"s": _RuntimeSpec(self.spec, form.spec_fields), "v": _RuntimeVariant(self.variant, form),
                 **GENERIC_MODE}
 
