@@ -558,103 +558,139 @@ def _k_operand(g: Graph, kt: str, producer_of: dict[str, Node],
     return None
 
 
+@dataclass
+class _AttentionMatch:
+    """One MatMul -> scale -> [mask Add] -> Softmax -> MatMul chain and the shapes the kernel needs."""
+    qk: Node
+    scaled: tuple[str, float]
+    mask: Node | None
+    softmax: Node
+    pv: Node
+    chain: list[Node]
+    shapes: tuple[tuple, tuple, tuple]  # Q, K^T, V
+    dims: tuple[int, int, int, int, int]  # batch, heads, seq_q, head_dim, seq_kv (0 where not rank 4)
+    mask_value: str | None
+    mask_shape: tuple[int, ...]
+    k_operand: tuple[str, Node | None] | None
+
+
 def _fuse_attention(ps: _Pass) -> None:
     """MatMul(Q, K^T) -> Div or Mul by a scalar -> [Add(mask)] -> Softmax(last axis) -> MatMul(., V) becomes one
     Attention node (lowered to the attention_flash kernel): per (batch, head, q tile) the Cube computes S = Q.K^T
     per kv tile, the Vector unit keeps the running max and sum and rescales the output, the Cube adds P.V. The
     score and probability matrices never reach GM (on split profiles only a tile's worth of workspace does)."""
-    g, model, enable, max_depth, log, res = ps.g, ps.model, ps.enable, ps.max_depth, ps.log, ps.res
-    profile, flash, max_seq_len = ps.limits.profile, ps.limits.flash_attention, ps.limits.max_seq_len
-    attention_capacity = ps.limits.attention_capacity
-    consumers, producer_of, outputs = _index(g)
-    removed: set[str] = set()
-
-    def only_consumer(value: str) -> Node | None:
-        cs = consumers.get(value, [])
-        return cs[0] if len(cs) == 1 and value not in outputs else None
-
+    g = ps.g
+    ps.consumers, ps.producer_of, ps.outputs = _index(g)
     for qk in list(g.nodes):
-        if qk.op_type != "MatMul" or len(qk.inputs) < 2 or qk.inputs[1] in g.initializers or qk.name in removed:
+        if qk.op_type != "MatMul" or len(qk.inputs) < 2 or qk.inputs[1] in g.initializers or qk.name in ps.removed:
             continue
-        scale_node = only_consumer(qk.outputs[0])
-        scaled = _scalar(g, scale_node) if scale_node is not None else None
-        if scale_node is None or scaled is None or scaled[0] != qk.outputs[0]:
+        m = _match_attention(ps, qk)
+        if m is None:
             continue
-        chain, nxt = [qk, scale_node], only_consumer(scale_node.outputs[0])
-        mask = None
-        if nxt is not None and nxt.op_type == "Add":
-            mask, chain, nxt = nxt, chain + [nxt], only_consumer(nxt.outputs[0])
-        if nxt is None or nxt.op_type != "Softmax":
-            continue
-        softmax = nxt
-        pv = only_consumer(softmax.outputs[0])
-        if pv is None or pv.op_type != "MatMul" or pv.inputs[0] != softmax.outputs[0]:
-            continue
-        chain += [softmax, pv]
-        q_shape, kt_shape = g.values[qk.inputs[0]].shape, g.values[qk.inputs[1]].shape
-        v_shape = g.values[pv.inputs[1]].shape
-        ops = "+".join(n.op_type for n in chain)
-        subject, pattern = f"{model}:{pv.name}", "Attention"
-        k_operand = _k_operand(g, qk.inputs[1], producer_of, consumers)
-        rank4 = len(q_shape) == 4 and len(kt_shape) == 4 and len(v_shape) == 4
-        if rank4:
-            (b, h, sq, d), (_, _, _, skv) = q_shape, kt_shape
-        else:
-            b = h = sq = d = skv = 0
-        mask_value, mask_shape = None, tuple[int, ...]()
-        if mask is not None and rank4:  # an additive mask per batch and key position (a padding mask)
-            other = [i for i in mask.inputs if i and i != scale_node.outputs[0]]
-            mask_shape = tuple(g.values[other[0]].shape) if len(other) == 1 and other[0] in g.values else ()
-            if mask_shape == (b, 1, 1, skv):
-                mask_value = other[0]
-        depth = sum(_depth(n) for n in chain)  # the compute ops; an absorbed layout Transpose of K is not counted
-        reason = detail = ""
-        if softmax.attrs.get("axis", -1) not in (-1, len(g.values[softmax.inputs[0]].shape) - 1):
-            reason, detail = "attention_unsupported", f"Softmax over axis {softmax.attrs.get('axis')}, not the last"
-        elif not rank4 or tuple(kt_shape[:3]) != (b, h, d) or tuple(v_shape) != (b, h, skv, d):
-            reason, detail = "attention_unsupported", (f"shapes Q {list(q_shape)}, K^T {list(kt_shape)}, "
-                                                       f"V {list(v_shape)} are not [b,h,q,d], [b,h,d,kv], [b,h,kv,d]")
-        elif mask is not None and mask_value is None:
-            reason = "attention_unsupported"
-            detail = (f"{mask.name} adds a mask of shape {list(mask_shape)}; the kernel takes one per batch and key, "
-                      f"[{b}, 1, 1, {skv}]")
-        elif k_operand is None:
-            reason, detail = "attention_unsupported", (f"K^T {qk.inputs[1]} is not a Transpose (perm 0,1,3,2 or "
-                                                       f"0,2,3,1) read only by {qk.name}")
-        elif not enable:
-            reason, detail = "fusion_off", "ENABLE_FUSION=OFF"
-        elif not flash:
-            reason, detail = "option_off", "USE_FLASH_ATTENTION=OFF"
-        elif skv > max_seq_len:
-            reason, detail = "seq_exceeds_max_seq_len", f"seq_kv {skv} > MAX_SEQ_LEN={max_seq_len}"
-        elif depth > max_depth:
-            reason, detail = "depth_limit", f"depth {depth} > MAX_FUSION_DEPTH={max_depth}"
-        elif profile is not None and attention_capacity is not None:
-            problem = attention_capacity(d, profile)  # the footprint of the smallest tile
-            if problem:
-                reason, detail = "capacity", problem
+        _, _, sq, d, skv = m.dims
+        ops = "+".join(n.op_type for n in m.chain)
+        subject, pattern = f"{ps.model}:{m.pv.name}", "Attention"
+        reason, detail = _attention_rejection(ps, m)
         if reason:
-            log.add("fusion", subject, f"{pattern}:rejected", reason, detail=detail, ops=ops, seq_q=sq, seq_kv=skv,
-                    head_dim=d)
-            res.audit.append({"node": pv.name, "into": qk.name, "pattern": pattern, "reason": reason,
-                              "detail": detail})
+            ps.log.add("fusion", subject, f"{pattern}:rejected", reason, detail=detail, ops=ops, seq_q=sq,
+                       seq_kv=skv, head_dim=d)
+            ps.res.audit.append({"node": m.pv.name, "into": qk.name, "pattern": pattern, "reason": reason,
+                                 "detail": detail})
             continue
-        assert k_operand is not None  # without one the checks above gave a reason
-        k_value, k_transpose = k_operand
-        absorbed = ([k_transpose] if k_transpose is not None else []) + chain
-        source = [n for a in absorbed for n in (a.source or [a.name])]
-        node = Node(pv.name, "Attention", [qk.inputs[0], k_value, pv.inputs[1]] + ([mask_value] if mask_value else []),
-                    list(pv.outputs),
-                    {"scale": scaled[1], "k_layout": "bhkd" if k_transpose is not None else "bt",
-                     "fused_types": [a.op_type for a in absorbed[1:]]}, source)
-        at = next(i for i, n in enumerate(g.nodes) if n is pv)
-        g.nodes[at] = node
-        removed.update(a.name for a in absorbed if a is not pv)
-        where = "Cube S=Q.K^T and P.V, Vector online softmax; " + (
-            "S/P tiles through a per-core GM workspace (split Cube/Vector cores)"
-            if profile is not None and not profile.coupled else "S/P tiles on chip (L0C -> UB)")
-        log.add("fusion", subject, f"Fused({'+'.join(_label(a) for a in absorbed)})", "flash_attention", into=pv.name,
-                where=where, ops=len(source), seq_q=sq, seq_kv=skv, heads=h, head_dim=d, scale=scaled[1],
-                score_matrix_bytes=b * h * sq * skv * 2)
-        res.fused.append({"node": qk.name, "into": pv.name, "pattern": pattern, "where": where})
-    g.nodes = [n for n in g.nodes if n.name not in removed]
+        _rewrite_attention(ps, m, subject)
+    g.nodes = [n for n in g.nodes if n.name not in ps.removed]
+
+
+def _only_consumer(ps: _Pass, value: str) -> Node | None:
+    cs = ps.consumers.get(value, [])
+    return cs[0] if len(cs) == 1 and value not in ps.outputs else None
+
+
+def _match_attention(ps: _Pass, qk: Node) -> _AttentionMatch | None:
+    """The attention chain that starts at `qk`, or None when the graph holds no such chain there."""
+    g = ps.g
+    scale_node = _only_consumer(ps, qk.outputs[0])
+    scaled = _scalar(g, scale_node) if scale_node is not None else None
+    if scale_node is None or scaled is None or scaled[0] != qk.outputs[0]:
+        return None
+    chain, nxt = [qk, scale_node], _only_consumer(ps, scale_node.outputs[0])
+    mask = None
+    if nxt is not None and nxt.op_type == "Add":
+        mask, chain, nxt = nxt, chain + [nxt], _only_consumer(ps, nxt.outputs[0])
+    if nxt is None or nxt.op_type != "Softmax":
+        return None
+    softmax = nxt
+    pv = _only_consumer(ps, softmax.outputs[0])
+    if pv is None or pv.op_type != "MatMul" or pv.inputs[0] != softmax.outputs[0]:
+        return None
+    chain += [softmax, pv]
+    q_shape, kt_shape = g.values[qk.inputs[0]].shape, g.values[qk.inputs[1]].shape
+    v_shape = g.values[pv.inputs[1]].shape
+    rank4 = len(q_shape) == 4 and len(kt_shape) == 4 and len(v_shape) == 4
+    (b, h, sq, d), (_, _, _, skv) = (q_shape, kt_shape) if rank4 else ((0, 0, 0, 0), (0, 0, 0, 0))
+    mask_value, mask_shape = None, tuple[int, ...]()
+    if mask is not None and rank4:  # an additive mask per batch and key position (a padding mask)
+        other = [i for i in mask.inputs if i and i != scale_node.outputs[0]]
+        mask_shape = tuple(g.values[other[0]].shape) if len(other) == 1 and other[0] in g.values else ()
+        if mask_shape == (b, 1, 1, skv):
+            mask_value = other[0]
+    return _AttentionMatch(qk, scaled, mask, softmax, pv, chain, (tuple(q_shape), tuple(kt_shape), tuple(v_shape)),
+                           (b, h, sq, d, skv), mask_value, mask_shape,
+                           _k_operand(g, qk.inputs[1], ps.producer_of, ps.consumers))
+
+
+def _attention_rejection(ps: _Pass, m: _AttentionMatch) -> tuple[str, str]:
+    """(reason, detail) why the chain stays unfused, or ("", "")."""
+    g, limits = ps.g, ps.limits
+    (q_shape, kt_shape, v_shape), (b, h, _, d, skv) = m.shapes, m.dims
+    rank4 = len(q_shape) == 4 and len(kt_shape) == 4 and len(v_shape) == 4
+    depth = sum(_depth(n) for n in m.chain)  # the compute ops; an absorbed layout Transpose of K is not counted
+    if m.softmax.attrs.get("axis", -1) not in (-1, len(g.values[m.softmax.inputs[0]].shape) - 1):
+        return "attention_unsupported", f"Softmax over axis {m.softmax.attrs.get('axis')}, not the last"
+    if not rank4 or tuple(kt_shape[:3]) != (b, h, d) or tuple(v_shape) != (b, h, skv, d):
+        return "attention_unsupported", (f"shapes Q {list(q_shape)}, K^T {list(kt_shape)}, V {list(v_shape)} are "
+                                         f"not [b,h,q,d], [b,h,d,kv], [b,h,kv,d]")
+    if m.mask is not None and m.mask_value is None:
+        return "attention_unsupported", (f"{m.mask.name} adds a mask of shape {list(m.mask_shape)}; the kernel "
+                                         f"takes one per batch and key, [{b}, 1, 1, {skv}]")
+    if m.k_operand is None:
+        return "attention_unsupported", (f"K^T {m.qk.inputs[1]} is not a Transpose (perm 0,1,3,2 or 0,2,3,1) read "
+                                         f"only by {m.qk.name}")
+    if not limits.enable:
+        return "fusion_off", "ENABLE_FUSION=OFF"
+    if not limits.flash_attention:
+        return "option_off", "USE_FLASH_ATTENTION=OFF"
+    if skv > limits.max_seq_len:
+        return "seq_exceeds_max_seq_len", f"seq_kv {skv} > MAX_SEQ_LEN={limits.max_seq_len}"
+    if depth > limits.max_depth:
+        return "depth_limit", f"depth {depth} > MAX_FUSION_DEPTH={limits.max_depth}"
+    if limits.profile is not None and limits.attention_capacity is not None:
+        problem = limits.attention_capacity(d, limits.profile)  # the footprint of the smallest tile
+        if problem:
+            return "capacity", problem
+    return "", ""
+
+
+def _rewrite_attention(ps: _Pass, m: _AttentionMatch, subject: str) -> None:
+    """Replaces the chain (and an absorbed K Transpose) by one Attention node at the P.V MatMul's place."""
+    g, profile = ps.g, ps.limits.profile
+    b, h, sq, d, skv = m.dims
+    assert m.k_operand is not None  # without one the checks gave a reason
+    k_value, k_transpose = m.k_operand
+    absorbed = ([k_transpose] if k_transpose is not None else []) + m.chain
+    source = [n for a in absorbed for n in (a.source or [a.name])]
+    node = Node(m.pv.name, "Attention",
+                [m.qk.inputs[0], k_value, m.pv.inputs[1]] + ([m.mask_value] if m.mask_value else []),
+                list(m.pv.outputs),
+                {"scale": m.scaled[1], "k_layout": "bhkd" if k_transpose is not None else "bt",
+                 "fused_types": [a.op_type for a in absorbed[1:]]}, source)
+    at = next(i for i, n in enumerate(g.nodes) if n is m.pv)
+    g.nodes[at] = node
+    ps.removed.update(a.name for a in absorbed if a is not m.pv)
+    where = "Cube S=Q.K^T and P.V, Vector online softmax; " + (
+        "S/P tiles through a per-core GM workspace (split Cube/Vector cores)"
+        if profile is not None and not profile.coupled else "S/P tiles on chip (L0C -> UB)")
+    ps.log.add("fusion", subject, f"Fused({'+'.join(_label(a) for a in absorbed)})", "flash_attention",
+               into=m.pv.name, where=where, ops=len(source), seq_q=sq, seq_kv=skv, heads=h, head_dim=d,
+               scale=m.scaled[1], score_matrix_bytes=b * h * sq * skv * 2)
+    ps.res.fused.append({"node": m.qk.name, "into": m.pv.name, "pattern": "Attention", "where": where})
