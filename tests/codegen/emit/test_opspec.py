@@ -2,7 +2,7 @@
 import json
 
 import pytest
-from conftest import run
+from conftest import REPO, run
 from test_costmodel import spec_of
 
 import kiln
@@ -21,8 +21,7 @@ def kiln_cmd():
 
 def test_at_least_23_documented_features():
     assert len(FEATURES) >= 23
-    from pathlib import Path
-    doc = (Path(__file__).resolve().parent.parent / "docs" / "opspec.md").read_text()
+    doc = (REPO / "docs" / "opspec.md").read_text()
     for name in FEATURES:
         assert f"`{name}`" in doc, name
 

@@ -9,7 +9,7 @@ import sys
 import textwrap
 
 import pytest
-from conftest import build_package
+from conftest import REPO, build_package
 
 KERNELS = textwrap.dedent("""
     [[op]]
@@ -48,9 +48,9 @@ KERNELS = textwrap.dedent("""
 """)
 
 CHECK = textwrap.dedent("""
-    import json, sys
+    import json, os, sys
     import numpy as np
-    sys.path.insert(0, sys.argv[1])
+    sys.path[:0] = sys.argv[1].split(os.pathsep)
     import kiln
     from kiln import reference as ref
     from kiln.codegen.families.registry import predict
@@ -90,8 +90,10 @@ def coupled(tmp_path_factory):
     root = tmp_path_factory.mktemp("coupled")
     (root / "k.toml").write_text(KERNELS)
     pkg = build_package(root, f"KILN_KERNEL_LIST={root / 'k.toml'}", "KILN_TARGET=ascend310p")
-    tests_dir = os.path.dirname(os.path.abspath(__file__))
-    r = subprocess.run([sys.executable, "-c", CHECK, tests_dir], capture_output=True, text=True,
+    # the per-kind references and the spec decoder of two other test modules (tests/kernels, tests/codegen/cost)
+    # and the source tree, which test_costmodel imports the codegen from
+    tests_dirs = os.pathsep.join([str(REPO / "tests" / d) for d in ("kernels", "codegen/cost")] + [str(REPO)])
+    r = subprocess.run([sys.executable, "-c", CHECK, tests_dirs], capture_output=True, text=True,
                        env=dict(os.environ, PYTHONPATH=str(pkg)))
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)

@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import REPO
 
 from codegen import KilnError
 from codegen import __main__ as cli
@@ -16,7 +17,7 @@ from codegen.options import OPTIONS, OptionError, parse_options
 from codegen.pipeline import plan
 from codegen.select.tiling import choose_variant, mte2_bytes
 
-SOURCE = Path(__file__).resolve().parent.parent
+SOURCE = REPO
 
 
 @pytest.mark.parametrize("name,value,expect", [

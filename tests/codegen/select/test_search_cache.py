@@ -2,16 +2,16 @@
 its output is byte-identical to an uncached serial run whatever the job count, an option the search reads
 re-searches the kernels it affects and an option it does not read reuses them, and results of another
 codegen version are dropped."""
-from pathlib import Path
 
 import pytest
+from conftest import REPO
 
 from codegen.emit.render import render
 from codegen.options import parse_options
 from codegen.pipeline import plan
 from codegen.select import search_cache
 
-SOURCE = Path(__file__).resolve().parent.parent
+SOURCE = REPO
 
 KERNELS = """
 [[op]]
