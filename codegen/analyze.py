@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from .frontend import onnx_import as onnx_frontend
+from .frontend.onnx_base import is_static
+from .frontend.onnx_read import default_opset, read_model
 from .ir.graph import Graph, Node
 
 # TensorProto element types that hold parameters, with their byte sizes
@@ -44,7 +46,7 @@ def _params_bytes(model) -> int:
 def node_flops(node: Node, graph: Graph) -> int | None:
     """FLOPs of one IR node; None when a shape it needs is not static."""
     shapes = [graph.values[v].shape if v in graph.values else None for v in [*node.inputs, *node.outputs] if v]
-    if not all(onnx_frontend.is_static(s) for s in shapes):
+    if not all(is_static(s) for s in shapes):
         return None
     out = math.prod(graph.values[node.outputs[0]].shape)
     op = node.op_type
@@ -76,13 +78,13 @@ def analyze(path: str | Path, batch: int = 1, fusion: bool = True, max_depth: in
     `max_seq_len` as USE_FLASH_ATTENTION/MAX_SEQ_LEN; `target` the profile whose buffers and cores the fusion
     checks. Raises OptionError (naming the build option) for an out-of-range value."""
     options = analysis_options(fusion, max_depth, target, flash_attention, max_seq_len)
-    model = onnx_frontend.read_model(path)
+    model = read_model(path)
     file_ops = Counter(n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}.{n.op_type}"
                        for n in model.graph.node)
     report: dict[str, Any] = {
         "model": str(path),
         "batch": batch,
-        "opset": onnx_frontend.default_opset(model),
+        "opset": default_opset(model),
         "nodes": len(model.graph.node),
         "op_histogram": dict(file_ops.most_common()),
         "params_bytes": _params_bytes(model),

@@ -76,7 +76,7 @@ def planning_options(build: dict):
 def same_padding(path) -> dict[str, str]:
     """Node name -> auto_pad for the windowed nodes of an ONNX file that use SAME_UPPER/SAME_LOWER: the frontend
     resolved their pads for the model's own size, and with a stride > 1 the pads differ at other sizes."""
-    from ..frontend.onnx_import import node_names, read_model
+    from ..frontend.onnx_read import node_names, read_model
     model = read_model(path)
     out = {}
     for n, name in zip(model.graph.node, node_names(model)):
@@ -88,9 +88,11 @@ def same_padding(path) -> dict[str, str]:
 
 def graph_at_size(graph: Graph, size: tuple[int, int], model: str, same_pads: dict[str, str] | None = None) -> Graph:
     """The graph with its image input at spatial size `size` = (H, W): every shape re-inferred by the frontend's
-    shape rules (onnx_frontend.OPS), SAME pads re-resolved. New node objects, so fusion may edit them; the
+    shape rules (frontend.onnx_ops.OPS), SAME pads re-resolved. New node objects, so fusion may edit them; the
     initializers are shared. A KilnError names the first node that cannot take the size."""
-    from ..frontend.onnx_import import OPS, _ShapeUnknown, _Unsupported, _window_attrs
+    from ..frontend.onnx_base import ShapeUnknown, Unsupported
+    from ..frontend.onnx_ops import OPS
+    from ..frontend.onnx_rules import window_attrs
     name, shape = _image_input(graph)
     h, w = size
     where = f"{model} at input size {h}x{w}"
@@ -107,12 +109,12 @@ def graph_at_size(graph: Graph, size: tuple[int, int], model: str, same_pads: di
         try:
             if same_pads and node.name in same_pads:
                 kernel = tuple(node.attrs["kernel_shape"])
-                node.attrs.update(_window_attrs(Node(node.name, node.op_type, node.inputs, node.outputs,
-                                                     {**node.attrs, "auto_pad": same_pads[node.name]}), g, kernel))
+                node.attrs.update(window_attrs(Node(node.name, node.op_type, node.inputs, node.outputs,
+                                                    {**node.attrs, "auto_pad": same_pads[node.name]}), g, kernel))
             shapes = entry.infer(node, g, node.attrs)
-        except _Unsupported as e:
+        except Unsupported as e:
             raise KilnError("shapes", f"node '{node.name}' ({node.op_type}) of {where}", str(e)) from None
-        except _ShapeUnknown as e:
+        except ShapeUnknown as e:
             raise KilnError("shapes", f"node '{node.name}' ({node.op_type}) of {where}",
                             f"the shape of '{e.value}' is unknown") from None
         if node.op_type in ("Reshape", "Flatten"):
@@ -133,7 +135,7 @@ def same_pad_choices(node: Node, auto_pad: str) -> set[tuple[int, int, int, int]
     """Every (top, left, bottom, right) padding a SAME-padded window takes over input sizes: with a stride > 1
     it follows the size modulo the stride, so each choice needs its own generic kernel (pads are compiled in).
     Sizes up to a few windows cover the small sizes and whole periods of the large ones."""
-    from ..frontend.onnx_import import _window_attrs
+    from ..frontend.onnx_rules import window_attrs
     kernel = tuple(node.attrs["kernel_shape"])
     probe = Node(node.name, node.op_type, ["x"], node.outputs, {**node.attrs, "auto_pad": auto_pad})
     bound = 4 * max(max(node.attrs["strides"]), 1) * max(kernel) * max(node.attrs.get("dilations", (1, 1)))
@@ -141,7 +143,7 @@ def same_pad_choices(node: Node, auto_pad: str) -> set[tuple[int, int, int, int]
     for h in range(1, bound + 1):
         for w in range(1, bound + 1):
             g = Graph("probe", [], [], [], {"x": Value("x", (1, 1, h, w))}, {}, 0)
-            top, left, bottom, right = _window_attrs(probe, g, kernel)["pads"]
+            top, left, bottom, right = window_attrs(probe, g, kernel)["pads"]
             out.add((top, left, bottom, right))
     return out
 

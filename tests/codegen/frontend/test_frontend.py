@@ -13,6 +13,7 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from codegen import KilnError, analyze  # noqa: E402
 from codegen.frontend import onnx_import as onnx_frontend  # noqa: E402
+from codegen.frontend.onnx_ops import OPS, infer_shapes  # noqa: E402
 
 MOBILENET = models_dir() / "mobilenet_v2.onnx"  # the real torchvision export (conftest.model_file)
 needs_mobilenet = pytest.mark.usefixtures("mobilenet_file")
@@ -166,7 +167,7 @@ def test_mobilenet_batch_2():
 def test_kiln_shape_rules_agree_with_onnx_inference(mobilenet):
     g, _ = mobilenet
     for n in g.nodes:
-        assert onnx_frontend.infer_shapes(n, g) == [g.values[o].shape for o in n.outputs], n.name
+        assert infer_shapes(n, g) == [g.values[o].shape for o in n.outputs], n.name
 
 
 @needs_mobilenet
@@ -346,9 +347,9 @@ def test_required_ops_are_in_the_table():
     required = {"Conv", "BatchNormalization", "Relu", "Clip", "Add", "Mul", "Div", "Sub", "Sqrt", "Pow", "Erf",
                 "Gelu", "MaxPool", "AveragePool", "GlobalAveragePool", "Flatten", "Reshape", "Transpose", "Gemm",
                 "MatMul", "Softmax", "LayerNormalization", "ReduceMean", "Concat", "Identity"} | BUILD_TIME_OPS
-    assert required <= set(onnx_frontend.OPS)
-    assert all(onnx_frontend.OPS[op].build_time_only for op in BUILD_TIME_OPS)
-    assert all(e.build_time_only or e.infer is not None for e in onnx_frontend.OPS.values())
+    assert required <= set(OPS)
+    assert all(OPS[op].build_time_only for op in BUILD_TIME_OPS)
+    assert all(e.build_time_only or e.infer is not None for e in OPS.values())
 
 
 def bert_layer(tmp_path, opset, hidden=32, heads=4, seq=6):
@@ -464,6 +465,16 @@ def test_runtime_shape_arithmetic_is_reported(tmp_path):
                 [tensor("y", None)], [init("table", np.ones((10, 3), np.float32))])
     with pytest.raises(KilnError, match=r"node 'embed' \(Gather, opset 17\): Gather is supported only when it can "
                                         r"be evaluated at build time, but 'ids' is computed at run time"):
+        onnx_frontend.load_onnx(path)
+
+
+def test_inconsistent_constant_reshape_names_the_node(tmp_path):
+    # every input is constant, so fold_constants evaluates the Reshape; its rule rejects the target shape
+    nodes = [helper.make_node("Reshape", ["c", "s"], ["r"], name="bad"), helper.make_node("Add", ["x", "x"], ["y"])]
+    path = save(tmp_path, nodes, [tensor("x", [1, 6])], [tensor("y", [1, 6])],
+                [init("c", np.zeros((2, 3), np.float32)), init("s", np.array([4, 2], np.int64))])
+    with pytest.raises(KilnError, match=r"node 'bad' \(Reshape\): cannot evaluate it at build time: _Unsupported: "
+                                        r"cannot reshape \(2, 3\) \(6 elements\) to \[4, 2\]"):
         onnx_frontend.load_onnx(path)
 
 
