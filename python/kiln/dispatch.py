@@ -8,6 +8,7 @@ stderr (KILN_LOG=2 also prints the [OPT] lines of a size's plan when it is made)
 """
 from __future__ import annotations
 
+import json
 import os
 import sys
 import threading
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import _core
+from .steps import KernelStep
 
 
 @dataclass
@@ -114,11 +116,10 @@ class Dispatcher:
         return self._generic(x, force_generic)  # too small for the graph: the planner names the node
 
     def _generic(self, x: tuple[int, ...], force_generic: bool) -> ServingPlan:
-        from . import manifest
         from .codegen import KilnError
         from .codegen.pipeline import plan_size
         t0 = time.perf_counter()
-        man = manifest()
+        man = json.loads(_core.manifest_json())  # kiln.manifest(), without importing the package from here
         try:
             sized = plan_size(self.model.record, man["kernels"], man["options"], (x[2], x[3]),
                               set(_core.generic_kernel_names()), prefer_baked=not force_generic)
@@ -137,7 +138,6 @@ class Dispatcher:
 
     @staticmethod
     def _kernel_steps(record: dict) -> list:
-        from .model import KernelStep
         return [KernelStep(s["name"], s["ops"], s["op_types"], s["kernel"], generic="runtime_shape" in s)
                 for s in record["steps"] if s["kind"] == "kernel"]
 
