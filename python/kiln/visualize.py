@@ -205,7 +205,74 @@ def build(model_name: str, threshold: float = 0.15, suggest: bool = True, profil
     steps = rec_m["steps"]
     total = model.simulated_cycles or 1.0
 
-    # ---- graph: launches, terminals, tensor edges
+    nodes, terms, edges = _graph(steps, model, recs, total)
+    log_lines = _optlog_lines(model.name)
+    kernels = _kernel_table(nodes, recs, profile, log_lines, model.name)
+    for k in kernels.values():
+        k["share"] = k["cycles_total"] / total
+    if measured:  # median host CPU time of each launch; shares of the sum over all steps (glue included)
+        denom = measured["steps_cpu_ms"]
+        for n in nodes:
+            ms = measured["steps"][n["step"]]
+            n["cpu_ms"], n["measured_cycles"] = ms["cpu_ms"], ms["simulated_cycles"]
+            n["cpu_share"] = n["cpu_ms"] / denom if denom else None
+        for k in kernels.values():
+            k["cpu_ms_total"] = sum(nodes[i]["cpu_ms"] for i in k["launches"])
+            k["cpu_share"] = k["cpu_ms_total"] / denom if denom else None
+
+    rows = _bottleneck_rows(kernels, recs, profile, threshold, suggest, measured, total)
+    # ---- totals
+    util: dict[str, float] = {}
+    by_type: dict[str, float] = {}
+    flops = 0
+    for n in nodes:
+        k = kernels[n["kernel"]]
+        c = n["cycles"] or 0
+        for p, v in k["stats"]["pipes"].items():
+            util[p] = util.get(p, 0.0) + v["utilisation"] * c
+        by_type[k["type"]] = by_type.get(k["type"], 0.0) + c
+        flops += k["features"]["flops"]
+    mem = rec_m["memory"]
+    fusion = rec_m["fusion"]
+    patterns: dict[str, int] = {}
+    for f in fusion.get("fused", []):
+        key = f"{f['pattern']} ({f['where']})"
+        patterns[key] = patterns.get(key, 0) + 1
+    data = {
+        "model": model.name, "onnx": rec_m.get("onnx"), "threshold": threshold,
+        "profile": {"name": profile.name, "clock_ghz": profile.clock_ghz, "cube_cores": profile.cube_cores,
+                    "vector_cores": profile.vector_cores},
+        "options": man.get("options", {}),
+        "totals": {"simulated_cycles": model.simulated_cycles,
+                   "simulated_us": model.simulated_cycles / (profile.clock_ghz * 1e3),
+                   "predicted_cycles": sum(n["predicted"] or 0 for n in nodes),
+                   "kernel_launches": rec_m["kernel_launches"], "unique_kernels": len(kernels),
+                   "flops": flops,
+                   "cube_peak_share": flops / (total * 2 * 4096 * profile.cube_cores),
+                   "pipe_utilisation": {p: u / total for p, u in util.items()},
+                   "time_by_type": {t: c / total for t, c in sorted(by_type.items(), key=lambda kv: -kv[1])}},
+        "fusion": {"ir_ops_before": fusion.get("ir_ops_before"), "kernel_launches": rec_m["kernel_launches"],
+                   "source_ops_in_kernels": sum(len(n["ops"]) for n in nodes),
+                   "fused": fusion.get("fused", []), "patterns": patterns, "audit": fusion.get("audit", [])},
+        "memory": {"arena_bytes": rec_m["arena_bytes"], "lower_bound_bytes": mem["lower_bound_bytes"],
+                   "naive_bytes": mem["naive_bytes"], "strategy": mem["strategy"],
+                   "fragmentation": mem["fragmentation"],
+                   "in_place": len(mem.get("in_place", [])), "steps": len(steps),
+                   "step_names": [s["name"] for s in steps],
+                   "tensors": [{"name": t["name"], "offset": t["offset"], "bytes": t["bytes"],
+                                "first": t["first_step"], "last": t["last_step"]} for t in mem["tensors"]]},
+        "nodes": nodes, "terminals": terms, "edges": edges, "kernels": kernels, "bottlenecks": rows,
+        "log_available": log_lines is not None,
+        "trace_note": trace.SOURCE_NOTE,
+    }
+    if measured:
+        data["measured"] = {k: v for k, v in measured.items() if k != "steps"}
+    return data
+
+
+
+def _graph(steps: list, model, recs: dict, total: float) -> tuple[list[dict], list[dict], list[dict]]:
+    """The launches, the graph's inputs and outputs, and the tensor edges between them, laid out in layers."""
     node_of: dict[int, str] = {}
     nodes, terms = [], []
     cyc_iter = iter(model.kernels)
@@ -268,8 +335,12 @@ def build(model_name: str, threshold: float = 0.15, suggest: bool = True, profil
             n["col"] = c
             col[n["id"]] = c
 
-    # ---- per unique kernel: emulator stats, replayed trace, type, roofline, log lines
-    log_lines = _optlog_lines(model.name)
+    return nodes, terms, edges
+
+
+def _kernel_table(nodes: list[dict], recs: dict, profile, log_lines, model_name: str) -> dict[str, dict]:
+    """Per unique kernel: emulator stats, replayed trace, type, roofline, log lines."""
+    import kiln
     kernels: dict[str, dict] = {}
     for n in nodes:
         kname = n["kernel"]
@@ -306,24 +377,17 @@ def build(model_name: str, threshold: float = 0.15, suggest: bool = True, profil
             "roofline": _roofline(r, st["cycles"], profile),
             "trace": {"cycles": tcycles, "phases": phases, "events": len(tr.events) if tr else 0,
                       "pipes": summ, "gantt_core0": gantt},
-            "log": _kernel_log(log_lines, model.name, r, ops) if log_lines is not None else None,
+            "log": _kernel_log(log_lines, model_name, r, ops) if log_lines is not None else None,
             "launches": [n["idx"]], "cycles_total": n["cycles"] or 0,
             "diagnosis": advice.diagnose(r, trace.spec_of(r), profile, summ, kind) if tr else "",
             "suggestion": None,
         }
-    for k in kernels.values():
-        k["share"] = k["cycles_total"] / total
-    if measured:  # median host CPU time of each launch; shares of the sum over all steps (glue included)
-        denom = measured["steps_cpu_ms"]
-        for n in nodes:
-            ms = measured["steps"][n["step"]]
-            n["cpu_ms"], n["measured_cycles"] = ms["cpu_ms"], ms["simulated_cycles"]
-            n["cpu_share"] = n["cpu_ms"] / denom if denom else None
-        for k in kernels.values():
-            k["cpu_ms_total"] = sum(nodes[i]["cpu_ms"] for i in k["launches"])
-            k["cpu_share"] = k["cpu_ms_total"] / denom if denom else None
+    return kernels
 
-    # ---- bottlenecks: above the threshold, and at least the top HEAT_TOP
+
+def _bottleneck_rows(kernels: dict, recs: dict, profile, threshold: float, suggest: bool, measured,
+                     total: float) -> list[dict]:
+    """The bottleneck table: kernels above the threshold, and at least the top HEAT_TOP, with suggestions."""
     ranked = sorted(kernels.values(), key=lambda k: -k["share"])
     table = [k for k in ranked if k["share"] >= threshold]
     table += [k for k in ranked[:HEAT_TOP] if k not in table]
@@ -347,54 +411,7 @@ def build(model_name: str, threshold: float = 0.15, suggest: bool = True, profil
         if measured:
             rows[-1].update(cpu_ms=k["cpu_ms_total"], cpu_share=k["cpu_share"])
 
-    # ---- totals
-    util: dict[str, float] = {}
-    by_type: dict[str, float] = {}
-    flops = 0
-    for n in nodes:
-        k = kernels[n["kernel"]]
-        c = n["cycles"] or 0
-        for p, v in k["stats"]["pipes"].items():
-            util[p] = util.get(p, 0.0) + v["utilisation"] * c
-        by_type[k["type"]] = by_type.get(k["type"], 0.0) + c
-        flops += k["features"]["flops"]
-    mem = rec_m["memory"]
-    fusion = rec_m["fusion"]
-    patterns: dict[str, int] = {}
-    for f in fusion.get("fused", []):
-        key = f"{f['pattern']} ({f['where']})"
-        patterns[key] = patterns.get(key, 0) + 1
-    data = {
-        "model": model.name, "onnx": rec_m.get("onnx"), "threshold": threshold,
-        "profile": {"name": profile.name, "clock_ghz": profile.clock_ghz, "cube_cores": profile.cube_cores,
-                    "vector_cores": profile.vector_cores},
-        "options": man.get("options", {}),
-        "totals": {"simulated_cycles": model.simulated_cycles,
-                   "simulated_us": model.simulated_cycles / (profile.clock_ghz * 1e3),
-                   "predicted_cycles": sum(n["predicted"] or 0 for n in nodes),
-                   "kernel_launches": rec_m["kernel_launches"], "unique_kernels": len(kernels),
-                   "flops": flops,
-                   "cube_peak_share": flops / (total * 2 * 4096 * profile.cube_cores),
-                   "pipe_utilisation": {p: u / total for p, u in util.items()},
-                   "time_by_type": {t: c / total for t, c in sorted(by_type.items(), key=lambda kv: -kv[1])}},
-        "fusion": {"ir_ops_before": fusion.get("ir_ops_before"), "kernel_launches": rec_m["kernel_launches"],
-                   "source_ops_in_kernels": sum(len(n["ops"]) for n in nodes),
-                   "fused": fusion.get("fused", []), "patterns": patterns, "audit": fusion.get("audit", [])},
-        "memory": {"arena_bytes": rec_m["arena_bytes"], "lower_bound_bytes": mem["lower_bound_bytes"],
-                   "naive_bytes": mem["naive_bytes"], "strategy": mem["strategy"],
-                   "fragmentation": mem["fragmentation"],
-                   "in_place": len(mem.get("in_place", [])), "steps": len(steps),
-                   "step_names": [s["name"] for s in steps],
-                   "tensors": [{"name": t["name"], "offset": t["offset"], "bytes": t["bytes"],
-                                "first": t["first_step"], "last": t["last_step"]} for t in mem["tensors"]]},
-        "nodes": nodes, "terminals": terms, "edges": edges, "kernels": kernels, "bottlenecks": rows,
-        "log_available": log_lines is not None,
-        "trace_note": trace.SOURCE_NOTE,
-    }
-    if measured:
-        data["measured"] = {k: v for k, v in measured.items() if k != "steps"}
-    return data
-
+    return rows
 
 def render(data: dict) -> str:
     blob = json.dumps(data, separators=(",", ":"), allow_nan=False)
