@@ -210,16 +210,8 @@ def build(model_name: str, threshold: float = 0.15, suggest: bool = True, profil
     kernels = _kernel_table(nodes, recs, profile, log_lines, model.name)
     for k in kernels.values():
         k["share"] = k["cycles_total"] / total
-    if measured:  # median host CPU time of each launch; shares of the sum over all steps (glue included)
-        denom = measured["steps_cpu_ms"]
-        for n in nodes:
-            ms = measured["steps"][n["step"]]
-            n["cpu_ms"], n["measured_cycles"] = ms["cpu_ms"], ms["simulated_cycles"]
-            n["cpu_share"] = n["cpu_ms"] / denom if denom else None
-        for k in kernels.values():
-            k["cpu_ms_total"] = sum(nodes[i]["cpu_ms"] for i in k["launches"])
-            k["cpu_share"] = k["cpu_ms_total"] / denom if denom else None
-
+    if measured:
+        _fold_measured(measured, nodes, kernels)
     rows = _bottleneck_rows(kernels, recs, profile, threshold, suggest, measured, total)
     # ---- totals
     util: dict[str, float] = {}
@@ -269,6 +261,18 @@ def build(model_name: str, threshold: float = 0.15, suggest: bool = True, profil
         data["measured"] = {k: v for k, v in measured.items() if k != "steps"}
     return data
 
+
+
+def _fold_measured(measured: dict, nodes: list[dict], kernels: dict) -> None:
+    """The median host CPU time of each launch; shares of the sum over all steps (glue included)."""
+    denom = measured["steps_cpu_ms"]
+    for n in nodes:
+        ms = measured["steps"][n["step"]]
+        n["cpu_ms"], n["measured_cycles"] = ms["cpu_ms"], ms["simulated_cycles"]
+        n["cpu_share"] = n["cpu_ms"] / denom if denom else None
+    for k in kernels.values():
+        k["cpu_ms_total"] = sum(nodes[i]["cpu_ms"] for i in k["launches"])
+        k["cpu_share"] = k["cpu_ms_total"] / denom if denom else None
 
 
 def _graph(steps: list, model, recs: dict, total: float) -> tuple[list[dict], list[dict], list[dict]]:
