@@ -48,17 +48,18 @@ def spec_of_step(op: OpInstance) -> Opspec:
 
 
 def plan_model(graph: Graph, name: str, options: Options, log: OptLog, fusion_profile=BUILD_PROFILE,
-               memory: bool = True) -> ModelStages:
+               memory: bool = True, log_lowering: bool = True) -> ModelStages:
     """Fusion (rewrites `graph`), lowering, the op spec of every kernel step and the arena of one model.
     fusion_profile: the profile whose capacities fusion checks (None: no size-dependent chains; default: the
     build target's). The choice of each kernel's variant is the caller's (the build dedups and searches all
-    kernels at once; the runtime's generic planning chooses per step)."""
+    kernels at once; the runtime's generic planning chooses per step). log_lowering: the lowering's layout
+    decisions go to `log` (the build's log; the runtime's plan log leaves them to the build's)."""
     profile = get_profile(options.kiln_target)
     limits = FusionLimits.of(options, profile if fusion_profile is BUILD_PROFILE else fusion_profile,
                              attention_capacity)
     fusion = fuse(graph, name, limits, log)
     lowered = lower(graph, name, options.kiln_dtype)
-    for d in lowered.decisions:
+    for d in lowered.decisions if log_lowering else ():
         node, _, detail = d.partition(":")
         log.add("lowering", f"{name}:{node}", "decision", "view_or_relayout", detail=detail.strip())
     specs = {}

@@ -463,7 +463,7 @@ def _plan_with(req: _SizeRequest, options, profile, fusion_profile, plan_model) 
     name = model["name"]
     log = OptLog()
     g = graph_at_size(graph_from_record(sb["graph"]), size, name, sb["graph"]["same_pads"])
-    stages = plan_model(g, name, options, log, fusion_profile)
+    stages = plan_model(g, name, options, log, fusion_profile, log_lowering=False)
     lowered = stages.lowered
     windex = {n: tuple(r) for n, r in sb["weights"].items()}
     for wname, arr in lowered.weights.items():  # weight layouts do not depend on the size: the blob has them
