@@ -5,7 +5,8 @@ Builds two small packages from this checkout (ResNet-50 and the GEMM kernel only
 KILN_DTYPE, KILN_ISA=auto) unless --fp16-pkg / --bf16-pkg name existing ones (directories holding a `kiln`
 package, e.g. from tests/conftest.build_package):
 
-    python benchmarks/bench_bf16.py [--work DIR (default: kiln-bf16-bench in the system temp dir)] [--rounds 5] [--json out.json]
+    python benchmarks/bench_bf16.py [--work DIR (default: kiln-bf16-bench in the system temp dir)] [--rounds 5]
+        [--json out.json]
 """
 from __future__ import annotations
 

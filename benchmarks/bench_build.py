@@ -12,7 +12,8 @@ Build requirements must already be installed (`pip install scikit-build-core pyb
 ninja`), because the steps use --no-build-isolation so the build directory is reused as it is during
 development; --isolated makes the clean step an isolated `pip install -v .` as CI runs it.
 
-    python benchmarks/bench_build.py [--work DIR (default: kiln-bench-build in the system temp dir)] [--option MAX_FUSION_DEPTH=4] [--rounds 1]
+    python benchmarks/bench_build.py [--work DIR (default: kiln-bench-build in the system temp dir)]
+        [--option MAX_FUSION_DEPTH=4] [--rounds 1]
                                      [--isolated] [--top 8] [--json out.json] [--markdown out.md]
 """
 from __future__ import annotations
@@ -153,7 +154,8 @@ def main() -> int:
     ap.add_argument("--isolated", action="store_true", help="clean step as an isolated `pip install -v .` (CI)")
     ap.add_argument("--top", type=int, default=8, help="slowest build edges listed per step")
     ap.add_argument("--json")
-    ap.add_argument("--markdown", help="write the summary table (benchmarks/RESULTS.md's build-speed section) to this file")
+    ap.add_argument("--markdown",
+                    help="write the summary table (benchmarks/RESULTS.md's build-speed section) to this file")
     args = ap.parse_args()
     work = Path(args.work)
     steps = (("clean build", []), ("unchanged rebuild", []), (f"rebuild after {args.option}", [args.option]))

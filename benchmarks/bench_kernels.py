@@ -43,7 +43,8 @@ def main() -> int:
     print(f"kiln {info['profile']} kernels, host ISA {info['isa']}, {info['threads']} threads; "
           f"simulated figures are for {info['profile']}, not measured hardware")
     rows = []
-    hdr = f"{'kernel':<58} {'ms':>8} {'GFLOP/s':>8} {'numpy ms':>9} {'sim cyc':>9} {'sim us':>8} {'Cube%':>6} {'Vec%':>6}"
+    hdr = (f"{'kernel':<58} {'ms':>8} {'GFLOP/s':>8} {'numpy ms':>9} {'sim cyc':>9} {'sim us':>8} "
+           f"{'Cube%':>6} {'Vec%':>6}")
     print(hdr)
     rng = np.random.default_rng(0)
     for k in kiln.kernels():
@@ -52,7 +53,7 @@ def main() -> int:
         ins = [as_packed(rng.standard_normal(t["shape"]), t["dtype"])
                for t in k.record["inputs"]]
         out = k.empty_output()
-        sec = median_time(lambda: k.run_packed(*ins, out=out), args.repeat)
+        sec = median_time(lambda k=k, ins=ins, out=out: k.run_packed(*ins, out=out), args.repeat)
         st = k.last_stats
         flops = k.record["features"]["flops"]
         np_ms = None
@@ -60,7 +61,7 @@ def main() -> int:
             s = k.spec
             a = rng.standard_normal((s["m"], s["k"])).astype(np.float32)
             b = rng.standard_normal((s["k"], s["n"])).astype(np.float32)
-            np_ms = median_time(lambda: a @ b, args.repeat) * 1e3
+            np_ms = median_time(lambda a=a, b=b: a @ b, args.repeat) * 1e3
         row = {"kernel": k.name, "variant": k.variant, "ms": sec * 1e3, "gflops": flops / sec / 1e9,
                "numpy_fp32_ms": np_ms, "sim_cycles": st["cycles"], "sim_us": st["simulated_us"],
                "cube_util": st["pipes"]["M"]["utilisation"], "vector_util": st["pipes"]["V"]["utilisation"]}

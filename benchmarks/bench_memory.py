@@ -4,7 +4,7 @@ same input. Reports the process peak RSS (ru_maxrss) after load + warm-up + 3 ru
 and the baseline of a process that only imported the engine.
 
     python benchmarks/bench_memory.py [resnet50 mobilenet_v2 bert_layer] [--threads 2] [--runs 4]
-    python benchmarks/bench_memory.py resnet50_b32 --pkg /path/to/pkg   # a separate build (e.g. KILN_MODELS=resnet50@32)
+    python benchmarks/bench_memory.py resnet50_b32 --pkg /path/to/pkg   # a separate build (KILN_MODELS=resnet50@32)
 """
 from __future__ import annotations
 
@@ -62,10 +62,12 @@ def main() -> int:
     print(f"peak RSS in MB, one process per engine, {args.threads} threads (baseline = imports only)")
     for name in args.models or kiln.models():
         rec = kiln.load(name).record
-        row = {e: (measure(e, name, args.threads, False, args.runs, env), measure(e, name, args.threads, True, args.runs, env))
+        row = {e: (measure(e, name, args.threads, False, args.runs, env),
+                   measure(e, name, args.threads, True, args.runs, env))
                for e in ("kiln", "ort")}
-        print(f"{name:<14} kiln {row['kiln'][1]:7.1f} (baseline {row['kiln'][0]:.1f}, arena {rec['arena_bytes'] / 2**20:.2f}, "
-              f"weights {rec['weights_bytes'] / 2**20:.1f})   ORT {row['ort'][1]:7.1f} (baseline {row['ort'][0]:.1f})")
+        print(f"{name:<14} kiln {row['kiln'][1]:7.1f} (baseline {row['kiln'][0]:.1f}, "
+              f"arena {rec['arena_bytes'] / 2**20:.2f}, weights {rec['weights_bytes'] / 2**20:.1f})   "
+              f"ORT {row['ort'][1]:7.1f} (baseline {row['ort'][0]:.1f})")
     return 0
 
 

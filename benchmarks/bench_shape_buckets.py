@@ -76,7 +76,8 @@ def main() -> int:
             row["runs"].append(r)
         rows.append(row)
         f = row["first_call"]
-        print(f"{name}: first call at {f['size'][0]}x{f['size'][1]} {f['ms']:.0f} ms (planning {f['planning_ms']:.0f} ms)")
+        print(f"{name}: first call at {f['size'][0]}x{f['size'][1]} {f['ms']:.0f} ms "
+              f"(planning {f['planning_ms']:.0f} ms)")
         for r in row["runs"]:
             label = f"{r['size'][0]}x{r['size'][1]} {r['path']}{' (forced)' if r.get('forced') else ''}"
             check = f", cosine {r['cosine']:.6f} top-1 {r['top1']}" if "cosine" in r else ""

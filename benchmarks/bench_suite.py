@@ -87,7 +87,7 @@ def least_loaded(what: str, fn, retries: int) -> dict:
 def run_suite(threads_list, repeat: int, warmup: int, rounds: int, kernel_repeat: int, retries: int) -> dict:
     t_start = time.monotonic()
     info = kiln.build_info()
-    peaks = {t: least_loaded(f"peak fp32 GEMM at {t} thread(s)", lambda: bench.measure_peak(t), retries)
+    peaks = {t: least_loaded(f"peak fp32 GEMM at {t} thread(s)", lambda t=t: bench.measure_peak(t), retries)
              for t in threads_list}
     rows, not_baked, unavailable = [], [], {}
     for model, batch in MODELS:
@@ -98,20 +98,22 @@ def run_suite(threads_list, repeat: int, warmup: int, rounds: int, kernel_repeat
             continue
         for t in threads_list:
             r = least_loaded(f"bench {name} at {t} thread(s)",
-                             lambda: bench.run(name, threads=t, peers=PEERS, repeat=repeat, warmup=warmup,
-                                               rounds=rounds, peak=peaks[t]), retries)
+                             lambda name=name, t=t: bench.run(name, threads=t, peers=PEERS, peak=peaks[t],
+                                                              timing=bench.Timing(repeat, warmup, rounds)), retries)
             unavailable.update({u["name"]: u["reason"] for u in r["unavailable"]})
             rows.append({**r, "model": model, "baked_name": name})
     kernels = []
     for k in largest_kernels():
         flops = k.record["features"]["flops"]
         for t in threads_list:
-            m = least_loaded(f"kernel {k.name} at {t} thread(s)", lambda: time_kernel(k, t, kernel_repeat), retries)
+            m = least_loaded(f"kernel {k.name} at {t} thread(s)", lambda k=k, t=t: time_kernel(k, t, kernel_repeat),
+                             retries)
             gflops = flops / m["median_ms"] / 1e6
             kernels.append({"kernel": k.name, "family": k.family, "flops": flops, "threads": t, **m,
                             "gflops": gflops, "pct_of_peak": 100 * gflops / peaks[t]["gflops"]})
-    return {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "machine": bench.machine(), "isa": info["isa"], "dtype": info.get("dtype", "fp16"), "profile": info["profile"], "commit": bench.git_commit(),
+    return {"date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+            "machine": bench.machine(), "isa": info["isa"], "dtype": info.get("dtype", "fp16"),
+            "profile": info["profile"], "commit": bench.git_commit(),
             "threads": list(threads_list), "repeat": repeat, "warmup": warmup, "rounds": rounds,
             "peaks": {str(t): p for t, p in peaks.items()}, "models": rows, "not_baked": not_baked,
             "unavailable": unavailable, "kernels": kernels, "seconds": round(time.monotonic() - t_start, 1)}
@@ -131,8 +133,8 @@ def markdown(s: dict) -> str:
              f"`python benchmarks/bench_suite.py`, {s['seconds']:.0f} s.",
              "",
              f"Latency: median of {s['rounds']} rounds x {s['repeat']} runs after {s['warmup']} warm-up, "
-             f"each engine in its own process, same ONNX file and input; kiln {s.get('dtype', 'fp16')} (fp32 accumulate), "
-             f"peers fp32. "
+             f"each engine in its own process, same ONNX file and input; "
+             f"kiln {s.get('dtype', 'fp16')} (fp32 accumulate), peers fp32. "
              f"GFLOP/s from the ONNX graph's FLOPs; % of the measured peak (best fp32 GEMM 2048^3: {peak_text}). "
              f"kiln's simulated latency is the {s['profile']} figure of the same run, not a measurement.",
              ""]

@@ -79,8 +79,9 @@ def build(build_dir: Path, target: str) -> Path:
     kl = build_dir / "winograd_cases.toml"
     kl.write_text(kernel_list())
     gen = ["-G", "Ninja"] if shutil.which("ninja") else []
-    for cmd in (["cmake", "-S", str(REPO), "-B", str(build_dir / "cmake"), *gen, f"-DPython_EXECUTABLE={sys.executable}",
-                 "-DKILN_MODELS=", f"-DKILN_KERNEL_LIST={kl}", f"-DKILN_TARGET={target}"],
+    for cmd in (["cmake", "-S", str(REPO), "-B", str(build_dir / "cmake"), *gen,
+                 f"-DPython_EXECUTABLE={sys.executable}", "-DKILN_MODELS=", f"-DKILN_KERNEL_LIST={kl}",
+                 f"-DKILN_TARGET={target}"],
                 ["cmake", "--build", str(build_dir / "cmake"), "-j", str(os.cpu_count() or 2)]):
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode:

@@ -4,7 +4,7 @@ For each case the inputs and weights are rounded to fp16 once; the reference is 
 convolution of those rounded values, so the figures are the algorithms' own error:
 
     direct  fp16 products (exact in fp32), one fp32 GEMM of length Cin*9, output rounded to fp16
-    F(2,3)  codegen.winograd.conv2d_winograd_emulated(m=2, round_output=True): the kernel's numerics
+    F(2,3)  codegen.ir.winograd.conv2d_winograd_emulated(m=2, round_output=True): the kernel's numerics
     F(4,3)  the same with m=4
 
 Errors are in units of u = 2**-11 (fp16 unit roundoff):
@@ -46,7 +46,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the source tree's codegen
-from codegen import winograd as wg  # noqa: E402
+from codegen.ir import winograd as wg
 
 U = 2.0 ** -11
 
@@ -205,7 +205,8 @@ def position_table(seed: int) -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--seeds", type=int, default=1, help="repeat every main case with this many seeds, report the max (0: skip)")
+    ap.add_argument("--seeds", type=int, default=1,
+                    help="repeat every main case with this many seeds, report the max (0: skip)")
     ap.add_argument("--tail-seeds", type=int, default=1000, help="runs per small shape for the tail table (0: skip)")
     ap.add_argument("--seed", type=int, default=0, help="first seed")
     ap.add_argument("--json", help="write every run (fp16 and fp32 outputs) here")

@@ -10,7 +10,7 @@
 # changes, rewrites only files whose content changed (ninja's restat then skips
 # recompiling the rest), and a failed run leaves no stamp, so it reruns next time.
 # Both runs share the tiling search's results through a cache in OUTPUT_DIR
-# (codegen/search_cache.py), so the build-time run and rebuilds after an option
+# (codegen/select/search_cache.py), so the build-time run and rebuilds after an option
 # change search only kernels whose inputs changed.
 #
 # Build speed (benchmarks/bench_build.py): the emulator's instruction bodies
@@ -47,7 +47,7 @@ function(kiln_bake_kernels target)
   set(sources ${outputs})
   list(FILTER sources INCLUDE REGEX "\\.cpp$")
 
-  file(GLOB codegen_modules CONFIGURE_DEPENDS "${KILN_SOURCE_DIR}/codegen/*.py")
+  file(GLOB_RECURSE codegen_modules CONFIGURE_DEPENDS "${KILN_SOURCE_DIR}/codegen/*.py")
   file(GLOB templates CONFIGURE_DEPENDS "${KILN_SOURCE_DIR}/templates/*.j2")
   set(kernel_list "${KILN_KERNEL_LIST}")
   if(NOT kernel_list)

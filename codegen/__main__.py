@@ -12,13 +12,14 @@ import sys
 import time
 from pathlib import Path
 
-from . import KilnError, search_cache
+from . import KilnError
+from .emit.render import output_files, progress_printer, render, write_outputs
 from .options import OptionError, cmake_declarations, load_options
 from .pipeline import plan
-from .render import output_files, progress_printer, render, write_outputs
+from .select import search_cache
 
 SOURCE_DIR = Path(__file__).resolve().parent.parent
-SEARCH_CACHE_DIR = ".search-cache"  # in the work dir (build/generated): codegen/search_cache.py
+SEARCH_CACHE_DIR = ".search-cache"  # in the work dir (build/generated): codegen/select/search_cache.py
 
 
 def main(argv: list[str] | None = None) -> int:

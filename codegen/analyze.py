@@ -15,11 +15,14 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from . import onnx_frontend
-from .ir import Graph, Node
+from .frontend import onnx_import as onnx_frontend
+from .frontend.onnx_base import is_static
+from .frontend.onnx_read import default_opset, read_model
+from .ir.graph import Graph, Node
 
 # TensorProto element types that hold parameters, with their byte sizes
 _FLOAT_BYTES = {1: 4, 10: 2, 11: 8, 16: 2}  # FLOAT, FLOAT16, DOUBLE, BFLOAT16
@@ -43,7 +46,7 @@ def _params_bytes(model) -> int:
 def node_flops(node: Node, graph: Graph) -> int | None:
     """FLOPs of one IR node; None when a shape it needs is not static."""
     shapes = [graph.values[v].shape if v in graph.values else None for v in [*node.inputs, *node.outputs] if v]
-    if not all(onnx_frontend.is_static(s) for s in shapes):
+    if not all(is_static(s) for s in shapes):
         return None
     out = math.prod(graph.values[node.outputs[0]].shape)
     op = node.op_type
@@ -64,18 +67,24 @@ def node_flops(node: Node, graph: Graph) -> int | None:
     return out
 
 
+def _listed(shape: tuple[int, ...] | None) -> list[int] | None:
+    """A value's shape for the report; None where build_graph could not shape it (a model with problems)."""
+    return list(shape) if shape is not None else None
+
+
 def analyze(path: str | Path, batch: int = 1, fusion: bool = True, max_depth: int | None = None,
             target: str = "ascend910b", flash_attention: bool = True, max_seq_len: int = 512) -> dict[str, Any]:
     """`fusion`/`max_depth` as ENABLE_FUSION/MAX_FUSION_DEPTH (None: the O2 default), `flash_attention`/
     `max_seq_len` as USE_FLASH_ATTENTION/MAX_SEQ_LEN; `target` the profile whose buffers and cores the fusion
-    checks."""
-    model = onnx_frontend.read_model(path)
+    checks. Raises OptionError (naming the build option) for an out-of-range value."""
+    options = analysis_options(fusion, max_depth, target, flash_attention, max_seq_len)
+    model = read_model(path)
     file_ops = Counter(n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}.{n.op_type}"
                        for n in model.graph.node)
     report: dict[str, Any] = {
         "model": str(path),
         "batch": batch,
-        "opset": onnx_frontend.default_opset(model),
+        "opset": default_opset(model),
         "nodes": len(model.graph.node),
         "op_histogram": dict(file_ops.most_common()),
         "params_bytes": _params_bytes(model),
@@ -92,8 +101,8 @@ def analyze(path: str | Path, batch: int = 1, fusion: bool = True, max_depth: in
         else:
             flops_by_op[node.op_type] += f
     report.update({
-        "inputs": {v.name: list(v.shape) if v.shape is not None else None for v in graph.inputs},
-        "outputs": {v.name: list(v.shape) if v.shape is not None else None for v in graph.outputs},
+        "inputs": {v.name: _listed(v.shape) for v in graph.inputs},
+        "outputs": {v.name: _listed(v.shape) for v in graph.outputs},
         "flops": sum(flops_by_op.values()),
         "flops_by_op": dict(flops_by_op.most_common()),
         "flops_complete": complete,  # False: some node's shapes were unknown and it was not counted
@@ -103,22 +112,27 @@ def analyze(path: str | Path, batch: int = 1, fusion: bool = True, max_depth: in
         "passes": log,
     })
     if not problems:
-        report.update(_bake_preview(path, batch, report, fusion, max_depth, target, flash_attention, max_seq_len))
+        report.update(_bake_preview(path, batch, report, options))
     return report
 
 
-def _bake_preview(path, batch: int, report: dict[str, Any], fusion: bool, max_depth: int | None,
-                  target: str, flash_attention: bool = True, max_seq_len: int = 512) -> dict[str, Any]:
+def analysis_options(fusion: bool, max_depth: int | None, target: str, flash_attention: bool, max_seq_len: int):
+    """The build options a `kiln analyze` run stands for (max_depth None: KILN_OPT_LEVEL O2's)."""
+    from .options import parse_options
+    raw = {"ENABLE_FUSION": "ON" if fusion else "OFF", "KILN_TARGET": target, "MAX_SEQ_LEN": str(max_seq_len),
+           "USE_FLASH_ATTENTION": "ON" if flash_attention else "OFF", "KILN_MODELS": ""}
+    if max_depth is not None:
+        raw["MAX_FUSION_DEPTH"] = str(max_depth)
+    return parse_options(raw)
+
+
+def _bake_preview(path, batch: int, report: dict[str, Any], options) -> dict[str, Any]:
     """What a build would bake: kernel launches before and after fusion, what fused, the fusion audit (every
     opportunity not taken, with its reason) and the unique kernels; or the nodes no kernel serves yet."""
     from . import KilnError
-    from .fusion import fuse
-    from .lowering import lower, unsupported_nodes
-    from .options import OPT_LEVELS
-    from .optlog import OptLog
-    from .opspec import opspec_of
-    from .profiles import get_profile
-    depth = int(OPT_LEVELS["O2"]["MAX_FUSION_DEPTH"]) if max_depth is None else max_depth
+    from .ir.optlog import OptLog
+    from .passes.lowering import unsupported_nodes
+    from .pipeline import plan_model
     graph = onnx_frontend.load_onnx(path, batch)
     missing = unsupported_nodes(graph, Path(path).stem)
     if missing:
@@ -127,12 +141,11 @@ def _bake_preview(path, batch: int, report: dict[str, Any], fusion: bool, max_de
                                  for n in missing]
         return {"supported": False}
     try:
-        unfused = sum(1 for s in lower(graph, Path(path).stem).steps if s.kind == "kernel")
+        unfused_options = replace(options, enable_fusion=False)
+        unfused = len(plan_model(graph, Path(path).stem, unfused_options, OptLog(), memory=False).specs)
         graph = onnx_frontend.load_onnx(path, batch)  # fusion rewrites the graph: a fresh one
-        result = fuse(graph, Path(path).stem, fusion, depth, OptLog(), get_profile(target), flash_attention,
-                      max_seq_len)
-        lowered = lower(graph, Path(path).stem)
-        specs = [opspec_of(s.instance) for s in lowered.steps if s.kind == "kernel"]
+        stages = plan_model(graph, Path(path).stem, options, OptLog(), memory=False)
+        result, lowered, specs = stages.fusion, stages.lowered, list(stages.specs.values())
     except KilnError as e:
         report["unsupported"] = [{"node": e.subject, "op_type": "", "reason": e.message}]
         return {"supported": False}
@@ -140,8 +153,9 @@ def _bake_preview(path, batch: int, report: dict[str, Any], fusion: bool, max_de
         "kernel_launches": len(specs), "unique_kernels": len(set(specs)),
         "glue_steps": sum(1 for s in lowered.steps if s.kind == "glue"),
         "kernels": sorted({s.name for s in specs})},
-        "fusion": {"enable": fusion, "max_depth": depth, "flash_attention": flash_attention, "max_seq_len": max_seq_len,
-                   "target": target, "launches_unfused": unfused,
+        "fusion": {"enable": options.enable_fusion, "max_depth": options.max_fusion_depth,
+                   "flash_attention": options.use_flash_attention, "max_seq_len": options.max_seq_len,
+                   "target": options.kiln_target, "launches_unfused": unfused,
                    "launches_fused": len(specs), "fused": result.fused, "audit": result.audit}}
 
 
@@ -176,7 +190,8 @@ def format_text(report: dict[str, Any]) -> str:
     if problems:
         lines.append(f"NOT SUPPORTED: {len(problems)} problem(s)")
         for p in problems:
-            where = f"node '{p['node']}' ({p['op_type']})" if p["op_type"] else (p["node"] and f"'{p['node']}'") or "model"
+            where = (f"node '{p['node']}' ({p['op_type']})" if p["op_type"]
+                     else (p["node"] and f"'{p['node']}'") or "model")
             lines.append(f"  {where}: {p['reason']}")
     else:
         wb = report.get("would_bake", {})

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from .profiles import PROFILES
+from .ir.profiles import PROFILES
 
 ZOO_MODELS = ("resnet50", "mobilenet_v2", "bert_layer")
 ISAS = ("auto", "amx_bf16", "avx512_bf16", "avx512", "avx2", "portable")
@@ -58,7 +58,8 @@ OPTIONS: tuple[OptionSpec, ...] = (
                "that tile), never, or cost model", allowed=("ON", "OFF", "AUTO", "F2", "F4"), by_level=True),
     OptionSpec("FORCE_DIRECT_CONV", "bool", "OFF", "Direct Cube (img2col) convolution everywhere"),
     OptionSpec("DEBUG_OPTIMIZATION_PATH", "bool", "OFF", "Write the [OPT] optimisation-path log"),
-    OptionSpec("KILN_MODELS", "list_models", "resnet50;mobilenet_v2;bert_layer", "Models to bake: zoo names or .onnx paths"),
+    OptionSpec("KILN_MODELS", "list_models", "resnet50;mobilenet_v2;bert_layer",
+               "Models to bake: zoo names or .onnx paths"),
     OptionSpec("KILN_KERNEL_LIST", "path", "", "TOML list of op instances to bake (default kernels/default.toml)"),
     OptionSpec("KILN_TARGET", "enum", "ascend910b", "Hardware profile for tiling, cost and emulation",
                allowed=tuple(PROFILES)),
@@ -111,6 +112,7 @@ def parse_value(spec: OptionSpec, raw: Any) -> Any:
         if not re.fullmatch(r"[+-]?\d+", text):
             raise _bad(spec, raw)
         v = int(text)
+        assert spec.lo is not None and spec.hi is not None, spec.name  # every int option has a range
         if not spec.lo <= v <= spec.hi:
             raise _bad(spec, raw, "out of range")
         return v
@@ -121,6 +123,7 @@ def parse_value(spec: OptionSpec, raw: Any) -> Any:
         raise _bad(spec, raw)
     items = [t.strip() for t in re.split(r"[;,]", text) if t.strip()]
     if spec.kind == "list_int":
+        assert spec.lo is not None and spec.hi is not None, spec.name
         out = []
         for t in items:
             if not re.fullmatch(r"\d+", t) or not spec.lo <= int(t) <= spec.hi:

@@ -1,78 +1,80 @@
-"""The codegen pipeline, top to bottom: options -> frontend -> opspecs -> variants.
+"""The codegen pipeline, top to bottom: options -> frontend -> fusion -> lowering -> opspecs -> variants -> memory.
 
-`plan()` runs every stage that decides something and returns a Plan; nothing is
-written until render. Identical Opspecs become one kernel.
+`plan_model()` is the one place a model graph goes through the stages (the build, `kiln analyze`, the shape
+buckets and the runtime's generic planning all call it); `plan()` plans a whole build with it: the kernel list,
+every model of KILN_MODELS and their shape buckets, then one variant per unique kernel (identical Opspecs are one
+kernel). It returns a Plan; nothing is written until render.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-from . import KilnError, search_cache
-from . import shape_buckets
-from .frontend import OpInstance, load_kernel_list
-from .generic import GenericKernel
-from .costmodel import Prediction, predict
-from .fusion import FusionResult, fuse
-from .lowering import LoweredModel, lower
-from .memory import MemoryPlan, plan_arena
-from .opspec import Opspec, opspec_of
+from . import KilnError
+from .families.registry import attention_capacity
+from .frontend.kernel_list import load_kernel_list
+from .ir.graph import Graph, OpInstance
+from .ir.opspec import Opspec, opspec_of
+from .ir.optlog import OptLog
+from .ir.profiles import get_profile
 from .options import Options
-from .optlog import OptLog
-from .profiles import Profile, get_profile
-from .shape_buckets import ShapeBuckets
-from .tiling import Variant, choose_variant, kernel_inputs, mte2_bytes
-from .tuning import load_records
+from .passes.fusion import FusionLimits, FusionResult, fuse
+from .passes.lowering import LoweredModel, lower
+from .passes.memory import MemoryPlan, plan_arena
+from .select import search_cache
+from .select.plan import KernelPlan, KernelRequest, ModelPlan, Plan
+from .select.tuning import load_records
+from .shapes import buckets as shape_buckets
+from .shapes.buckets import ShapeBuckets
+
+BUILD_PROFILE = object()  # plan_model's default fusion profile: the build target's
 
 
 @dataclass
-class KernelPlan:
-    spec: Opspec
-    variant: Variant | None = None
-    instances: list[str] = field(default_factory=list)
-    prediction: Prediction | None = None  # the cost model's, for the chosen variant
-    pinned: str = ""  # algorithm fixed by a kernel-list entry ("" = chosen by the options and the cost model)
-    pinned_tiling: tuple = ()  # tiling parameters fixed by a kernel-list entry: ((name, value), ...)
-    suffix: str = ""  # set when another kernel of the same spec and family has a different variant
-
-    @property
-    def symbol(self) -> str:
-        """C++ symbol and public name: the family (and Winograd tile), then the spec's dims."""
-        family = self.variant.family
-        if family == "conv2d_winograd":
-            family += f"_f{self.variant.params['tile']}"
-        pinned = "__" + self.variant.tag[len(self.variant.family) + 1:] if self.pinned_tiling else self.suffix
-        return family + self.spec.name[len(self.spec.kind):] + pinned
-
-    @property
-    def inputs(self) -> list:
-        """Packed input tensors of the generated kernel (the variant may change a weight layout)."""
-        return kernel_inputs(self.spec, self.variant)
-
-    @property
-    def mte2_bytes(self) -> int:
-        return mte2_bytes(self.spec, self.variant)
-
-
-@dataclass
-class ModelPlan:
-    name: str
-    onnx_path: str
+class ModelStages:
+    """One model graph after the stages: what fusion did, the lowered steps, each kernel step's op spec (step
+    index -> Opspec; a step's instance is labelled `model:node`) and the arena."""
+    fusion: FusionResult
     lowered: LoweredModel
-    memory: MemoryPlan
-    step_kernels: dict[int, KernelPlan]  # step index -> its kernel
-    fusion: FusionResult | None = None
-    shapes: ShapeBuckets | None = None  # KILN_SHAPE_BUCKETS: its bucket plans and generic path (shape_buckets.py)
+    specs: dict[int, Opspec]
+    memory: MemoryPlan | None
 
 
-@dataclass
-class Plan:
-    options: Options
-    profile: Profile
-    kernels: list[KernelPlan]
-    log: OptLog
-    models: list[ModelPlan] = field(default_factory=list)
-    generic_kernels: list[GenericKernel] = field(default_factory=list)  # KILN_SHAPE_BUCKETS (codegen/generic.py)
+def spec_of_step(op: OpInstance) -> Opspec:
+    try:
+        return opspec_of(op)
+    except (KeyError, ValueError, TypeError) as e:  # a lowering rule left an attribute out
+        raise KilnError("opspec", op.label, f"cannot describe this op as a kernel: {e}") from None
+
+
+def plan_model(graph: Graph, name: str, options: Options, log: OptLog, fusion_profile=BUILD_PROFILE,
+               memory: bool = True, log_lowering: bool = True) -> ModelStages:
+    """Fusion (rewrites `graph`), lowering, the op spec of every kernel step and the arena of one model.
+    fusion_profile: the profile whose capacities fusion checks (None: no size-dependent chains; default: the
+    build target's). The choice of each kernel's variant is the caller's (the build dedups and searches all
+    kernels at once; the runtime's generic planning chooses per step). log_lowering: the lowering's layout
+    decisions go to `log` (the build's log; the runtime's plan log leaves them to the build's)."""
+    profile = get_profile(options.kiln_target)
+    limits = FusionLimits.of(options, profile if fusion_profile is BUILD_PROFILE else fusion_profile,
+                             attention_capacity)
+    fusion = fuse(graph, name, limits, log)
+    lowered = lower(graph, name, options.kiln_dtype)
+    for d in lowered.decisions if log_lowering else ():
+        node, _, detail = d.partition(":")
+        log.add("lowering", f"{name}:{node}", "decision", "view_or_relayout", detail=detail.strip())
+    specs = {}
+    for i, st in enumerate(lowered.steps):
+        if st.kind == "kernel":
+            st.instance = OpInstance(f"{name}:{st.name}", st.kernel_op.type, st.kernel_op.attrs)
+            specs[i] = spec_of_step(st.instance)
+    return ModelStages(fusion, lowered, specs, plan_arena(lowered, profile.gm_alignment) if memory else None)
+
+
+def plan_size(model: dict, kernels: list[dict], build_options: dict, size: tuple[int, int],
+              generic_names: set[str], prefer_baked: bool = True) -> shape_buckets.SizedPlan:
+    """A model's plan at an input size no bucket was baked for (the runtime's generic planning, kiln/dispatch.py):
+    codegen/shapes/buckets.py plan_size through plan_model."""
+    return shape_buckets.plan_size(model, kernels, build_options, size, generic_names, plan_model, prefer_baked)
 
 
 def with_cube_dtype(op: OpInstance, dtype: str) -> OpInstance:
@@ -92,9 +94,9 @@ def default_kernel_list(source_dir: Path) -> Path:
 def model_onnx(entry: str, work_dir: Path) -> tuple[str, Path, int]:
     """(model name, ONNX path, batch) for a KILN_MODELS entry `zoo_name` or `path.onnx`, optionally
     `@BATCH`: a zoo name is built into work_dir/models; a batch other than 1 is part of the name."""
-    from . import zoo  # imports onnx: only when models are baked
-    source, _, batch = entry.rpartition("@") if "@" in entry else (entry, "", "1")
-    batch = int(batch)
+    from .frontend import zoo  # imports onnx: only when models are baked
+    source, _, batch_text = entry.rpartition("@") if "@" in entry else (entry, "", "1")
+    batch = int(batch_text)
     suffix = "" if batch == 1 else f"_b{batch}"
     if source in zoo.ZOO:
         return source + suffix, _zoo_cached(zoo, source, work_dir / "models"), batch
@@ -119,60 +121,59 @@ def _zoo_cached(zoo, name: str, models_dir: Path) -> Path:
     return path
 
 
-def plan(options: Options, source_dir: Path, work_dir: Path | None = None, progress=None, jobs: int = 1,
-         search_cache_dir: Path | None = None) -> Plan:
-    """jobs: processes for the tiling search; search_cache_dir: where its results are kept between runs."""
-    log = OptLog()
-    profile = get_profile(options.kiln_target)
+class _Kernels:
+    """The build's unique kernels: identical Opspecs (with the same kernel-list pins) are one kernel."""
+
+    def __init__(self, log: OptLog) -> None:
+        self.log = log
+        self.by_spec: dict[tuple[Opspec, str, tuple], KernelRequest] = {}
+
+    def add(self, op: OpInstance, spec: Opspec | None = None) -> KernelRequest:
+        spec = spec_of_step(op) if spec is None else spec
+        key = (spec, op.attrs.get("algorithm", ""), op.attrs.get("tiling", ()))
+        if key in self.by_spec:
+            self.log.add("opspec", op.label, spec.name, "dedup")
+        else:
+            self.by_spec[key] = KernelRequest(spec, pinned=key[1], pinned_tiling=key[2])
+            self.log.add("opspec", op.label, spec.name, "new_kernel")
+        self.by_spec[key].instances.append(op.label)
+        return self.by_spec[key]
+
+
+@dataclass
+class _Model:
+    name: str
+    path: Path
+    stages: ModelStages
+    steps: dict[int, KernelRequest]
+
+
+def _log_options(options: Options, profile, log: OptLog) -> None:
     log.add("options", "build", f"target={profile.name}", "option", isa=options.isa_resolved or options.kiln_isa,
             dtype=options.kiln_dtype)
     for name in options.from_level:
         value = options.as_dict()[name]
         value = ("ON" if value else "OFF") if isinstance(value, bool) else value
         log.add("options", "build", f"{name}={value}", "opt_level", KILN_OPT_LEVEL=options.kiln_opt_level)
-    by_spec: dict[tuple[Opspec, str, tuple], KernelPlan] = {}
 
-    def add_instance(op: OpInstance) -> KernelPlan:
-        try:
-            spec = opspec_of(op)
-        except (KeyError, ValueError, TypeError) as e:  # a lowering rule left an attribute out
-            raise KilnError("opspec", op.label, f"cannot describe this op as a kernel: {e}") from None
-        key = (spec, op.attrs.get("algorithm", ""), op.attrs.get("tiling", ()))
-        if key in by_spec:
-            log.add("opspec", op.label, spec.name, "dedup")
-        else:
-            by_spec[key] = KernelPlan(spec, pinned=key[1], pinned_tiling=key[2])
-            log.add("opspec", op.label, spec.name, "new_kernel")
-        by_spec[key].instances.append(op.label)
-        return by_spec[key]
 
-    kernel_list = Path(options.kiln_kernel_list) if options.kiln_kernel_list else default_kernel_list(source_dir)
-    for op in load_kernel_list(kernel_list):
-        add_instance(with_cube_dtype(op, options.kiln_dtype))
-
-    models: list[tuple] = []
+def _plan_models(options: Options, work_dir: Path | None, progress, log: OptLog, kernels: _Kernels):
+    """Every KILN_MODELS entry through plan_model, then each of its shape buckets' graphs as a model of its own.
+    Returns (the models, their shape buckets by model name)."""
+    models: list[_Model] = []
     names: set[str] = set()
     bucketed: dict[str, ShapeBuckets] = {}
 
     def add_model(name: str, path: Path, graph) -> None:
-        fusion = fuse(graph, name, options.enable_fusion, options.max_fusion_depth, log, profile,
-                      options.use_flash_attention, options.max_seq_len)
-        lowered = lower(graph, name, options.kiln_dtype)
-        for d in lowered.decisions:
-            node, _, detail = d.partition(":")
-            log.add("lowering", f"{name}:{node}", "decision", "view_or_relayout", detail=detail.strip())
-        steps: dict[int, KernelPlan] = {}
-        for i, st in enumerate(lowered.steps):
-            if st.kind == "kernel":
-                st.instance = OpInstance(f"{name}:{st.name}", st.instance.type, st.instance.attrs)
-                steps[i] = add_instance(st.instance)
-        models.append((name, path, lowered, steps, fusion))
+        stages = plan_model(graph, name, options, log)
+        steps = {i: kernels.add(stages.lowered.steps[i].kernel_op, spec) for i, spec in stages.specs.items()}
+        models.append(_Model(name, path, stages, steps))
 
+    if work_dir is None:  # never build zoo files into the caller's cwd (it may be the source tree); one shared
+        import tempfile  # cache: zoo files are reused by key, not rebuilt per call
+        work_dir = Path(tempfile.gettempdir()) / "kiln-codegen-cache"
     for entry in options.kiln_models:
-        from .onnx_frontend import load_onnx  # imports onnx: only when models are baked
-        if work_dir is None:  # never build zoo files into the caller's cwd (it may be the source tree);
-            import tempfile  # one shared cache: zoo files are reused by key, not rebuilt per call
-            work_dir = Path(tempfile.gettempdir()) / "kiln-codegen-cache"
+        from .frontend.onnx_import import load_onnx  # imports onnx: only when models are baked
         name, path, batch = model_onnx(entry, work_dir)
         if name in names:
             raise KilnError("frontend", entry, f"two KILN_MODELS entries are both named '{name}'")
@@ -194,18 +195,20 @@ def plan(options: Options, source_dir: Path, work_dir: Path | None = None, progr
                 if progress:
                     progress(f"model {name}: shape bucket {label}")
                 add_model(label, path, sized)
+    return models, bucketed
 
-    kernels = list(by_spec.values())
-    records = load_records(options.kiln_tuning_records, profile) if options.kiln_tuning_records else {}
-    # Variant and prediction per kernel, from the build dir's cache where an earlier run searched it
-    search_cache.choose_all(kernels, profile, log, options, records, search_cache_dir, jobs, progress)
+
+def _merge_kernels(kernels: list[KernelPlan]) -> tuple[list[KernelPlan], list[KernelPlan]]:
+    """One kernel per symbol: a pinned instance that came out as the unpinned kernel joins it; a pinned one that
+    differs gets its tiling in its name. Returns (the kernels left, the one each of `kernels` became)."""
     seen: dict[str, KernelPlan] = {}
-    merged: dict[int, KernelPlan] = {}  # a pinned instance that came out as an unpinned kernel: one kernel
+    became: list[KernelPlan] = []
     for k in kernels:
         first = seen.get(k.symbol)
+        became.append(k)
         if first is not None and first.spec == k.spec and first.variant.tag == k.variant.tag:
             first.instances += k.instances
-            merged[id(k)] = first
+            became[-1] = first
         elif first is not None and first.spec == k.spec:  # e.g. a pinned algorithm beside a tuning record
             k.suffix = "__" + k.variant.tag[len(k.variant.family) + 1:]
             seen[k.symbol] = k
@@ -214,18 +217,40 @@ def plan(options: Options, source_dir: Path, work_dir: Path | None = None, progr
                             f"and {k.spec} (instances {first.instances} and {k.instances})")
         else:
             seen[k.symbol] = k
-    kernels = list(seen.values())
-    for _, _, _, steps, _ in models:
-        for i, k in steps.items():
-            steps[i] = merged.get(id(k), k)
-    model_plans = []
-    for name, path, lowered, steps, fusion in models:
-        mem = plan_arena(lowered, profile.gm_alignment)
-        for out, src in mem.in_place:
-            log.add("memory", name, f"{out}->in_place({src})", "in_place")
-        log.add("memory", name, f"arena={mem.arena_bytes}", "memory_plan", lower_bound=mem.lower_bound_bytes,
-                naive=mem.naive_bytes, strategy=mem.strategy,
-                **{f"tried_{k}": v for k, v in mem.strategies.items()})
-        model_plans.append(ModelPlan(name, str(path), lowered, mem, steps, fusion))
-    model_plans, generic_kernels = shape_buckets.attach(model_plans, bucketed, profile, options, log)
-    return Plan(options, profile, kernels, log, model_plans, generic_kernels)
+    return list(seen.values()), became
+
+
+def _model_plan(m: _Model, planned: dict[KernelRequest, KernelPlan], log: OptLog) -> ModelPlan:
+    mem = m.stages.memory
+    assert mem is not None  # the build plans every model's arena
+    for out, src in mem.in_place:
+        log.add("memory", m.name, f"{out}->in_place({src})", "in_place")
+    log.add("memory", m.name, f"arena={mem.arena_bytes}", "memory_plan", lower_bound=mem.lower_bound_bytes,
+            naive=mem.naive_bytes, strategy=mem.strategy, **{f"tried_{k}": v for k, v in mem.strategies.items()})
+    steps = {i: planned[r] for i, r in m.steps.items()}
+    return ModelPlan(m.name, str(m.path), m.stages.lowered, mem, steps, m.stages.fusion)
+
+
+def plan(options: Options, source_dir: Path, work_dir: Path | None = None, progress=None, jobs: int = 1,
+         search_cache_dir: Path | None = None) -> Plan:
+    """The whole build: the kernel list's op instances and every model's kernel steps, one variant per unique
+    kernel (searched in `jobs` processes, results kept in search_cache_dir between runs), the models' memory plans
+    and their shape buckets."""
+    log = OptLog()
+    profile = get_profile(options.kiln_target)
+    _log_options(options, profile, log)
+    kernels = _Kernels(log)
+    kernel_list = Path(options.kiln_kernel_list) if options.kiln_kernel_list else default_kernel_list(source_dir)
+    for op in load_kernel_list(kernel_list):
+        kernels.add(with_cube_dtype(op, options.kiln_dtype))
+    models, bucketed = _plan_models(options, work_dir, progress, log, kernels)
+    requests = list(kernels.by_spec.values())
+    records = load_records(options.kiln_tuning_records, profile) if options.kiln_tuning_records else {}
+    # Variant and prediction per kernel, from the build dir's cache where an earlier run searched it
+    chosen = search_cache.choose_all(requests, profile, log, options, records,
+                                     search_cache.SearchSetup(search_cache_dir, jobs, progress))
+    unique, became = _merge_kernels(chosen)
+    planned = dict(zip(requests, became))
+    model_plans = [_model_plan(m, planned, log) for m in models]
+    model_plans, generic_kernels = shape_buckets.attach(model_plans, bucketed, profile, options, log, plan_model)
+    return Plan(options, profile, unique, log, model_plans, generic_kernels)

@@ -8,10 +8,10 @@
 #include <mutex>
 #include <string>
 
+#include "kiln/baked.hpp"  // not kiln_kernel_table.hpp: see there
 #include "kiln/executor.hpp"
 #include "kiln/kernel_abi.hpp"
 #include "kiln/layouts.hpp"
-#include "kiln/baked.hpp"  // not kiln_kernel_table.hpp: see there
 #include "kiln_profiles.hpp"
 
 #if defined(_OPENMP)
@@ -54,7 +54,8 @@ void check_arg(const KernelEntry& k, const TensorDesc& t, const py::array& a) {
     throw py::type_error(where + ": expected " + dtype_name(t.dtype) + ", got " + std::string(py::str(a.dtype())));
   std::vector<std::size_t> s(a.shape(), a.shape() + a.ndim());
   if (s != t.shape)
-    throw py::value_error(where + ": expected " + t.layout + " shape " + shape_text(t.shape) + ", got " + shape_text(a));
+    throw py::value_error(where + ": expected " + t.layout + " shape " + shape_text(t.shape) + ", got " +
+                          shape_text(a));
   if (!(a.flags() & py::array::c_style)) throw py::value_error(where + ": array must be C-contiguous");
 }
 
@@ -114,11 +115,11 @@ RuntimeShape parse_runtime_shape(const std::string& where, const GenericKernelEn
                             "' (it reads:" + fields + ")");
     if (value < 1) throw py::value_error(where + ": runtime field '" + key + "' must be positive");
     bool known = false;
-#define KILN_SET_FIELD(name)  \
-    if (key == #name) {       \
-      rs.name = value;        \
-      known = true;           \
-    }
+#define KILN_SET_FIELD(name) \
+  if (key == #name) {        \
+    rs.name = value;         \
+    known = true;            \
+  }
     KILN_RUNTIME_SHAPE_FIELDS(KILN_SET_FIELD)
 #undef KILN_SET_FIELD
     if (!known) throw py::value_error(where + ": '" + key + "' is not a RuntimeShape field");
@@ -184,8 +185,7 @@ struct Handle {
 
 class InteractiveCore {
  public:
-  InteractiveCore(const std::string& profile, const std::string& kind, const std::string& label)
-      : label_(label) {
+  InteractiveCore(const std::string& profile, const std::string& kind, const std::string& label) : label_(label) {
     const Profile* p = profiles::find(profile.c_str());
     if (!p) throw py::value_error("unknown profile '" + profile + "'");
     CoreKind k;
@@ -233,8 +233,8 @@ class InteractiveCore {
   void copy_in(const Handle& dst, py::array src) {
     if (h_is_f32(dst)) {
       auto a = py::array_t<float, py::array::c_style | py::array::forcecast>(src);
-      core_->copy_gm_to_local(local<float>(dst), 0, Global<const float>{a.data(), std::size_t(a.size()), "host"}, 0,
-                              1, a.size(), 0, 0);
+      core_->copy_gm_to_local(local<float>(dst), 0, Global<const float>{a.data(), std::size_t(a.size()), "host"}, 0, 1,
+                              a.size(), 0, 0);
       return;
     }
     std::vector<f16> bits;
@@ -250,8 +250,8 @@ class InteractiveCore {
       auto a = as_f16(src);
       bits.assign(a.data(), a.data() + a.size());
     }
-    core_->copy_gm_to_local(local<f16>(dst), 0, Global<const f16>{bits.data(), bits.size(), "host"}, 0, 1,
-                            bits.size(), 0, 0);
+    core_->copy_gm_to_local(local<f16>(dst), 0, Global<const f16>{bits.data(), bits.size(), "host"}, 0, 1, bits.size(),
+                            0, 0);
   }
   // Debug read of any local tensor (not an instruction: costs no cycles).
   // bfloat16 tensors read back as float32.
@@ -290,7 +290,8 @@ class InteractiveCore {
               unsigned mask, float scalar, py::dict strides) {
     for (const Handle* h : {&dst, &src0})
       if (h->dtype == "bfloat16")
-        throw py::type_error("vector ops take float16 or float32 tensors; '" + h->name + "' is bfloat16 (Cube input only)");
+        throw py::type_error("vector ops take float16 or float32 tensors; '" + h->name +
+                             "' is bfloat16 (Cube input only)");
     Repeat rp;
     rp.times = repeat;
     for (auto item : strides) {
@@ -305,10 +306,13 @@ class InteractiveCore {
       else throw py::value_error("unknown stride '" + key + "'");
     }
     const Mask mk = mask ? Mask::first(mask) : Mask{};
-    static const std::map<std::string, VecOp> binary = {{"add", VecOp::Add}, {"sub", VecOp::Sub},
-        {"mul", VecOp::Mul}, {"div", VecOp::Div}, {"max", VecOp::Max}, {"min", VecOp::Min}, {"muladd", VecOp::MulAddDst}};
-    static const std::map<std::string, VecOp> unary = {{"relu", VecOp::Relu}, {"exp", VecOp::Exp}, {"abs", VecOp::Abs}, {"reciprocal", VecOp::Reciprocal},
-        {"copy", VecOp::Copy}, {"adds", VecOp::Adds}, {"muls", VecOp::Muls}, {"maxs", VecOp::Maxs}, {"mins", VecOp::Mins}};
+    static const std::map<std::string, VecOp> binary = {
+        {"add", VecOp::Add}, {"sub", VecOp::Sub}, {"mul", VecOp::Mul},         {"div", VecOp::Div},
+        {"max", VecOp::Max}, {"min", VecOp::Min}, {"muladd", VecOp::MulAddDst}};
+    static const std::map<std::string, VecOp> unary = {
+        {"relu", VecOp::Relu}, {"exp", VecOp::Exp},   {"abs", VecOp::Abs},   {"reciprocal", VecOp::Reciprocal},
+        {"copy", VecOp::Copy}, {"adds", VecOp::Adds}, {"muls", VecOp::Muls}, {"maxs", VecOp::Maxs},
+        {"mins", VecOp::Mins}};
     const bool f32 = h_is_f32(dst);
     if (auto it = binary.find(op); it != binary.end()) {
       if (src1.is_none()) throw py::value_error("vector op '" + op + "' needs src1");
@@ -334,8 +338,12 @@ class InteractiveCore {
                             "reduce_sum, reduce_max or cast");
     }
   }
-  void set_flag(const std::string& s, const std::string& d, int id) { core_->set_flag(parse_pipe(s), parse_pipe(d), id); }
-  void wait_flag(const std::string& s, const std::string& d, int id) { core_->wait_flag(parse_pipe(s), parse_pipe(d), id); }
+  void set_flag(const std::string& s, const std::string& d, int id) {
+    core_->set_flag(parse_pipe(s), parse_pipe(d), id);
+  }
+  void wait_flag(const std::string& s, const std::string& d, int id) {
+    core_->wait_flag(parse_pipe(s), parse_pipe(d), id);
+  }
   py::dict stats() {
     KernelStats ks;
     ks.profile = &core_->profile();
@@ -421,8 +429,7 @@ class PyExecutor {
     exec_ = std::make_unique<Executor>(std::move(plan), arena_bytes, weights.data(), wbytes);
   }
 
-  py::list run(const std::vector<py::array>& inputs, const std::vector<py::array>& outputs, bool capture,
-               bool poison) {
+  py::list run(const std::vector<py::array>& inputs, const std::vector<py::array>& outputs, bool capture, bool poison) {
     if (inputs.size() != in_shapes_.size())
       throw py::value_error("model '" + model_ + "' takes " + std::to_string(in_shapes_.size()) + " inputs, got " +
                             std::to_string(inputs.size()));
@@ -469,7 +476,8 @@ class PyExecutor {
       if (!r.is_kernel) {
         steps.append(py::none());
       } else if (capture) {
-        steps.append(py::make_tuple(r.cycles, py::bytes(reinterpret_cast<const char*>(r.output.data()), r.output.size())));
+        steps.append(
+            py::make_tuple(r.cycles, py::bytes(reinterpret_cast<const char*>(r.output.data()), r.output.size())));
       } else {
         steps.append(py::float_(r.cycles));
       }

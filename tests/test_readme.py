@@ -11,11 +11,10 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO
 
 sys.path.insert(0, str(REPO))  # codegen from the source tree, not the installed kiln.codegen
-from codegen.options import OPTIONS  # noqa: E402
+from codegen.options import OPTIONS
 
 README = (REPO / "README.md").read_text()
 # Run as written: quick, and they need nothing but the default build. The others (a build, ONNX Runtime, a
@@ -109,7 +108,8 @@ def options_table() -> dict[str, list[str]]:
 def test_readme_options_table_is_the_option_table():
     table = options_table()
     names = {o.name for o in OPTIONS}
-    assert set(table) == names, f"README's table has {sorted(set(table) - names)} extra, misses {sorted(names - set(table))}"
+    assert set(table) == names, (f"README's table has {sorted(set(table) - names)} extra, "
+                                 f"misses {sorted(names - set(table))}")
     for o in OPTIONS:
         _, values, default, _effect = table[o.name]
         if o.default == "":

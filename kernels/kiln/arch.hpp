@@ -1,6 +1,6 @@
 // Architecture vocabulary of the emulated Ascend AI Core: buffer positions,
 // pipes, the hardware profile record and the errors the emulator raises.
-// Profile *values* are generated from codegen/profiles.py (kiln_profiles.hpp in
+// Profile *values* are generated from codegen/ir/profiles.py (kiln_profiles.hpp in
 // the build directory) so the cost model and the emulator share one table.
 #pragma once
 #include <cstdint>
@@ -48,10 +48,12 @@ inline const char* pipe_name(Pipe p) {
 // On coupled profiles (310P) one AI core has all of them.
 enum class CoreKind : std::uint8_t { AIC, AIV };
 
+// clang-format off: one line per group of ops, not one per op
 enum class VecOp : std::uint8_t {
   Add, Sub, Mul, Div, Max, Min, MulAddDst, Adds, Muls, Maxs, Mins, Relu, Exp, Abs, Reciprocal, Copy, Dup, Cast,
   ReduceSum, ReduceMax, Transpose, Brcb, COUNT
 };
+// clang-format on
 constexpr int kNumVecOps = static_cast<int>(VecOp::COUNT);
 
 struct Profile {
@@ -59,13 +61,12 @@ struct Profile {
   const char* sources;
   int cube_cores;
   int vector_cores;
-  bool coupled;          // Cube and Vector share one core (L0C can drain to UB)
+  bool coupled;  // Cube and Vector share one core (L0C can drain to UB)
   double clock_ghz;
   std::uint32_t capacity[kNumPos];   // bytes per core; GM entry unused
   std::uint32_t alignment[kNumPos];  // start-address alignment in bytes
   // Movement rates in bytes per cycle per core, and fixed head latencies.
-  double gm_to_l1_bpc, gm_to_ub_bpc, l1_to_l0a_bpc, l1_to_l0b_bpc, load3d_bpc, l1_to_bt_bpc,
-      ub_to_gm_bpc, fix_elems_pc;
+  double gm_to_l1_bpc, gm_to_ub_bpc, l1_to_l0a_bpc, l1_to_l0b_bpc, load3d_bpc, l1_to_bt_bpc, ub_to_gm_bpc, fix_elems_pc;
   int mte2_head, mte1_head, load3d_head, bt_head, fix_head, mmad_head, mte3_head, vec_head;
   // Vector cycles per 256-byte repeat, fp16 and fp32 operands.
   double vec_cpr_f16[kNumVecOps];

@@ -10,7 +10,7 @@
 namespace kiln::kernels {
 
 const std::vector<KernelEntry>& baked_table();
-const std::vector<GenericKernelEntry>& baked_generic_table();  // KILN_SHAPE_BUCKETS (codegen/generic.py)
+const std::vector<GenericKernelEntry>& baked_generic_table();  // KILN_SHAPE_BUCKETS (codegen/shapes/generic.py)
 const char* baked_manifest_json();
 
 }  // namespace kiln::kernels

@@ -60,8 +60,7 @@ void Core::start(const char* kernel, int core_id) {
 
 const CoreStats& Core::finish() {
   for (int p = 0; p < kNumPipes; ++p) stats_.end_cycle = std::max(stats_.end_cycle, free_at_[p]);
-  for (auto& q : flags_)
-    if (!q.empty()) { /* a set without a wait is legal: the flag just stays set */ }
+  // flags_ needs no check here: a set without a wait is legal, the flag just stays set.
   return stats_;
 }
 
@@ -95,8 +94,8 @@ void Core::no_buffer(Pos pos, const char* what) const {
 }
 
 void Core::alloc_overflow(Pos pos, std::size_t count, std::size_t elem, std::uint32_t off, const char* what) const {
-  fail<CapacityError>(std::string(pos_name(pos)) + " overflow: '" + what + "' needs " + std::to_string(count) +
-                      " x " + std::to_string(elem) + " B at offset " + std::to_string(off) + ", capacity " +
+  fail<CapacityError>(std::string(pos_name(pos)) + " overflow: '" + what + "' needs " + std::to_string(count) + " x " +
+                      std::to_string(elem) + " B at offset " + std::to_string(off) + ", capacity " +
                       std::to_string(cap_[static_cast<int>(pos)]) + " B on " + prof_.name);
 }
 
@@ -106,9 +105,7 @@ void Core::at_overflow(Pos pos, std::size_t byte_off, std::size_t count, std::si
                       std::to_string(cap_[static_cast<int>(pos)]) + " B on " + prof_.name);
 }
 
-void Core::bad_event(Pipe s, Pipe d, int id) const {
-  fail<SyncError>(flag_text(s, d, id) + ": event id must be 0..7");
-}
+void Core::bad_event(Pipe s, Pipe d, int id) const { fail<SyncError>(flag_text(s, d, id) + ": event id must be 0..7"); }
 
 void Core::flag_overflow(Pipe s, Pipe d, int id) const {
   fail<SyncError>(flag_text(s, d, id) + " set more than 15 times without a wait");
@@ -153,7 +150,8 @@ void Core::bad_vector_operand(const char* instr, unsigned times, unsigned lanes)
 
 // ---- operand checks ------------------------------------------------------------
 template <class T>
-void Core::check_local(const Local<T>& t, std::size_t off, std::size_t n, const char* instr, const char* operand) const {
+void Core::check_local(const Local<T>& t, std::size_t off, std::size_t n, const char* instr,
+                       const char* operand) const {
   if (!t.ptr) unallocated(instr, operand);
   if (n > t.count || off > t.count - n) out_of_range(instr, operand, t.name, pos_name(t.pos), off, n, t.count);
   const std::uint32_t align = prof_.alignment[static_cast<int>(t.pos)];
@@ -161,7 +159,8 @@ void Core::check_local(const Local<T>& t, std::size_t off, std::size_t n, const 
   if (align && addr % align) misaligned(instr, operand, t.name, t.pos, addr, align);
 }
 template <class T>
-void Core::check_global(const Global<T>& t, std::size_t off, std::size_t n, const char* instr, const char* operand) const {
+void Core::check_global(const Global<T>& t, std::size_t off, std::size_t n, const char* instr,
+                        const char* operand) const {
   if (n > t.count || off > t.count - n) out_of_range(instr, operand, t.name, nullptr, off, n, t.count);
 }
 template <class T>
@@ -179,7 +178,8 @@ template <class T>
 void Core::vec_operand(const Repeat& rp, const char* instr, const Local<T>& t, std::size_t off, unsigned blk,
                        unsigned rep, unsigned lanes) const {
   check_ub(t, instr);
-  if (lanes == 0 || blk > 255 || rep > 65535) bad_vector_operand(instr, 1, lanes);  // (repeat count: checked by the caller)
+  if (lanes == 0 || blk > 255 || rep > 65535)
+    bad_vector_operand(instr, 1, lanes);  // (repeat count: checked by the caller)
   const std::size_t E = 32 / sizeof(T);
   const std::size_t blocks = (lanes + E - 1) / E;
   const std::size_t last = (lanes - 1) % E + 1;  // lanes used in the last block
@@ -221,7 +221,7 @@ void Core::vec_cost(VecOp op, const Repeat& rp) {
 // and writes dst+doff+k*dst_stride (strides in elements).
 template <class T, class>
 void Core::copy_gm_to_local(Local<T> dst, std::size_t doff, Global<const T> src, std::size_t soff, std::size_t nburst,
-                      std::size_t burst, std::size_t src_stride, std::size_t dst_stride) {
+                            std::size_t burst, std::size_t src_stride, std::size_t dst_stride) {
   if (dst.pos != Pos::L1 && dst.pos != Pos::UB) fail<EmulationError>("copy_gm_to_local: destination must be L1 or UB");
   if (nburst == 0 || burst == 0) return;
   check_local(dst, doff, span(nburst, dst_stride, burst), "copy_gm_to_local", "dst");
@@ -244,16 +244,15 @@ void Core::copy_gm_to_local(Local<f16> dst, std::size_t doff, Global<const f16> 
   copy_gm_to_local<f16>(dst, doff, src, soff, nburst, burst, src_stride, dst_stride);
   if (as != CubeIn::BF16) return;
   if (dst.pos != Pos::L1) fail<EmulationError>("copy_gm_to_local: a bf16 Cube operand goes to L1");
-  if (dst_stride == burst || nburst == 1)
-    simd::f16_to_bf16_inplace(dst.ptr + doff, nburst * burst);
+  if (dst_stride == burst || nburst == 1) simd::f16_to_bf16_inplace(dst.ptr + doff, nburst * burst);
   else
     for (std::size_t b = 0; b < nburst; ++b) simd::f16_to_bf16_inplace(dst.ptr + doff + b * dst_stride, burst);
 }
 
 // GM (row-major rows x cols, row stride ld) -> L1 in NZ: column blocks of 16,
 // each [dst_rows][16]; rows >= rows and cols >= cols are zero-filled.
-void Core::copy_gm_to_l1_nd2nz(Local<f16> dst, std::size_t doff, Global<const f16> src, std::size_t soff, std::size_t rows,
-                         std::size_t cols, std::size_t ld, std::size_t dst_rows, CubeIn as) {
+void Core::copy_gm_to_l1_nd2nz(Local<f16> dst, std::size_t doff, Global<const f16> src, std::size_t soff,
+                               std::size_t rows, std::size_t cols, std::size_t ld, std::size_t dst_rows, CubeIn as) {
   if (dst.pos != Pos::L1) fail<EmulationError>("copy_gm_to_l1_nd2nz: destination must be L1");
   const std::size_t c1 = (cols + 15) / 16;
   check_local(dst, doff, c1 * dst_rows * 16, "copy_gm_to_l1_nd2nz", "dst");
@@ -279,7 +278,7 @@ void Core::copy_gm_to_l1_nd2nz(Local<f16> dst, std::size_t doff, Global<const f1
 // ---- MTE3: UB -> GM ------------------------------------------------------
 template <class T, class>
 void Core::copy_ub_to_gm(Global<T> dst, std::size_t doff, Local<T> src, std::size_t soff, std::size_t nburst,
-                   std::size_t burst, std::size_t src_stride, std::size_t dst_stride) {
+                         std::size_t burst, std::size_t src_stride, std::size_t dst_stride) {
   if (src.pos != Pos::UB) fail<EmulationError>("copy_ub_to_gm: source must be UB");
   if (nburst == 0 || burst == 0) return;
   check_local(src, soff, span(nburst, src_stride, burst), "copy_ub_to_gm", "src");
@@ -295,14 +294,16 @@ void Core::copy_ub_to_gm(Global<T> dst, std::size_t doff, Local<T> src, std::siz
 // and written at dst+doff+r*dst_stride*256 (strides in fractals). transpose swaps the
 // two axes inside each fractal (LoadData2D ifTranspose).
 void Core::load2d(Local<f16> dst, std::size_t doff, Local<f16> src, std::size_t soff, std::size_t repeat,
-            std::size_t src_stride, std::size_t dst_stride, bool transpose) {
+                  std::size_t src_stride, std::size_t dst_stride, bool transpose) {
   if (src.pos != Pos::L1 || (dst.pos != Pos::L0A && dst.pos != Pos::L0B))
     fail<EmulationError>("load2d: moves L1 -> L0A/L0B");
   if (!repeat) return;
   if (repeat > 65535) fail<EmulationError>("load2d: repeat must be <= 65535");
-  check_local(src, soff, span(repeat, src_stride > (std::size_t(1) << 40) ? (std::size_t(1) << 40) : src_stride * 256, 256),
+  check_local(src, soff,
+              span(repeat, src_stride > (std::size_t(1) << 40) ? (std::size_t(1) << 40) : src_stride * 256, 256),
               "load2d", "src");
-  check_local(dst, doff, span(repeat, dst_stride > (std::size_t(1) << 40) ? (std::size_t(1) << 40) : dst_stride * 256, 256),
+  check_local(dst, doff,
+              span(repeat, dst_stride > (std::size_t(1) << 40) ? (std::size_t(1) << 40) : dst_stride * 256, 256),
               "load2d", "dst");
   for (std::size_t r = 0; r < repeat; ++r) {
     const f16* s = src.ptr + soff + r * src_stride * 256;
@@ -319,12 +320,13 @@ void Core::load2d(Local<f16> dst, std::size_t doff, Local<f16> src, std::size_t 
 // (row of fractals = 16 output pixels starting at m_start, column = one (c1,kh,kw)
 // triple k1 = c1*kh*kw + i*kw + j, counted from k1_start).
 void Core::load3d(Local<f16> dst, std::size_t doff, Local<f16> fm, std::size_t foff, const Img2col& g, long m_start,
-            int m1_count, int k1_start, int k1_count) {
+                  int m1_count, int k1_start, int k1_count) {
   if (fm.pos != Pos::L1 || dst.pos != Pos::L0A) fail<EmulationError>("load3d: moves L1 -> L0A");
   check_local(dst, doff, std::size_t(m1_count) * k1_count * 256, "load3d", "dst");
   check_local(fm, foff, std::size_t(g.slab_c1) * g.slab_h * g.fm_w * 16, "load3d", "src");
   const int taps = g.kh * g.kw;
-  if (taps <= 0 || g.out_w <= 0 || k1_start < 0 || k1_count < 0 || m1_count < 0 || k1_start + k1_count > g.slab_c1 * taps)
+  if (taps <= 0 || g.out_w <= 0 || k1_start < 0 || k1_count < 0 || m1_count < 0 ||
+      k1_start + k1_count > g.slab_c1 * taps)
     fail<BoundsError>("load3d: K fractal range beyond the slab's channels, or an empty geometry");
   const int c1_0 = k1_start / taps, t0 = k1_start % taps;
   const f16* fm0 = fm.ptr + foff;
@@ -341,7 +343,10 @@ void Core::load3d(Local<f16> dst, std::size_t doff, Local<f16> fm, std::size_t f
     fast = h_lo > h_hi || (h_lo >= g.slab_row0 && h_hi < long(g.slab_row0) + g.slab_h);
   }
   if (fast) {
-    struct Run { int rb, re, h0, w0; bool valid; };  // fractal rows [rb, re): pixels on one output row
+    struct Run {
+      int rb, re, h0, w0;
+      bool valid;
+    };  // fractal rows [rb, re): pixels on one output row
     for (int mi = 0; mi < m1_count; ++mi) {
       Run runs[16];
       int nruns = 0;
@@ -373,8 +378,7 @@ void Core::load3d(Local<f16> dst, std::size_t doff, Local<f16> fm, std::size_t f
           if (a) std::memset(d, 0, std::size_t(a) * 32);
           if (b > a) {
             const f16* src = fm0 + ((std::size_t(c1) * g.slab_h + (hi - g.slab_row0)) * g.fm_w + wi + a * sw) * 16;
-            if (sw == 1)
-              std::memcpy(d + a * 16, src, std::size_t(b - a) * 32);
+            if (sw == 1) std::memcpy(d + a * 16, src, std::size_t(b - a) * 32);
             else
               for (int t = a; t < b; ++t, src += sw * 16) std::memcpy(d + t * 16, src, 32);
           }
@@ -393,7 +397,7 @@ void Core::load3d(Local<f16> dst, std::size_t doff, Local<f16> fm, std::size_t f
       for (int r = 0; r < 16; ++r) {
         const long p = m_start + mi * 16 + r;
         f16* drow = dst.ptr + doff + std::size_t(mi) * k1_count * 256 + r * 16;  // k fractal ki at + ki*256
-        if (p >= g.m_total) {  // padding row of the fractal
+        if (p >= g.m_total) {                                                    // padding row of the fractal
           for (int ki = 0; ki < k1_count; ++ki) std::memset(drow + std::size_t(ki) * 256, 0, 32);
           continue;
         }
@@ -409,8 +413,7 @@ void Core::load3d(Local<f16> dst, std::size_t doff, Local<f16> fm, std::size_t f
             const int hs = hi - g.slab_row0;
             if (hs < 0 || hs >= g.slab_h)
               fail<BoundsError>("load3d: image row " + std::to_string(hi) + " is not in the L1 slab (rows " +
-                                std::to_string(g.slab_row0) + ".." + std::to_string(g.slab_row0 + g.slab_h - 1) +
-                                ")");
+                                std::to_string(g.slab_row0) + ".." + std::to_string(g.slab_row0 + g.slab_h - 1) + ")");
             std::memcpy(d, fm0 + ((std::size_t(c1) * g.slab_h + hs) * g.fm_w + wi) * 16, 32);
           }
           if (++j == g.kw) {  // next tap: column, then row, then channel block
@@ -439,9 +442,9 @@ void Core::load_bias_table(Local<float> dst, std::size_t doff, Local<float> src,
 // init: C = bias (from BT, if given) or 0 before accumulating.
 // in_type: the 16-bit operand format in L0A/L0B (fp16 or bf16); both widen exactly to fp32.
 void Core::mmad(Local<float> c, std::size_t coff, Local<f16> a, std::size_t aoff, Local<f16> b, std::size_t boff, int m,
-          int n, int k, bool init, const Local<float>* bias, std::size_t bias_off,
-          CubeIn in_type) {
-  if (a.pos != Pos::L0A || b.pos != Pos::L0B || c.pos != Pos::L0C) fail<EmulationError>("mmad: operands must be L0A, L0B, L0C");
+                int n, int k, bool init, const Local<float>* bias, std::size_t bias_off, CubeIn in_type) {
+  if (a.pos != Pos::L0A || b.pos != Pos::L0B || c.pos != Pos::L0C)
+    fail<EmulationError>("mmad: operands must be L0A, L0B, L0C");
   if (m <= 0 || n <= 0 || k <= 0 || m > 4095 || n > 4095 || k > 4095)
     fail<EmulationError>("mmad: m, n, k must be in 1..4095, got " + std::to_string(m) + "," + std::to_string(n) + "," +
                          std::to_string(k));
@@ -521,7 +524,8 @@ void Core::mmad(Local<float> c, std::size_t coff, Local<f16> a, std::size_t aoff
 // Moves the NZ tile unchanged (fp32) into UB so Vector epilogues run on chip.
 // On split profiles (910B) L0C and UB sit in different cores: the data has to
 // go through GM, so this instruction does not exist there.
-void Core::fixpipe_to_ub(Local<float> dst, std::size_t doff, Local<float> c, std::size_t coff, std::size_t count, bool relu) {
+void Core::fixpipe_to_ub(Local<float> dst, std::size_t doff, Local<float> c, std::size_t coff, std::size_t count,
+                         bool relu) {
   if (!prof_.coupled)
     fail<EmulationError>(std::string("fixpipe_to_ub: L0C cannot drain into UB on ") + prof_.name +
                          " (Cube and Vector are separate cores; go through GM)");
@@ -539,7 +543,7 @@ void Core::fixpipe_to_ub(Local<float> dst, std::size_t doff, Local<float> c, std
 // Row-major out: rows m x cols n of the NZ tile (tile has m1_stride row fractals)
 // go to dst[doff + i*ld + j], fp32 -> fp16, optional ReLU on the way.
 void Core::fixpipe_nz_to_nd(Global<f16> dst, std::size_t doff, std::size_t ld, Local<float> c, std::size_t coff, int m,
-                      int n, int m1_stride, bool relu) {
+                            int n, int m1_stride, bool relu) {
   if (c.pos != Pos::L0C) fail<EmulationError>("fixpipe: source must be L0C");
   const int N1 = (n + 15) / 16;
   if (m <= 0 || n <= 0 || m > 16 * m1_stride) fail<EmulationError>("fixpipe_nz_to_nd: m must be in 1..16*m1_stride");
@@ -554,9 +558,11 @@ void Core::fixpipe_nz_to_nd(Global<f16> dst, std::size_t doff, std::size_t ld, L
     const float* src = c.ptr + coff + std::size_t(i / 16) * 256 + (i % 16) * 16;
     f16* out = dst.ptr + doff + std::size_t(i) * ld;
     if (relu)
-      for (int j1 = 0; j1 < full; ++j1) simd::f32_to_f16_run(src + std::size_t(j1) * m1_stride * 256, out + j1 * 16, 16, true);
+      for (int j1 = 0; j1 < full; ++j1)
+        simd::f32_to_f16_run(src + std::size_t(j1) * m1_stride * 256, out + j1 * 16, 16, true);
     else
-      for (int j1 = 0; j1 < full; ++j1) simd::f32_to_f16_run(src + std::size_t(j1) * m1_stride * 256, out + j1 * 16, 16, false);
+      for (int j1 = 0; j1 < full; ++j1)
+        simd::f32_to_f16_run(src + std::size_t(j1) * m1_stride * 256, out + j1 * 16, 16, false);
     if (full < N1)
       simd::f32_to_f16_run(src + std::size_t(full) * m1_stride * 256, out + full * 16, n - full * 16, relu);
   }
@@ -567,7 +573,8 @@ void Core::fixpipe_nz_to_nd_f32(Global<float> dst, std::size_t doff, std::size_t
                                 int m, int n, int m1_stride) {
   if (c.pos != Pos::L0C) fail<EmulationError>("fixpipe: source must be L0C");
   const int N1 = (n + 15) / 16;
-  if (m <= 0 || n <= 0 || m > 16 * m1_stride) fail<EmulationError>("fixpipe_nz_to_nd_f32: m must be in 1..16*m1_stride");
+  if (m <= 0 || n <= 0 || m > 16 * m1_stride)
+    fail<EmulationError>("fixpipe_nz_to_nd_f32: m must be in 1..16*m1_stride");
   check_local(c, coff, std::size_t(N1) * m1_stride * 256, "fixpipe_nz_to_nd_f32", "src");
   check_global(dst, doff, std::size_t(m - 1) * ld + n, "fixpipe_nz_to_nd_f32", "dst");
   for (int i = 0; i < m; ++i) {  // row i: 16-column pieces of row i%16 of fractals (j1, i/16)
@@ -577,13 +584,14 @@ void Core::fixpipe_nz_to_nd_f32(Global<float> dst, std::size_t doff, std::size_t
       std::memcpy(out + j1 * 16, src + std::size_t(j1) * m1_stride * 256,
                   std::size_t(std::min(16, n - j1 * 16)) * sizeof(float));
   }
-  issue(Pipe::FIX, prof_.fix_head + double(std::uint64_t(m) * n) / prof_.fix_elems_pc, std::uint64_t(m) * n * sizeof(float));
+  issue(Pipe::FIX, prof_.fix_head + double(std::uint64_t(m) * n) / prof_.fix_elems_pc,
+        std::uint64_t(m) * n * sizeof(float));
 }
 
 // Channel-blocked out: the NZ tile (n1_count channel blocks x m pixels) maps to
 // NC1HWC0 directly: block n1, pixel i -> dst[doff + n1*plane + i*16 + c0].
 void Core::fixpipe_nz_to_nc1hwc0(Global<f16> dst, std::size_t doff, std::size_t plane, Local<float> c, std::size_t coff,
-                           int m, int n1_count, int m1_stride, bool relu) {
+                                 int m, int n1_count, int m1_stride, bool relu) {
   if (c.pos != Pos::L0C) fail<EmulationError>("fixpipe: source must be L0C");
   if (m <= 0 || n1_count <= 0 || m > 16 * m1_stride)
     fail<EmulationError>("fixpipe_nz_to_nc1hwc0: m must be in 1..16*m1_stride");
@@ -611,7 +619,7 @@ void Core::fixpipe_nz_to_l1(Local<f16> dst, std::size_t doff, Local<float> c, st
 // Channel-blocked fp32 out (a GM workspace that a Vector pass reads back): block n1, row i of the NZ
 // tile -> dst[doff + n1*plane + i*16 + c0], unrounded. No activation: the consumer applies it.
 void Core::fixpipe_nz_to_blocked_f32(Global<float> dst, std::size_t doff, std::size_t plane, Local<float> c,
-                               std::size_t coff, int m, int n1_count, int m1_stride) {
+                                     std::size_t coff, int m, int n1_count, int m1_stride) {
   if (c.pos != Pos::L0C) fail<EmulationError>("fixpipe: source must be L0C");
   if (m <= 0 || n1_count <= 0 || m > 16 * m1_stride)
     fail<EmulationError>("fixpipe_nz_to_blocked_f32: m must be in 1..16*m1_stride");
@@ -627,7 +635,7 @@ void Core::fixpipe_nz_to_blocked_f32(Global<float> dst, std::size_t doff, std::s
 // ---- Vector (UB only) ----------------------------------------------------
 template <class T, class>
 void Core::vbinary(VecOp op, Local<T> dst, std::size_t doff, Local<T> s0, std::size_t s0off, Local<T> s1,
-             std::size_t s1off, Mask mask, Repeat rp) {
+                   std::size_t s1off, Mask mask, Repeat rp) {
   const unsigned ext = mask.extent(256 / sizeof(T));
   vec_prologue(rp, "vbinary", dst, doff, rp.dst_blk, rp.dst_rep, ext);
   vec_operand(rp, "vbinary", s0, s0off, rp.src0_blk, rp.src0_rep, ext);
@@ -658,7 +666,7 @@ void Core::vbinary(VecOp op, Local<T> dst, std::size_t doff, Local<T> s0, std::s
 // Unary (Relu, Exp, Copy) and scalar forms (Adds, Muls, Maxs, Mins take `scalar`).
 template <class T, class>
 void Core::vunary(VecOp op, Local<T> dst, std::size_t doff, Local<T> src, std::size_t soff, Mask mask, Repeat rp,
-            float scalar) {
+                  float scalar) {
   const unsigned ext = mask.extent(256 / sizeof(T));
   vec_prologue(rp, "vunary", dst, doff, rp.dst_blk, rp.dst_rep, ext);
   vec_operand(rp, "vunary", src, soff, rp.src0_blk, rp.src0_rep, ext);
@@ -718,9 +726,10 @@ void Core::vcast(Local<D> dst, std::size_t doff, Local<S> src, std::size_t soff,
     });
     stats_.vec_repeats += rp.times;
   } else {
-    vec_apply<D, S>(rp, mask, [&](std::size_t d, std::size_t i0, std::size_t) {
-      dst.ptr[doff + d] = store<D>(load(src.ptr[soff + i0]));
-    }, 64);
+    vec_apply<D, S>(
+        rp, mask,
+        [&](std::size_t d, std::size_t i0, std::size_t) { dst.ptr[doff + d] = store<D>(load(src.ptr[soff + i0])); },
+        64);
   }
   vec_cost<float>(VecOp::Cast, rp);
 }
@@ -818,17 +827,17 @@ float Core::scalar_read(Local<T> src, std::size_t idx) {
 }
 
 // ---- the element types the kernels use (core.hpp: OnChip, OnChipCast) ----------
-#define KILN_INSTANTIATE(T)                                                                                          \
-  template void Core::copy_gm_to_local<T>(Local<T>, std::size_t, Global<const T>, std::size_t, std::size_t,            \
-                                          std::size_t, std::size_t, std::size_t);                                      \
-  template void Core::copy_ub_to_gm<T>(Global<T>, std::size_t, Local<T>, std::size_t, std::size_t, std::size_t,       \
-                                       std::size_t, std::size_t);                                                      \
-  template void Core::vbinary<T>(VecOp, Local<T>, std::size_t, Local<T>, std::size_t, Local<T>, std::size_t, Mask,    \
-                                 Repeat);                                                                              \
-  template void Core::vunary<T>(VecOp, Local<T>, std::size_t, Local<T>, std::size_t, Mask, Repeat, float);            \
-  template void Core::vdup<T>(Local<T>, std::size_t, float, Mask, Repeat);                                             \
-  template void Core::vreduce<T>(VecOp, Local<T>, std::size_t, Local<T>, std::size_t, Mask, Repeat);                  \
-  template void Core::vbrcb<T>(Local<T>, std::size_t, Local<T>, std::size_t, unsigned, unsigned, unsigned);          \
+#define KILN_INSTANTIATE(T)                                                                                        \
+  template void Core::copy_gm_to_local<T>(Local<T>, std::size_t, Global<const T>, std::size_t, std::size_t,        \
+                                          std::size_t, std::size_t, std::size_t);                                  \
+  template void Core::copy_ub_to_gm<T>(Global<T>, std::size_t, Local<T>, std::size_t, std::size_t, std::size_t,    \
+                                       std::size_t, std::size_t);                                                  \
+  template void Core::vbinary<T>(VecOp, Local<T>, std::size_t, Local<T>, std::size_t, Local<T>, std::size_t, Mask, \
+                                 Repeat);                                                                          \
+  template void Core::vunary<T>(VecOp, Local<T>, std::size_t, Local<T>, std::size_t, Mask, Repeat, float);         \
+  template void Core::vdup<T>(Local<T>, std::size_t, float, Mask, Repeat);                                         \
+  template void Core::vreduce<T>(VecOp, Local<T>, std::size_t, Local<T>, std::size_t, Mask, Repeat);               \
+  template void Core::vbrcb<T>(Local<T>, std::size_t, Local<T>, std::size_t, unsigned, unsigned, unsigned);        \
   template float Core::scalar_read<T>(Local<T>, std::size_t);
 KILN_INSTANTIATE(f16)
 KILN_INSTANTIATE(float)

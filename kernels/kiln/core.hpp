@@ -55,8 +55,8 @@ struct PipeCounters {
 
 struct CoreStats {
   std::array<PipeCounters, kNumPipes> pipe{};
-  std::uint64_t cube_macs = 0;        // MACs issued on the 16x16x16 fractal grid
-  std::uint64_t cube_useful_macs = 0; // m*n*k as asked, without fractal padding
+  std::uint64_t cube_macs = 0;         // MACs issued on the 16x16x16 fractal grid
+  std::uint64_t cube_useful_macs = 0;  // m*n*k as asked, without fractal padding
   std::uint64_t vec_repeats = 0;
   double end_cycle = 0;
   int blocks = 0;
@@ -109,7 +109,6 @@ struct Img2col {
   int out_w;
   long m_total;  // output pixels of one image; rows beyond are padding rows of the fractal
 };
-
 
 // The element types on-chip instructions are instantiated for (core.cpp); any
 // other type is a compile error at the call instead of a missing symbol at import.
@@ -242,7 +241,8 @@ class Core {
   // Moves the NZ tile unchanged (fp32) into UB so Vector epilogues run on chip.
   // On split profiles (910B) L0C and UB sit in different cores: the data has to
   // go through GM, so this instruction does not exist there.
-  void fixpipe_to_ub(Local<float> dst, std::size_t doff, Local<float> c, std::size_t coff, std::size_t count, bool relu);
+  void fixpipe_to_ub(Local<float> dst, std::size_t doff, Local<float> c, std::size_t coff, std::size_t count,
+                     bool relu);
 
   // ---- Fixpipe: L0C -> GM --------------------------------------------------
   // Row-major out: rows m x cols n of the NZ tile (tile has m1_stride row fractals)
@@ -274,8 +274,8 @@ class Core {
 
   // ---- Vector (UB only) ----------------------------------------------------
   template <class T, class = OnChip<T>>
-  void vbinary(VecOp op, Local<T> dst, std::size_t doff, Local<T> s0, std::size_t s0off, Local<T> s1,
-               std::size_t s1off, Mask mask, Repeat rp);
+  void vbinary(VecOp op, Local<T> dst, std::size_t doff, Local<T> s0, std::size_t s0off, Local<T> s1, std::size_t s1off,
+               Mask mask, Repeat rp);
 
   // Unary (Relu, Exp, Copy) and scalar forms (Adds, Muls, Maxs, Mins take `scalar`).
   template <class T, class = OnChip<T>>
@@ -374,8 +374,8 @@ class Core {
   template <class T>
   void check_ub(const Local<T>& t, const char* instr) const;
   template <class T>
-  void vec_prologue(const Repeat& rp, const char* instr, const Local<T>& t, std::size_t off, unsigned blk,
-                    unsigned rep, unsigned lanes = 256 / sizeof(T));
+  void vec_prologue(const Repeat& rp, const char* instr, const Local<T>& t, std::size_t off, unsigned blk, unsigned rep,
+                    unsigned lanes = 256 / sizeof(T));
   template <class T>
   void vec_operand(const Repeat& rp, const char* instr, const Local<T>& t, std::size_t off, unsigned blk, unsigned rep,
                    unsigned lanes = 256 / sizeof(T)) const;

@@ -29,11 +29,11 @@ struct TensorRef {
 enum class Glue : int { InputNCHW = 0, InputND = 1, ToNCHW = 2, OutputND = 3, OutputNCHW = 4 };
 
 struct StepPlan {
-  const KernelEntry* kernel = nullptr;  // kernel step, or
+  const KernelEntry* kernel = nullptr;          // kernel step, or
   const GenericKernelEntry* generic = nullptr;  // kernel step on a generic kernel, with
   RuntimeShape shape;                           // the shape of this launch, or
-  Glue glue = Glue::InputND;            // glue step
-  std::vector<long> params;             // glue shape parameters
+  Glue glue = Glue::InputND;                    // glue step
+  std::vector<long> params;                     // glue shape parameters
   std::vector<TensorRef> inputs;
   TensorRef output;
   std::string name;
@@ -75,7 +75,8 @@ class Executor {
       for (const auto& r : s.inputs) in_ptrs.push_back(resolve(r, arena.get(), inputs, outputs));
       void* out = const_cast<void*>(resolve(s.output, arena.get(), inputs, outputs));
       if (s.kernel || s.generic) {
-        emu::KernelStats ks = s.kernel ? s.kernel->fn(in_ptrs.data(), out) : s.generic->fn(in_ptrs.data(), out, s.shape);
+        emu::KernelStats ks =
+            s.kernel ? s.kernel->fn(in_ptrs.data(), out) : s.generic->fn(in_ptrs.data(), out, s.shape);
         results[i].cycles = ks.cycles;
         results[i].is_kernel = true;
         if (capture) {
@@ -115,15 +116,11 @@ class Executor {
       case Glue::InputNCHW:
         layout::nchw_to_nc1hwc0(static_cast<const float*>(in), static_cast<f16*>(out), p[0], p[1], p[2], p[3]);
         break;
-      case Glue::InputND:
-        f32_to_f16(static_cast<const float*>(in), static_cast<f16*>(out), count());
-        break;
+      case Glue::InputND: f32_to_f16(static_cast<const float*>(in), static_cast<f16*>(out), count()); break;
       case Glue::ToNCHW:
         layout::nc1hwc0_to_nchw(static_cast<const f16*>(in), static_cast<f16*>(out), p[0], p[1], p[2], p[3]);
         break;
-      case Glue::OutputND:
-        f16_to_f32(static_cast<const f16*>(in), static_cast<float*>(out), count());
-        break;
+      case Glue::OutputND: f16_to_f32(static_cast<const f16*>(in), static_cast<float*>(out), count()); break;
       case Glue::OutputNCHW: {
         const std::size_t n = count();
         std::vector<f16> tmp(n);

@@ -27,7 +27,10 @@ inline float f16_to_f32(f16 h) {
       bits = sign;
     } else {  // subnormal: renormalise
       int e = -1;
-      do { ++e; man <<= 1; } while ((man & 0x400u) == 0);
+      do {
+        ++e;
+        man <<= 1;
+      } while ((man & 0x400u) == 0);
       bits = sign | (std::uint32_t(127 - 15 - e) << 23) | ((man & 0x3ffu) << 13);
     }
   } else if (exp == 31) {
@@ -53,7 +56,7 @@ inline f16 f32_to_f16(float f) {
     return f16(sign | 0x7c00u | (absx > 0x7f800000u ? 0x200u : 0));
   if (absx >= 0x477ff000u)  // rounds to >= 65520: overflow to inf
     return f16(sign | 0x7c00u);
-  if (absx < 0x38800000u) {  // result is subnormal or zero
+  if (absx < 0x38800000u) {                    // result is subnormal or zero
     if (absx < 0x33000000u) return f16(sign);  // < 2^-25 rounds to 0
     const std::uint32_t e = absx >> 23;
     const std::uint32_t m = (absx & 0x7fffffu) | 0x800000u;

@@ -20,10 +20,10 @@ struct KernelStats {
   const Profile* profile = nullptr;
   CoreKind kind = CoreKind::AIC;
   int blocks = 0;
-  int cores = 0;               // virtual cores that received work
-  int cores_available = 0;     // cores of this kind on the profile
-  double cycles = 0;           // slowest core
-  CoreStats total;             // counters summed over cores (end_cycle = max)
+  int cores = 0;            // virtual cores that received work
+  int cores_available = 0;  // cores of this kind on the profile
+  double cycles = 0;        // slowest core
+  CoreStats total;          // counters summed over cores (end_cycle = max)
   std::vector<CoreStats> per_core;
 };
 

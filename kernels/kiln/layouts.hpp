@@ -73,7 +73,8 @@ void dw_weight_to_c1hwc0(const T* src, f16* dst, int c, int kh, int kw) {
   const int c1 = blocks16(c);
   std::memset(dst, 0, sizeof(f16) * std::size_t(c1) * kh * kw * C0);
   for (int ch = 0; ch < c; ++ch)
-    for (int t = 0; t < kh * kw; ++t) dst[(std::size_t(ch / C0) * kh * kw + t) * C0 + ch % C0] = to_f16(src[std::size_t(ch) * kh * kw + t]);
+    for (int t = 0; t < kh * kw; ++t)
+      dst[(std::size_t(ch / C0) * kh * kw + t) * C0 + ch % C0] = to_f16(src[std::size_t(ch) * kh * kw + t]);
 }
 
 }  // namespace kiln::layout

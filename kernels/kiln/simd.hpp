@@ -79,7 +79,9 @@ inline vf vwiden(__m256i h, bool bf16) {
   if (!bf16) return _mm512_cvtph_ps(h);
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
-inline vf vwiden(const f16* p, bool bf16) { return vwiden(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)), bf16); }
+inline vf vwiden(const f16* p, bool bf16) {
+  return vwiden(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)), bf16);
+}
 #elif KILN_SIMD_BITS == 256
 using vf = __m256;
 constexpr int W = 8;
@@ -276,8 +278,7 @@ inline void zmm_fractal_groups(int N1, int& n1, Rows&& rows) {
 // AVX-512 (32 zmm): n fractals in groups of 3 x 8 rows (24 accumulators), the
 // remainder in groups of 2 x 8 rows, a lone fractal as 1 x 16 rows.
 // AVX2 (16 ymm): one n fractal (2 ymm per row) x 6, 6, 4 rows.
-inline void mmad_f32(float* c, const float* af, const float* bf, int M1, int N1, int K1, bool init,
-                     const float* bias) {
+inline void mmad_f32(float* c, const float* af, const float* bf, int M1, int N1, int K1, bool init, const float* bias) {
   const std::size_t c_nstep = std::size_t(M1) * 256, b_kstep = std::size_t(N1) * 256;
   int n1 = 0;
   // Rows [r0, r0+MR) of every m fractal against n fractals [n1, n1+NR).
@@ -436,6 +437,7 @@ inline void mmad_bf16_dp(float* c, const f16* a16, const std::uint32_t* bp, int 
 // or the scalar s (unary), c = dst before the op (read only if kReadsDst). The
 // scalar form is the reference semantics in fp32; the vector form computes the
 // same value in W lanes.
+// clang-format off: one-line operator table (clang-format would read `a * b` in a macro argument as a pointer)
 #if KILN_SIMD_BITS
 #define KILN_SIMD_V(expr) \
   vf operator()(vf a, vf b, vf c) const { (void)a; (void)b; (void)c; return expr; }
@@ -465,6 +467,7 @@ KILN_SIMD_OP(OpMuls, false, a * s, vmul(a, b))
 KILN_SIMD_OP(OpMaxs, false, a > s ? a : s, vmax(a, b))
 KILN_SIMD_OP(OpMins, false, a < s ? a : s, vmin(a, b))
 #undef KILN_SIMD_OP
+// clang-format on
 #undef KILN_SIMD_V
 
 // Exp stays std::exp per element (a vector exp would not round identically), so

@@ -16,9 +16,23 @@ from ._core import AlignmentError, BoundsError, CapacityError, EmulationError, S
 from .model import Model
 from .runtime import Kernel
 
-__all__ = ["kernels", "kernel", "load", "models", "build_info", "manifest", "set_num_threads", "Kernel", "Model",
-           "EmulationError",
-           "CapacityError", "AlignmentError", "SyncError", "BoundsError", "Core"]
+__all__ = [
+    "AlignmentError",
+    "BoundsError",
+    "CapacityError",
+    "Core",
+    "EmulationError",
+    "Kernel",
+    "Model",
+    "SyncError",
+    "build_info",
+    "kernel",
+    "kernels",
+    "load",
+    "manifest",
+    "models",
+    "set_num_threads",
+]
 
 Core = _core.Core  # an emulated AI core driven one instruction at a time
 

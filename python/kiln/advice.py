@@ -39,148 +39,30 @@ def classify(record: dict, summary: dict) -> dict:
 
 # ---------------------------------------------------------------- tiling candidates
 
-def _powers(limit: int) -> list[int]:
-    out, v = [], 1
-    while v <= limit:
-        out.append(v)
-        v *= 2
-    return out
-
-
-def _splits(total: int) -> list[int]:
-    """ceil(total / k) for every k: all the distinct per-block shares of `total` items."""
-    return sorted({ceil(total / k) for k in range(1, total + 1)})
-
-
 def candidates(family: str, spec, params: dict, profile) -> list[dict]:
-    """Tilings of `family` for `spec` that fit the profile's buffers (current one excluded)."""
-    from .codegen import search, tiling
-    from .codegen.opspec import c1
-    cap = profile.capacity
-    if getattr(spec, "mid", 0):  # a chained conv's tiling space is the build search's own (search.search_chain)
+    """Tilings of `family` for `spec` that fit the profile's buffers (current one excluded): the family's own
+    tuning space (codegen/families/<family>.py `space`)."""
+    from .codegen.families.registry import FAMILIES
+    f = FAMILIES[family]
+    if getattr(spec, "mid", 0) or f.space is None:  # a chained conv's tiling space is the build search's own
         return []
-
-    def fits(bufs: dict) -> bool:
-        return all(b <= cap[pos] for pos, b in bufs.items())
-    out: list[dict] = []
-    if family == "conv2d_cube_img2col":
-        M, C1, CO1 = spec.ho * spec.wo, c1(spec.cin), c1(spec.cout)
-        K1 = C1 * spec.kh * spec.kw
-        extra = {k: v for k, v in params.items() if k == "epi_tile"}
-        for bm in search.TILE_EDGES:
-            if bm > ceil(M / 16) * 16 and bm != 16:
-                continue
-            rows = max(1, max(r for *_, r in tiling.conv_tile_rows(spec, bm)))
-            for bn in search.TILE_EDGES:
-                if bn > CO1 * 16 and bn != 16:
-                    continue
-                for bk in search.K_FRACTALS:
-                    if bk > K1:
-                        continue
-                    for step in search._steps(C1):
-                        if fits(tiling._conv_buffers(spec, bm, bn, bk, step)):
-                            out.append(dict(base_m=bm, base_n=bn, base_k1=bk, c1_step=step, slab_rows=rows, **extra))
-    elif family in ("gemm_cube", "batched_gemm_cube"):
-        K1 = c1(spec.k)
-        bufs = tiling._gemm_buffers if family == "gemm_cube" else tiling._bgemm_buffers
-        n_edge = c1(spec.n) * 16
-        for bm in search.TILE_EDGES:
-            if bm > ceil(spec.m / 16) * 16 and bm != 16:
-                continue
-            for bn in search.TILE_EDGES:
-                if bn > n_edge and bn != 16:
-                    continue
-                for bk in search.K_FRACTALS:
-                    if bk > K1:
-                        continue
-                    for step in search._steps(K1):
-                        if step % bk and step != K1:
-                            continue
-                        if fits(bufs(spec, bm, bn, bk, step)):
-                            out.append(dict(base_m=bm, base_n=bn, base_k1=bk, k1_step=step))
-    elif family in ("eltwise_vector", "gelu_vector"):
-        if family == "gelu_vector":
-            per_elem = 24
-        else:
-            per_elem = 2 * (3 if spec.op in ("add", "mul") else 2) * 2
-        max_tile = (cap["UB"] // per_elem) // 128 * 128
-        share = ceil(spec.numel / 128)
-        tiles = {128 * t for t in _splits(share) if 128 * t <= max_tile} | \
-                {128 * p for p in _powers(max_tile // 128)}
-        out = [{"tile_elems": t} for t in sorted(tiles)]
-    elif family in ("softmax_vector", "layernorm_vector"):
-        rows = [1] if spec.length % 16 else _splits(spec.rows)
-        out = [{"rows_per_tile": r} for r in rows if fits(tiling._row_buffers(spec, r))]
-    elif family == "dwconv2d_vector":
-        out = [{"rows_per_block": r} for r in _splits(spec.ho) if fits(tiling._dw_buffers(spec, r))]
-    elif family == "maxpool2d_vector":
-        out = [{"rows_per_block": r} for r in _splits(spec.ho) if fits(tiling._maxpool_buffers(spec, r))]
-    elif family == "global_avgpool_vector":
-        hw = spec.h * spec.w
-        out = [{"chunk_pixels": p} for p in _splits(hw) if 2 * p * 32 + p * 64 + 96 <= cap["UB"]]
-    elif family == "transpose_mte":
-        out = [{"planes_per_block": p} for p in _splits(spec.d0 * spec.d1)]
-    cur = {k: v for k, v in params.items()}
-    return [dict(cur, **c) for c in out if dict(cur, **c) != cur]
-
-
-WIDE_PAIRS = 8  # (base_m, base_n) pairs off the power-of-two grid whose K blocking is explored
+    cur = dict(params)
+    return [dict(cur, **c) for c in f.space(spec, params, profile) if dict(cur, **c) != cur]
 
 
 def wide_candidates(family: str, spec, params: dict, profile) -> list[dict]:
-    """Cube tilings with base_m/base_n any multiple of 16 (the build's search tries powers of two): every
-    (base_m, base_n) pair ranked by the quick replay with the kernel's K blocking (or the largest L1 step that
-    fits), then the best pairs with every base_k1 and L1 step."""
-    from .codegen import costmodel, search, tiling
-    from .codegen.opspec import c1
-    if getattr(spec, "mid", 0):  # a chained conv: no wide grid (see candidates)
+    """Cube tilings with base_m/base_n any multiple of 16 (the family's `wide_space`; none for a chained conv)."""
+    from .codegen.families.registry import FAMILIES
+    f = FAMILIES[family]
+    if getattr(spec, "mid", 0) or f.wide_space is None:
         return []
-    if family == "conv2d_cube_img2col":
-        M, N, K1, steps_of = spec.ho * spec.wo, c1(spec.cout) * 16, c1(spec.cin) * spec.kh * spec.kw, c1(spec.cin)
-        kstep = "c1_step"
-
-        def make(bm, bn, bk, step):
-            rows = max(1, max(r for *_, r in tiling.conv_tile_rows(spec, bm)))
-            p = dict(params, base_m=bm, base_n=bn, base_k1=bk, c1_step=step, slab_rows=rows)
-            return p if all(b <= profile.capacity[k] for k, b in tiling._conv_buffers(spec, bm, bn, bk, step).items()) \
-                else None
-    elif family in ("gemm_cube", "batched_gemm_cube"):
-        M, K1 = spec.m, c1(spec.k)
-        N, steps_of = (c1(spec.n) * 16 if family == "gemm_cube" else ceil(spec.n / 16) * 16), K1
-        kstep = "k1_step"
-        bufs = tiling._gemm_buffers if family == "gemm_cube" else tiling._bgemm_buffers
-
-        def make(bm, bn, bk, step):
-            if step % bk and step != K1:
-                return None
-            p = dict(params, base_m=bm, base_n=bn, base_k1=bk, k1_step=step)
-            return p if all(b <= profile.capacity[k] for k, b in bufs(spec, bm, bn, bk, step).items()) else None
-    else:
-        return []
-    bk0 = min(params["base_k1"], K1)
-    pairs = []
-    for bm in range(16, min(256, ceil(M / 16) * 16) + 1, 16):
-        for bn in range(16, min(256, N) + 1, 16):
-            p = next((q for step in sorted(search._steps(steps_of), key=lambda s: (s != params[kstep], -s))
-                      if (q := make(bm, bn, bk0, step)) is not None), None)
-            if p is not None:
-                pairs.append((costmodel.predict(spec, family, p, profile, sample=True).cycles, bm, bn))
-    out = []
-    for _, bm, bn in sorted(pairs)[:WIDE_PAIRS]:
-        for bk in search.K_FRACTALS:
-            if bk > K1:
-                continue
-            for step in search._steps(steps_of):
-                p = make(bm, bn, bk, step)
-                if p is not None and p != params:
-                    out.append(p)
-    return out
+    return f.wide_space(spec, params, profile)
 
 
 def best_tiling(family: str, spec, params: dict, profile) -> tuple[float, dict, int] | None:
     """(cycles, params, candidates considered) of the fastest candidate by exact replay, or None: the
     search.py-style grid plus the wider Cube tilings, ranked by the quick replay, the best replayed exactly."""
-    from .codegen import costmodel
+    from .codegen.families.registry import predict
     cands, seen = [], set()
     for p in candidates(family, spec, params, profile) + wide_candidates(family, spec, params, profile):
         key = tuple(sorted(p.items()))
@@ -191,16 +73,16 @@ def best_tiling(family: str, spec, params: dict, profile) -> tuple[float, dict, 
         return None
     considered = len(cands)
     if len(cands) > QUICK_ALL:
-        cands = sorted(cands, key=lambda p: (costmodel.predict(spec, family, p, profile, sample=True).cycles,
+        cands = sorted(cands, key=lambda p: (predict(spec, family, p, profile, sample=True).cycles,
                                              sorted(p.items())))[:EXACT]
-    exact = [(costmodel.predict(spec, family, p, profile).cycles, i, p) for i, p in enumerate(cands)]
+    exact = [(predict(spec, family, p, profile).cycles, i, p) for i, p in enumerate(cands)]
     cyc, _, p = min(exact, key=lambda e: (e[0], e[1]))
     return cyc, p, considered
 
 
 def _blocks(family: str, spec, params: dict, profile) -> int:
-    from .codegen import costmodel
-    _, launches = costmodel.record(spec, family, params, profile)
+    from .codegen.families.registry import record
+    _, launches = record(spec, family, params, profile)
     return max((len(cores) for _, _, cores in launches), default=0)
 
 
@@ -209,7 +91,7 @@ def _blocks(family: str, spec, params: dict, profile) -> int:
 def space_to_depth(spec):
     """The stride-1 convolution equal to `spec` after a space-to-depth relayout of its (padded) input by its
     stride, when that packs more channels into C0=16; None if it does not apply."""
-    from .codegen.opspec import Conv2dSpec
+    from .codegen.ir.opspec import Conv2dSpec
     if spec.kind != "conv2d" or (spec.sh, spec.sw) == (1, 1) or (spec.dh, spec.dw) != (1, 1) or spec.cin2:
         return None
     cin = spec.cin * spec.sh * spec.sw
@@ -233,12 +115,12 @@ def _fmt_params(new: dict, old: dict) -> str:
 
 def suggest(record: dict, spec, profile, summary: dict, kind: dict) -> dict:
     """{"text", "predicted_cycles", "gain", "source", "alternatives": [...], "diagnosis"} for one kernel."""
-    from .codegen import costmodel, tiling
-    from .codegen.optlog import OptLog
+    from .codegen.families.registry import family_for, predict, tunable
+    from .codegen.ir.optlog import OptLog
     family, params = record["family"], record["tiling"]
     base = record.get("predicted_cycles")
     if base is None:
-        pred = costmodel.predict(spec, family, params, profile)
+        pred = predict(spec, family, params, profile)
         base = pred.cycles if pred else None
     found: list[dict] = []
     if base:
@@ -246,10 +128,10 @@ def suggest(record: dict, spec, profile, summary: dict, kind: dict) -> dict:
         if bt and bt[0] < base * 0.995:
             cyc, p, n = bt
             blocks_new = _blocks(family, spec, p, profile)
-            tunable = getattr(tiling, "TUNABLE", {}).get(family)
-            how = (" -- pin it with `tiling = { " + ", ".join(f"{k} = {p[k]}" for k in tunable) + " }` in a kernel "
-                   "list entry, or as a tuning record (KILN_TUNING_RECORDS)") if tunable else \
-                " -- no kernel-list pin for this family: a change of its rule in codegen/tiling.py"
+            pin = tunable().get(family)
+            how = (" -- pin it with `tiling = { " + ", ".join(f"{k} = {p[k]}" for k in pin) + " }` in a kernel "
+                   "list entry, or as a tuning record (KILN_TUNING_RECORDS)") if pin else \
+                " -- no kernel-list pin for this family: a change of its rule in codegen/families/"
             found.append({"source": "tiling replay", "predicted_cycles": cyc, "gain": 1 - cyc / base,
                           "text": f"try tiling {_fmt_params(p, params)}: predicted {cyc:,.0f} cycles "
                                   f"({-100 * (1 - cyc / base):+.1f}%), {record['blocks']} -> {blocks_new} blocks "
@@ -267,8 +149,8 @@ def suggest(record: dict, spec, profile, summary: dict, kind: dict) -> dict:
                                       f"({-100 * (1 - cyc / base):+.1f}%)"})
         s2 = space_to_depth(spec) if spec.kind == "conv2d" else None
         if s2 is not None:
-            v = tiling._conv_variant(s2, profile, OptLog(), search=True)
-            cyc = costmodel.predict(s2, v.family, v.params, profile).cycles
+            v = family_for(s2).choose(s2, profile, OptLog(), True)
+            cyc = predict(s2, v.family, v.params, profile).cycles
             if cyc < base * 0.995:
                 found.append({"source": "relayout replay", "predicted_cycles": cyc, "gain": 1 - cyc / base,
                               "params": v.params,

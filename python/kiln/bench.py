@@ -15,6 +15,7 @@ latency of the same run is reported beside it, labelled.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import importlib.util
 import json
@@ -24,6 +25,7 @@ import statistics
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 # Peer engine -> the module it needs. Tests remap an entry to simulate a peer that is not installed.
@@ -74,7 +76,7 @@ def model_flops(rec: dict, onnx_path: Path) -> tuple[int, str]:
     try:
         from .codegen.analyze import analyze
         return int(analyze(str(onnx_path), batch=batch)["flops"]), "onnx_graph"
-    except Exception:  # noqa: BLE001 - onnx missing or the file unreadable: kiln's own count is the fallback
+    except Exception:
         import kiln
         flops = {k["name"]: k["features"]["flops"] for k in kiln.manifest()["kernels"]}
         return sum(flops[s["kernel"]] for s in rec["steps"] if s["kind"] == "kernel"), "kiln_kernels"
@@ -86,6 +88,7 @@ def _child_env(threads: int) -> dict:
         env[var] = str(threads)
     # the child must import the same kiln as this process (e.g. a build tree put on sys.path)
     import site
+
     import kiln
     pkg_parent = str(Path(kiln.__file__).resolve().parent.parent)
     if pkg_parent not in {str(Path(p).resolve()) for p in site.getsitepackages()}:
@@ -175,11 +178,22 @@ def git_commit(cwd: str | None = None) -> str | None:
     return r.stdout.strip() or None
 
 
-def run(model: str, batch: int | None = None, threads: int | None = None, peers=DEFAULT_PEERS, repeat: int = 10,
-        warmup: int = 2, rounds: int = 3, peak: dict | None = None) -> dict:
+@dataclass(frozen=True)
+class Timing:
+    """How each engine is timed: `repeat` timed runs after `warmup` untimed ones, per round; the engines take
+    turns over `rounds` rounds (starting one later each round) and their timings are merged."""
+    repeat: int = 10
+    warmup: int = 2
+    rounds: int = 3
+
+
+def run(model: str, batch: int | None = None, threads: int | None = None, peers=DEFAULT_PEERS,
+        timing: Timing = Timing(), peak: dict | None = None) -> dict:
     """The report behind `kiln bench` (docs/cli.md). `peak`: a measure_peak() result to reuse."""
     import kiln
-    from .codegen.profiles import PROFILES
+    repeat, warmup, rounds = timing.repeat, timing.warmup, timing.rounds
+
+    from .codegen.ir.profiles import PROFILES
     from .validate import onnx_path_of
     for what, v, low in (("--repeat", repeat, 1), ("--warmup", warmup, 0), ("--rounds", rounds, 1),
                          ("--threads", threads, 1), ("--batch", batch, 1)):
@@ -242,7 +256,7 @@ def run(model: str, batch: int | None = None, threads: int | None = None, peers=
             "flops": flops, "flops_source": flops_source, "peak_gflops": peak["gflops"], "peak": peak,
             "isa": info["isa"], "profile": info["profile"], "onnx": str(onnx_path),
             "rounds": rounds, "repeat": repeat, "warmup": warmup,
-            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
             "machine": machine(), "commit": git_commit(), "other_load_cores": load.cores()}
 
 
@@ -278,7 +292,7 @@ def write_profile(model: str, path: str, threads: int | None = None, warmup: int
     info = kiln.build_info()
     out = {"format": "kiln-profile/1", "model": m.name, "profile": info["profile"], "isa": info["isa"],
            "threads": info["threads"], "repeat": max(1, repeat),
-           "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+           "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
            "total_cpu_ms": round(1e3 * statistics.median(totals), 6), "simulated_cycles": m.simulated_cycles,
            "steps": steps}
     Path(path).write_text(json.dumps(out, indent=1) + "\n")
@@ -337,6 +351,7 @@ def _time_runs(fn, warmup: int, repeat: int) -> list[float]:
 
 def _child(engine: str, model: str, onnx: str, threads: int, warmup: int, repeat: int) -> dict:
     import numpy as np
+
     import kiln
     rec = next(r for r in kiln.manifest()["models"] if r["name"] == model)
     rng = np.random.default_rng(SEED)
@@ -388,10 +403,8 @@ def _peak_child(threads: int) -> dict:
         return 2 * PEAK_N ** 3 / statistics.median(times) / 1e6
 
     blas = "blas"
-    try:
+    with contextlib.suppress(Exception):
         blas = np.show_config(mode="dicts")["Build Dependencies"]["blas"]["name"]
-    except Exception:  # noqa: BLE001 - older NumPy: the library name is only decoration
-        pass
     sources = {f"numpy ({blas})": gflops(_time_runs(lambda: a @ b, 1, 5))}
     try:
         import onnxruntime as ort
@@ -403,7 +416,7 @@ def _peak_child(threads: int) -> dict:
         sess = ort.InferenceSession(helper.make_model(graph).SerializeToString(), opts,
                                     providers=["CPUExecutionProvider"])
         sources["onnxruntime (MLAS)"] = gflops(_time_runs(lambda: sess.run(None, {"a": a, "b": b}), 1, 5))
-    except Exception:  # noqa: BLE001 - ORT or onnx missing: NumPy's figure stands alone
+    except Exception:
         pass
     best = max(sources, key=sources.get)
     return {"gflops": sources[best], "library": best, "sources": sources, "n": PEAK_N, "dtype": "fp32",

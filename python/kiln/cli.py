@@ -17,11 +17,12 @@ def _emit_json(obj) -> None:
 def _model_kernels(args) -> int:
     """`kiln kernels MODEL`: the model's kernel launches, with simulated cycles from one seeded run."""
     import numpy as np
+
     import kiln
     model = kiln.load(args.model)
     rng = np.random.default_rng(0)
     model.run(*[rng.standard_normal(shape).astype(np.float32) for _, shape in model.inputs])
-    from .codegen.profiles import get_profile
+    from .codegen.ir.profiles import get_profile
     recs = {k["name"]: k for k in kiln.manifest()["kernels"]}
     prof = get_profile(kiln.build_info()["profile"])
 
@@ -108,9 +109,10 @@ def _log(args) -> int:
 def _analyze(args) -> int:
     from .codegen import KilnError
     from .codegen.analyze import analyze, format_text
+    from .codegen.options import OptionError
     path = args.file
     if not os.path.exists(path):  # a zoo model by name: build its ONNX file first
-        from .codegen import zoo
+        from .codegen.frontend import zoo
         if path not in zoo.ZOO:
             print(f"kiln analyze: {path}: no such file, and not a zoo model ({', '.join(zoo.ZOO)})", file=sys.stderr)
             return 2
@@ -123,6 +125,9 @@ def _analyze(args) -> int:
                          max_seq_len=args.max_seq_len)
     except KilnError as e:
         print(f"kiln analyze: {e.subject}: {e.message}", file=sys.stderr)
+        return 2
+    except OptionError as e:  # --max-fusion-depth / --max-seq-len / --target out of range, as the build options
+        print(f"kiln analyze: {e}", file=sys.stderr)
         return 2
     if args.json:
         _emit_json(report)
@@ -141,6 +146,7 @@ def _input_size(text: str) -> tuple[int, int]:
 
 def _validate(args) -> int:
     import kiln
+
     from . import validate as v
     try:
         model = kiln.load(args.model)
@@ -167,6 +173,7 @@ def _validate(args) -> int:
 
 def _run(args) -> int:
     import numpy as np
+
     import kiln
     try:
         model = kiln.load(args.model)
@@ -234,7 +241,7 @@ def _bench(args) -> int:
         return 2
     try:
         report = bench.run(args.model, batch=args.batch, threads=args.threads, peers=bench.parse_peers(args.peers),
-                           repeat=args.repeat, warmup=args.warmup, rounds=args.rounds)
+                           timing=bench.Timing(args.repeat, args.warmup, args.rounds))
     except bench.BenchError as e:
         print(f"kiln bench: {e}", file=sys.stderr)
         return 2
@@ -254,9 +261,10 @@ def _bench(args) -> int:
 def _opspec(args) -> int:
     """`kiln opspec MODEL [--json]`: the .opspec feature files of a model's kernels, each checked on reading."""
     import kiln
+
     from .codegen import KilnError
-    from .codegen.opspec_file import parse_opspec
-    from .codegen.profiles import get_profile
+    from .codegen.emit.opspec_file import parse_opspec
+    from .codegen.ir.profiles import get_profile
     man = kiln.manifest()
     rec = next((m for m in man["models"] if m["name"] == args.model), None)
     if rec is None:
@@ -397,18 +405,25 @@ def _info(args) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="kiln", description="kiln: AOT kernels for an emulated Ascend AI Core")
-    sub = ap.add_subparsers(dest="cmd", required=True)
+def _parser_kernels(sub) -> None:
     k = sub.add_parser("kernels", help="list the baked kernels with spec and variant (of one model, if given)")
     k.add_argument("model", nargs="?", help="a baked model's name or ONNX path")
     k.add_argument("--json", action="store_true", help="machine-readable output")
     k.set_defaults(fn=_kernels)
+
+
+def _parser_log(sub) -> None:
     lg = sub.add_parser("log", help="print the optimisation-path log of this build (of one model, filtered)")
     lg.add_argument("model", nargs="?")
     lg.add_argument("--grep", help="only lines matching this regular expression (case-insensitive)")
     lg.set_defaults(fn=_log)
+
+
+def _parser_info(sub) -> None:
     sub.add_parser("info", help="build options, profile, host ISA").set_defaults(fn=_info)
+
+
+def _parser_optimize(sub) -> None:
     oz = sub.add_parser("optimize", help="suggest faster variants for the bottleneck kernels; --feedback "
                         "rebuilds, measures and keeps those that help as tuning records")
     oz.add_argument("model")
@@ -418,16 +433,25 @@ def main(argv: list[str] | None = None) -> int:
     oz.add_argument("--build-dir")
     oz.add_argument("--json", action="store_true")
     oz.set_defaults(fn=_optimize)
+
+
+def _parser_tune(sub) -> None:
     tn = sub.add_parser("tune", help="measure the cost model's best tilings on the emulator; write tuning records")
     tn.add_argument("model")
     tn.add_argument("-k", type=int, default=3, help="candidates per kernel (default 3)")
     tn.add_argument("-o", "--output", default="kiln_tuning.json")
     tn.add_argument("--build-dir", help="scratch build directory (default: a new temporary one)")
     tn.set_defaults(fn=_tune)
+
+
+def _parser_opspec(sub) -> None:
     op = sub.add_parser("opspec", help="the .opspec features of a baked model's kernels (docs/opspec.md)")
     op.add_argument("model")
     op.add_argument("--json", action="store_true")
     op.set_defaults(fn=_opspec)
+
+
+def _parser_analyze(sub) -> None:
     a = sub.add_parser("analyze", help="what an ONNX file holds and what kiln would bake from it: ops before "
                                        "fusion, kernels after, and the fusion audit")
     a.add_argument("file", help="an ONNX file, or a zoo model name (resnet50, mobilenet_v2, bert_layer)")
@@ -442,6 +466,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="profile whose buffers and cores the fusion checks")
     a.add_argument("--json", action="store_true")
     a.set_defaults(fn=_analyze)
+
+
+def _parser_validate(sub) -> None:
     v = sub.add_parser("validate", help="compare a baked model with ONNX Runtime on the same ONNX file")
     v.add_argument("model", help="baked model name or the ONNX path it was baked from")
     v.add_argument("--json", action="store_true")
@@ -453,15 +480,24 @@ def main(argv: list[str] | None = None) -> int:
                    help="run the image input at this spatial size (a model baked with KILN_SHAPE_BUCKETS: a bucket "
                         "size runs its specialised kernels, any other the generic ones)")
     v.set_defaults(fn=_validate)
+
+
+def _parser_plan(sub) -> None:
     pl = sub.add_parser("plan", help="a baked model's memory plan: arena, lower bound, offsets over time")
     pl.add_argument("model")
     pl.add_argument("--json", action="store_true")
     pl.set_defaults(fn=_plan)
+
+
+def _parser_run(sub) -> None:
     r = sub.add_parser("run", help="run a baked model once")
     r.add_argument("model")
     r.add_argument("--input", help=".npy input (default: seeded random)")
     r.add_argument("--output", help="write the output here (.npy)")
     r.set_defaults(fn=_run)
+
+
+def _parser_bench(sub) -> None:
     b = sub.add_parser("bench", help="time a baked model against ONNX Runtime / OpenVINO on the same ONNX file")
     b.add_argument("model", help="baked model name or the ONNX path it was baked from")
     b.add_argument("--batch", type=int, help="batch size (default: the baked one; NAME_bN must be baked for another)")
@@ -474,6 +510,9 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--profile", metavar="FILE", help="also write kiln's per-kernel host times and simulated cycles "
                    "(JSON, kiln-profile/1) for `kiln visualize --profile`")
     b.set_defaults(fn=_bench)
+
+
+def _parser_trace(sub) -> None:
     tr = sub.add_parser("trace", help="one kernel's instruction stream (pipe, instruction, bytes, start/end cycle)")
     tr.add_argument("model", help="baked model name or the ONNX path it was baked from")
     tr.add_argument("--kernel", required=True, help="kernel name, opspec name, or a launch (node) name of the model")
@@ -481,6 +520,9 @@ def main(argv: list[str] | None = None) -> int:
     tr.add_argument("--limit", type=int, default=40, help="instructions of the core to print (default 40)")
     tr.add_argument("--core", type=int, default=0, help="core whose instructions are printed (default 0)")
     tr.set_defaults(fn=_trace)
+
+
+def _parser_visualize(sub) -> None:
     vz = sub.add_parser("visualize", help="self-contained HTML report: fused graph, bottlenecks, memory plan")
     vz.add_argument("model", help="baked model name or the ONNX path it was baked from")
     vz.add_argument("-o", "--output", help="HTML file to write (default MODEL_report.html)")
@@ -490,6 +532,18 @@ def main(argv: list[str] | None = None) -> int:
     vz.add_argument("--profile", metavar="FILE", help="fold in measured per-kernel CPU times (the kiln-profile/1 "
                     "JSON of `kiln bench MODEL --profile FILE`), shown beside the predictions")
     vz.set_defaults(fn=_visualize)
+
+
+# One function per verb, in the order `kiln --help` lists them.
+PARSERS = (_parser_kernels, _parser_log, _parser_info, _parser_optimize, _parser_tune, _parser_opspec, _parser_analyze,
+           _parser_validate, _parser_plan, _parser_run, _parser_bench, _parser_trace, _parser_visualize)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="kiln", description="kiln: AOT kernels for an emulated Ascend AI Core")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    for add_parser in PARSERS:
+        add_parser(sub)
     args = ap.parse_args(argv)
     try:
         return args.fn(args)

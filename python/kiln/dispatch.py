@@ -1,5 +1,5 @@
 """Which plan serves a call of `Model.run`: the model's own baked plan, a shape bucket's (KILN_SHAPE_BUCKETS),
-or the generic path, planned at the first use of an input size and cached (codegen/shape_buckets.py plan_size:
+or the generic path, planned at the first use of an input size and cached (codegen/shapes/buckets.py plan_size:
 the stored graph re-shaped, fused and lowered, a tiling per generic kernel that fits that size, an arena;
 weights from the baked blob).
 
@@ -8,6 +8,7 @@ stderr (KILN_LOG=2 also prints the [OPT] lines of a size's plan when it is made)
 """
 from __future__ import annotations
 
+import json
 import os
 import sys
 import threading
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import _core
+from .steps import KernelStep
 
 
 @dataclass
@@ -114,11 +116,10 @@ class Dispatcher:
         return self._generic(x, force_generic)  # too small for the graph: the planner names the node
 
     def _generic(self, x: tuple[int, ...], force_generic: bool) -> ServingPlan:
-        from . import manifest
         from .codegen import KilnError
-        from .codegen.shape_buckets import plan_size
+        from .codegen.pipeline import plan_size
         t0 = time.perf_counter()
-        man = manifest()
+        man = json.loads(_core.manifest_json())  # kiln.manifest(), without importing the package from here
         try:
             sized = plan_size(self.model.record, man["kernels"], man["options"], (x[2], x[3]),
                               set(_core.generic_kernel_names()), prefer_baked=not force_generic)
@@ -132,11 +133,11 @@ class Dispatcher:
 
     def _executor(self, record: dict):
         return _core.Executor(self.model.name, record["steps"], record["arena_bytes"], self.weights,
-                              [list(i["shape"]) for i in record["inputs"]], [list(o["shape"]) for o in record["outputs"]])
+                              [list(i["shape"]) for i in record["inputs"]],
+                              [list(o["shape"]) for o in record["outputs"]])
 
     @staticmethod
     def _kernel_steps(record: dict) -> list:
-        from .model import KernelStep
         return [KernelStep(s["name"], s["ops"], s["op_types"], s["kernel"], generic="runtime_shape" in s)
                 for s in record["steps"] if s["kind"] == "kernel"]
 

@@ -5,24 +5,13 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass
 from importlib import resources
 
 import numpy as np
 
 from . import _core
 from .dispatch import Dispatcher, describe, log_line
-
-
-@dataclass
-class KernelStep:
-    """One kernel launch of a model: which ops it runs and with which kernel."""
-    name: str
-    ops: list[str]
-    op_types: list[str]
-    kernel: str
-    simulated_cycles: float | None = None
-    generic: bool = False  # a generic kernel (runtime shapes) served this launch (KILN_SHAPE_BUCKETS)
+from .steps import KernelStep
 
 
 class Model:

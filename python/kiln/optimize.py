@@ -17,18 +17,18 @@ from __future__ import annotations
 from pathlib import Path
 
 from . import build_info
-from .tune import TUNED_FAMILIES, _build_and_run, _entry, baked_model
+from .tune import _build_and_run, _entry, baked_model, tuned_families
 
 
 def optimize(model: str, out: str, threshold: float = 0.15, build_dir: str | None = None, feedback: bool = True,
              progress=print) -> dict:
     import tempfile
 
-    from .codegen.costmodel import predict
-    from .codegen.opspec import Conv2dSpec, GemmSpec
     from .advice import best_tiling
-    from .codegen.tiling import TUNABLE
-    from .codegen.tuning import load_records, write_records
+    from .codegen.families.registry import predict, tunable
+    from .codegen.ir.opspec import Conv2dSpec, GemmSpec
+    TUNABLE = tunable()
+    from .codegen.select.tuning import load_records, write_records
 
     rec, profile, kernels = baked_model(model)
     launches = [s["kernel"] for s in rec["steps"] if s["kernel"]]
@@ -45,7 +45,7 @@ def optimize(model: str, out: str, threshold: float = 0.15, build_dir: str | Non
         kr = kernels[n]
         item = {"kernel": n, "share": round(share[n], 4), "cycles": kr["predicted_cycles"]}
         report["kernels"].append(item)
-        if kr["family"] not in TUNED_FAMILIES:
+        if kr["family"] not in tuned_families():
             item["outcome"] = (f"no suggestion: the feedback loop tunes direct convolutions and GEMMs; "
                                f"{kr['family']} is not one of them")
             continue

@@ -21,7 +21,7 @@ def f16(a) -> np.ndarray:
 
 
 def bf16(a) -> np.ndarray:
-    """Round to bf16 (nearest even) and widen to float64. Written here on its own (not codegen.layouts'
+    """Round to bf16 (nearest even) and widen to float64. Written here on its own (not codegen.ir.layouts'
     packer), so the kernels' bf16 rounding is checked against an independent one."""
     b = np.ascontiguousarray(a, np.float32).view(np.uint32)
     r = ((b + np.uint32(0x7FFF) + ((b >> 16) & 1)) >> 16) << 16
@@ -40,7 +40,7 @@ def conv2d_nchw(x, w, bias=None, stride=(1, 1), pads=(0, 0, 0, 0), dilation=(1, 
     """x [N,C,H,W], w [O,C,KH,KW], pads (top, left, bottom, right)."""
     x, w = np.asarray(x, np.float64), np.asarray(w, np.float64)
     n, c, h, wd = x.shape
-    o, _, kh, kw = w.shape
+    _o, _, kh, kw = w.shape
     (sh, sw), (dh, dw), (pt, pl, pb, pr) = stride, dilation, pads
     xp = np.zeros((n, c, h + pt + pb, wd + pl + pr))
     xp[:, :, pt:pt + h, pl:pl + wd] = x

@@ -20,7 +20,7 @@ def as_packed(values: np.ndarray, dtype: str) -> np.ndarray:
     """Values (any float array) as a packed tensor of the record's dtype: fp16, fp32, or bf16 bit patterns
     (uint16, a KILN_DTYPE=bf16 Cube weight)."""
     if dtype == "bf16":
-        from .codegen.layouts import f32_to_bf16_bits
+        from .codegen.ir.layouts import f32_to_bf16_bits
         return f32_to_bf16_bits(values)
     return np.ascontiguousarray(values, np.float16 if dtype == "fp16" else np.float32)
 
@@ -64,7 +64,7 @@ class Kernel:
         t = self.record["inputs"][i]
         w = np.asarray(w, np.float32)
         if t["dtype"] == "bf16":
-            from .codegen import layouts  # NumPy packing: the C++ packers write fp16
+            from .codegen.ir import layouts  # NumPy packing: the C++ packers write fp16
             return layouts.kn_to_zn(w, "bf16") if t["layout"] == "ZN" else layouts.oihw_to_fractal_z(w, "bf16")
         return _as_f16(_core.kn_to_zn(w) if t["layout"] == "ZN" else _core.oihw_to_fractal_z(w))
 
@@ -92,7 +92,7 @@ class Kernel:
                     packed.append(_as_f16(_core.nchw_to_nc1hwc0(np.asarray(args[i], np.float32))))
                 return packed
             if self.record["inputs"][1]["layout"] == "WINOGRAD_FRACTAL_Z":  # G g G^T, as the build bakes it
-                from .codegen.layouts import oihw_to_winograd
+                from .codegen.ir.layouts import oihw_to_winograd
                 w = oihw_to_winograd(np.asarray(args[1], np.float32).astype(np.float16), self.record["tiling"]["tile"])
             else:
                 w = self._weight(1, args[1])

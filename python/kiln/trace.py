@@ -1,6 +1,7 @@
 """`kiln trace MODEL --kernel NAME`: one kernel's instruction stream, the "disassembly" view.
 
-The stream is the cost model's replay (codegen/costmodel.py, `record`): the instructions the kernel's
+The stream is the cost model's replay (the family's, codegen/families/<family>.py, recorded by `record`):
+the instructions the kernel's
 template issues, block by block on each AI core, timed with the emulator's pipe and flag rules. Tests hold
 the replay's per-pipe instructions, bytes, busy cycles and total cycles equal to the emulator's
 (tests/test_costmodel.py), so the stream is the emulated kernel's, instruction by instruction, without
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-SOURCE_NOTE = ("instruction stream from the cost model's replay (codegen/costmodel.py), which tests hold equal "
+SOURCE_NOTE = ("instruction stream from the cost model's replay (codegen/families/), which tests hold equal "
                "to the emulator's timing: per-pipe instructions, bytes, busy cycles and total cycles")
 
 
@@ -21,7 +22,7 @@ class TraceError(Exception):
 
 def spec_of(record: dict):
     """The Opspec object of a manifest kernel record (as tests/test_costmodel.py rebuilds it)."""
-    from .codegen import opspec
+    from .codegen.ir import opspec
     classes = {c.kind: c for c in vars(opspec).values()
                if isinstance(c, type) and isinstance(getattr(c, "kind", None), str)}
     classes.update(softmax=opspec.RowSpec, layernorm=opspec.RowSpec)
@@ -36,7 +37,8 @@ def opspec_label(rec: dict) -> str:
 
 def profile_of_build():
     import kiln
-    from .codegen.profiles import PROFILES
+
+    from .codegen.ir.profiles import PROFILES
     return PROFILES[kiln.manifest()["profile"]]
 
 
@@ -75,9 +77,9 @@ class Trace:
 
 def replay(record: dict, profile=None) -> Trace:
     """Records the cost model's replay of a manifest kernel record."""
-    from .codegen import costmodel
+    from .codegen.families.registry import record
     profile = profile or profile_of_build()
-    pred, launches = costmodel.record(spec_of(record), record["family"], record["tiling"], profile)
+    pred, launches = record(spec_of(record), record["family"], record["tiling"], profile)
     if pred is None:
         raise TraceError(f"the cost model has no replay for family {record['family']!r}")
     events, offset, phases = [], 0.0, []
@@ -117,7 +119,7 @@ def pipe_summary(tr: Trace) -> dict[str, dict]:
     share of the cores that ran the pipe's launches, and the instruction mix by cycles."""
     out: dict[str, dict] = {}
     cap: dict[str, float] = {}
-    for i, (unit, cycles, cores) in enumerate(tr.phases):
+    for i, (_unit, cycles, cores) in enumerate(tr.phases):
         for p in {e.pipe for e in tr.events if e.phase == i}:
             cap[p] = cap.get(p, 0.0) + cycles * cores
     for e in tr.events:
@@ -139,7 +141,7 @@ def pipe_summary(tr: Trace) -> dict[str, dict]:
 def chrome_trace(tr: Trace, model: str = "") -> dict:
     """Chrome / Perfetto trace-event JSON: one complete ("X") event per instruction, pid = core, tid = pipe
     (numbered, named by thread_name metadata), ts/dur in simulated microseconds at the profile's clock."""
-    from .codegen.costmodel import PIPES
+    from .codegen.cost.model import PIPES
     tid = {p: i for i, p in enumerate(PIPES)}
     evs: list[dict] = []
     for core in sorted({e.core for e in tr.events}):

@@ -1,9 +1,9 @@
 """`kiln tune MODEL`: measure the cost model's best tilings on the emulator and keep the winners.
 
 For every direct convolution and GEMM kernel of a baked model, the k fastest tilings by the cost model
-(codegen/search.py) are baked side by side into a scratch build (a kernel list pinning each tiling),
+(codegen/select/search.py) are baked side by side into a scratch build (a kernel list pinning each tiling),
 run on the emulator, and the one with the fewest simulated cycles is written as a tuning record keyed by
-the kernel's opspec hash (codegen/tuning.py). A later build with -DKILN_TUNING_RECORDS=<file> uses the
+the kernel's opspec hash (codegen/select/tuning.py). A later build with -DKILN_TUNING_RECORDS=<file> uses the
 records instead of searching.
 """
 from __future__ import annotations
@@ -16,18 +16,23 @@ import sys
 import tempfile
 from pathlib import Path
 
-TUNED_FAMILIES = ("conv2d_cube_img2col", "gemm_cube")
-
 RUN_CANDIDATES = """
 import json, numpy as np, kiln
 out = {}
 for k in kiln.kernels():
-    ins = [np.zeros(t["shape"], {"fp16": np.float16, "bf16": np.uint16}.get(t["dtype"], np.float32)) for t in k.record["inputs"]]
+    ins = [np.zeros(t["shape"], {"fp16": np.float16, "bf16": np.uint16}.get(t["dtype"], np.float32))
+           for t in k.record["inputs"]]
     k.run_packed(*ins)
     for label in k.record["instances"]:
         out[label] = {"kernel": k.name, "cycles": k.last_stats["cycles"], "tiling": k.record["tiling"]}
 print(json.dumps(out))
 """
+
+
+def tuned_families() -> tuple[str, ...]:
+    """The families `kiln tune` measures: those with a searched tiling space (codegen/families/*.py candidates)."""
+    from .codegen.families.registry import FAMILIES
+    return tuple(f.name for f in FAMILIES.values() if f.candidates is not None)
 
 
 def _entry(label: str, spec: dict, kind: str, tiling: dict) -> str:
@@ -40,7 +45,8 @@ def _entry(label: str, spec: dict, kind: str, tiling: dict) -> str:
         act = "Clip" if spec["clip_hi"] else "Relu" if spec["relu"] else ""
         body = ['type = "Conv"', f"input = [{spec['n']}, {spec['cin']}, {spec['h']}, {spec['w']}]",
                 f"weight = [{spec['cout']}, {spec['cin']}, {spec['kh']}, {spec['kw']}]",
-                f"strides = [{spec['sh']}, {spec['sw']}]", f"pads = [{spec['pt']}, {spec['pl']}, {spec['pb']}, {spec['pr']}]",
+                f"strides = [{spec['sh']}, {spec['sw']}]",
+                f"pads = [{spec['pt']}, {spec['pl']}, {spec['pb']}, {spec['pr']}]",
                 f"dilations = [{spec['dh']}, {spec['dw']}]", f"bias = {str(spec['bias']).lower()}",
                 f"residual = {str(spec['residual']).lower()}", f'activation = "{act}"', 'algorithm = "direct_img2col"']
         if act == "Clip":
@@ -51,7 +57,8 @@ def _entry(label: str, spec: dict, kind: str, tiling: dict) -> str:
 def baked_model(model: str) -> tuple[dict, object, dict]:
     """(the model's manifest record, its hardware profile, kernel records by name); ValueError if not baked."""
     import kiln
-    from .codegen.profiles import get_profile
+
+    from .codegen.ir.profiles import get_profile
     man = kiln.manifest()
     rec = next((m for m in man["models"] if m["name"] == model), None)
     if rec is None:
@@ -60,14 +67,15 @@ def baked_model(model: str) -> tuple[dict, object, dict]:
 
 
 def tune(model: str, out: str, k: int = 3, build_dir: str | None = None, progress=print) -> dict:
-    from .codegen.opspec import Conv2dSpec, GemmSpec
-    from .codegen.search import top_candidates
-    from .codegen.tiling import TUNABLE
-    from .codegen.tuning import write_records
+    from .codegen.families.registry import tunable
+    from .codegen.ir.opspec import Conv2dSpec, GemmSpec
+    from .codegen.select.search import top_candidates
+    TUNABLE = tunable()
+    from .codegen.select.tuning import write_records
 
     rec, profile, kernels = baked_model(model)
     used = [kernels[n] for n in dict.fromkeys(s["kernel"] for s in rec["steps"] if s["kernel"])]
-    todo = [kr for kr in used if kr["family"] in TUNED_FAMILIES]
+    todo = [kr for kr in used if kr["family"] in tuned_families()]
     lines, cands = [], {}
     for i, kr in enumerate(todo):
         spec = (GemmSpec if kr["features"]["kind"] == "gemm" else Conv2dSpec)(**kr["spec"])

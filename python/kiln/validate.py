@@ -33,7 +33,7 @@ def onnx_path_of(record: dict) -> Path:
     p = Path(record["onnx"])
     if p.is_file():
         return p
-    from .codegen import zoo
+    from .codegen.frontend import zoo
     from .codegen.pipeline import ZOO_SEED
     if record["name"] in zoo.ZOO:
         out = Path(tempfile.gettempdir()) / "kiln-zoo" / f"{record['name']}.onnx"
@@ -175,5 +175,6 @@ def format_text(r: dict) -> str:
         lines.append(f"  per kernel: {len(r['kernels'])} kernel outputs compared, worst cosine {worst['cosine']:.6f} "
                      f"({', '.join(worst['ops'])})")
         if bad:
-            lines.append(f"  first divergence: {bad[0]['name']} ({', '.join(bad[0]['ops'])}) cosine {bad[0]['cosine']:.6f}")
+            lines.append(f"  first divergence: {bad[0]['name']} ({', '.join(bad[0]['ops'])}) "
+                         f"cosine {bad[0]['cosine']:.6f}")
     return "\n".join(lines)

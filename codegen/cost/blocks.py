@@ -1,0 +1,164 @@
+"""TODO"""
+from __future__ import annotations
+
+from math import ceil
+
+from ..ir.profiles import Profile
+from .model import _VEC_INDEX, PingPongSim, Prediction, SimCore, launch
+
+
+def program_ops(terms: list[tuple[int, list[tuple[int, float]]]]) -> list[list[tuple[str, bool]]]:
+    """Per program term, the fp32 Vector ops the template's run_program issues for it."""
+    ops = []
+    for _, row in terms:
+        for i, (_, coef) in enumerate(row):
+            if i == 0:
+                ops.append([("Copy" if coef == 1.0 else "Muls", True)])
+            elif coef in (1.0, -1.0):
+                ops.append([("Add" if coef == 1.0 else "Sub", True)])
+            else:
+                ops.append([("Muls", True), ("Add", True)])
+    return ops
+
+
+def run_program(core: SimCore, ops: list[list[tuple[str, bool]]], length: int) -> None:
+    for term_ops in ops:  # each term is its own vec_flat loop in the template
+        core.vec_flat(length, 64, term_ops)
+
+
+def cube_k_loop(core: SimCore, m: int, n_cols: int, chunks: list[tuple[int, list[tuple[int, int]]]], bk1: int,
+                loads: tuple, l1_depth: int = 2) -> None:
+    """The Cube main loop every Cube template shares: per L1 chunk its GM->L1 copies ((nburst, burst) in fp16
+    elements, ping-pong), then per BASE_K1 slice the L0A loads a_load(kc), the L0B loads b_loads(kc, k1n)
+    (load2d repeats), one mmad (ping-pong)."""
+    a_load, b_loads = loads
+    l1, l0 = PingPongSim(core, "MTE2", "MTE1", 0, l1_depth), PingPongSim(core, "MTE1", "M", 2)
+    it = 0
+    for ci, (k1n, copies) in enumerate(chunks):
+        s = l1.slot(ci)
+        l1.acquire_for_write(s)
+        for nburst, burst in copies:
+            core.copy_gm(nburst, burst, 2, "L1")
+        l1.written(s)
+        l1.acquire_for_read(s)
+        for kb in range(0, k1n, bk1):
+            kc, t = min(bk1, k1n - kb), l0.slot(it)
+            l0.acquire_for_write(t)
+            a_load(kc)
+            for rep in b_loads(kc, k1n):
+                core.load2d(rep, "L0B")
+            l0.written(t)
+            l0.acquire_for_read(t)
+            core.mmad(m, n_cols, kc * 16)
+            l0.released(t)
+            it += 1
+        l1.released(s)
+    l1.drain()
+    l0.drain()
+
+
+def cube_drain(core: SimCore, elems: int, esize: int = 2) -> None:
+    """The block's end: Fixpipe waits for the Cube, drains L0C, and frees it for the next block."""
+    core.set_flag("M", "FIX", 0)
+    core.wait_flag("M", "FIX", 0)
+    core.fixpipe(elems, esize)
+    core.set_flag("FIX", "M", 0)
+
+
+def rows_load2d(core: SimCore, m: int):
+    """L0A loads of an NZ A tile: one LoadData2D per 16-row fractal row."""
+    def load(kc: int) -> None:
+        for _ in range(ceil(m / 16)):
+            core.load2d(kc, "L0A")
+    return load
+
+
+def stream(profile: Profile, numel: int, tile: int, blocks: int, inputs: int, ops: list[tuple[str, bool]],
+            lanes: int = 128) -> Prediction:
+    """Tiles of a flat tensor split over `blocks` Vector cores; per tile: `inputs` GM->UB copies, the ops
+    over the tile (vec_flat), one UB->GM copy, with ping-pong queues (eltwise_vector and the conv epilogue)."""
+    ntiles = ceil(numel / tile)
+
+    def block(core: SimCore, b: int) -> None:
+        t0, t1 = ntiles * b // blocks, ntiles * (b + 1) // blocks
+        inq, outq = PingPongSim(core, "MTE2", "V", 0), PingPongSim(core, "V", "MTE3", 2)
+        for t in range(t0, t1):
+            n = min(tile, numel - t * tile)
+            s = inq.slot(t - t0)
+            inq.acquire_for_write(s)
+            for _ in range(inputs):
+                core.copy_gm(1, n, 2, "UB")
+            inq.written(s)
+            inq.acquire_for_read(s)
+            outq.acquire_for_write(s)
+            core.vec_flat(n, lanes, ops)
+            inq.released(s)
+            outq.written(s)
+            outq.acquire_for_read(s)
+            core.copy_ub_to_gm(1, n, 2)
+            outq.released(s)
+        inq.drain()
+        outq.drain()
+
+    return launch(profile, "vector", blocks, block)
+
+
+def row_reduce(core: SimCore, op: str, length: int, pad_first: bool) -> None:
+    """A row reduction to one scalar (softmax/layernorm templates): whole repeats, then the partials, read by S."""
+    partials = ceil(length / 64)
+    if pad_first and partials * 64 != length:
+        core.vec("Dup", True, 1)
+    core.vec(op, True, partials)
+    core.vec(op, True, 1)
+    core.set_flag("V", "S", 0)
+    core.wait_flag("V", "S", 0)
+    core.scalar_read()
+    core.set_flag("S", "V", 0)
+    core.wait_flag("S", "V", 0)
+
+
+def window_block_prologue(core: SimCore, spec, rows_out: int, r0: int, dilation_h: int) -> None:
+    """Zero/-inf fill of the padded slab (when padding is touched) and the valid rows GM->UB."""
+    slab_rows = (rows_out - 1) * spec.sh + (spec.kh - 1) * dilation_h + 1
+    img_row0 = r0 * spec.sh - spec.pt
+    lo, hi = max(0, img_row0), min(spec.h, img_row0 + slab_rows)
+    wp = spec.w + spec.pl + spec.pr
+    if core.blocks > 0:
+        core.wait_flag("V", "MTE2", 1)
+    if spec.pl or spec.pr or lo != img_row0 or hi != img_row0 + slab_rows:
+        core.vec_flat(slab_rows * wp * 16, 128, [("Dup", False)])
+        core.set_flag("V", "MTE2", 0)
+        core.wait_flag("V", "MTE2", 0)
+    if hi > lo:
+        core.copy_gm(hi - lo, spec.w * 16, 2, "UB")
+
+
+def store_row(core: SimCore, outq: PingPongSim, ro: int, fill, row: int) -> None:
+    """One output row of a windowed kernel: the Vector unit fills a ping-pong UB row, MTE3 stores it."""
+    q = outq.slot(ro)
+    outq.acquire_for_write(q)
+    fill()
+    outq.written(q)
+    outq.acquire_for_read(q)
+    core.copy_ub_to_gm(1, row, 2)
+    outq.released(q)
+
+
+def activate_and_store(core: SimCore, spec, outq: PingPongSim, ro: int, row: int, residual: bool = False) -> None:
+    """The end of a windowed Vector kernel's output row: + residual, clip or ReLU in fp32, cast and store."""
+    if residual:
+        core.vec_flat(row, 64, [("Cast", True)])
+        core.vec_flat(row, 64, [("Add", True)])
+    if spec.clip_hi > 0:
+        core.vec_flat(row, 64, [("Maxs", True), ("Mins", True)])
+    if spec.relu:
+        core.vec_flat(row, 64, [("Relu", True)])
+    store_row(core, outq, ro, lambda: core.vec_flat(row, 64, [("Cast", True)]), row)
+
+
+def vec_flat_cycles(profile: Profile, n: int, lanes: int, op: str, fp32: bool) -> float:
+    """V-pipe cycles of SimCore.vec_flat(n, lanes, [(op, fp32)]), without running it."""
+    cpr = (profile.vec_cpr_f32 if fp32 else profile.vec_cpr_f16)[_VEC_INDEX[op]]
+    full, tail = divmod(n, lanes)
+    instrs = ceil(full / 255) + (1 if tail else 0)
+    return instrs * profile.vec_head + cpr * (full + (1 if tail else 0))

@@ -1,0 +1,291 @@
+"""The Ascend pipe cost model: predicted cycles of a kernel variant, per pipe and in total.
+
+The model replays a variant's instruction stream (what its template issues, block by block, on each AI
+core) against the profile's per-instruction costs, with the same timing rules as the emulator
+(kernels/kiln/core.hpp): each pipe runs its instructions in order, pipes overlap, set/wait flags
+order them, a kernel ends when its slowest core does, and chained phases (Cube then Vector) add up.
+It needs no data and no compiled code, so the codegen can rank variants before anything is built;
+tests hold its per-pipe instruction and byte counts equal to the emulator's and its cycles to the
+emulator's simulated cycles.
+
+Every kernel family has a replay; `predict` returns None for an unknown family.
+"""
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from math import ceil
+
+from ..ir.profiles import VEC_OPS, Profile
+
+PIPES = ("S", "V", "M", "MTE1", "MTE2", "MTE3", "FIX")
+_VEC_INDEX = {op: i for i, op in enumerate(VEC_OPS)}
+
+
+@dataclass
+class PipeCount:
+    instrs: int = 0
+    bytes: int = 0
+    busy: float = 0.0
+
+
+@dataclass
+class Prediction:
+    """Predicted execution of one kernel call on the profile."""
+    cycles: float
+    pipes: dict[str, PipeCount]
+    cube_macs: int = 0         # MACs on the 16x16x16 fractal grid
+    useful_macs: int = 0       # m*n*k as asked
+    cores: int = 0             # most cores any phase used
+    phases: list[float] = field(default_factory=list)  # cycles of each chained launch
+
+    def bound_unit(self) -> str:
+        """The pipe with the most busy cycles per core: what limits the kernel."""
+        return max(self.pipes, key=lambda p: self.pipes[p].busy)
+
+    def utilization(self, pipe: str, cores: int) -> float:
+        """Busy share of `pipe` over `cores` cores for the whole kernel time."""
+        return self.pipes[pipe].busy / (cores * self.cycles) if self.cycles else 0.0
+
+
+class SimCore:
+    """One AI core's timeline: the emulator's issue/flag rules, with costs from the profile."""
+
+    def __init__(self, profile: Profile):
+        self.p = profile
+        self.free_at = dict.fromkeys(PIPES, 0.0)
+        self.wait_until = dict.fromkeys(PIPES, 0.0)
+        self.flags: dict[tuple[str, str, int], deque] = {}
+        self.count = {p: PipeCount() for p in PIPES}
+        self.blocks = 0
+        self.cube_macs = 0
+        self.useful_macs = 0
+        self.trace: list | None = None  # set by record(): (pipe, instr, bytes, start, end) per instruction
+
+    # ---- timeline
+    def issue(self, pipe: str, cycles: float, nbytes: int, instr: str = "") -> None:
+        start = max(self.free_at[pipe], self.wait_until[pipe])
+        self.free_at[pipe] = start + cycles
+        if self.trace is not None:
+            self.trace.append((pipe, instr, nbytes, start, start + cycles))
+        c = self.count[pipe]
+        c.instrs += 1
+        c.bytes += nbytes
+        c.busy += cycles
+
+    def set_flag(self, src: str, dst: str, ev: int) -> None:
+        self.flags.setdefault((src, dst, ev), deque()).append(self.free_at[src])
+
+    def wait_flag(self, src: str, dst: str, ev: int) -> None:
+        self.wait_until[dst] = max(self.wait_until[dst], self.flags[(src, dst, ev)].popleft())
+
+    def end_cycle(self) -> float:
+        return max(self.free_at.values())
+
+    # ---- instructions (costs as in core.hpp)
+    def copy_gm(self, nburst: int, burst: int, esize: int, to: str) -> None:
+        if nburst == 0 or burst == 0:
+            return
+        nbytes = nburst * burst * esize
+        rate = self.p.gm_to_l1_bpc if to == "L1" else self.p.gm_to_ub_bpc
+        self.issue("MTE2", self.p.mte2_head + nbytes / rate, nbytes, "copy_gm_to_l1" if to == "L1" else "copy_gm_to_ub")
+
+    def copy_ub_to_gm(self, nburst: int, burst: int, esize: int) -> None:
+        if nburst == 0 or burst == 0:
+            return
+        nbytes = nburst * burst * esize
+        self.issue("MTE3", self.p.mte3_head + nbytes / self.p.ub_to_gm_bpc, nbytes, "copy_ub_to_gm")
+
+    def load2d(self, repeat: int, to: str) -> None:
+        if not repeat:
+            return
+        nbytes = repeat * 512
+        rate = self.p.l1_to_l0a_bpc if to == "L0A" else self.p.l1_to_l0b_bpc
+        self.issue("MTE1", self.p.mte1_head + nbytes / rate, nbytes,
+                   "load2d_to_l0a" if to == "L0A" else "load2d_to_l0b")
+
+    def load3d(self, m1: int, k1: int) -> None:
+        nbytes = m1 * k1 * 512
+        self.issue("MTE1", self.p.load3d_head + nbytes / self.p.load3d_bpc, nbytes, "load3d_img2col")
+
+    def load_bias_table(self, n: int) -> None:
+        self.issue("MTE1", self.p.bt_head + n * 4.0 / self.p.l1_to_bt_bpc, n * 4, "load_bias_table")
+
+    def mmad(self, m: int, n: int, k: int) -> None:
+        # One 16x16x16 fractal per cycle for either 16-bit operand type: ascend-model.md §2 (line 29), "Per-cycle
+        # block (dav-2201, AD-perf mmad): b16 16x16x16 (4096 MAC)", b16 covering fp16 and bf16 (line 28: "Types
+        # (A2): ... f16·f16→f32, bf16·bf16→f32"; line 17: "Peak fp16/bf16" one figure). So KILN_DTYPE=bf16
+        # kernels cost what their fp16 twins do, and emulator and cost model stay equal per instruction.
+        fractals = ceil(m / 16) * ceil(n / 16) * ceil(k / 16)
+        self.cube_macs += fractals * 4096
+        self.useful_macs += m * n * k
+        self.issue("M", self.p.mmad_head + fractals, 0, "mmad")
+
+    def fixpipe(self, elems: int, esize: int = 2) -> None:
+        self.issue("FIX", self.p.fix_head + elems / self.p.fix_elems_pc, elems * esize, "fixpipe")
+
+    def fixpipe_to_l1(self, count: int) -> None:
+        self.issue("FIX", self.p.fix_head + count / self.p.fix_elems_pc, count * 2, "fixpipe_nz_to_l1")
+
+    def fixpipe_to_ub(self, count: int) -> None:
+        self.issue("FIX", self.p.fix_head + count / self.p.fix_elems_pc, count * 4, "fixpipe_to_ub")
+
+    def barrier_all(self) -> None:
+        t = max(self.free_at.values())
+        self.wait_until = dict.fromkeys(PIPES, t)
+
+    def vec(self, op: str, fp32: bool, times: int) -> None:
+        cpr = (self.p.vec_cpr_f32 if fp32 else self.p.vec_cpr_f16)[_VEC_INDEX[op]]
+        self.issue("V", self.p.vec_head + cpr * times, times * 256,
+                   (op + (".f32" if fp32 else ".f16")) if self.trace is not None else "")
+
+    def scalar_read(self, esize: int = 4) -> None:
+        self.issue("S", 1, esize, "scalar_read")
+
+    def vec_flat(self, n: int, lanes: int, ops: list[tuple[str, bool]]) -> None:
+        """ops over n contiguous elements split as kiln::emu::vec_flat does (full repeats, a masked tail)."""
+        done = 0
+        while n - done >= lanes:
+            reps = min(255, (n - done) // lanes)
+            for op, fp32 in ops:
+                self.vec(op, fp32, reps)
+            done += reps * lanes
+        if done < n:
+            for op, fp32 in ops:
+                self.vec(op, fp32, 1)
+
+
+class PingPongSim:
+    def __init__(self, core: SimCore, producer: str, consumer: str, ev0: int, depth: int = 2):
+        self.c, self.prod, self.cons, self.ev0, self.depth = core, producer, consumer, ev0, depth
+        for i in range(depth):
+            core.set_flag(consumer, producer, ev0 + i)
+
+    def slot(self, it: int) -> int:
+        return it % self.depth
+
+    def acquire_for_write(self, s: int) -> None:
+        self.c.wait_flag(self.cons, self.prod, self.ev0 + s)
+
+    def written(self, s: int) -> None:
+        self.c.set_flag(self.prod, self.cons, self.ev0 + s)
+
+    def acquire_for_read(self, s: int) -> None:
+        self.c.wait_flag(self.prod, self.cons, self.ev0 + s)
+
+    def released(self, s: int) -> None:
+        self.c.set_flag(self.cons, self.prod, self.ev0 + s)
+
+    def drain(self) -> None:
+        for i in range(self.depth):
+            self.c.wait_flag(self.cons, self.prod, self.ev0 + i)
+
+
+_SAMPLE = False  # set by predict(sample=True): replay only the first core and the one with the last block
+_RECORD: list | None = None  # set by record(): launch() appends (unit, cycles, {core: SimCore.trace})
+
+
+def launch(profile: Profile, unit: str, blocks: int, body) -> Prediction:
+    """Blocks over the unit's cores as kiln::emu::launch does (block b on core b % cores)."""
+    cores = max(1, min(blocks, profile.cores_for(unit)))
+    pipes = {p: PipeCount() for p in PIPES}
+    cycles, macs, useful = 0.0, 0, 0
+    # Core 0 holds the most blocks; the core with the last block holds the tail: a quick estimate for ranking.
+    recording = _RECORD
+    traces: dict[int, list] | None = {} if recording is not None else None
+    for v in (sorted({0, (blocks - 1) % cores}) if _SAMPLE else range(cores)):
+        core = SimCore(profile)
+        if traces is not None:
+            core.trace = traces[v] = []
+        for b in range(v, blocks, cores):
+            body(core, b)
+            core.blocks += 1
+        cycles = max(cycles, core.end_cycle())
+        for p in PIPES:
+            pipes[p].instrs += core.count[p].instrs
+            pipes[p].bytes += core.count[p].bytes
+            pipes[p].busy += core.count[p].busy
+        macs += core.cube_macs
+        useful += core.useful_macs
+    if recording is not None:
+        recording.append((unit, cycles, traces))
+    return Prediction(cycles, pipes, macs, useful, cores, [cycles])
+
+
+CROSS_CORE_CYCLES = 100  # kiln::emu::kCrossCoreCycles (kernels/kiln/ops.hpp)
+
+
+class CrossFlagSim:
+    """kiln::emu::CrossFlag: a flag between two cores' timelines (no latency when both are one core)."""
+
+    def __init__(self, same_core: bool):
+        self.latency = 0.0 if same_core else CROSS_CORE_CYCLES
+        self.times: deque = deque()
+
+    def set(self, core: SimCore, src: str) -> None:
+        self.times.append(core.free_at[src] + self.latency)
+
+    def wait(self, core: SimCore, dst: str) -> None:
+        core.wait_until[dst] = max(core.wait_until[dst], self.times.popleft())
+
+
+def launch_group(profile: Profile, blocks: int, body) -> Prediction:
+    """kiln::emu::launch_group: block b on core group b % groups, an AIC and its two AIVs (one core if coupled);
+    body(aic, aiv0, aiv1, block)."""
+    groups = max(1, min(blocks, profile.cube_cores))
+    pipes = {p: PipeCount() for p in PIPES}
+    cycles, macs, useful = 0.0, 0, 0
+    recording = _RECORD
+    traces: dict[int, list] | None = {} if recording is not None else None
+    for v in (sorted({0, (blocks - 1) % groups}) if _SAMPLE else range(groups)):
+        aic = SimCore(profile)
+        aivs = [aic, aic] if profile.coupled else [SimCore(profile), SimCore(profile)]
+        if traces is not None:
+            aic.trace = traces[v] = []
+            if not profile.coupled:
+                aivs[0].trace, aivs[1].trace = traces[groups + 2 * v], traces[groups + 2 * v + 1] = [], []
+        for b in range(v, blocks, groups):
+            body(aic, aivs[0], aivs[1], b)
+            aic.blocks += 1
+        for core in ([aic] if profile.coupled else [aic] + aivs):
+            cycles = max(cycles, core.end_cycle())
+            for p in PIPES:
+                pipes[p].instrs += core.count[p].instrs
+                pipes[p].bytes += core.count[p].bytes
+                pipes[p].busy += core.count[p].busy
+            macs += core.cube_macs
+            useful += core.useful_macs
+    if recording is not None:
+        recording.append(("cube", cycles, traces))
+    return Prediction(cycles, pipes, macs, useful, groups if profile.coupled else 3 * groups, [cycles])
+
+
+def then(*phases: Prediction) -> Prediction:
+    """Launches that run one after another: cycles add up, counters are summed."""
+    pipes = {p: PipeCount(sum(ph.pipes[p].instrs for ph in phases), sum(ph.pipes[p].bytes for ph in phases),
+                          sum(ph.pipes[p].busy for ph in phases)) for p in PIPES}
+    return Prediction(sum(ph.cycles for ph in phases), pipes, sum(ph.cube_macs for ph in phases),
+                      sum(ph.useful_macs for ph in phases), max(ph.cores for ph in phases),
+                      [c for ph in phases for c in ph.phases])
+
+
+def run(replay, spec, params: dict, profile: Profile, sample: bool = False) -> Prediction:
+    """One family's replay (codegen/families/) of `params` for `spec`. sample=True replays two cores per launch:
+    cycles for ranking candidates, not per-pipe totals."""
+    global _SAMPLE
+    _SAMPLE = sample
+    try:
+        return replay(spec, params, profile)
+    finally:
+        _SAMPLE = False
+
+
+def run_recorded(replay, spec, params: dict, profile: Profile) -> tuple[Prediction, list]:
+    """run() with every instruction recorded: (prediction, launches), each launch (unit, cycles, {core: trace})."""
+    global _RECORD
+    launches: list = []
+    _RECORD = launches
+    try:
+        return run(replay, spec, params, profile), launches
+    finally:
+        _RECORD = None

@@ -1,0 +1,376 @@
+"""Render: Jinja2 templates -> C++ sources, headers, manifest.json, .opspec files
+and the optimisation-path log, written into the build directory.
+
+Everything is rendered in memory first; a failure leaves the previous output
+untouched. Files are replaced atomically and only when their content changed,
+so an unchanged kernel is not recompiled.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .. import KilnError
+from ..emit.opspec_file import features as opspec_features
+from ..emit.opspec_file import render_opspec, spec_hash
+from ..families.registry import FAMILIES
+from ..ir.opspec import features
+from ..ir.profiles import POSITIONS, PROFILES, VEC_OPS
+from ..select.plan import KernelPlan, ModelPlan, Plan
+from ..select.tiling import algorithm_of
+from .modes import BAKED_MODE
+
+if TYPE_CHECKING:
+    import jinja2
+
+TEMPLATE_DIR = Path(__file__).resolve().parents[2] / "templates"
+KERNEL_DIR = "kernels"
+OPSPEC_DIR = "opspecs"
+LOG_FILE = "optimization_path.log"
+LOG_DIR = "logs"  # one log per model
+
+
+def output_files(plan: Plan) -> list[str]:
+    """Every file generate() writes, relative to the output directory."""
+    files = ["kiln_profiles.hpp", "kiln_kernel_table.hpp", "kiln_generic_table.hpp", "manifest.json"]
+    files += [f"{KERNEL_DIR}/{k.symbol}.cpp" for k in plan.kernels]
+    files += [f"{KERNEL_DIR}/{g.symbol}.cpp" for g in plan.generic_kernels]
+    files += list(dict.fromkeys(f"{OPSPEC_DIR}/{spec_hash(k.spec)}.opspec" for k in plan.kernels))  # one per spec
+    files += [f"models/{m.name}.weights.bin" for m in plan.models]
+    if plan.options.debug_optimization_path:
+        files.append(LOG_FILE)
+        files += [f"{LOG_DIR}/{m.name}.log" for m in plan.models]
+    return files
+
+
+def model_log(plan: Plan, m: ModelPlan) -> str:
+    """The model's share of the log: build-wide lines, its nodes' lines, and the lines of its kernels' specs
+    (with shape buckets: those of its bucket plans too, and of its generic kernels)."""
+    plans = [m] + (m.shapes.buckets if m.shapes else [])
+    names = {p.name for p in plans}
+    specs = {k.spec.name for p in plans for k in p.step_kernels.values()}
+    specs |= set(m.shapes.generic_symbols) if m.shapes else set()
+    keep = []
+    for line in plan.log.lines:
+        subject = line.split(" ", 3)[2]
+        if subject == "build" or subject in names or subject.split(":", 1)[0] in names or subject in specs:
+            keep.append(line)
+    return "\n".join(keep) + "\n"
+
+
+GLUE_CODES = {"input_nchw": 0, "input_nd": 1, "to_nchw": 2, "output_nd": 3, "output_nchw": 4}
+SPACE_ARENA, SPACE_WEIGHTS, SPACE_INPUT, SPACE_OUTPUT = 0, 1, 2, 3
+WEIGHT_ALIGN = 64
+
+
+def _weight_transform(k: KernelPlan | None):
+    """(blob-name suffix, transform) where the kernel's family reads its weight in another layout, else None."""
+    if k is None:
+        return None
+    f = FAMILIES[k.variant.family]
+    return f.weight_transform(k.spec, k.variant) if f.weight_transform else None
+
+
+def step_inputs(m: ModelPlan, i: int) -> list[str]:
+    """The values step i reads; a Winograd kernel reads its weight transformed (its family's weight_transform)."""
+    s, t = m.lowered.steps[i], _weight_transform(m.step_kernels.get(i))
+    if t is None:
+        return list(s.inputs)
+    return [s.inputs[0], s.inputs[1] + t[0], *s.inputs[2:]]
+
+
+def packed_weights(m: ModelPlan) -> dict[str, np.ndarray]:
+    """The model's weights in the layouts its chosen kernels read: lowering packs FRACTAL_Z, and a conv whose
+    variant is Winograd gets its weights transformed (G g G^T) here, once, at build time. With shape buckets
+    one blob serves every plan of the model: the packed weights have the same names and layouts at every size,
+    a transformed copy exists per Winograd tile some plan uses, and a FRACTAL_Z original is kept wherever a
+    direct kernel reads it -- always when the model has a generic path, whose convolutions are direct."""
+    plans = [m] + (m.shapes.buckets if m.shapes else [])
+    read: set[str] = set()
+    transformed: dict[str, tuple[str, Callable[[np.ndarray], np.ndarray]]] = {}  # name -> (FRACTAL_Z name, transform)
+    for p in plans:
+        for name, arr in p.lowered.weights.items():
+            if name not in m.lowered.weights or m.lowered.weights[name].shape != arr.shape:
+                raise KilnError("render", f"{p.name}: weight '{name}'", "differs from the weight of the same name "
+                                "at the model's own input size; shape buckets need size-independent weights")
+        for i in range(len(p.lowered.steps)):
+            read.update(step_inputs(p, i))
+        for i, k in p.step_kernels.items():
+            t = _weight_transform(k)
+            if t is not None:
+                name = p.lowered.steps[i].inputs[1]
+                transformed[name + t[0]] = (name, t[1])
+    keep_all = bool(m.shapes and m.shapes.generic_symbols)
+    weights: dict[str, np.ndarray] = {}
+    for name, arr in m.lowered.weights.items():  # first-use order, each transformed copy beside its original
+        if keep_all or name in read:
+            weights[name] = arr
+        for blob_name, (orig, transform) in sorted(transformed.items(), key=lambda kv: kv[0]):
+            if orig == name:
+                weights[blob_name] = transform(arr)
+    return weights
+
+
+def weights_blob(m: ModelPlan) -> tuple[bytes, dict[str, tuple[int, int]]]:
+    """All packed weights of a model in one blob: name -> (offset, bytes)."""
+    parts, index, off = [], {}, 0
+    for name, arr in packed_weights(m).items():
+        # fp16, bf16 bit patterns (uint16: Cube weights of KILN_DTYPE=bf16) or fp32, as packed
+        data = (arr if arr.dtype in (np.float16, np.uint16) else arr.astype(np.float32)).tobytes()
+        pad = (-off) % WEIGHT_ALIGN
+        parts.append(b"\0" * pad)
+        off += pad
+        index[name] = (off, len(data))
+        parts.append(data)
+        off += len(data)
+    return b"".join(parts), index
+
+
+def model_record(m: ModelPlan, kernel_symbols: dict[int, str], windex: dict[str, tuple[int, int]],
+                 blob_bytes: int) -> dict:
+    low, mem = m.lowered, m.memory
+    inputs = [n for n, _ in low.graph_inputs]
+    outputs = [f"{n}@out" for n, _ in low.graph_outputs]
+
+    def ref(v: str) -> list[int]:
+        if v in windex:
+            return [SPACE_WEIGHTS, *windex[v]]
+        if v in inputs:
+            shape = dict(low.graph_inputs)[v]
+            return [SPACE_INPUT, inputs.index(v), int(np.prod(shape)) * 4]
+        if v in outputs:
+            return [SPACE_OUTPUT, outputs.index(v), low.storage[v].nbytes]
+        return [SPACE_ARENA, mem.placements[mem.roots[v]].offset + low.alias_offsets.get(v, 0), low.storage[v].nbytes]
+
+    frees: dict[int, list[list[int]]] = {}  # step -> arena regions whose tensor is dead after it
+    for p in mem.placements.values():
+        frees.setdefault(p.last, []).append([p.offset, p.nbytes])
+    names = [s.name for s in low.steps]
+    steps = []
+    for i, s in enumerate(low.steps):
+        st = low.storage[s.output]
+        steps.append({
+            "name": s.name, "kind": s.kind, "ops": s.ops, "op_types": s.op_types,
+            "kernel": kernel_symbols.get(i), "glue": GLUE_CODES.get(s.glue), "params": s.params,
+            "inputs": [ref(v) for v in step_inputs(m, i)], "output": ref(s.output),
+            # the ONNX value this step produces, as held on the device (for per-kernel checks)
+            "value": s.output, "layout": st.layout, "shape": list(st.logical),
+            "frees": sorted(frees.get(i, [])),
+        })
+    rec = {
+        "name": m.name,
+        "onnx": m.onnx_path,
+        "inputs": [{"name": n, "shape": list(sh)} for n, sh in low.graph_inputs],
+        "outputs": [{"name": n, "shape": list(sh)} for n, sh in low.graph_outputs],
+        "weights_file": f"models/{m.name}.weights.bin",
+        "weights_bytes": blob_bytes,
+        "arena_bytes": mem.arena_bytes,
+        "memory": {
+            "lower_bound_bytes": mem.lower_bound_bytes, "naive_bytes": mem.naive_bytes, "strategy": mem.strategy,
+            "strategies": mem.strategies, "fragmentation": round(mem.fragmentation, 6), "alignment": mem.alignment,
+            "in_place": [{"output": o, "input": i} for o, i in mem.in_place],
+            "tensors": [{"name": p.value, "offset": p.offset, "bytes": p.nbytes, "first_kernel": names[p.first],
+                         "last_kernel": names[p.last], "first_step": p.first, "last_step": p.last}
+                        for p in sorted(mem.placements.values(), key=lambda p: (p.offset, p.first))],
+        },
+        "kernel_launches": sum(1 for s in low.steps if s.kind == "kernel"),
+        "fusion": {"ir_ops_before": m.fusion.ops_before if m.fusion else None,
+                   "fused": m.fusion.fused if m.fusion else [], "audit": m.fusion.audit if m.fusion else []},
+        "unique_kernels": len(set(kernel_symbols.values())),
+        "steps": steps,
+    }
+    if m.shapes is not None:
+        rec["shape_buckets"] = shape_buckets_record(m, windex, blob_bytes)
+    return rec
+
+
+def shape_buckets_record(m: ModelPlan, windex: dict[str, tuple[int, int]], blob_bytes: int) -> dict:
+    """The model's "shape_buckets" manifest entry."""
+    sb = m.shapes  # codegen/shapes/buckets.py ShapeBuckets
+    assert sb is not None, f"{m.name} has no shape buckets"
+    plans = []
+    for b, (_, size, _) in zip(sb.buckets, sb.pending):
+        rec = model_record(b, {i: k.symbol for i, k in b.step_kernels.items()}, windex, blob_bytes)
+        rec["input_size"] = [size, size]
+        plans.append(rec)
+    return {
+        "sizes": list(sb.sizes), "input": sb.input_name, "own_size": list(sb.own_size), "plans": plans,
+        "min_size": list(sb.min_size), "graph": sb.graph, "weights": {n: list(r) for n, r in windex.items()},
+        "generic_kernels": sb.generic_symbols, "generic_unavailable": sb.generic_unavailable,
+    }
+
+
+def _env(template_dir: Path) -> jinja2.Environment:
+    import jinja2  # only rendering needs it: the installed package plans shape buckets with this module at run time
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(template_dir)), undefined=jinja2.StrictUndefined,
+                             keep_trailing_newline=True)
+    env.filters["extract"] = lambda key, mapping: mapping[key]
+    env.filters["cfloat"] = cfloat
+    for f in FAMILIES.values():
+        env.globals.update(f.template_globals)
+    env.globals.update(BAKED_MODE)  # a generic kernel's render overrides these (codegen/emit/modes.py)
+    return env
+
+
+def cfloat(v: float) -> str:
+    """A C++ float literal that is exactly v (as float32), including the infinities."""
+    import math
+    v = float(v)
+    if math.isinf(v):
+        return "INFINITY" if v > 0 else "-INFINITY"
+    if math.isnan(v):
+        raise ValueError("NaN is not a valid kernel constant")
+    return repr(v) + "f" if ("." in repr(v) or "e" in repr(v)) else repr(v) + ".0f"
+
+
+def spec_instances(plan: Plan) -> dict:
+    """Each unique spec with the op instances of every kernel that implements it."""
+    out: dict = {}
+    for k in plan.kernels:
+        out.setdefault(k.spec, []).extend(k.instances)
+    return out
+
+
+def kernel_record(k: KernelPlan, profile) -> dict:
+    t = lambda x: {"name": x.name, "shape": list(x.shape), "dtype": x.dtype, "layout": x.layout}  # noqa: E731
+    return {
+        "name": k.symbol,
+        "family": k.variant.family,
+        "variant": k.variant.tag,
+        "unit": k.variant.unit,
+        "opspec": spec_hash(k.spec),
+        "opspec_name": k.spec.name,
+        "spec": asdict(k.spec),
+        "tiling": dict(k.variant.params),
+        "blocks": k.variant.blocks,
+        "buffers": {p: b for p, b in k.variant.buffers.items() if b},
+        "features": {**features(k.spec), **opspec_features(k.spec, profile)},
+        "mte2_bytes": k.mte2_bytes,
+        "algorithm": algorithm_of(k.variant),
+        "compared_cycles": dict(k.variant.notes.get("compared_cycles", {})),
+        **prediction_record(k),
+        "inputs": [t(x) for x in k.inputs],
+        "output": t(k.spec.output()),
+        "instances": list(k.instances),
+    }
+
+
+def prediction_record(k: KernelPlan) -> dict:
+    """The cost model's prediction for the chosen variant (None where the family has no replay yet)."""
+    p = k.prediction
+    if p is None:
+        return {"predicted_cycles": None, "predicted_pipes": None, "bound_unit": None}
+    return {"predicted_cycles": round(p.cycles, 3), "bound_unit": p.bound_unit(),
+            "predicted_pipes": {name: {"instrs": c.instrs, "bytes": c.bytes, "busy": round(c.busy, 3)}
+                                for name, c in p.pipes.items() if c.instrs}}
+
+
+def manifest(plan: Plan, blobs: dict[str, tuple[bytes, dict]] | None = None) -> dict:
+    blobs = blobs if blobs is not None else {m.name: weights_blob(m) for m in plan.models}
+    return {
+        "profile": plan.profile.name,
+        "options": plan.options.as_dict(),
+        "kernels": [kernel_record(k, plan.profile) for k in plan.kernels],
+        "models": [model_record(m, {i: k.symbol for i, k in m.step_kernels.items()}, blobs[m.name][1],
+                                len(blobs[m.name][0])) for m in plan.models],
+        "generic_kernels": [g.record() for g in plan.generic_kernels],
+    }
+
+
+def render(plan: Plan, template_dir: Path | None = None, progress=None) -> dict[str, str | bytes]:
+    import jinja2
+    env = _env(template_dir or TEMPLATE_DIR)
+    files: dict[str, str | bytes] = {}
+    profile_cpp = plan.profile.name
+    files["kiln_profiles.hpp"] = env.get_template("kiln_profiles.hpp.j2").render(
+        profiles=list(PROFILES.values()), positions=POSITIONS, vec_ops=VEC_OPS, baked=profile_cpp)
+    blobs = {m.name: weights_blob(m) for m in plan.models}
+    for m in plan.models:
+        files[f"models/{m.name}.weights.bin"] = blobs[m.name][0]
+    man = manifest(plan, blobs)
+    man_json = json.dumps(man, indent=1, sort_keys=False)
+    if ")KILNMANIFEST" in man_json:
+        raise KilnError("render", "manifest", "manifest contains the raw-string delimiter")
+    files["manifest.json"] = man_json + "\n"
+    files["kiln_kernel_table.hpp"] = env.get_template("kiln_kernel_table.hpp.j2").render(
+        kernels=plan.kernels, manifest_json=json.dumps(man, separators=(",", ":")))
+    n = len(plan.kernels)
+    for i, k in enumerate(plan.kernels, 1):
+        if progress:
+            progress(f"[{i}/{n}] {k.symbol} ({k.variant.tag}, {k.variant.blocks} blocks)")
+        try:
+            tmpl = env.get_template(f"{k.variant.family}.cpp.j2")
+            src = tmpl.render(k=k.symbol, s=k.spec, v=k.variant, profile=profile_cpp)
+        except jinja2.TemplateError as e:
+            raise KilnError("render", k.symbol, f"template {k.variant.family}.cpp.j2: {e}") from None
+        files[f"{KERNEL_DIR}/{k.symbol}.cpp"] = (
+            f"// Generated by kiln codegen from templates/{k.variant.family}.cpp.j2. Do not edit.\n"
+            f"// opspec {k.spec.name}; instances: {', '.join(k.instances)}\n" + src)
+    files["kiln_generic_table.hpp"] = env.get_template("kiln_generic_table.hpp.j2").render(
+        kernels=plan.generic_kernels)
+    for g in plan.generic_kernels:  # the same templates in generic mode (codegen/shapes/generic.py)
+        if progress:
+            progress(f"[generic] {g.symbol}")
+        try:
+            src = env.get_template(f"{g.family}.cpp.j2").render(k=g.symbol, profile=profile_cpp, **g.template_vars())
+        except jinja2.TemplateError as e:
+            raise KilnError("render", g.symbol, f"template {g.family}.cpp.j2 in generic mode: {e}") from None
+        files[f"{KERNEL_DIR}/{g.symbol}.cpp"] = (
+            f"// Generated by kiln codegen from templates/{g.family}.cpp.j2 in generic mode. Do not edit.\n"
+            f"// runtime shape fields: {', '.join(g.runtime_fields)}; serves: {', '.join(g.instances)}\n" + src)
+    for spec, instances in spec_instances(plan).items():  # kernels pinned to other algorithms share the spec
+        files[f"{OPSPEC_DIR}/{spec_hash(spec)}.opspec"] = render_opspec(spec, instances, plan.profile)
+    if plan.options.debug_optimization_path:
+        files[LOG_FILE] = plan.log.text()
+        for m in plan.models:
+            files[f"{LOG_DIR}/{m.name}.log"] = model_log(plan, m)
+    return files
+
+
+def write_outputs(files: dict[str, str | bytes], out_dir: Path) -> list[str]:
+    """Atomically replaces changed files; removes generated files no longer produced.
+    Returns the names that changed."""
+    changed = []
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "models").mkdir(exist_ok=True)  # installed as a directory, even when empty
+    for name, text in files.items():
+        path = out_dir / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        data = text.encode() if isinstance(text, str) else text
+        if path.exists() and path.stat().st_size == len(data) and path.read_bytes() == data:
+            continue
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        changed.append(name)
+    (out_dir / LOG_DIR).mkdir(exist_ok=True)  # installed as a directory, even when empty
+    for sub, pattern in ((KERNEL_DIR, "*.cpp"), (OPSPEC_DIR, "*.opspec"), ("models", "*.weights.bin"),
+                         (LOG_DIR, "*.log")):
+        for stale in (out_dir / sub).glob(pattern):
+            if f"{sub}/{stale.name}" not in files:
+                stale.unlink()
+    if LOG_FILE not in files:
+        (out_dir / LOG_FILE).unlink(missing_ok=True)
+    return changed
+
+
+_T0 = time.perf_counter()
+
+
+def progress_printer(msg: str) -> None:
+    """One progress line on stderr with the seconds since the codegen started (pip -v and ninja show it)."""
+    print(f"[kiln codegen {time.perf_counter() - _T0:5.1f}s] {msg}", flush=True, file=sys.stderr)

@@ -1,0 +1,528 @@
+"""conv2d_cube_img2col: direct convolution on the Cube, img2col through L1 (Load3D), an M (pixels) x N (output
+channels) tile per block; a chained conv (window conv -> 1x1, intermediate in L1) and a second accumulated 1x1
+source are forms of it (templates/conv2d_cube_img2col.cpp.j2). Searched: the rule tiling, then the cost model's
+best."""
+from __future__ import annotations
+
+from collections.abc import Callable
+from math import ceil
+
+from .. import KilnError
+from ..cost.blocks import cube_drain, cube_k_loop, rows_load2d
+from ..cost.model import PingPongSim, Prediction, SimCore, launch, then
+from ..ir.opspec import C0, Conv2dSpec, c1
+from ..ir.optlog import OptLog
+from ..ir.profiles import Profile
+from .base import Family, GenericForm, Variant, fits, half16, r16, register, share128
+from .ranking import K_FRACTALS, TILE_EDGES, pick_best, step_sizes, wide_grid
+
+
+def conv_tile_rows(spec: Conv2dSpec, base_m: int) -> list[tuple[int, int, int, int]]:
+    """Per M tile: (first pixel, pixels, input rows [lo, lo+rows) needed), clipped to the image."""
+    M, out = spec.ho * spec.wo, []
+    for p0 in range(0, M, base_m):
+        m = min(base_m, M - p0)
+        ho0, ho1 = p0 // spec.wo, (p0 + m - 1) // spec.wo
+        lo = max(0, ho0 * spec.sh - spec.pt)
+        hi = min(spec.h - 1, ho1 * spec.sh - spec.pt + (spec.kh - 1) * spec.dh)
+        out.append((p0, m, lo, max(0, hi - lo + 1)))  # 0 rows: the tile reads only padding
+    return out
+
+
+def conv_slab_elems(spec: Conv2dSpec, base_m: int) -> int:
+    """fp16 elements per channel block of the largest L1 feature-map slab an M tile needs: its input rows (and,
+    with a second source, the larger of the two sources' slabs: they share the buffer)."""
+    rows = max(1, max(r for *_, r in conv_tile_rows(spec, base_m)))
+    slab = rows * spec.w * 16
+    if spec.cin2:
+        second = spec.second()
+        slab = max(slab, max(1, max(r for *_, r in conv_tile_rows(second, base_m))) * second.w * 16)
+    return slab
+
+
+def conv_buffers(spec: Conv2dSpec, base_m: int, base_n: int, base_k1: int, c1_step: int,
+                  l1_buffers: int = 2) -> dict[str, int]:
+    """On-chip bytes of a direct-conv tiling; l1_buffers 2 = the L1 chunks ping-pong (the next chunk's GM load
+    overlaps this one's Cube work), 1 = one chunk at a time (room for a chunk twice as large)."""
+    return {
+        "L1": l1_buffers * (c1_step * conv_slab_elems(spec, base_m) * 2
+                            + c1_step * spec.kh * spec.kw * (base_n // 16) * 512)
+              + (base_n * 4 if spec.bias else 0),
+        "L0A": 2 * (base_m // 16) * base_k1 * 512,
+        "L0B": 2 * base_k1 * (base_n // 16) * 512,
+        "L0C": (base_m // 16) * (base_n // 16) * 1024,
+        "BT": base_n * 4 if spec.bias else 0,
+    }
+
+
+def chain_buffers(spec: Conv2dSpec, base_m: int, base_k1: int, c1_step: int, base_n2: int, base_k2: int,
+                  n_split: int = 1) -> dict:
+    """On-chip bytes of a chained conv (spec.mid > 0): the window conv's slabs and weights for all `mid` channels,
+    the fp16 intermediate tile in L1, the 1x1 conv's weight chunk (ping-pong), both L0C tiles."""
+    mid1, m1 = c1(spec.mid), base_m // 16
+    return {
+        "L1": 2 * c1_step * conv_slab_elems(spec, base_m) * 2 + 2 * c1_step * spec.kh * spec.kw * mid1 * 512
+              + m1 * mid1 * 512 + 2 * mid1 * (base_n2 // 16) * 512
+              + (mid1 * 64 if spec.mid_bias else 0) + (base_n2 * 4 if spec.bias else 0),
+        "L0A": 2 * m1 * max(base_k1, base_k2) * 512,
+        "L0B": 2 * max(base_k1 * mid1, base_k2 * (base_n2 // 16)) * 512,
+        "L0C": m1 * (mid1 + base_n2 // 16) * 1024,
+        "BT": max(mid1 * 64 if spec.mid_bias else 0, base_n2 * 4 if spec.bias else 0),
+    }
+
+
+def chain_rule(spec: Conv2dSpec, profile: Profile, log: OptLog, search: bool = False) -> Variant:
+    """Tiling of a chained conv: one block per M tile (all channels of both convs); the rule takes the largest
+    M tile that fits and still gives every Cube core a block, then the widest 1x1 N chunk."""
+    M, C1, K1 = spec.ho * spec.wo, c1(spec.cin), c1(spec.cin) * spec.kh * spec.kw
+    cores, CO1 = profile.cores_for("cube"), c1(spec.cout)
+    best = None
+    for base_m in (128, 64, 32, 16):
+        if base_m > 16 and ceil(M / base_m) * spec.n < cores:
+            continue
+        for base_n2 in (256, 128, 64, 32, 16):
+            base_n2 = min(base_n2, CO1 * 16)
+            for c1_step in range(C1, 0, -1):
+                p = dict(base_m=base_m, base_k1=min(4, K1), c1_step=c1_step, base_n2=base_n2,
+                         base_k2=min(4, c1(spec.mid)), n_split=1)
+                if fits(profile, chain_buffers(spec, **p)) is None:
+                    best = p
+                    break
+            if best:
+                break
+        if best:
+            break
+    if best is None:
+        raise KilnError("tiling", spec.name, f"no chained tiling fits {profile.name} (fusion should have refused it)")
+    best["slab_rows"] = max(1, max(r for *_, r in conv_tile_rows(spec, best["base_m"])))
+    if spec.vector_epilogue:  # the Vector-core pass over the output, as for a single conv (never on chip here)
+        numel = spec.n * CO1 * spec.ho * spec.wo * C0
+        best["epi_tile"] = share128(numel, profile.cores_for("vector"),
+                                     (profile.capacity["UB"] // (2 * 3 * 2)) // 128 * 128)
+        log.add("tiling", spec.name, f"epilogue=vector_core,epi_tile={best['epi_tile']}", "vector_epilogue",
+                coupled=profile.coupled)
+    if search:
+        best = search_chain(spec, best, profile, log)
+    bufs = chain_buffers(spec, best["base_m"], best["base_k1"], best["c1_step"], best["base_n2"], best["base_k2"])
+    if spec.vector_epilogue:
+        bufs["UB"] = 2 * 3 * best["epi_tile"] * 2
+    return Variant("conv2d_cube_img2col", best, spec.n * ceil(M / best["base_m"]) * best["n_split"], bufs)
+
+
+def conv_rule(spec: Conv2dSpec, profile: Profile, log: OptLog, search: bool = False) -> Variant:
+    if spec.mid:
+        return chain_rule(spec, profile, log, search)
+    M, C1, CO1 = spec.ho * spec.wo, c1(spec.cin), c1(spec.cout)
+    K1 = C1 * spec.kh * spec.kw
+    cores = profile.cores_for("cube")
+    best, limit = None, None
+    base_n = min(256, CO1 * 16)
+    while best is None:  # largest N tile first, then M tile, then channel blocks per L1 chunk
+        for base_m in (128, 64, 32, 16):
+            base_m = min(base_m, r16(M))
+            base_k1 = min(4, K1)
+            for c1_step in range(C1, 0, -1):
+                bufs = conv_buffers(spec, base_m, base_n, base_k1, c1_step)
+                limit = fits(profile, bufs)
+                if limit is None:
+                    best = dict(base_m=base_m, base_n=base_n, base_k1=base_k1, c1_step=c1_step)
+                    break
+            if best:
+                break
+        if best is None:
+            if base_n == 16:
+                raise KilnError("tiling", spec.name, f"no tile fits {limit} of {profile.name} even at 16x16 with one "
+                                f"channel block: {conv_buffers(spec, 16, 16, 1, 1)}")
+            base_n = half16(base_n)
+            log.add("tiling", spec.name, f"base_n={base_n}", "tile_shrunk", limit=limit)
+    # Spread over the cores: narrower N tiles first (keeps the img2col reuse), then M.
+    def blocks(v):
+        return spec.n * ceil(M / v["base_m"]) * ceil(CO1 * 16 / v["base_n"])
+    before = blocks(best)
+    while blocks(best) < cores and best["base_n"] > 64:
+        best["base_n"] = half16(best["base_n"])
+    while blocks(best) < cores and best["base_m"] > 32:
+        best["base_m"] = half16(best["base_m"])
+    if blocks(best) != before:
+        log.add("tiling", spec.name, f"base_m={best['base_m']},base_n={best['base_n']}", "balance_cores",
+                blocks_before=before, blocks=blocks(best), cores=cores)
+    best["slab_rows"] = max(1, max(r for *_, r in conv_tile_rows(spec, best["base_m"])))
+    epi_ub = 0
+    if spec.vector_epilogue and profile.coupled:  # L0C -> UB on the same core: acc32, r16, r32, y16 per block
+        best["on_chip"] = 1
+        log.add("tiling", spec.name, "epilogue=on_chip", "vector_epilogue", coupled=True)
+    elif spec.vector_epilogue:  # the Vector-core pass over the output: y (and residual) in, y out, ping-pong
+        numel = spec.n * c1(spec.cout) * spec.ho * spec.wo * C0
+        vcores = profile.cores_for("vector")
+        tile = share128(numel, vcores, (profile.capacity["UB"] // (2 * 3 * 2)) // 128 * 128)
+        best["epi_tile"] = tile
+        epi_ub = 2 * 3 * tile * 2
+        log.add("tiling", spec.name, f"epilogue=vector_core,epi_tile={tile}", "vector_epilogue",
+                coupled=profile.coupled)
+    if search:  # the rule's tiling is the baseline the search must beat
+        best = search_conv(spec, best, profile, log, conv_buffers)
+    bufs = conv_buffers(spec, best["base_m"], best["base_n"], best["base_k1"], best["c1_step"],
+                         best.get("l1_buffers", 2))
+    if epi_ub:
+        bufs["UB"] = epi_ub
+    if best.get("on_chip"):
+        bufs["UB"] = on_chip_ub(best["base_m"])
+    return Variant("conv2d_cube_img2col", best, blocks(best), bufs)
+
+
+def on_chip_ub(base_m: int) -> int:
+    """UB bytes of the on-chip conv epilogue: fp32 tile, fp16 and fp32 residual, fp16 result (one channel block)."""
+    return base_m * 16 * (4 + 2 + 4 + 2)
+
+
+def conv_mte2(spec: Conv2dSpec, v: Variant) -> int:
+    p = v.params
+    if spec.mid:  # per M tile: the window conv's chunks for all mid channels, then the 1x1 weights per N chunk
+        mid1, CO1, total = c1(spec.mid), c1(spec.cout), 0
+        split = p.get("n_split", 1)
+        for _, _, _, rows in conv_tile_rows(spec, p["base_m"]):
+            for c1a in range(0, c1(spec.cin), p["c1_step"]):  # the window conv, once per N split
+                c1n = min(p["c1_step"], c1(spec.cin) - c1a)
+                total += split * (c1n * rows * spec.w * 32 + c1n * spec.kh * spec.kw * mid1 * 512)
+            total += split * mid1 * 64 if spec.mid_bias else 0
+            for n1 in range(0, CO1, p["base_n2"] // 16):
+                n1c = min(p["base_n2"] // 16, CO1 - n1)
+                total += mid1 * n1c * 512 + (n1c * 64 if spec.bias else 0)
+        epilogue = spec.output().nbytes * (2 if spec.residual else 1) if spec.vector_epilogue else 0
+        return total * spec.n + epilogue
+    CO1, C1 = c1(spec.cout), c1(spec.cin)
+    n_tiles = [min(p["base_n"] // 16, CO1 - n1) for n1 in range(0, CO1, p["base_n"] // 16)]
+    total = 0
+    second = spec.second() if spec.cin2 else None
+    rows2 = conv_tile_rows(second, p["base_m"]) if second else []
+    for mi, (_, _, _, rows) in enumerate(conv_tile_rows(spec, p["base_m"])):
+        for n1c in n_tiles:
+            for c1a in range(0, C1, p["c1_step"]):
+                c1n = min(p["c1_step"], C1 - c1a)
+                total += c1n * rows * spec.w * 32 + c1n * spec.kh * spec.kw * n1c * 512
+            if second:  # the second source's channel blocks: its rows and its 1x1 weights
+                for c1a in range(0, c1(second.cin), p["c1_step"]):
+                    c1n = min(p["c1_step"], c1(second.cin) - c1a)
+                    total += c1n * rows2[mi][3] * second.w * 32 + c1n * n1c * 512
+            total += n1c * 64 if spec.bias else 0
+    epilogue = 0
+    if p.get("on_chip"):  # the tile stays on chip: only the residual is read
+        epilogue = spec.output().nbytes if spec.residual else 0
+    elif spec.vector_epilogue:  # the Vector pass reads the conv output (and the residual) back
+        epilogue = spec.output().nbytes * (2 if spec.residual else 1)
+    return total * spec.n + epilogue
+
+
+def on_chip_epilogue(core: SimCore, spec: Conv2dSpec, m: int, n1_cnt: int) -> None:
+    """The coupled-profile epilogue of conv2d_cube_img2col: per channel block L0C -> UB, residual add and
+    activation on the same core's Vector unit, one fp16 rounding, UB -> GM."""
+    n = m * 16
+    act = [("Maxs", True), ("Mins", True)] if spec.clip_hi > 0 else [("Relu", True)] if spec.relu else []
+    core.set_flag("M", "FIX", 0)
+    core.wait_flag("M", "FIX", 0)
+    for j in range(n1_cnt):
+        if j > 0:
+            core.wait_flag("MTE3", "FIX", 2)
+        core.fixpipe_to_ub(ceil(m / 16) * 256)
+        if spec.residual:
+            if j > 0:
+                core.wait_flag("V", "MTE2", 2)
+            core.copy_gm(1, n, 2, "UB")
+        core.set_flag("FIX", "V", 1)
+        core.wait_flag("FIX", "V", 1)
+        if spec.residual:
+            core.set_flag("MTE2", "V", 1)
+            core.wait_flag("MTE2", "V", 1)
+            core.vec_flat(n, 64, [("Cast", True), ("Add", True)])
+            core.set_flag("V", "MTE2", 2)
+        core.vec_flat(n, 64, act + [("Cast", True)])
+        core.set_flag("V", "MTE3", 1)
+        core.wait_flag("V", "MTE3", 1)
+        core.copy_ub_to_gm(1, n, 2)
+        core.set_flag("MTE3", "FIX", 2)
+    core.wait_flag("MTE3", "FIX", 2)
+    if spec.residual:
+        core.wait_flag("V", "MTE2", 2)
+    core.set_flag("FIX", "M", 0)
+
+
+class _Img2colReplay:
+    """The replay's geometry and its instruction streams per block (img2col_cube); one object per replay."""
+
+    def __init__(self, spec: Conv2dSpec, params: dict, profile: Profile) -> None:
+        self.spec = spec
+        self.params = params
+        self.profile = profile
+        self.bm, self.bn = params["base_m"], params.get("base_n", 16)
+        self.bk1, self.step = params["base_k1"], params["c1_step"]
+        self.C1, self.CO1, self.taps = c1(self.spec.cin), c1(self.spec.cout), self.spec.kh * self.spec.kw
+        self.M = self.spec.ho * self.spec.wo
+        self.tiles = conv_tile_rows(self.spec, self.bm)
+        self.m_tiles, self.n_tiles = len(self.tiles), ceil(self.CO1 * 16 / self.bn)
+        self.second = self.spec.second() if self.spec.cin2 else None
+        self.tiles2 = conv_tile_rows(self.second, self.bm) if self.second else []
+        self.n_split = self.params.get("n_split", 1)
+
+    def block(self, core: SimCore, b: int) -> None:
+        ni, mi = b % self.n_tiles, (b // self.n_tiles) % self.m_tiles
+        _, m, _, rows = self.tiles[mi]
+        m1 = ceil(m / 16)
+        n1_cnt = min(self.bn // 16, self.CO1 - ni * (self.bn // 16))
+        if core.blocks > 0:
+            core.wait_flag("FIX", "M", 0)
+        if self.spec.bias:
+            core.copy_gm(1, n1_cnt * 16, 4, "L1")
+            core.set_flag("MTE2", "MTE1", 4)
+            core.wait_flag("MTE2", "MTE1", 4)
+            core.load_bias_table(n1_cnt * 16)
+        chunks = []
+        for c1a in range(0, self.C1, self.step):
+            c1n = min(self.step, self.C1 - c1a)
+            slab = [(c1n, rows * self.spec.w * 16)] if rows > 0 else []
+            chunks.append((c1n * self.taps, slab + [(c1n * self.taps, n1_cnt * 256)]))
+        if self.second:  # the second source's channel blocks go on into the same L0C (1x1: one tap)
+            rows2 = self.tiles2[mi][3]
+            for c1a in range(0, c1(self.second.cin), self.step):
+                c1n = min(self.step, c1(self.second.cin) - c1a)
+                chunks.append((c1n, ([(c1n, rows2 * self.second.w * 16)] if rows2 > 0 else []) + [(c1n, n1_cnt * 256)]))
+        cube_k_loop(core, m, n1_cnt * 16, chunks, self.bk1,
+                    (lambda kc: core.load3d(m1, kc), lambda kc, k1n: [kc * n1_cnt]), self.params.get("l1_buffers", 2))
+        if self.params.get("on_chip"):
+            on_chip_epilogue(core, self.spec, m, n1_cnt)
+        else:
+            cube_drain(core, m * n1_cnt * 16)
+
+    def chain_block(self, core: SimCore, b: int) -> None:  # the template's chain_block
+        ns = b % self.n_split
+        _, m, _, rows = self.tiles[(b // self.n_split) % self.m_tiles]
+        m1, mid1 = ceil(m / 16), c1(self.spec.mid)
+        later = core.blocks > 0
+        if later:
+            core.wait_flag("FIX", "M", 0)
+        if self.spec.mid_bias:
+            core.copy_gm(1, mid1 * 16, 4, "L1")
+            core.set_flag("MTE2", "MTE1", 4)
+            core.wait_flag("MTE2", "MTE1", 4)
+            core.load_bias_table(mid1 * 16)
+        chunks = []
+        for c1a in range(0, self.C1, self.step):
+            c1n = min(self.step, self.C1 - c1a)
+            slab = [(c1n, rows * self.spec.w * 16)] if rows > 0 else []
+            chunks.append((c1n * self.taps, slab + [(c1n * self.taps, mid1 * 256)]))
+        cube_k_loop(core, m, mid1 * 16, chunks, self.bk1, (lambda kc: core.load3d(m1, kc), lambda kc, k1n: [kc * mid1]))
+        core.set_flag("M", "FIX", 0)
+        core.wait_flag("M", "FIX", 0)
+        if later:
+            core.wait_flag("MTE1", "FIX", 3)
+        core.fixpipe_to_l1(mid1 * m1 * 256)
+        core.set_flag("FIX", "MTE1", 3)
+        core.wait_flag("FIX", "MTE1", 3)
+        bn2, bk2 = self.params["base_n2"], self.params["base_k2"]
+        n_chunks = ceil(self.CO1 / (bn2 // 16))
+        j0, j1 = n_chunks * ns // self.n_split, n_chunks * (ns + 1) // self.n_split
+        for j in range(j0, j1):
+            n1_0 = j * (bn2 // 16)
+            n1_cnt = min(bn2 // 16, self.CO1 - n1_0)
+            if j > j0:
+                core.wait_flag("FIX", "M", 0)
+            if self.spec.bias:
+                core.copy_gm(1, n1_cnt * 16, 4, "L1")
+                core.set_flag("MTE2", "MTE1", 4)
+                core.wait_flag("MTE2", "MTE1", 4)
+                core.load_bias_table(n1_cnt * 16)
+            cube_k_loop(core, m, n1_cnt * 16, [(mid1, [(mid1, n1_cnt * 256)])], bk2,
+                        (rows_load2d(core, m), lambda kc, k1n, n1_cnt=n1_cnt: [kc * n1_cnt]))
+            cube_drain(core, m * n1_cnt * 16)
+        core.set_flag("MTE1", "FIX", 3)
+
+
+def img2col_cube(spec: Conv2dSpec, params: dict, profile: Profile) -> Prediction:
+    r = _Img2colReplay(spec, params, profile)
+    if spec.mid:
+        return launch(profile, "cube", spec.n * r.m_tiles * r.n_split, r.chain_block)
+    return launch(profile, "cube", spec.n * r.m_tiles * r.n_tiles, r.block)
+
+
+def replay_img2col(spec: Conv2dSpec, params: dict, profile: Profile) -> Prediction:
+    """templates/conv2d_cube_img2col.cpp.j2: the Cube launch, then (a Vector-core epilogue on split profiles)
+    the Vector launch over the output."""
+    cube = img2col_cube(spec, params, profile)
+    if not spec.vector_epilogue or params.get("on_chip"):
+        return cube
+    return then(cube, img2col_epilogue(spec, params, profile))
+
+
+def img2col_epilogue(spec: Conv2dSpec, params: dict, profile: Profile) -> Prediction:
+    """The Vector-core pass after the Cube: residual add and activation over the output, tile by tile."""
+    CO1, M = c1(spec.cout), spec.ho * spec.wo
+    numel = spec.n * CO1 * M * 16
+    tile = params["epi_tile"]
+    ntiles = ceil(numel / tile)
+    vblocks = min(ntiles, profile.cores_for("vector"))
+    per_elem = ([("Add", False)] if spec.residual else []) + (
+        [("Maxs", False), ("Mins", False)] if spec.clip_hi > 0 else
+        [("Relu", False)] if spec.relu else [] if spec.residual else [("Copy", False)])
+
+    def epilogue(core: SimCore, b: int) -> None:
+        t0, t1 = ntiles * b // vblocks, ntiles * (b + 1) // vblocks
+        inq, outq = PingPongSim(core, "MTE2", "V", 0), PingPongSim(core, "V", "MTE3", 2)
+        for t in range(t0, t1):
+            n = min(tile, numel - t * tile)
+            s = inq.slot(t - t0)
+            inq.acquire_for_write(s)
+            core.copy_gm(1, n, 2, "UB")
+            if spec.residual:
+                core.copy_gm(1, n, 2, "UB")
+            inq.written(s)
+            inq.acquire_for_read(s)
+            outq.acquire_for_write(s)
+            core.vec_flat(n, 128, per_elem)
+            inq.released(s)
+            outq.written(s)
+            outq.acquire_for_read(s)
+            core.copy_ub_to_gm(1, n, 2)
+            outq.released(s)
+        inq.drain()
+        outq.drain()
+
+    return launch(profile, "vector", vblocks, epilogue)
+
+
+def conv_l1_partition(spec: Conv2dSpec, p: dict) -> tuple[int, int]:
+    """L1 bytes of a direct-conv tiling's feature-map slabs and weight chunks (both buffers)."""
+    bufs, step = p.get("l1_buffers", 2), p["c1_step"]
+    return (bufs * step * conv_slab_elems(spec, p["base_m"]) * 2,
+            bufs * step * spec.kh * spec.kw * (p["base_n"] // 16) * 512)
+
+
+def search_conv(spec: Conv2dSpec, rule_params: dict, profile: Profile, log: OptLog, buffers) -> dict:
+    """Tiling of conv2d_cube_img2col: base_m x base_n x base_k1 x c1_step; `buffers(spec, m, n, k1, step)`
+    gives the on-chip bytes of a candidate (tiling's own accounting)."""
+    cands, fit = conv_candidates(spec, rule_params, profile, buffers)
+    return pick_best(spec, "conv2d_cube_img2col", rule_params, (cands, fit), profile, log,
+                 lambda p: conv_l1_partition(spec, p))
+
+
+def conv_candidates(spec: Conv2dSpec, rule_params: dict, profile: Profile, buffers, edges=TILE_EDGES):
+    """(every tiling candidate of a direct conv, the buffer-fit predicate)."""
+    M, C1, CO1 = spec.ho * spec.wo, c1(spec.cin), c1(spec.cout)
+    K1 = C1 * spec.kh * spec.kw
+    extra = {k: v for k, v in rule_params.items() if k in ("epi_tile", "on_chip")}
+    cands = []
+    for bm in edges:
+        if bm > ceil(M / 16) * 16 and bm != 16:
+            continue
+        for bn in edges:
+            if bn > CO1 * 16 and bn != 16:
+                continue
+            for bk in K_FRACTALS:
+                if bk > K1:
+                    continue
+                for step in step_sizes(C1):
+                    rows = max(1, max(r for *_, r in conv_tile_rows(spec, bm)))
+                    cands.append(dict(base_m=bm, base_n=bn, base_k1=bk, c1_step=step, slab_rows=rows, **extra))
+                    # single-buffered L1 (no overlap of the next chunk's load): only worth it for a chunk
+                    # that does not fit double-buffered, which the fit predicate decides
+                    cands.append(dict(base_m=bm, base_n=bn, base_k1=bk, c1_step=step, slab_rows=rows, **extra,
+                                      l1_buffers=1))
+
+    def fit(p):
+        bufs = buffers(spec, p["base_m"], p["base_n"], p["base_k1"], p["c1_step"], p.get("l1_buffers", 2))
+        return all(b <= profile.capacity[pos] for pos, b in bufs.items())
+    return cands, fit
+
+
+def search_chain(spec: Conv2dSpec, rule_params: dict, profile: Profile, log: OptLog) -> dict:
+    """Tiling of a chained conv (window conv -> 1x1, intermediate in L1): base_m x base_k1 x c1_step of the
+    window conv, base_n2 x base_k2 of the 1x1; one block per M tile."""
+    M, C1 = spec.ho * spec.wo, c1(spec.cin)
+    K1, MID1, CO1 = C1 * spec.kh * spec.kw, c1(spec.mid), c1(spec.cout)
+    extra = {k: v for k, v in rule_params.items() if k == "epi_tile"}
+    cands = []
+    for bm in TILE_EDGES:
+        if bm > ceil(M / 16) * 16 and bm != 16:
+            continue
+        rows = max(1, max(r for *_, r in conv_tile_rows(spec, bm)))
+        for bk in (k for k in K_FRACTALS if k <= K1):
+            for step in step_sizes(C1):
+                for bn2 in (e for e in TILE_EDGES if e <= CO1 * 16 or e == 16):
+                    n_chunks = ceil(CO1 / (bn2 // 16))
+                    for bk2 in (k for k in K_FRACTALS if k <= MID1):
+                        for split in (z for z in (1, 2, 4, 8) if z <= n_chunks):
+                            cands.append(dict(base_m=bm, base_k1=bk, c1_step=step, base_n2=bn2, base_k2=bk2,
+                                              n_split=split, slab_rows=rows, **extra))
+
+    def fit(p):
+        bufs = chain_buffers(spec, p["base_m"], p["base_k1"], p["c1_step"], p["base_n2"], p["base_k2"])
+        return all(b <= profile.capacity[pos] for pos, b in bufs.items())
+    return pick_best(spec, "conv2d_cube_img2col", rule_params, (cands, fit), profile, log)
+
+
+def from_params(spec: Conv2dSpec, profile: Profile, params: dict, source: str) -> tuple[dict, dict, int]:
+    """A pinned, recorded or borrowed tiling completed from the rule's, checked, with its buffers and blocks."""
+    if spec.mid:  # a chained conv's tiling (tuning record, kernel-list pin)
+        base = chain_rule(spec, profile, OptLog())
+        p = dict(base.params, **params)
+        p["slab_rows"] = max(1, max(r for *_, r in conv_tile_rows(spec, p["base_m"])))
+        bufs = dict(base.buffers, **chain_buffers(spec, p["base_m"], p["base_k1"], p["c1_step"], p["base_n2"],
+                                                  p["base_k2"]))
+        n_chunks = ceil(c1(spec.cout) / (p["base_n2"] // 16))
+        if not 1 <= p["n_split"] <= n_chunks:
+            raise KilnError("tiling", spec.name, f"{source}: n_split={p['n_split']} must be 1..{n_chunks} (the 1x1's "
+                            f"N chunks of base_n2={p['base_n2']})")
+        return p, bufs, spec.n * ceil(spec.ho * spec.wo / p["base_m"]) * p["n_split"]
+    base = conv_rule(spec, profile, OptLog())
+    p = dict(base.params, **params)
+    p["slab_rows"] = max(1, max(r for *_, r in conv_tile_rows(spec, p["base_m"])))
+    if p.get("l1_buffers", 2) not in (1, 2):
+        raise KilnError("tiling", spec.name, f"{source}: l1_buffers={p['l1_buffers']} must be 1 or 2")
+    bufs = conv_buffers(spec, p["base_m"], p["base_n"], p["base_k1"], p["c1_step"], p.get("l1_buffers", 2))
+    if "UB" in base.buffers:
+        bufs["UB"] = on_chip_ub(p["base_m"]) if p.get("on_chip") else base.buffers["UB"]
+    return p, bufs, spec.n * ceil(spec.ho * spec.wo / p["base_m"]) * ceil(c1(spec.cout) * 16 / p["base_n"])
+
+
+def tune_candidates(spec: Conv2dSpec, profile: Profile, edges) -> tuple[dict, list[dict], Callable]:
+    rule = conv_rule(spec, profile, OptLog()).params
+    return rule, *conv_candidates(spec, rule, profile, conv_buffers, edges)
+
+
+def space(spec: Conv2dSpec, params: dict, profile: Profile) -> list[dict]:
+    """The build search's grid (single-buffered L1 aside), for `kiln optimize`."""
+    M, C1, CO1 = spec.ho * spec.wo, c1(spec.cin), c1(spec.cout)
+    K1 = C1 * spec.kh * spec.kw
+    extra = {k: v for k, v in params.items() if k == "epi_tile"}
+    out = []
+    for bm in TILE_EDGES:
+        if bm > ceil(M / 16) * 16 and bm != 16:
+            continue
+        rows = max(1, max(r for *_, r in conv_tile_rows(spec, bm)))
+        for bn in TILE_EDGES:
+            if bn > CO1 * 16 and bn != 16:
+                continue
+            for bk in K_FRACTALS:
+                if bk > K1:
+                    continue
+                for step in step_sizes(C1):
+                    if not fits(profile, conv_buffers(spec, bm, bn, bk, step)):
+                        out.append(dict(base_m=bm, base_n=bn, base_k1=bk, c1_step=step, slab_rows=rows, **extra))
+    return out
+
+
+def wide_space(spec: Conv2dSpec, params: dict, profile: Profile) -> list[dict]:
+    def make(bm, bn, bk, step):
+        rows = max(1, max(r for *_, r in conv_tile_rows(spec, bm)))
+        p = dict(params, base_m=bm, base_n=bn, base_k1=bk, c1_step=step, slab_rows=rows)
+        return p if all(b <= profile.capacity[k] for k, b in conv_buffers(spec, bm, bn, bk, step).items()) else None
+    dims = (spec.ho * spec.wo, c1(spec.cout) * 16, c1(spec.cin) * spec.kh * spec.kw, c1(spec.cin))
+    return wide_grid(spec, "conv2d_cube_img2col", params, profile, dims, "c1_step", make)
+
+
+# h2, w2: the map of an accumulated second source (a ResNet downsample 1x1); base_n2, base_k2, n_split: chains
+GENERIC = GenericForm(("h", "w", "h2", "w2"), ("h", "w", "ho", "wo", "h2", "w2"),
+                      ("base_m", "base_n", "base_k1", "c1_step", "slab_rows", "epi_tile", "l1_buffers", "base_n2",
+                       "base_k2", "n_split"), structural=("on_chip",))
+FAMILY = register(Family("conv2d_cube_img2col", "conv2d", "cube", conv_rule, conv_mte2, replay_img2col, searched=True,
+                algorithm=lambda v: "direct_img2col", tunable=("base_m", "base_n", "base_k1", "c1_step"),
+                searched_extra=("l1_buffers", "base_n2", "base_k2", "n_split"), from_params=from_params,
+                space=space, wide_space=wide_space, candidates=tune_candidates, generic=GENERIC))

@@ -1,0 +1,8 @@
+"""layernorm_vector: layernorm over the last axis, a tile of rows per Vector block (templates/layernorm_vector.cpp.j2;
+the sizing and the replay are the row kernels' shared ones, codegen/families/rows.py)."""
+from __future__ import annotations
+
+from .base import Family, register
+from .rows import replay_rows, row_mte2, row_rule, row_space
+
+FAMILY = register(Family("layernorm_vector", "layernorm", "vector", row_rule, row_mte2, replay_rows, space=row_space))

@@ -1,0 +1,74 @@
+"""maxpool2d_vector: MaxPool on the Vector unit, a band of output rows per block (templates/maxpool2d_vector.cpp.j2)."""
+from __future__ import annotations
+
+from math import ceil
+
+from .. import KilnError
+from ..cost.blocks import store_row, window_block_prologue
+from ..cost.model import PingPongSim, Prediction, SimCore, launch
+from ..ir.opspec import Pool2dSpec, c1
+from ..ir.optlog import OptLog
+from ..ir.profiles import Profile
+from .base import Family, GenericForm, Variant, fits, r32, register, splits
+
+# ---------------------------------------------------------------- pooling (Vector)
+
+def maxpool_buffers(spec: Pool2dSpec, rows_per_block: int) -> dict[str, int]:
+    wp = spec.w + spec.pl + spec.pr
+    slab = ((rows_per_block - 1) * spec.sh + spec.kh) * wp * 32
+    return {"UB": r32(slab) + 2 * r32(spec.wo * 32)}
+
+
+def maxpool_rule(spec: Pool2dSpec, profile: Profile, log: OptLog) -> Variant:
+    cores = profile.cores_for("vector")
+    planes = spec.n * c1(spec.c)
+    rpb = ceil(spec.ho / max(1, ceil(cores / planes)))
+    while rpb > 1 and fits(profile, maxpool_buffers(spec, rpb)):
+        rpb = ceil(rpb / 2)
+    limit = fits(profile, maxpool_buffers(spec, rpb))
+    if limit:
+        raise KilnError("tiling", spec.name, f"one output row does not fit {limit} of {profile.name}")
+    return Variant("maxpool2d_vector", {"rows_per_block": rpb}, planes * ceil(spec.ho / rpb),
+                   maxpool_buffers(spec, rpb))
+
+
+def maxpool_mte2(spec: Pool2dSpec, v: Variant) -> int:
+    rpb, total = v.params["rows_per_block"], 0
+    for r0 in range(0, spec.ho, rpb):
+        rows_out = min(rpb, spec.ho - r0)
+        lo = r0 * spec.sh - spec.pt
+        hi = lo + (rows_out - 1) * spec.sh + spec.kh
+        total += max(0, min(hi, spec.h) - max(lo, 0)) * spec.w * 32
+    return total * spec.n * c1(spec.c)
+
+
+def replay_maxpool(spec, params: dict, profile: Profile) -> Prediction:
+    rpb = params["rows_per_block"]
+    bands, c1s, row = ceil(spec.ho / rpb), c1(spec.c), spec.wo * 16
+
+    def block(core: SimCore, b: int) -> None:
+        r0 = (b % bands) * rpb
+        rows_out = min(rpb, spec.ho - r0)
+        window_block_prologue(core, spec, rows_out, r0, 1)
+        core.set_flag("MTE2", "V", 0)
+        core.wait_flag("MTE2", "V", 0)
+        outq = PingPongSim(core, "V", "MTE3", 2)
+
+        def fill() -> None:  # the window's first tap copied, then a max with each further tap
+            for t in range(spec.kh * spec.kw):
+                core.vec_flat(row, 128, [("Copy" if t == 0 else "Max", False)])
+        for ro in range(rows_out):
+            store_row(core, outq, ro, fill, row)
+        outq.drain()
+        core.set_flag("V", "MTE2", 1)
+
+    return launch(profile, "vector", spec.n * c1s * bands, block)
+
+
+def space(spec, params: dict, profile: Profile) -> list[dict]:
+    return [{"rows_per_block": r} for r in splits(spec.ho) if not fits(profile, maxpool_buffers(spec, r))]
+
+
+FAMILY = register(Family("maxpool2d_vector", "pool2d", "vector", maxpool_rule, maxpool_mte2, replay_maxpool,
+                matches=lambda spec: spec.op == "max", space=space,
+                generic=GenericForm(("h", "w"), ("h", "w", "ho", "wo"), ("rows_per_block",))))

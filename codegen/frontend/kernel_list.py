@@ -1,0 +1,276 @@
+"""Frontend: what to bake, as op instances.
+
+Until the ONNX frontend lands, the input is a TOML kernel list
+(kernels/default.toml): one [[op]] table per op instance, written with ONNX op
+names and attributes, each with a label saying where it comes from. Every
+field is checked here; an error names the entry and the field.
+"""
+from __future__ import annotations
+
+import tomllib
+from math import prod
+from pathlib import Path
+from typing import Any, TypeGuard
+
+from .. import KilnError
+from ..ir.graph import OpInstance
+
+SUPPORTED = {
+    "Conv": ("2-D convolution, NCHW, group 1 or depthwise (group = C_in = C_out); optional bias; "
+             "activation '' or 'Relu'"),
+    "Gemm": "Y = A[M,K] * B[K,N] (+ bias[N]); activation '' or 'Relu'",
+    "MatMul": "Y = A[M,K] * B[K,N]",
+    "Relu": "elementwise max(x, 0)",
+    "Clip": "elementwise min(max(x, min), max)",
+    "Add": "elementwise x + y (same shape); activation '', 'Relu' or 'Clip' (with min, max)",
+    "Mul": "elementwise x * y (same shape)",
+    "Muls": "elementwise x * scalar",
+    "Adds": "elementwise x + scalar",
+    "Gelu": "elementwise x/2 (1 + erf(x/sqrt 2))",
+    "Softmax": "softmax over the last axis of 'shape'",
+    "LayerNormalization": "layer norm over the last axis of 'shape' with fp32 gamma/beta, 'epsilon'",
+    "BatchedMatMul": "Y[b] = A[b] B[b] for activations a [batch,m,k], b [batch,k,n] ([batch,n,k] with trans_b)",
+    "Transpose0213": "swap axes 1 and 2 of a 4-D 'input'",
+    "Attention": "softmax(Q K^T * scale [+ mask]) V per (batch, head): 'q' = [batch, heads, seq_q, d], 'kv' = seq_kv, "
+                 "'scale', 'mask' (true: an additive [batch, kv] input)",
+    "MaxPool": "max pooling over NCHW, kernel_shape, strides, pads",
+    "GlobalAveragePool": "mean over H and W of NCHW",
+}
+ACTIVATIONS = ("", "Relu", "Clip")
+
+
+# "": the build's options decide
+CONV_ALGORITHMS = ("", "direct_img2col", "winograd_f2", "winograd_f4", "vector_direct")
+
+
+def _ints(entry: str, key: str, value: Any, length: int | None = None, lo: int = 0) -> tuple[int, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        raise KilnError("frontend", entry, f"'{key}' must be a list of integers, got {value!r}")
+    if length is not None and len(value) != length:
+        raise KilnError("frontend", entry, f"'{key}' must have {length} entries, got {len(value)}")
+    if any(v < lo for v in value):
+        raise KilnError("frontend", entry, f"'{key}' entries must be >= {lo}, got {value}")
+    return tuple(value)
+
+
+def _number(value: Any) -> TypeGuard[int | float]:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+# ---------------------------------------------------------------- per-op parsers
+# Each takes the entry's name (for errors), its raw table and the attributes parsed so far ("activation", "bias"),
+# and adds the op's own attributes to `a` in place.
+
+def _parse_conv(entry: str, raw: dict[str, Any], a: dict[str, Any]) -> None:
+    x = _ints(entry, "input", raw.get("input"), 4, lo=1)
+    w = _ints(entry, "weight", raw.get("weight"), 4, lo=1)
+    a.update(input=x, weight=w, strides=_ints(entry, "strides", raw.get("strides", [1, 1]), 2, lo=1),
+             pads=_ints(entry, "pads", raw.get("pads", [0, 0, 0, 0]), 4),
+             dilations=_ints(entry, "dilations", raw.get("dilations", [1, 1]), 2, lo=1),
+             group=raw.get("group", 1))
+    if not isinstance(a["group"], int) or isinstance(a["group"], bool) or a["group"] < 1:
+        raise KilnError("frontend", entry, f"'group' must be a positive integer, got {a['group']!r}")
+    a["algorithm"] = raw.get("algorithm", "")  # pins the algorithm, like a tuning record (benchmarks, tests)
+    if a["algorithm"] not in CONV_ALGORITHMS:
+        raise KilnError("frontend", entry, f"algorithm {a['algorithm']!r} is not one of "
+                        f"{', '.join(repr(x) for x in CONV_ALGORITHMS)}")
+    a["residual"] = raw.get("residual", False)
+    if not isinstance(a["residual"], bool) or (a["residual"] and raw.get("group", 1) != 1):
+        raise KilnError("frontend", entry, "'residual' must be true or false, and needs group 1")
+    g = a["group"]
+    if g != 1 and (a["algorithm"] or "tiling" in raw):
+        raise KilnError("frontend", entry, "'algorithm' and 'tiling' pins apply to dense convolutions (group 1) "
+                        "only; a depthwise convolution has one kernel family")
+    if g == 1:
+        if w[1] != x[1]:
+            raise KilnError("frontend", entry,
+                            f"weight {list(w)} expects {w[1]} input channels, input {list(x)} has {x[1]}")
+    elif not (g == x[1] == w[0] and w[1] == 1):
+        raise KilnError("frontend", entry, f"group={g} is not supported: only group=1 or depthwise "
+                        f"(group = C_in = C_out, weight [C,1,kh,kw]); got input {list(x)}, weight {list(w)}")
+    _check_conv_window(entry, x, w, a)
+
+
+def _check_conv_window(entry: str, x: tuple[int, ...], w: tuple[int, ...], a: dict[str, Any]) -> None:
+    (pt, pl, pb, pr), (sh, sw), (dh, dw) = a["pads"], a["strides"], a["dilations"]
+    ho = (x[2] + pt + pb - dh * (w[2] - 1) - 1) // sh + 1
+    wo = (x[3] + pl + pr - dw * (w[3] - 1) - 1) // sw + 1
+    if ho < 1 or wo < 1:
+        raise KilnError("frontend", entry, f"output would be {ho}x{wo}: kernel larger than the padded input")
+    if max(pt, pb) > dh * (w[2] - 1) + 1 or max(pl, pr) > dw * (w[3] - 1) + 1:
+        raise KilnError("frontend", entry, f"pads {list(a['pads'])} larger than the dilated kernel extent "
+                        f"({dh * (w[2] - 1) + 1}x{dw * (w[3] - 1) + 1}) are not supported")
+
+
+def _parse_matrix(entry: str, raw: dict[str, Any], a: dict[str, Any]) -> None:
+    """Gemm and MatMul."""
+    av = _ints(entry, "a", raw.get("a"), 2, lo=1)
+    bv = _ints(entry, "b", raw.get("b"), 2, lo=1)
+    if av[1] != bv[0]:
+        raise KilnError("frontend", entry, f"inner dimensions differ: a {list(av)} x b {list(bv)}")
+    if raw.get("type") == "MatMul" and (a["bias"] or a["activation"]):
+        raise KilnError("frontend", entry, "MatMul takes no bias or activation; use Gemm")
+    a.update(a=av, b=bv)
+
+
+def _parse_batched_matmul(entry: str, raw: dict[str, Any], a: dict[str, Any]) -> None:
+    av = _ints(entry, "a", raw.get("a"), 3, lo=1)
+    bv = _ints(entry, "b", raw.get("b"), 3, lo=1)
+    tb = raw.get("trans_b", False)
+    k = bv[2] if tb else bv[1]
+    if av[0] != bv[0] or av[2] != k:
+        raise KilnError("frontend", entry, f"shapes do not multiply: a {list(av)} x b {list(bv)} (trans_b={tb})")
+    a.update(batch=av[0], m=av[1], k=av[2], n=bv[1] if tb else bv[2], trans_b=bool(tb))
+
+
+def _parse_transpose0213(entry: str, raw: dict[str, Any], a: dict[str, Any]) -> None:
+    a["input"] = _ints(entry, "input", raw.get("input"), 4, lo=1)
+
+
+def _parse_attention(entry: str, raw: dict[str, Any], a: dict[str, Any]) -> None:
+    b, h, sq, d = _ints(entry, "q", raw.get("q"), 4, lo=1)
+    kv = raw.get("kv")
+    scale = raw.get("scale", 1.0 / d ** 0.5)
+    if not isinstance(kv, int) or isinstance(kv, bool) or kv < 1:
+        raise KilnError("frontend", entry,
+                        f"'kv' (the key/value sequence length) must be a positive integer, got {kv!r}")
+    if not _number(scale):
+        raise KilnError("frontend", entry, f"'scale' must be a number, got {scale!r}")
+    if a["bias"] or a["activation"]:
+        raise KilnError("frontend", entry, "Attention takes no bias or activation")
+    mask = raw.get("mask", False)
+    if not isinstance(mask, bool):
+        raise KilnError("frontend", entry, f"'mask' must be true or false, got {mask!r}")
+    a.update(batch=b, heads=h, q=sq, kv=kv, d=d, scale=float(scale), mask=mask)
+
+
+def _parse_rows(entry: str, raw: dict[str, Any], a: dict[str, Any]) -> None:
+    """Softmax and LayerNormalization: over the last axis of 'shape'."""
+    shape = _ints(entry, "shape", raw.get("shape"), None, lo=1)
+    a.update(rows=prod(shape[:-1]), length=shape[-1],
+             epsilon=float(raw.get("epsilon", 1e-5)))
+
+
+def _parse_pool(entry: str, raw: dict[str, Any], a: dict[str, Any]) -> None:
+    """MaxPool and GlobalAveragePool."""
+    a["input"] = _ints(entry, "input", raw.get("input"), 4, lo=1)
+    if raw.get("type") == "MaxPool":
+        a.update(kernel_shape=_ints(entry, "kernel_shape", raw.get("kernel_shape"), 2, lo=1),
+                 strides=_ints(entry, "strides", raw.get("strides", [1, 1]), 2, lo=1),
+                 pads=_ints(entry, "pads", raw.get("pads", [0, 0, 0, 0]), 4))
+        if max(a["pads"]) >= max(a["kernel_shape"]):
+            raise KilnError("frontend", entry, f"pads {list(a['pads'])} must be smaller than the kernel")
+
+
+def _parse_elementwise(entry: str, raw: dict[str, Any], a: dict[str, Any]) -> None:
+    """Relu, Clip, Add, Mul, Muls, Adds, Gelu: a 'shape' (and a 'scalar' for Muls/Adds)."""
+    op = raw.get("type")
+    a["shape"] = _ints(entry, "shape", raw.get("shape"), None, lo=1)
+    if not a["shape"]:
+        raise KilnError("frontend", entry, "'shape' must not be empty")
+    if op in ("Relu", "Clip", "Gelu", "Muls", "Adds", "Mul") and (a["bias"] or a["activation"]):
+        raise KilnError("frontend", entry, f"{op} takes no bias or activation")
+    if op in ("Muls", "Adds"):
+        v = raw.get("scalar")
+        if not _number(v):
+            raise KilnError("frontend", entry, f"{op} needs a number 'scalar', got {v!r}")
+        a["scalar"] = float(v)
+
+
+_PARSERS = {
+    "Conv": _parse_conv,
+    "Gemm": _parse_matrix,
+    "MatMul": _parse_matrix,
+    "BatchedMatMul": _parse_batched_matmul,
+    "Transpose0213": _parse_transpose0213,
+    "Attention": _parse_attention,
+    "Softmax": _parse_rows,
+    "LayerNormalization": _parse_rows,
+    "MaxPool": _parse_pool,
+    "GlobalAveragePool": _parse_pool,
+    "Relu": _parse_elementwise,
+    "Clip": _parse_elementwise,
+    "Add": _parse_elementwise,
+    "Mul": _parse_elementwise,
+    "Muls": _parse_elementwise,
+    "Adds": _parse_elementwise,
+    "Gelu": _parse_elementwise,
+}
+assert set(_PARSERS) == set(SUPPORTED), "every supported op type needs its parser"
+
+_TAKES_ACTIVATION = {"Conv": ("", "Relu", "Clip"), "Gemm": ("", "Relu"), "Add": ("", "Relu", "Clip")}
+_KNOWN_FIELDS = {"label", "type", "activation", "bias", "input", "weight", "strides", "pads", "dilations", "group",
+                 "a", "b", "shape", "min", "max", "kernel_shape", "scalar", "trans_b", "epsilon", "residual",
+                 "algorithm", "tiling", "q", "kv", "scale", "mask"}
+
+
+# ---------------------------------------------------------------- fields every op shares
+
+def _parse_common(entry: str, raw: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The op type and the attributes every entry has: activation and bias."""
+    op = raw.get("type")
+    if op not in SUPPORTED:
+        supported = "; ".join(f"{k}: {v}" for k, v in SUPPORTED.items())
+        raise KilnError("frontend", entry, f"unsupported op type {op!r}. Supported: {supported}")
+    act = raw.get("activation", "")
+    if act not in ACTIVATIONS:
+        raise KilnError("frontend", entry, f"activation {act!r} not supported; accepted: {ACTIVATIONS}")
+    bias = raw.get("bias", False)
+    if not isinstance(bias, bool):
+        raise KilnError("frontend", entry, f"'bias' must be true or false, got {bias!r}")
+    return op, {"activation": act, "bias": bias}
+
+
+def _parse_activation(entry: str, op: str, raw: dict[str, Any], a: dict[str, Any]) -> None:
+    """Clip's bounds (the op or the epilogue), and which ops take which activation."""
+    act = a["activation"]
+    if act == "Clip" or op == "Clip":  # every op that takes an activation
+        lo, hi = raw.get("min"), raw.get("max")
+        if not (_number(lo) and _number(hi)) or lo > hi:
+            raise KilnError("frontend", entry, f"Clip needs numbers min <= max, got min={lo!r} max={hi!r}")
+        a.update(min=float(lo), max=float(hi))
+    takes = _TAKES_ACTIVATION.get(op, ("",))
+    if act and act not in takes:
+        raise KilnError("frontend", entry, f"{op} takes activation {takes}, not {act!r}")
+    if op == "Conv" and act == "Clip" and not (a["min"] == 0.0 and a["max"] > 0):
+        raise KilnError("frontend", entry, "a Conv's Clip epilogue must be min 0, max > 0 (ReLU6-like), got "
+                        f"min={a['min']} max={a['max']}")
+
+
+def _parse_tiling(entry: str, op: str, raw: dict[str, Any], a: dict[str, Any]) -> None:
+    """A 'tiling' table pins the variant's tiling parameters (`kiln tune` bakes candidates this way)."""
+    if "tiling" not in raw:
+        return
+    t = raw["tiling"]
+    if op not in ("Conv", "Gemm") or not isinstance(t, dict) or not t or not all(
+            isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v > 0 for k, v in t.items()):
+        raise KilnError("frontend", entry, "'tiling' must be a table of positive integers (Conv and Gemm only), "
+                        f"e.g. {{ base_m = 64, base_n = 64, base_k1 = 4, c1_step = 2 }}; got {t!r}")
+    a["tiling"] = tuple(sorted(t.items()))
+
+
+def _parse_op(idx: int, raw: dict[str, Any]) -> OpInstance:
+    label = str(raw.get("label", f"op[{idx}]"))
+    entry = f"kernel list entry {label!r}"
+    op, a = _parse_common(entry, raw)
+    _PARSERS[op](entry, raw, a)
+    _parse_activation(entry, op, raw, a)
+    _parse_tiling(entry, op, raw, a)
+    extra = sorted(set(raw) - _KNOWN_FIELDS)
+    if extra:
+        raise KilnError("frontend", entry, f"unknown field(s) {extra}; known fields: {sorted(_KNOWN_FIELDS)}")
+    return OpInstance(label=label, type=op, attrs=a)
+
+
+def load_kernel_list(path: str | Path) -> list[OpInstance]:
+    p = Path(path)
+    try:
+        data = tomllib.loads(p.read_text())
+    except OSError as e:
+        raise KilnError("frontend", str(p), f"cannot read kernel list: {e.strerror}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise KilnError("frontend", str(p), f"not valid TOML: {e}") from None
+    ops = data.get("op")
+    if not isinstance(ops, list) or not ops:
+        raise KilnError("frontend", str(p), "expected one or more [[op]] tables")
+    return [_parse_op(i, raw) for i, raw in enumerate(ops)]

@@ -1,0 +1,168 @@
+"""ONNX frontend: an .onnx file -> kiln IR (see ir/graph.py).
+
+load_onnx() runs these steps in order (the module that holds each in brackets):
+
+    read        parse the file; anything unreadable is a KilnError naming the file      (onnx_read)
+    opset       the default-domain opset must be 13..21                                  (onnx_read)
+    bind        a symbolic batch dimension (dim 0) becomes `batch`; any other dynamic dim is an error (onnx_read)
+    infer       onnx shape inference on the bound model                                  (onnx_read)
+    to IR       nodes, values (shapes possibly still partial), initializers as NumPy arrays (onnx_read)
+    passes      fold_constants, remove_identities, remove_dropout, fold_batchnorm (PASSES, onnx_passes)
+    normalise   per-op check and explicit attributes, driven by the OPS table            (here)
+    finish      drop unused initializers, float weights to float32, every shape static   (here)
+
+Op support is one table, onnx_ops.OPS: op type -> OpEntry (check, normalise, shape rule
+from onnx_rules, build-time evaluator). Adding an op is one entry there (and a test).
+onnx_base holds what they share: Problem, the rule exceptions, small graph helpers.
+
+Problems with the model (unsupported ops or attribute values, dynamic shapes)
+are collected, not raised one at a time: load_onnx() raises one KilnError
+listing all of them, check_onnx() returns them, analyze.py counts them.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+from .. import KilnError
+from ..ir.graph import Graph, Node, Value
+from .onnx_base import Problem, ShapeUnknown, Unsupported, copy_graph, has_input, is_static
+from .onnx_ops import OPS, OpEntry, supported_ops_text
+from .onnx_passes import PASSES
+from .onnx_read import bind_inputs, default_opset, infer_onnx_shapes, opset_problem, read_model, to_graph
+
+# ---------------------------------------------------------------- check, normalise, finish
+
+def _unsupported_reason(node: Node, entry: OpEntry | None, g: Graph) -> str | None:
+    if entry is None:
+        if "." in node.op_type:
+            return "ops from custom domains are not supported"
+        return f"op type {node.op_type} is not supported"
+    if entry.build_time_only:
+        if node.op_type == "Shape":
+            return f"the shape of '{node.inputs[0]}' is not static, so it cannot be evaluated at build time"
+        runtime = [i for i in node.inputs if i and i not in g.initializers]
+        return (f"{node.op_type} is supported only when it can be evaluated at build time, but "
+                f"{', '.join(repr(i) for i in runtime)} {'is' if len(runtime) == 1 else 'are'} computed at run time")
+    return entry.check(node, g)
+
+
+def _check_and_normalise(graph: Graph, problems: list[Problem], log: list[str]) -> Graph:
+    g = copy_graph(graph)
+    moved: Counter[str] = Counter()
+    for node in g.nodes:
+        entry = OPS.get(node.op_type)
+        reason = _unsupported_reason(node, entry, g)
+        if reason:
+            problems.append(Problem(node.name, node.op_type, reason, "op"))
+            continue
+        assert entry is not None  # _unsupported_reason names an unknown op
+        try:
+            attrs = entry.normalise(node, g)
+        except Unsupported as e:
+            problems.append(Problem(node.name, node.op_type, str(e), "op"))
+            continue
+        except ShapeUnknown as e:
+            problems.append(Problem(node.name, node.op_type, f"the shape of '{e.value}' is not static", "shape"))
+            continue
+        node.attrs = attrs
+        if any(has_input(node, i) for i in entry.attr_inputs):
+            moved[node.op_type] += 1
+        node.inputs = [x for i, x in enumerate(node.inputs) if i not in entry.attr_inputs]
+    if moved:
+        log.append("normalise: constant inputs moved to attributes on " +
+                   ", ".join(f"{op} x{k}" for op, k in moved.most_common()))
+    return g
+
+
+def _as_float32(arr: np.ndarray) -> np.ndarray:
+    if arr.dtype.kind == "f" or arr.dtype.name == "bfloat16":
+        return arr.astype(np.float32, copy=False)
+    return arr
+
+
+def _finish(graph: Graph, problems: list[Problem]) -> Graph:
+    """Drop what no node uses, make float weights float32, and report every value without a static shape."""
+    g = copy_graph(graph)
+    used = {i for n in g.nodes for i in n.inputs if i} | {v.name for v in g.outputs}
+    g.initializers = {k: _as_float32(a) for k, a in g.initializers.items() if k in used}
+    for k, a in g.initializers.items():
+        g.values[k] = Value(k, tuple(int(d) for d in a.shape), a.dtype.name)
+    keep = used | {o for n in g.nodes for o in n.outputs if o} | {v.name for v in g.inputs}
+    g.values = {k: v for k, v in g.values.items() if k in keep}
+    g.inputs = [g.values[v.name] for v in g.inputs]
+    g.outputs = [g.values[v.name] for v in g.outputs]
+
+    reported = set()
+    for node in g.nodes:
+        for name in [*node.inputs, *node.outputs]:
+            if name and name not in reported and not is_static(g.values[name].shape):
+                reported.add(name)
+                problems.append(Problem(node.name, node.op_type, f"value '{name}' has no static shape "
+                                        f"(got {g.values[name].shape})", "shape"))
+    return g
+
+
+# ---------------------------------------------------------------- entry points
+
+def build_graph(model, path: str | Path, batch: int = 1, log: list[str] | None = None
+                ) -> tuple[Graph, list[Problem]]:
+    """Every frontend step on a parsed model, collecting problems instead of raising them.
+    Binds the model's input shapes in place. Malformed graphs (dangling inputs, cycles,
+    constants that cannot be evaluated) still raise KilnError."""
+    if type(batch) is not int or batch < 1:  # a bool is no batch
+        raise KilnError("frontend", "batch", f"must be a positive integer, got {batch!r}")
+    log = [] if log is None else log
+    problems: list[Problem] = []
+    opset = default_opset(model)
+    reason = opset_problem(opset)
+    if reason:
+        problems.append(Problem("", "", reason, "model"))
+    bind_inputs(model, batch, problems, log)
+    model = infer_onnx_shapes(model, log)
+    graph = to_graph(model, str(path), opset or 0)
+    for run_pass in PASSES:
+        graph = run_pass(graph, log)
+    graph = _check_and_normalise(graph, problems, log)
+    graph = _finish(graph, problems)
+    if any(p.kind == "op" for p in problems):
+        # shapes downstream of an unsupported op are unknown as a consequence; the op is what to report
+        problems = [p for p in problems if p.kind != "shape"]
+    return graph, problems
+
+
+def _raise_for(problems: list[Problem], path: str, opset: int) -> None:
+    model_level = [p.reason for p in problems if p.kind == "model"]
+    if model_level:
+        raise KilnError("frontend", path, "; ".join(model_level))
+    ops = [p for p in problems if p.kind == "op"]
+    if ops:
+        lines = "\n".join(f"  node '{p.node}' ({p.op_type}, opset {opset}): {p.reason}" for p in ops)
+        raise KilnError("frontend", path, f"{len(ops)} node(s) kiln cannot compile:\n{lines}\n{supported_ops_text()}")
+    shapes = [p for p in problems if p.kind == "shape"]
+    if shapes:
+        first = shapes[0]
+        more = "".join(f"\n  node '{p.node}' ({p.op_type}): {p.reason}" for p in shapes[1:10])
+        raise KilnError("frontend", f"node '{first.node}' ({first.op_type})",
+                        f"{first.reason}; kiln needs every shape static{more}")
+
+
+def load_onnx(path: str | Path, batch: int = 1, log: list[str] | None = None) -> Graph:
+    """The ONNX file as a kiln Graph with static shapes, supported ops only and explicit attributes.
+    Decisions taken on the way are appended to `log` when given."""
+    model = read_model(path)
+    reason = opset_problem(default_opset(model))
+    if reason:  # nothing after this is meaningful for an opset kiln does not know
+        raise KilnError("frontend", str(path), reason)
+    graph, problems = build_graph(model, path, batch, log)
+    _raise_for(problems, str(path), graph.opset)
+    return graph
+
+
+def check_onnx(path: str | Path, batch: int = 1) -> list[dict[str, str]]:
+    """Every problem load_onnx would report, as [{"node", "op_type", "reason"}]; empty when the
+    model compiles. Raises only for a file that is not a readable ONNX model or a malformed graph."""
+    _, problems = build_graph(read_model(path), path, batch)
+    return [p.as_dict() for p in problems]

@@ -1,0 +1,209 @@
+"""ONNX frontend, the op table: OPS maps an op type to its OpEntry (check, normalise, shape rule from
+onnx_rules, and the NumPy evaluator used to fold it at build time). Adding an op is one entry here
+(and a test)."""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..ir.graph import Graph, Node, Value
+from . import onnx_rules as rules
+from .onnx_base import as_ints
+
+try:
+    import onnx
+except ImportError:  # only reading ONNX files needs it; the kernel-list build does not
+    onnx = None  # type: ignore[assignment]  # optional: the module is None where onnx is not installed
+
+
+# build-time evaluators (numpy); args[i] is None for an omitted optional input
+
+def _fold_constant(node: Node, args: list) -> list[np.ndarray]:
+    a = node.attrs
+    if "value" in a:
+        return [np.asarray(a["value"])]
+    for key, dtype in (("value_float", np.float32), ("value_floats", np.float32),
+                       ("value_int", np.int64), ("value_ints", np.int64)):
+        if key in a:
+            return [np.asarray(a[key], dtype)]
+    raise ValueError(f"a Constant with attribute(s) {sorted(a)} (sparse or string) has no numeric value")
+
+
+def shape_slice(node: Node, in_shape: tuple[int, ...]) -> np.ndarray:
+    start, end = node.attrs.get("start", 0), node.attrs.get("end", None)
+    return np.array(in_shape[start:end], np.int64)
+
+
+def _fold_unsqueeze(node: Node, args: list) -> list[np.ndarray]:
+    axes = args[1] if len(args) > 1 and args[1] is not None else node.attrs["axes"]
+    return [np.expand_dims(args[0], as_ints(axes))]
+
+
+def _fold_squeeze(node: Node, args: list) -> list[np.ndarray]:
+    axes = args[1] if len(args) > 1 and args[1] is not None else node.attrs.get("axes")
+    return [np.squeeze(args[0], axis=None if axes is None else as_ints(axes))]
+
+
+def _fold_slice(node: Node, args: list) -> list[np.ndarray]:
+    data, starts, ends = args[0], as_ints(args[1]), as_ints(args[2])
+    axes = as_ints(args[3]) if len(args) > 3 and args[3] is not None else tuple(range(len(starts)))
+    steps = as_ints(args[4]) if len(args) > 4 and args[4] is not None else (1,) * len(starts)
+    index = [slice(None)] * data.ndim
+    for s, e, axis, step in zip(starts, ends, axes, steps):
+        index[axis] = slice(s, e, step)  # Python slicing clamps out-of-range bounds the way ONNX does
+    return [data[tuple(index)]]
+
+
+def _fold_cast(node: Node, args: list) -> list[np.ndarray]:
+    return [args[0].astype(onnx.helper.tensor_dtype_to_np_dtype(node.attrs["to"]))]
+
+
+def _fold_div(node: Node, args: list) -> list[np.ndarray]:
+    a, b = args
+    if np.issubdtype(a.dtype, np.integer):  # ONNX integer division truncates toward zero
+        return [(np.abs(a) // np.abs(b) * np.sign(a) * np.sign(b)).astype(a.dtype)]
+    return [(a / b).astype(a.dtype)]
+
+
+def _elementwise(fn: Callable) -> Callable[[Node, list], list[np.ndarray]]:
+    """Evaluator of an elementwise op; the result keeps the first input's dtype, as in ONNX."""
+    return lambda node, args: [np.asarray(fn(*[a for a in args if a is not None])).astype(args[0].dtype)]
+
+
+def _fold_clip(node: Node, args: list) -> list[np.ndarray]:
+    lo = args[1] if len(args) > 1 and args[1] is not None else -np.inf
+    hi = args[2] if len(args) > 2 and args[2] is not None else np.inf
+    return [np.clip(args[0], lo, hi).astype(args[0].dtype)]
+
+
+def _fold_constant_of_shape(node: Node, args: list) -> list[np.ndarray]:
+    value = np.asarray(node.attrs.get("value", np.zeros(1, np.float32))).reshape(-1)
+    return [np.full(as_ints(args[0]), value[0], value.dtype)]
+
+
+def _fold_with_attrs(normalise: Callable, fn: Callable) -> Callable[[Node, list], list[np.ndarray]]:
+    """Evaluator of a data-movement op from its normalised attributes (needs only the input shape)."""
+    def fold(node: Node, args: list) -> list[np.ndarray]:
+        g = Graph("fold", [], [], [], {n: Value(n, tuple(a.shape)) for n, a in zip(node.inputs, args) if a is not None},
+                  {n: a for n, a in zip(node.inputs, args) if a is not None}, 0)
+        return [fn(args, normalise(node, g))]
+    return fold
+
+
+_erf = np.vectorize(math.erf, otypes=[np.float64])
+
+
+# ---------------------------------------------------------------- the op table
+
+@dataclass(frozen=True)
+class OpEntry:
+    """What kiln knows about one ONNX op type.
+
+    check(node, graph)            reason string when the attributes/operands are unsupported, else None
+    normalise(node, graph)        the node's attributes with every default explicit (may raise Unsupported)
+    infer(node, graph, attrs)     kiln's shape rule: output shapes from static input shapes
+    fold(node, args)              NumPy evaluator used when every input is constant
+    attr_inputs                   inputs normalise() turns into attributes; dropped from the node afterwards
+    build_time_only               shape arithmetic: supported only when it folds away
+    """
+    summary: str
+    check: Callable[[Node, Graph], str | None] = rules.no_check
+    normalise: Callable[[Node, Graph], dict[str, Any]] = rules.copy_attrs
+    infer: Callable[[Node, Graph, dict], list[tuple[int, ...]]] | None = None
+    fold: Callable[[Node, list], list[np.ndarray]] | None = None
+    attr_inputs: tuple[int, ...] = ()
+    build_time_only: bool = False
+
+
+def _unary(summary: str, fn: Callable | None = None) -> OpEntry:
+    return OpEntry(summary, infer=rules.same_shape, fold=_elementwise(fn) if fn else None)
+
+
+def _binary(summary: str, fn: Callable) -> OpEntry:
+    return OpEntry(summary, infer=rules.broadcast_shape, fold=_elementwise(fn))
+
+
+def _build_time(summary: str, fold: Callable | None) -> OpEntry:
+    return OpEntry(summary, fold=fold, build_time_only=True)
+
+
+OPS: dict[str, OpEntry] = {
+    "Conv": OpEntry("2-D convolution, group 1 or depthwise; auto_pad resolved to pads [t,l,b,r]",
+                    rules.check_conv, rules.normalise_conv, rules.infer_conv),
+    "BatchNormalization": OpEntry("inference-mode batch norm (folded into a preceding Conv when possible)",
+                                  rules.check_batchnorm, rules.normalise_batchnorm, rules.same_shape),
+    "MaxPool": OpEntry("2-D max pooling, floor mode, no dilation",
+                       rules.check_pool, rules.normalise_pool, rules.infer_pool),
+    "AveragePool": OpEntry("2-D average pooling, floor mode, no dilation",
+                           rules.check_pool, rules.normalise_pool, rules.infer_pool),
+    "GlobalAveragePool": OpEntry("mean over the spatial dims", infer=rules.infer_global_pool),
+    "Gemm": OpEntry("alpha * A[M,K] * B (+ beta * C); transB allowed, transA not",
+                    rules.check_gemm, rules.normalise_gemm, rules.infer_gemm),
+    "MatMul": OpEntry("batched matrix product, rank >= 2", infer=rules.infer_matmul, fold=_elementwise(np.matmul)),
+    "Relu": _unary("max(x, 0)", lambda x: np.maximum(x, 0)),
+    "Clip": OpEntry("clamp; constant min/max inputs become attributes",
+                    rules.check_clip, rules.normalise_clip, rules.same_shape, _fold_clip, attr_inputs=(1, 2)),
+    "Sqrt": _unary("square root", np.sqrt),
+    "Erf": _unary("error function", _erf),
+    "Gelu": OpEntry("GELU, exact or tanh approximation (opset 20)",
+                    rules.check_gelu, rules.normalise_gelu, rules.same_shape),
+    "Identity": _unary("copy (removed by the identity pass where possible)", lambda x: x),
+    "Add": _binary("x + y, broadcasting", np.add),
+    "Sub": _binary("x - y, broadcasting", np.subtract),
+    "Mul": _binary("x * y, broadcasting", np.multiply),
+    "Div": OpEntry("x / y, broadcasting", infer=rules.broadcast_shape, fold=_fold_div),
+    "Pow": _binary("x ** y, broadcasting", np.power),
+    "Softmax": OpEntry("softmax along one axis", normalise=rules.normalise_softmax, infer=rules.same_shape),
+    "LayerNormalization": OpEntry("layer norm over the trailing axes from `axis`", rules.check_layernorm,
+                                  rules.normalise_layernorm, rules.same_shape),
+    "ReduceMean": OpEntry("mean over constant axes (attribute or opset-18 input)", rules.check_reducemean,
+                          rules.normalise_reducemean, rules.infer_reducemean, attr_inputs=(1,)),
+    "Reshape": OpEntry("reshape to a build-time shape (attribute 'shape')",
+                       rules.check_reshape, rules.normalise_reshape, rules.infer_from_shape_attr,
+                       _fold_with_attrs(rules.normalise_reshape, lambda args, a: args[0].reshape(a["shape"])),
+                       attr_inputs=(1,)),
+    "Flatten": OpEntry("reshape to 2-D at `axis`", normalise=rules.normalise_flatten, infer=rules.infer_flatten,
+                       fold=_fold_with_attrs(rules.normalise_flatten,
+                                             lambda args, a: args[0].reshape(math.prod(args[0].shape[:a["axis"]]),
+                                                                             math.prod(args[0].shape[a["axis"]:])))),
+    "Transpose": OpEntry("axis permutation", normalise=rules.normalise_transpose, infer=rules.infer_transpose,
+                         fold=_fold_with_attrs(rules.normalise_transpose,
+                                               lambda args, a: np.transpose(args[0], a["perm"]))),
+    "Concat": OpEntry("concatenation along one axis", normalise=rules.normalise_concat, infer=rules.infer_concat,
+                      fold=lambda node, args: [np.concatenate([a for a in args if a is not None],
+                                                              axis=node.attrs["axis"])]),
+    # shape arithmetic: evaluated at build time, never lowered
+    "Constant": _build_time("a constant tensor (becomes an initializer)", _fold_constant),
+    "Shape": _build_time("static shape of a tensor", None),  # folded from the input's shape, see onnx_passes._try_fold
+    "Gather": _build_time("indexing of a constant",
+                          lambda node, args: [np.take(args[0], args[1], axis=node.attrs.get("axis", 0))]),
+    "Unsqueeze": _build_time("insert unit axes", _fold_unsqueeze),
+    "Squeeze": _build_time("remove unit axes", _fold_squeeze),
+    "Cast": _build_time("type conversion", _fold_cast),
+    "Slice": _build_time("slicing of a constant", _fold_slice),
+    "Neg": _build_time("negation", _elementwise(np.negative)),
+    "Equal": _build_time("elementwise equality", lambda node, args: [np.equal(args[0], args[1])]),
+    "Where": _build_time("elementwise select", lambda node, args: [np.where(args[0], args[1], args[2])]),
+    "ConstantOfShape": _build_time("filled tensor of a constant shape", _fold_constant_of_shape),
+    "Expand": _build_time("broadcast to a constant shape", lambda node, args: [
+        np.broadcast_to(args[0], np.broadcast_shapes(args[0].shape, as_ints(args[1]))).copy()]),
+}
+
+
+def supported_ops_text() -> str:
+    runtime = sorted(op for op, e in OPS.items() if not e.build_time_only)
+    build_time = sorted(op for op, e in OPS.items() if e.build_time_only)
+    return (f"Supported ops: {', '.join(runtime)}; evaluated at build time when their inputs are constants: "
+            f"{', '.join(build_time)}")
+
+
+def infer_shapes(node: Node, graph: Graph) -> list[tuple[int, ...]]:
+    """kiln's shape rule for one node (its entry's normalised attributes, static input shapes)."""
+    entry = OPS[node.op_type]
+    assert entry.infer is not None, f"{node.op_type} has no shape rule (a build-time op folds away)"
+    return entry.infer(node, graph, entry.normalise(node, graph))
+

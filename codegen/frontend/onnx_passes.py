@@ -1,0 +1,195 @@
+"""ONNX frontend, graph passes run before the per-op check: constant folding (with kiln's shape rules
+completing the shapes onnx inference left open), Identity and Dropout removal, BatchNormalization folded
+into the Conv before it. Each appends its decisions to the log."""
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+
+import numpy as np
+
+from .. import KilnError
+from ..ir.graph import Graph, Node, Value
+from .onnx_base import ShapeUnknown, Unsupported, const_input, copy_graph, has_input, is_static, output_used
+from .onnx_ops import OPS, shape_slice
+from .onnx_rules import check_batchnorm
+
+
+def _fresh_name(g: Graph, base: str) -> str:
+    name, k = base, 1
+    while name in g.values or name in g.initializers:
+        name, k = f"{base}_{k}", k + 1
+    return name
+
+
+def _error_name(e: Exception) -> str:
+    """The class name the build-time evaluation error shows: the two rule exceptions keep the spelling they had
+    before the frontend was split into modules (_ShapeUnknown, _Unsupported), so the message is unchanged."""
+    name = type(e).__name__
+    return f"_{name}" if isinstance(e, (ShapeUnknown, Unsupported)) else name
+
+
+def _try_fold(node: Node, g: Graph) -> list[np.ndarray] | None:
+    """The node's outputs evaluated at build time, or None when it cannot be."""
+    entry = OPS.get(node.op_type)
+    if entry is None:
+        return None
+    if node.op_type == "Shape":  # needs only the input's shape, known for run-time values too
+        v = g.values.get(node.inputs[0])
+        return [shape_slice(node, v.shape)] if v is not None and is_static(v.shape) else None
+    if entry.fold is None or not all(i == "" or i in g.initializers for i in node.inputs):
+        return None
+    try:
+        return [np.asarray(a) for a in entry.fold(node, [g.initializers[i] if i else None for i in node.inputs])]
+    except Exception as e:  # every input is constant, so a failure means the model itself is inconsistent
+        raise KilnError("frontend", f"node '{node.name}' ({node.op_type})",
+                        f"cannot evaluate it at build time: {_error_name(e)}: {e}") from None
+
+
+def _complete_shapes(node: Node, g: Graph) -> None:
+    """Fill output shapes onnx shape inference left unknown, with kiln's rule for the op (if it is supported)."""
+    outs = [o for o in node.outputs if o]
+    if all(is_static(g.values[o].shape) for o in outs):
+        return
+    entry = OPS.get(node.op_type)
+    if entry is None or entry.infer is None or entry.check(node, g):
+        return
+    try:
+        shapes = entry.infer(node, g, entry.normalise(node, g))
+    except (ShapeUnknown, Unsupported):  # reported later, by the check or the static-shape check
+        return
+    for name, shape in zip(node.outputs, shapes):
+        if name:
+            old = g.values[name]
+            dtype = old.dtype if old.dtype != "undefined" else g.values[node.inputs[0]].dtype
+            g.values[name] = Value(name, tuple(int(d) for d in shape), dtype)
+
+
+def fold_constants(graph: Graph, log: list[str]) -> Graph:
+    """Evaluate every node whose inputs are all constant (and Shape of any static value) into initializers.
+
+    Walks the graph in order and completes missing shapes on the way, because a
+    Shape node needs the static shape of its input, which may come from a Reshape
+    whose target shape was folded just before.
+    """
+    g = copy_graph(graph)
+    nodes, g.nodes = g.nodes, []
+    graph_outputs = {v.name for v in graph.outputs}
+    folded: Counter[str] = Counter()
+    for node in nodes:
+        arrays = None if graph_outputs & set(node.outputs) else _try_fold(node, g)
+        if arrays is None:
+            g.nodes.append(node)
+            _complete_shapes(node, g)
+            continue
+        for name, arr in zip(node.outputs, arrays):
+            if name:
+                g.initializers[name] = arr
+                g.values[name] = Value(name, tuple(int(d) for d in arr.shape), arr.dtype.name)
+        folded[node.op_type] += 1
+    if folded:
+        detail = ", ".join(f"{op} x{k}" for op, k in folded.most_common())
+        log.append(f"fold_constants: {sum(folded.values())} node(s) evaluated at build time into initializers "
+                   f"({detail})")
+    return g
+
+
+def _bypass(g: Graph, node: Node) -> bool:
+    """Remove a node that passes input 0 through unchanged. Consumers read the input instead; when
+    the output is a graph output, the producer's output is renamed to it so output names survive."""
+    src, dst = node.inputs[0], node.outputs[0]
+    graph_outputs = {v.name for v in g.outputs}
+    if dst not in graph_outputs:
+        g.nodes.remove(node)
+        for n in g.nodes:
+            n.inputs = [src if i == dst else i for i in n.inputs]
+        g.values.pop(dst, None)
+        return True
+    if g.producer(src) is None or src in graph_outputs:  # a graph input, initializer or another output: keep it
+        return False
+    g.nodes.remove(node)
+    for n in g.nodes:
+        n.inputs = [dst if i == src else i for i in n.inputs]
+        n.outputs = [dst if o == src else o for o in n.outputs]
+    v = g.values.pop(src)
+    g.values[dst] = Value(dst, v.shape, v.dtype)
+    return True
+
+
+def remove_identities(graph: Graph, log: list[str]) -> Graph:
+    g = copy_graph(graph)
+    removed, kept = 0, []
+    for node in [n for n in g.nodes if n.op_type == "Identity"]:
+        if _bypass(g, node):
+            removed += 1
+        else:
+            kept.append(node.name)
+    if removed:
+        log.append(f"remove_identities: removed {removed} Identity node(s)")
+    for name in kept:
+        log.append(f"remove_identities: kept '{name}': it copies a graph input or constant to a graph output")
+    return g
+
+
+def remove_dropout(graph: Graph, log: list[str]) -> Graph:
+    """Dropout is the identity at inference, unless its mask is used or training_mode is set."""
+    g = copy_graph(graph)
+    for node in [n for n in g.nodes if n.op_type == "Dropout"]:
+        training = const_input(g, node, 2)
+        if output_used(g, node, 1):
+            log.append(f"remove_dropout: kept '{node.name}': its mask output is used")
+        elif has_input(node, 2) and (training is None or bool(training.reshape(-1)[0])):
+            log.append(f"remove_dropout: kept '{node.name}': training_mode is not constant false")
+        elif _bypass(g, node):
+            log.append(f"remove_dropout: removed '{node.name}'")
+    return g
+
+
+def _bn_fold_blocker(g: Graph, bn: Node, conv: Node | None) -> str | None:
+    if conv is None or conv.op_type != "Conv":
+        return "its input does not come from a Conv"
+    if len(g.consumers(conv.outputs[0])) != 1 or any(v.name == conv.outputs[0] for v in g.outputs):
+        return f"the output of '{conv.name}' is used elsewhere too"
+    if (check_batchnorm(bn, g) or const_input(g, conv, 1) is None
+            or (has_input(conv, 2) and const_input(g, conv, 2) is None)):
+        return "its parameters or the Conv's weights are not constants"
+    return None
+
+
+def fold_batchnorm(graph: Graph, log: list[str]) -> Graph:
+    """Fold an inference BatchNormalization into the Conv feeding only it:
+    w' = w * s per output channel, b' = (b - mean) * s + beta, with s = gamma / sqrt(var + eps)."""
+    g = copy_graph(graph)
+    folded = 0
+    for bn in [n for n in g.nodes if n.op_type == "BatchNormalization"]:
+        conv = g.producer(bn.inputs[0])
+        blocker = _bn_fold_blocker(g, bn, conv)
+        if blocker:
+            log.append(f"fold_batchnorm: kept '{bn.name}' as BatchNormalization: {blocker}")
+            continue
+        assert conv is not None  # _bn_fold_blocker names a missing producer
+        gamma, beta, mean, var = (g.initializers[bn.inputs[i]].astype(np.float64) for i in range(1, 5))
+        scale = gamma / np.sqrt(var + float(bn.attrs.get("epsilon", 1e-5)))
+        w = g.initializers[conv.inputs[1]].astype(np.float64)
+        b = const_input(g, conv, 2)
+        b = np.zeros(w.shape[0]) if b is None else b.astype(np.float64)
+        w_name = _fresh_name(g, f"{conv.inputs[1]}.bn_folded")
+        g.initializers[w_name] = (w * scale.reshape(-1, *[1] * (w.ndim - 1))).astype(np.float32)
+        g.values[w_name] = Value(w_name, tuple(w.shape), "float32")
+        b_name = _fresh_name(g, f"{conv.name}.bias.bn_folded")
+        g.initializers[b_name] = ((b - mean) * scale + beta).astype(np.float32)
+        g.values[b_name] = Value(b_name, (int(w.shape[0]),), "float32")
+
+        g.values.pop(conv.outputs[0], None)
+        conv.inputs = [conv.inputs[0], w_name, b_name]
+        conv.outputs = [bn.outputs[0]]
+        conv.source = (conv.source or [conv.name]) + [bn.name]
+        g.nodes.remove(bn)
+        folded += 1
+        log.append(f"fold_batchnorm: '{bn.name}' folded into '{conv.name}'")
+    return g
+
+
+PASSES: tuple[Callable[[Graph, list[str]], Graph], ...] = (
+    fold_constants, remove_identities, remove_dropout, fold_batchnorm)
+

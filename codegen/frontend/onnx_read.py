@@ -1,0 +1,197 @@
+"""ONNX frontend, reading: parse and check the file, the opset, bind the batch dimension, run onnx shape
+inference, and turn the protobuf graph into kiln IR (nodes in topological order, values, initializers)."""
+from __future__ import annotations
+
+import heapq
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .. import KilnError
+from ..ir.graph import Graph, Node, Value
+from .onnx_base import Problem
+
+try:
+    import onnx
+    from onnx import numpy_helper
+except ImportError:  # only reading ONNX files needs it; the kernel-list build does not
+    onnx = None  # type: ignore[assignment]  # optional: the module is None where onnx is not installed
+
+ACCEPTED_OPSETS = range(13, 22)
+_DEFAULT_DOMAINS = ("", "ai.onnx")
+
+
+def read_model(path: str | Path) -> onnx.ModelProto:
+    """The parsed file; a KilnError naming the file for anything that is not a readable ONNX model."""
+    subject = str(path)
+    if onnx is None:
+        raise KilnError("frontend", subject, "reading ONNX models needs the 'onnx' package (pip install onnx)")
+    p = Path(path)
+    if not p.exists():
+        raise KilnError("frontend", subject, "no such file")
+    if not p.is_file():
+        raise KilnError("frontend", subject, "not a file")
+    try:
+        model = onnx.load(str(p))
+    except OSError as e:
+        raise KilnError("frontend", subject, f"cannot read the file or its external data: {e}") from None
+    except Exception as e:  # protobuf DecodeError and friends: all mean the bytes are not an ONNX model
+        raise KilnError("frontend", subject, f"not a readable ONNX model ({type(e).__name__}: {e})") from None
+    # empty files and unrelated protobufs can parse as an empty ModelProto
+    if not model.graph.node or not model.graph.output or not model.opset_import:
+        raise KilnError("frontend", subject, "not a readable ONNX model (no graph nodes, outputs or opset imports)")
+    return model
+
+
+def default_opset(model) -> int | None:
+    for imp in model.opset_import:
+        if imp.domain in _DEFAULT_DOMAINS:
+            return int(imp.version)
+    return None
+
+
+def opset_problem(opset: int | None) -> str | None:
+    lo, hi = ACCEPTED_OPSETS[0], ACCEPTED_OPSETS[-1]
+    if opset is None:
+        return f"the model imports no default-domain (ai.onnx) opset; kiln accepts opsets {lo}..{hi}"
+    if opset not in ACCEPTED_OPSETS:
+        return f"opset {opset} is not supported: kiln accepts ONNX opsets {lo}..{hi} (re-export with one of those)"
+    return None
+
+
+def bind_inputs(model, batch: int, problems: list[Problem], log: list[str]) -> None:
+    """Give every graph input a static shape: dim 0 when symbolic/unknown is the batch; nothing else may be dynamic."""
+    initializers = {t.name for t in model.graph.initializer}
+    for inp in model.graph.input:
+        if inp.name in initializers:  # old exporters list weights as inputs too
+            continue
+        if not inp.type.HasField("tensor_type") or not inp.type.tensor_type.HasField("shape"):
+            problems.append(Problem(inp.name, "", f"input '{inp.name}' has no tensor shape (rank unknown)", "model"))
+            continue
+        for i, dim in enumerate(inp.type.tensor_type.shape.dim):
+            if dim.HasField("dim_value") and dim.dim_value > 0:
+                if i == 0 and dim.dim_value != batch:
+                    log.append(f"bind: input '{inp.name}' has a fixed dim 0 of {dim.dim_value}; batch={batch} "
+                               f"does not apply to it")
+                continue
+            label = dim.dim_param or "unknown"
+            if i == 0:
+                dim.Clear()
+                dim.dim_value = batch
+                log.append(f"bind: input '{inp.name}' dim 0 ({label!r}) bound to batch={batch}")
+            else:
+                problems.append(Problem(inp.name, "", f"input '{inp.name}' dim {i} ({label!r}) is dynamic; kiln "
+                                        f"binds only the batch dimension (dim 0), every other dim must be static",
+                                        "model"))
+
+
+def infer_onnx_shapes(model, log: list[str]):
+    # symbolic dims left in value_info/outputs by the exporter would only be merged with the inferred ones
+    for vi in [*model.graph.value_info, *model.graph.output]:
+        for dim in vi.type.tensor_type.shape.dim:
+            if dim.HasField("dim_param"):
+                dim.Clear()
+    try:
+        return onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
+    except Exception as e:  # kiln's own rules (fold_constants) fill in what is missing
+        log.append(f"infer: onnx shape inference failed ({type(e).__name__}: {e}); using kiln's shape rules only")
+        return model
+
+
+def _dtype_name(elem_type: int) -> str:
+    if not elem_type:
+        return "undefined"
+    try:
+        return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type)).name
+    except Exception:
+        return onnx.TensorProto.DataType.Name(elem_type).lower()
+
+
+def _value_of(vi) -> Value:
+    tt = vi.type.tensor_type
+    shape = None
+    if vi.type.HasField("tensor_type") and tt.HasField("shape"):
+        shape = tuple(int(d.dim_value) if d.HasField("dim_value") else None for d in tt.shape.dim)
+    # a declared shape may be absent or symbolic: the frontend binds or reports it before any stage reads it
+    return Value(vi.name, shape, _dtype_name(tt.elem_type))  # type: ignore[arg-type]
+
+
+def _attr_value(attr) -> Any:
+    v = onnx.helper.get_attribute_value(attr)
+    if isinstance(v, bytes):
+        return v.decode()
+    if isinstance(v, onnx.TensorProto):
+        return numpy_helper.to_array(v)
+    if isinstance(v, list):
+        return tuple(x.decode() if isinstance(x, bytes) else x for x in v)
+    return v
+
+
+def _sort_topologically(nodes: list[Node], ready: set[str]) -> list[Node]:
+    """File order where it already is topological (the usual case); a KilnError for a dangling input or a cycle."""
+    producers = {o for n in nodes for o in n.outputs if o}
+    waiting: dict[int, set[str]] = {}
+    users: dict[str, list[int]] = {}
+    for idx, n in enumerate(nodes):
+        missing = {i for i in n.inputs if i and i not in ready}
+        for i in missing:
+            if i not in producers:
+                raise KilnError("frontend", f"node '{n.name}' ({n.op_type})",
+                                f"input '{i}' is neither a graph input, an initializer nor any node's output")
+            users.setdefault(i, []).append(idx)
+        waiting[idx] = missing
+    heap = [idx for idx, w in waiting.items() if not w]
+    heapq.heapify(heap)
+    order = []
+    while heap:
+        idx = heapq.heappop(heap)
+        order.append(nodes[idx])
+        for o in nodes[idx].outputs:
+            for user in users.pop(o, []):
+                waiting[user].discard(o)
+                if not waiting[user]:
+                    heapq.heappush(heap, user)
+    if len(order) != len(nodes):
+        stuck = next(n for i, n in enumerate(nodes) if waiting[i])
+        raise KilnError("frontend", f"node '{stuck.name}' ({stuck.op_type})", "the graph has a cycle through this node")
+    return order
+
+
+def node_names(model) -> list[str]:
+    """The kiln IR name of every node of the ONNX graph, in file order: its own, or one made from its op type
+    and index when empty; ONNX does not require unique node names, kiln does."""
+    names, taken = [], set()
+    for i, n in enumerate(model.graph.node):
+        name = n.name or f"{n.op_type}_{i}"
+        while name in taken:
+            name += "_"
+        taken.add(name)
+        names.append(name)
+    return names
+
+
+def to_graph(model, path: str, opset: int) -> Graph:
+    g = model.graph
+    initializers = {t.name: numpy_helper.to_array(t) for t in g.initializer}
+    values: dict[str, Value] = {}
+    for vi in [*g.input, *g.value_info, *g.output]:
+        values[vi.name] = _value_of(vi)
+    for name, arr in initializers.items():
+        values[name] = Value(name, tuple(int(d) for d in arr.shape), arr.dtype.name)
+
+    nodes = []
+    for n, name in zip(g.node, node_names(model)):
+        # ops from other domains keep their domain in the op type so they never match an OPS entry
+        op_type = n.op_type if n.domain in _DEFAULT_DOMAINS else f"{n.domain}.{n.op_type}"
+        nodes.append(Node(name, op_type, list(n.input), list(n.output), {a.name: _attr_value(a) for a in n.attribute}))
+        for v in [*n.input, *n.output]:
+            if v and v not in values:
+                values[v] = Value(v, None, "undefined")  # type: ignore[arg-type]  # shaped by inference, or reported
+
+    inputs = [values[i.name] for i in g.input if i.name not in initializers]
+    ready = {v.name for v in inputs} | set(initializers)
+    return Graph(name=g.name or Path(path).stem, inputs=inputs, outputs=[values[o.name] for o in g.output],
+                 nodes=_sort_topologically(nodes, ready), values=values, initializers=initializers,
+                 opset=opset, source_path=str(path))
+

@@ -1,0 +1,358 @@
+"""ONNX frontend, per-op import rules: check (a reason when kiln cannot lower the node), normalise (every
+attribute explicit) and infer (kiln's shape rule) for each op type. The op table (onnx_ops.OPS) names them."""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ..ir.graph import Graph, Node
+from .onnx_base import Unsupported, as_ints, const_input, has_input, output_used, shape_of
+
+
+def _axis(axis: int, rank: int, allow_end: bool = False) -> int:
+    """Axis made non-negative; allow_end admits axis == rank (Flatten)."""
+    a = axis + rank if axis < 0 else axis
+    if not 0 <= a < rank + (1 if allow_end else 0):
+        raise Unsupported(f"axis {axis} is out of range for rank {rank}")
+    return a
+
+
+def copy_attrs(node: Node, g: Graph) -> dict[str, Any]:
+    return dict(node.attrs)
+
+
+def no_check(node: Node, g: Graph) -> str | None:
+    return None
+
+
+def same_shape(node: Node, g: Graph, attrs: dict) -> list[tuple[int, ...]]:
+    return [shape_of(g, node.inputs[0])]
+
+
+def broadcast_shape(node: Node, g: Graph, attrs: dict) -> list[tuple[int, ...]]:
+    shapes = [shape_of(g, i) for i in node.inputs if i]
+    try:
+        return [tuple(int(d) for d in np.broadcast_shapes(*shapes))]
+    except ValueError:
+        raise Unsupported(f"input shapes {shapes} do not broadcast") from None
+
+
+# 2-D windows (Conv, MaxPool, AveragePool)
+
+_AUTO_PADS = ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER")
+
+
+def _check_window(node: Node) -> str | None:
+    a = node.attrs
+    if a.get("auto_pad", "NOTSET") not in _AUTO_PADS:
+        return f"auto_pad={a['auto_pad']!r} is not one of {_AUTO_PADS}"
+    for key, length in (("strides", 2), ("dilations", 2), ("pads", 4)):
+        if key in a and len(a[key]) != length:
+            return f"{key}={list(a[key])}: only 2-D windows are supported ({length} entries)"
+    if any(s < 1 for s in a.get("strides", ())) or any(d < 1 for d in a.get("dilations", ())):
+        return "strides and dilations must be >= 1"
+    if any(p < 0 for p in a.get("pads", ())):
+        return f"negative pads {list(a['pads'])} are not supported"
+    return None
+
+
+def window_attrs(node: Node, g: Graph, kernel: tuple[int, ...]) -> dict[str, tuple[int, ...]]:
+    """Explicit strides, pads (top, left, bottom, right) and dilations, auto_pad resolved."""
+    strides = as_ints(node.attrs.get("strides", (1, 1)))
+    dilations = as_ints(node.attrs.get("dilations", (1, 1)))
+    auto_pad = node.attrs.get("auto_pad", "NOTSET")
+    if auto_pad == "NOTSET":
+        # ONNX orders 2-D pads [x1_begin, x2_begin, x1_end, x2_end]: already top, left, bottom, right
+        pads = as_ints(node.attrs.get("pads", (0, 0, 0, 0)))
+    elif auto_pad == "VALID":
+        pads = (0, 0, 0, 0)
+    else:  # SAME_*: output = ceil(input / stride); the odd pixel of padding goes at the end (UPPER) or begin (LOWER)
+        begin, end = [], []
+        for size, k, s, d in zip(shape_of(g, node.inputs[0])[2:], kernel, strides, dilations):
+            total = max(0, (-(-size // s) - 1) * s + (k - 1) * d + 1 - size)
+            small, big = total // 2, total - total // 2
+            b, e = (small, big) if auto_pad == "SAME_UPPER" else (big, small)
+            begin.append(b)
+            end.append(e)
+        pads = (begin[0], begin[1], end[0], end[1])
+    return {"strides": strides, "pads": pads, "dilations": dilations}
+
+
+def _window_output(in_shape: tuple[int, ...], kernel, attrs: dict) -> tuple[int, int]:
+    if len(in_shape) != 4:
+        raise Unsupported(f"input has shape {in_shape}; only 4-D NCHW input is supported")
+    pt, pl, pb, pr = attrs["pads"]
+    out = []
+    for size, p, k, s, d in zip(in_shape[2:], (pt + pb, pl + pr), kernel, attrs["strides"], attrs["dilations"]):
+        o = (size + p - (k - 1) * d - 1) // s + 1
+        if o < 1:
+            raise Unsupported(f"window {tuple(kernel)} is larger than the padded input {in_shape[2:]}")
+        out.append(o)
+    return out[0], out[1]
+
+
+# Conv
+
+def check_conv(node: Node, g: Graph) -> str | None:
+    w = const_input(g, node, 1)
+    if w is None:
+        return "the weight (input 1) is computed at run time; kiln bakes weights and needs it constant"
+    if w.ndim != 4:
+        return f"only 2-D convolution is supported (weight has rank {w.ndim})"
+    if has_input(node, 2) and const_input(g, node, 2) is None:
+        return "the bias (input 2) is computed at run time; kiln needs it constant"
+    group = node.attrs.get("group", 1)
+    if group != 1 and not (w.shape[1] == 1 and group == w.shape[0]):
+        return (f"group={group} with {group * w.shape[1]} input and {w.shape[0]} output channels: only group=1 "
+                f"or depthwise (group = input channels = output channels) is supported")
+    if "kernel_shape" in node.attrs and as_ints(node.attrs["kernel_shape"]) != w.shape[2:]:
+        return f"kernel_shape {list(node.attrs['kernel_shape'])} does not match the weight {list(w.shape)}"
+    return _check_window(node)
+
+
+def normalise_conv(node: Node, g: Graph) -> dict[str, Any]:
+    kernel = tuple(int(k) for k in g.initializers[node.inputs[1]].shape[2:])
+    return {"kernel_shape": kernel, **window_attrs(node, g, kernel), "group": int(node.attrs.get("group", 1))}
+
+
+def infer_conv(node: Node, g: Graph, attrs: dict) -> list[tuple[int, ...]]:
+    x = shape_of(g, node.inputs[0])
+    w = g.initializers[node.inputs[1]].shape
+    if x[1] != w[1] * attrs["group"]:
+        raise Unsupported(f"input has {x[1]} channels, weight {list(w)} with group {attrs['group']} expects "
+                          f"{w[1] * attrs['group']}")
+    return [(x[0], int(w[0]), *_window_output(x, attrs["kernel_shape"], attrs))]
+
+
+# MaxPool, AveragePool, GlobalAveragePool
+
+def check_pool(node: Node, g: Graph) -> str | None:
+    a = node.attrs
+    if len(a.get("kernel_shape", ())) != 2:
+        return f"kernel_shape={list(a.get('kernel_shape', ()))}: only 2-D pooling is supported"
+    if a.get("ceil_mode", 0):
+        return "ceil_mode=1 is not supported (output size rounds down only)"
+    if any(d != 1 for d in a.get("dilations", ())):
+        return f"dilations={list(a['dilations'])} are not supported (only 1)"
+    if node.op_type == "MaxPool" and output_used(g, node, 1):
+        return "the Indices output (output 1) is not supported"
+    return _check_window(node)
+
+
+def normalise_pool(node: Node, g: Graph) -> dict[str, Any]:
+    kernel = as_ints(node.attrs["kernel_shape"])
+    attrs = {"kernel_shape": kernel, **window_attrs(node, g, kernel), "ceil_mode": 0}
+    if node.op_type == "AveragePool":
+        attrs["count_include_pad"] = int(node.attrs.get("count_include_pad", 0))
+    return attrs
+
+
+def infer_pool(node: Node, g: Graph, attrs: dict) -> list[tuple[int, ...]]:
+    x = shape_of(g, node.inputs[0])
+    return [(x[0], x[1], *_window_output(x, attrs["kernel_shape"], attrs))]
+
+
+def infer_global_pool(node: Node, g: Graph, attrs: dict) -> list[tuple[int, ...]]:
+    x = shape_of(g, node.inputs[0])
+    return [(x[0], x[1]) + (1,) * (len(x) - 2)]
+
+
+# BatchNormalization (when it does not follow a Conv; see fold_batchnorm)
+
+def check_batchnorm(node: Node, g: Graph) -> str | None:
+    if node.attrs.get("training_mode", 0):
+        return "training_mode=1 is not supported (inference only)"
+    if output_used(g, node, 1) or output_used(g, node, 2):
+        return "the running mean/var outputs (training mode) are not supported"
+    if any(const_input(g, node, i) is None for i in range(1, 5)):
+        return "scale, bias, mean and var (inputs 1-4) must be constants"
+    return None
+
+
+def normalise_batchnorm(node: Node, g: Graph) -> dict[str, Any]:
+    return {"epsilon": float(node.attrs.get("epsilon", 1e-5))}
+
+
+# Clip
+
+def check_clip(node: Node, g: Graph) -> str | None:
+    for i, what in ((1, "min"), (2, "max")):
+        if has_input(node, i):
+            c = const_input(g, node, i)
+            if c is None:
+                return f"{what} (input {i}) is computed at run time; kiln needs it constant"
+            if c.size != 1:
+                return f"{what} (input {i}) must be a scalar, got shape {list(c.shape)}"
+    return None
+
+
+def normalise_clip(node: Node, g: Graph) -> dict[str, Any]:
+    lo, hi = const_input(g, node, 1), const_input(g, node, 2)
+    return {"min": float(lo.reshape(-1)[0]) if lo is not None else -math.inf,
+            "max": float(hi.reshape(-1)[0]) if hi is not None else math.inf}
+
+
+# Gemm, MatMul
+
+def check_gemm(node: Node, g: Graph) -> str | None:
+    if node.attrs.get("transA", 0):
+        return "transA=1 is not supported (A must be [M, K])"
+    return None
+
+
+def normalise_gemm(node: Node, g: Graph) -> dict[str, Any]:
+    a = node.attrs
+    return {"alpha": float(a.get("alpha", 1.0)), "beta": float(a.get("beta", 1.0)),
+            "transA": int(a.get("transA", 0)), "transB": int(a.get("transB", 0))}
+
+
+def infer_gemm(node: Node, g: Graph, attrs: dict) -> list[tuple[int, ...]]:
+    a, b = shape_of(g, node.inputs[0]), shape_of(g, node.inputs[1])
+    if len(a) != 2 or len(b) != 2:
+        raise Unsupported(f"Gemm needs 2-D operands, got {a} and {b}")
+    k_b, n = (b[1], b[0]) if attrs["transB"] else b
+    if a[1] != k_b:
+        raise Unsupported(f"inner dimensions differ: A {a}, B {b} (transB={attrs['transB']})")
+    return [(a[0], n)]
+
+
+def infer_matmul(node: Node, g: Graph, attrs: dict) -> list[tuple[int, ...]]:
+    a, b = shape_of(g, node.inputs[0]), shape_of(g, node.inputs[1])
+    if len(a) < 2 or len(b) < 2:
+        raise Unsupported(f"1-D MatMul operands are not supported (shapes {a}, {b})")
+    if a[-1] != b[-2]:
+        raise Unsupported(f"inner dimensions differ: {a} x {b}")
+    try:
+        batch = tuple(int(d) for d in np.broadcast_shapes(a[:-2], b[:-2]))
+    except ValueError:
+        raise Unsupported(f"batch dimensions of {a} and {b} do not broadcast") from None
+    return [batch + (a[-2], b[-1])]
+
+
+# Softmax, LayerNormalization, ReduceMean, Gelu
+
+def normalise_softmax(node: Node, g: Graph) -> dict[str, Any]:
+    return {"axis": _axis(node.attrs.get("axis", -1), len(shape_of(g, node.inputs[0])))}
+
+
+def check_layernorm(node: Node, g: Graph) -> str | None:
+    if output_used(g, node, 1) or output_used(g, node, 2):
+        return "the Mean/InvStdDev outputs are not supported"
+    return None
+
+
+def normalise_layernorm(node: Node, g: Graph) -> dict[str, Any]:
+    a = node.attrs
+    return {"axis": _axis(a.get("axis", -1), len(shape_of(g, node.inputs[0]))),
+            "epsilon": float(a.get("epsilon", 1e-5)), "stash_type": int(a.get("stash_type", 1))}
+
+
+def check_reducemean(node: Node, g: Graph) -> str | None:
+    if has_input(node, 1) and const_input(g, node, 1) is None:
+        return "axes (input 1) are computed at run time; kiln needs them constant"
+    has_axes = has_input(node, 1) or len(node.attrs.get("axes", ())) > 0
+    if node.attrs.get("noop_with_empty_axes", 0) and not has_axes:
+        return "noop_with_empty_axes=1 without axes (a no-op reduction) is not supported"
+    return None
+
+
+def normalise_reducemean(node: Node, g: Graph) -> dict[str, Any]:
+    rank = len(shape_of(g, node.inputs[0]))
+    # opset 18 moved axes from an attribute to an optional input
+    axes = const_input(g, node, 1) if has_input(node, 1) else node.attrs.get("axes", ())
+    axes = as_ints(axes)
+    axes = tuple(sorted({_axis(a, rank) for a in axes})) if axes else tuple(range(rank))
+    return {"axes": axes, "keepdims": int(node.attrs.get("keepdims", 1))}
+
+
+def infer_reducemean(node: Node, g: Graph, attrs: dict) -> list[tuple[int, ...]]:
+    x = shape_of(g, node.inputs[0])
+    if attrs["keepdims"]:
+        return [tuple(1 if i in attrs["axes"] else d for i, d in enumerate(x))]
+    return [tuple(d for i, d in enumerate(x) if i not in attrs["axes"])]
+
+
+def check_gelu(node: Node, g: Graph) -> str | None:
+    approx = node.attrs.get("approximate", "none")
+    return None if approx in ("none", "tanh") else f"approximate={approx!r} is not 'none' or 'tanh'"
+
+
+def normalise_gelu(node: Node, g: Graph) -> dict[str, Any]:
+    return {"approximate": node.attrs.get("approximate", "none")}
+
+
+# Reshape, Flatten, Transpose, Concat
+
+def _reshape_target(in_shape: tuple[int, ...], spec, allowzero: int) -> tuple[int, ...]:
+    """ONNX Reshape's shape input resolved: 0 copies the input dim (unless allowzero), -1 is inferred."""
+    dims = [int(d) for d in np.asarray(spec).reshape(-1)]
+    if not allowzero:
+        for i, d in enumerate(dims):
+            if d == 0:
+                if i >= len(in_shape):
+                    raise Unsupported(f"shape {dims} copies dim {i} (0) of a rank-{len(in_shape)} input")
+                dims[i] = in_shape[i]
+    total = math.prod(in_shape)
+    if dims.count(-1) > 1 or any(d < -1 for d in dims):
+        raise Unsupported(f"shape {dims} is not a valid Reshape target")
+    if -1 in dims:
+        known = math.prod(d for d in dims if d != -1)
+        if known == 0 or total % known:
+            raise Unsupported(f"cannot reshape {in_shape} ({total} elements) to {dims}")
+        dims[dims.index(-1)] = total // known
+    if math.prod(dims) != total:
+        raise Unsupported(f"cannot reshape {in_shape} ({total} elements) to {dims}")
+    return tuple(dims)
+
+
+def check_reshape(node: Node, g: Graph) -> str | None:
+    if const_input(g, node, 1) is None:
+        return "the target shape (input 1) is computed at run time and could not be folded to a constant"
+    return None
+
+
+def normalise_reshape(node: Node, g: Graph) -> dict[str, Any]:
+    spec = const_input(g, node, 1)
+    return {"shape": _reshape_target(shape_of(g, node.inputs[0]), spec, node.attrs.get("allowzero", 0))}
+
+
+def infer_from_shape_attr(node: Node, g: Graph, attrs: dict) -> list[tuple[int, ...]]:
+    return [attrs["shape"]]
+
+
+def normalise_flatten(node: Node, g: Graph) -> dict[str, Any]:
+    return {"axis": _axis(node.attrs.get("axis", 1), len(shape_of(g, node.inputs[0])), allow_end=True)}
+
+
+def infer_flatten(node: Node, g: Graph, attrs: dict) -> list[tuple[int, ...]]:
+    x, a = shape_of(g, node.inputs[0]), attrs["axis"]
+    return [(math.prod(x[:a]), math.prod(x[a:]))]
+
+
+def normalise_transpose(node: Node, g: Graph) -> dict[str, Any]:
+    rank = len(shape_of(g, node.inputs[0]))
+    perm = as_ints(node.attrs["perm"]) if "perm" in node.attrs else tuple(reversed(range(rank)))
+    if sorted(perm) != list(range(rank)):
+        raise Unsupported(f"perm {list(perm)} is not a permutation of {rank} axes")
+    return {"perm": perm}
+
+
+def infer_transpose(node: Node, g: Graph, attrs: dict) -> list[tuple[int, ...]]:
+    x = shape_of(g, node.inputs[0])
+    return [tuple(x[p] for p in attrs["perm"])]
+
+
+def normalise_concat(node: Node, g: Graph) -> dict[str, Any]:
+    return {"axis": _axis(node.attrs["axis"], len(shape_of(g, node.inputs[0])))}
+
+
+def infer_concat(node: Node, g: Graph, attrs: dict) -> list[tuple[int, ...]]:
+    shapes = [shape_of(g, i) for i in node.inputs if i]
+    axis = attrs["axis"]
+    rest = {s[:axis] + s[axis + 1:] for s in shapes}
+    if len(rest) != 1 or len({len(s) for s in shapes}) != 1:
+        raise Unsupported(f"input shapes {shapes} differ outside axis {axis}")
+    first = shapes[0]
+    return [first[:axis] + (sum(s[axis] for s in shapes),) + first[axis + 1:]]

@@ -1,0 +1,1 @@
+"""Graph passes: fusion, lowering to op specs and weights, and the arena memory plan."""

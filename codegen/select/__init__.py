@@ -1,0 +1,1 @@
+"""Variant selection: the tiling rules, the candidate search, its cache and tuning records."""

@@ -1,0 +1,80 @@
+"""The plan the codegen hands to render: each unique kernel with its chosen variant, each model with its
+lowered steps, memory plan and kernels. Built by codegen/pipeline.py; nothing is written until render."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from ..cost.model import Prediction
+from ..families.base import Variant
+from ..families.registry import FAMILIES
+from ..ir.opspec import Opspec
+from ..ir.optlog import OptLog
+from ..ir.profiles import Profile
+from ..options import Options
+from ..passes.fusion import FusionResult
+from ..passes.lowering import LoweredModel
+from ..passes.memory import MemoryPlan
+from .tiling import kernel_inputs, mte2_bytes
+
+if TYPE_CHECKING:  # the shape-bucket stage builds on these plans (codegen/shapes/)
+    from ..shapes.buckets import ShapeBuckets
+    from ..shapes.generic import GenericKernel
+
+
+@dataclass(eq=False)
+class KernelRequest:
+    """A unique kernel before its variant is chosen: the spec, the kernel-list pins and the op instances that share
+    them (compared by identity: the build's steps point at their request until the search has planned it)."""
+    spec: Opspec
+    pinned: str = ""  # algorithm fixed by a kernel-list entry ("" = chosen by the options and the cost model)
+    pinned_tiling: tuple = ()  # tiling parameters fixed by a kernel-list entry: ((name, value), ...)
+    instances: list[str] = field(default_factory=list)
+
+
+@dataclass
+class KernelPlan:
+    spec: Opspec
+    variant: Variant
+    instances: list[str] = field(default_factory=list)
+    prediction: Prediction | None = None  # the cost model's, for the chosen variant
+    pinned: str = ""  # algorithm fixed by a kernel-list entry ("" = chosen by the options and the cost model)
+    pinned_tiling: tuple = ()  # tiling parameters fixed by a kernel-list entry: ((name, value), ...)
+    suffix: str = ""  # set when another kernel of the same spec and family has a different variant
+
+    @property
+    def symbol(self) -> str:
+        """C++ symbol and public name: the family (and Winograd tile), then the spec's dims."""
+        family = FAMILIES[self.variant.family].symbol_of(self.variant)
+        pinned = "__" + self.variant.tag[len(self.variant.family) + 1:] if self.pinned_tiling else self.suffix
+        return family + self.spec.name[len(self.spec.kind):] + pinned
+
+    @property
+    def inputs(self) -> list:
+        """Packed input tensors of the generated kernel (the variant may change a weight layout)."""
+        return kernel_inputs(self.spec, self.variant)
+
+    @property
+    def mte2_bytes(self) -> int:
+        return mte2_bytes(self.spec, self.variant)
+
+
+@dataclass
+class ModelPlan:
+    name: str
+    onnx_path: str
+    lowered: LoweredModel
+    memory: MemoryPlan
+    step_kernels: dict[int, KernelPlan]  # step index -> its kernel
+    fusion: FusionResult | None = None
+    shapes: ShapeBuckets | None = None  # KILN_SHAPE_BUCKETS: its bucket plans and generic path (shape_buckets.py)
+
+
+@dataclass
+class Plan:
+    options: Options
+    profile: Profile
+    kernels: list[KernelPlan]
+    log: OptLog
+    models: list[ModelPlan] = field(default_factory=list)
+    generic_kernels: list[GenericKernel] = field(default_factory=list)  # KILN_SHAPE_BUCKETS (codegen/shapes/generic.py)

@@ -1,0 +1,1 @@
+"""Shape buckets and the generic (runtime-shaped) kernels; planned through the one pipeline."""

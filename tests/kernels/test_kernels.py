@@ -1,0 +1,319 @@
+"""Every baked kernel against a NumPy reference, and its pipe counters against
+what its tiling implies. Inputs are random with fixed seeds; the tolerance is
+the error model in kiln.reference (fp16 output rounding + fp32 accumulation
+over the reduction length), evaluated per element."""
+import math
+
+import numpy as np
+import pytest
+
+import kiln
+from kiln import reference as ref
+
+KERNELS = kiln.kernels()
+
+
+def r16(x: int) -> int:
+    return math.ceil(x / 16) * 16
+
+
+def make_inputs(k: kiln.Kernel, seed: int):
+    """Natural-layout inputs (NCHW / OIHW / [M,K],[K,N]) for the kernel's spec."""
+    rng = np.random.default_rng(seed)
+    s, kind = k.spec, k.record["features"]["kind"]
+    if kind == "conv2d" and s.get("mid"):  # a chain: x, w, [mid_bias], w_mid, [bias], [residual]
+        x = rng.standard_normal((s["n"], s["cin"], s["h"], s["w"]), np.float32)
+        args = [x, rng.standard_normal((s["mid"], s["cin"], s["kh"], s["kw"]), np.float32)
+                / math.sqrt(s["cin"] * s["kh"] * s["kw"])]
+        if s["mid_bias"]:
+            args.append(rng.standard_normal(s["mid"]).astype(np.float32))
+        args.append(rng.standard_normal((s["cout"], s["mid"], 1, 1), np.float32) / math.sqrt(s["mid"]))
+        if s["bias"]:
+            args.append(rng.standard_normal(s["cout"]).astype(np.float32))
+        if s.get("residual"):
+            args.append(rng.standard_normal((s["n"], s["cout"], s_ho(s), s_wo(s))).astype(np.float32))
+    elif kind == "conv2d":
+        x = rng.standard_normal((s["n"], s["cin"], s["h"], s["w"]), np.float32)
+        w = (rng.standard_normal((s["cout"], s["cin"], s["kh"], s["kw"]), np.float32)
+             / math.sqrt(s["cin"] * s["kh"] * s["kw"]))
+        args = [x, w]
+        if s["bias"]:
+            args.append(rng.standard_normal(s["cout"]).astype(np.float32))
+        if s.get("residual"):
+            args.append(rng.standard_normal((s["n"], s["cout"], s_ho(s), s_wo(s))).astype(np.float32))
+        if s.get("cin2"):  # the accumulated 1x1 source
+            args.append(rng.standard_normal((s["n"], s["cin2"], s["h2"], s["w2"]), np.float32))
+            args.append(rng.standard_normal((s["cout"], s["cin2"], 1, 1), np.float32) / math.sqrt(s["cin2"]))
+    elif kind == "dwconv2d":
+        x = rng.standard_normal((s["n"], s["c"], s["h"], s["w"]), np.float32)
+        w = rng.standard_normal((s["c"], 1, s["kh"], s["kw"]), np.float32) / 3
+        args = [x, w]
+        if s["bias"]:
+            args.append(rng.standard_normal(s["c"]).astype(np.float32))
+    elif kind == "gemm":
+        a = rng.standard_normal((s["m"], s["k"]), np.float32)
+        b = rng.standard_normal((s["k"], s["n"]), np.float32) / math.sqrt(s["k"])
+        args = [a, b]
+        if s["bias"]:
+            args.append(rng.standard_normal(s["n"]).astype(np.float32))
+    elif kind == "pool2d":
+        args = [rng.standard_normal((s["n"], s["c"], s["h"], s["w"]), np.float32)]
+    elif kind in ("softmax", "layernorm"):
+        args = [(2 * rng.standard_normal((s["rows"], s["length"]))).astype(np.float16)]
+        if kind == "layernorm":
+            args += [1 + 0.1 * rng.standard_normal(s["length"]).astype(np.float32),
+                     0.1 * rng.standard_normal(s["length"]).astype(np.float32)]
+    elif kind in ("bgemm", "attention"):
+        args = [rng.standard_normal(t["shape"]).astype(np.float16) for t in k.record["inputs"]]
+    elif kind == "transpose":
+        args = [rng.standard_normal(k.record["inputs"][0]["shape"]).astype(np.float16)]
+    else:
+        args = [(3 * rng.standard_normal(s["numel"])).astype(np.float16) for _ in k.record["inputs"]]
+    return args
+
+
+def chain_reference(s, args, absolute=False):
+    """A chained conv: the window conv (+ bias, ReLU) rounded to fp16 as the kernel keeps it in L1, then the
+    1x1 conv and its epilogue. With absolute=True: the magnitudes the error bound scales with."""
+    dt = s.get("dtype", "fp16")  # KILN_DTYPE: x, w and w_mid as the Cube reads them; the rest is fp16/fp32
+    q = [ref.f16(a) for a in args]
+    q[0], q[1] = ref.cube_operand(args[0], dt), ref.cube_operand(args[1], dt, activation=False)
+    i = 2
+    b1 = np.asarray(args[i], np.float64) if s["mid_bias"] else None
+    i += 1 if s["mid_bias"] else 0
+    w2 = ref.cube_operand(args[i], dt, activation=False)
+    b2 = np.asarray(args[i + 1], np.float64) if s["bias"] else None
+    residual = q[-1] if s.get("residual") else None
+    geometry = ((s["sh"], s["sw"]), (s["pt"], s["pl"], s["pb"], s["pr"]), (s["dh"], s["dw"]))
+    if absolute:
+        mid = ref.conv2d_nchw(np.abs(q[0]), np.abs(q[1]), None if b1 is None else np.abs(b1), *geometry)
+        y = ref.conv2d_nchw(mid, np.abs(w2), None if b2 is None else np.abs(b2))
+        return y + (np.abs(residual) if residual is not None else 0)
+    mid = ref.f16(ref.conv2d_nchw(q[0], q[1], b1, *geometry, relu=s["mid_relu"]))
+    if dt == "bf16":  # Fixpipe rounds the intermediate to bf16 (not through fp16)
+        mid = ref.bf16(ref.conv2d_nchw(q[0], q[1], b1, *geometry, relu=s["mid_relu"]))
+    vec = s.get("residual") or s.get("clip_hi")
+    y = ref.conv2d_nchw(mid, w2, b2, relu=s["relu"] and not vec)
+    if residual is not None:
+        y = ref.f16(y) + residual
+    if s.get("clip_hi"):
+        y = np.clip(y, 0.0, s["clip_hi"])
+    elif s["relu"] and vec:
+        y = np.maximum(y, 0)
+    return y
+
+
+def reference(k: kiln.Kernel, args, absolute=False):
+    s, kind = k.spec, k.record["features"]["kind"]
+    if kind == "conv2d" and s.get("mid"):
+        return chain_reference(s, args, absolute)
+    dt = s.get("dtype", "fp16")  # KILN_DTYPE of a Cube kernel (depthwise: fp16)
+    q = [ref.cube_operand(args[0], dt), ref.cube_operand(args[1], dt, activation=False)]  # as the kernel reads them
+    bias = np.asarray(args[2], np.float64) if s.get("bias") else None
+    residual = ref.f16(args[3 if s.get("bias") else 2]) if s.get("residual") else None
+    second = ([ref.cube_operand(args[-2], dt), ref.cube_operand(args[-1], dt, activation=False)]
+              if s.get("cin2") else None)
+    if absolute:
+        q = [np.abs(t) for t in q]
+        bias = None if bias is None else np.abs(bias)
+    relu = s["relu"] and not absolute
+    if kind in ("conv2d", "dwconv2d"):
+        fn = ref.conv2d_nchw if kind == "conv2d" else ref.dwconv2d_nchw
+        vec = s.get("residual") or s.get("clip_hi")
+        if second is not None:  # conv(x, w) + conv1x1(x2, w2) + bias in one accumulation, then the activation
+            if absolute:
+                second = [np.abs(t) for t in second]
+            y = ref.conv2d_nchw(q[0], q[1], None, (s["sh"], s["sw"]), (s["pt"], s["pl"], s["pb"], s["pr"]),
+                                (s["dh"], s["dw"])) + ref.conv2d_nchw(second[0], second[1], bias, (s["s2"], s["s2"]))
+            y = np.maximum(y, 0) if relu and not vec else y
+        else:
+            y = fn(q[0], q[1], bias, (s["sh"], s["sw"]), (s["pt"], s["pl"], s["pb"], s["pr"]), (s["dh"], s["dw"]),
+                   relu and not vec)
+        if residual is not None:  # the Cube result is rounded to fp16 before the Vector pass adds
+            y = (ref.f16(y) if not absolute else y) + (np.abs(residual) if absolute else residual)
+        if s.get("clip_hi") and not absolute:  # fused ReLU6-style epilogue
+            y = np.clip(y, 0.0, s["clip_hi"])
+        elif relu and vec:
+            y = np.maximum(y, 0)
+        return y
+    y = ref.gemm(q[0], q[1], bias, relu)
+    if s.get("split"):  # sibling GEMMs: result j is the j-th [m, split] slice of the output
+        y = y.reshape(s["m"], s["n"] // s["split"], s["split"]).transpose(1, 0, 2)
+    return y
+
+
+@pytest.mark.parametrize("k", KERNELS, ids=[k.name for k in KERNELS])
+def test_kernel_matches_reference(k):
+    args = make_inputs(k, seed=1234)
+    y = k(*args).astype(np.float64)
+    kind = k.record["features"]["kind"]
+    if kind == "transpose":
+        np.testing.assert_array_equal(y, args[0].transpose(0, 2, 1, 3).astype(np.float64))
+        return
+    if kind in ("softmax", "layernorm", "bgemm", "attention") or (kind == "eltwise" and k.spec["op"] == "gelu"):
+        check_fp32_math(k, args, y)
+        return
+    if kind == "eltwise":
+        # fp16 add, mul, scalar ops, ReLU and clip: one exact op then one rounding: bit-exact.
+        s = k.spec
+        x = args[0]
+        want = {"add": lambda: x + args[1], "mul": lambda: x * args[1],
+                "muls": lambda: (x.astype(np.float32) * np.float32(s["scalar"])).astype(np.float16),
+                "adds": lambda: (x.astype(np.float32) + np.float32(s["scalar"])).astype(np.float16),
+                }.get(s["op"], lambda: x)()
+        if "relu" in (s["op"], s["act"]):
+            want = np.maximum(want, np.float16(0))
+        if "clip" in (s["op"], s["act"]):
+            want = np.minimum(np.maximum(want, np.float16(s["lo"])), np.float16(s["hi"]))
+        np.testing.assert_array_equal(y, want.astype(np.float64))
+        return
+    if kind == "pool2d":
+        x = ref.f16(args[0])
+        want = ref.pool2d_nchw(x, k.spec["op"], (k.spec["kh"], k.spec["kw"]), (k.spec["sh"], k.spec["sw"]),
+                               (k.spec["pt"], k.spec["pl"], k.spec["pb"], k.spec["pr"]))
+        if k.spec["op"] == "max":  # max is exact
+            np.testing.assert_array_equal(y, want)
+        else:
+            bound = ref.bound(want, ref.pool2d_nchw(np.abs(x), "avg", (k.spec["kh"], k.spec["kw"]),
+                                                    (k.spec["sh"], k.spec["sw"]), (0, 0, 0, 0)),
+                              k.record["features"]["reduction_length"])
+            assert np.all(np.abs(y - want) <= bound), np.abs(y - want).max()
+        return
+    want = reference(k, args)
+    bound = ref.bound(want, reference(k, args, absolute=True), k.record["features"]["reduction_length"])
+    if k.spec.get("residual"):  # one more fp16 rounding: the conv result before the add
+        bound = bound + 2.0 ** -11 * reference(k, args, absolute=True)
+    if k.spec.get("mid"):  # the intermediate's own error (fp16 rounding + its accumulation) through the 1x1 conv
+        s = k.spec
+        bound = bound + (2.0 ** -11 + s["cin"] * s["kh"] * s["kw"] * 2.0 ** -23) * reference(k, args, absolute=True)
+    if k.record.get("algorithm", "").startswith("winograd"):  # transforms round V and U to fp16
+        from codegen.ir import winograd
+        tile, reduction = k.tiling["tile"], k.record["features"]["reduction_length"]
+        bound = bound + winograd.error_bound(tile, reduction) * np.abs(want).max()
+    assert y.shape == want.shape
+    err = np.abs(y - want)
+    worst = np.unravel_index(np.argmax(err - bound), err.shape)
+    assert np.all(err <= bound), f"max excess at {worst}: got {y[worst]}, want {want[worst]}, bound {bound[worst]}"
+    # The check must be able to fail: the result is not trivially zero.
+    assert np.count_nonzero(y) > 0.3 * y.size
+
+
+def check_fp32_math(k, args, y):
+    """Kernels computing in fp32 from fp16 inputs, rounded once to fp16 at the end: the error is the
+    final rounding plus the fp32 evaluation (reductions of `length` terms; exp/erf within a few ulp)."""
+    s, kind = k.spec, k.record["features"]["kind"]
+    x = [ref.f16(a) if a.dtype == np.float16 else np.asarray(a, np.float64) for a in args]
+    if kind == "softmax":
+        want = ref.softmax(x[0])
+        tol = 2.0 ** -11 * np.abs(want) + 4 * s["length"] * 2.0 ** -24 * want + 2.0 ** -24
+    elif kind == "layernorm":
+        want = ref.layernorm(x[0], x[1], x[2], s["eps"])
+        scale = np.abs((x[0] - x[0].mean(-1, keepdims=True)) / x[0].std(-1, keepdims=True) * x[1]) + np.abs(x[2])
+        tol = 2.0 ** -11 * np.abs(want) + 4 * s["length"] * 2.0 ** -24 * scale + 2.0 ** -24
+    elif kind == "bgemm":
+        x = [ref.cube_operand(a, s.get("dtype", "fp16")) for a in args]
+        b = x[1].transpose(0, 2, 1) if s["trans_b"] else x[1]
+        want = x[0] @ b
+        tol = ref.bound(want, np.abs(x[0]) @ np.abs(b), s["k"])
+    elif kind == "attention":
+        # fp32 scores and statistics; P is rounded to fp16 for the Cube (2^-11 of each weight), the output once
+        logits = np.float32(s["scale"]) * (x[0] @ x[1].transpose(0, 1, 3, 2))
+        if s["mask"]:  # one additive row per batch, over the keys
+            logits = logits + x[3][:, None, None, :]
+        probs = ref.softmax(logits)
+        want = probs @ x[2]
+        spread = probs @ np.abs(x[2])
+        tol = 2.0 ** -11 * np.abs(want) + (2 * 2.0 ** -11 + (s["kv"] + s["d"]) * 2.0 ** -22) * spread + 2.0 ** -24
+    else:  # gelu: erf approximation error 1.5e-7 plus ~20 fp32 operations
+        want = ref.gelu(x[0])
+        tol = 2.0 ** -11 * np.abs(want) + (1.5e-7 + 20 * 2.0 ** -24) * (np.abs(x[0]) + 1) + 2.0 ** -24
+    want = want.reshape(y.shape)
+    err = np.abs(y - want)
+    assert np.all(err <= tol.reshape(y.shape)), f"max err {err.max()}, max err/tol {(err / tol.reshape(y.shape)).max()}"
+    assert np.count_nonzero(y) > 0.3 * y.size
+
+
+@pytest.mark.parametrize("k", KERNELS, ids=[k.name for k in KERNELS])
+def test_pipe_counters_match_tiling(k):
+    k(*make_inputs(k, seed=7))
+    st = k.last_stats
+    assert st["pipes"]["MTE2"]["bytes"] == k.record["mte2_bytes"]
+    s, kind = k.spec, k.record["features"]["kind"]
+    if kind == "gemm":
+        assert st["cube_macs"] == r16(s["m"]) * r16(s["n"]) * r16(s["k"])
+    elif kind == "bgemm":
+        bn = k.tiling["base_n"]
+        n_padded = sum(r16(min(bn, s["n"] - n0)) for n0 in range(0, s["n"], bn))
+        assert st["cube_macs"] == s["batch"] * r16(s["m"]) * n_padded * r16(s["k"])
+    elif kind == "conv2d" and k.record["algorithm"] == "vector_direct":  # no Cube: every MAC on the Vector unit
+        assert st["cube_macs"] == 0
+        # per real input channel, tap and output row: one cast and one multiply-add (plus a masked tail)
+        per_row = 2 * math.ceil(s_wo(s) * 16 / 64)
+        assert st["vector_repeats"] >= (s["n"] * math.ceil(s["cout"] / 16) * s_ho(s) * s["cin"] * s["kh"] * s["kw"]
+                                     * per_row)
+    elif kind == "attention":  # S = Q.K^T and P.V per (q tile, kv tile), both on the fractal grid
+        bq, bkv = k.tiling["base_q"], k.tiling["base_kv"]
+        q_rows = sum(r16(min(bq, s["q"] - q0)) for q0 in range(0, s["q"], bq))
+        kv_rows = sum(r16(min(bkv, s["kv"] - kv0)) for kv0 in range(0, s["kv"], bkv))
+        assert st["cube_macs"] == s["batch"] * s["heads"] * q_rows * kv_rows * r16(s["d"]) * 2
+        # MTE3 stores the output once and each P tile once (the workspace the Cube reads it from)
+        kvp = math.ceil(bkv / 64) * 64
+        p_tiles = sum(min(bq, s["q"] - q0) for q0 in range(0, s["q"], bq)) * kvp * math.ceil(s["kv"] / bkv) * 2
+        assert st["pipes"]["MTE3"]["bytes"] == math.prod(k.record["output"]["shape"]) * 2 + \
+            s["batch"] * s["heads"] * p_tiles
+    elif kind == "conv2d" and k.record["algorithm"].startswith("winograd"):
+        tile = k.tiling["tile"]
+        tiles = s["n"] * math.ceil(s_ho(s) / tile) * math.ceil(s_wo(s) / tile)
+        assert st["cube_macs"] == (tile + 2) ** 2 * r16(tiles) * r16(s["cout"]) * r16(s["cin"])
+    elif kind == "conv2d" and s.get("mid"):  # both GEMMs of every M tile
+        bm = k.tiling["base_m"]
+        m = sum(r16(min(bm, s_ho(s) * s_wo(s) - p0)) for p0 in range(0, s_ho(s) * s_wo(s), bm))
+        k1 = math.ceil(s["cin"] / 16) * s["kh"] * s["kw"] * 16
+        split = k.tiling.get("n_split", 1)  # the window conv runs once per N split of the 1x1
+        assert st["cube_macs"] == s["n"] * m * (split * r16(s["mid"]) * k1 + r16(s["cout"]) * r16(s["mid"]))
+    elif kind == "conv2d":
+        k1 = math.ceil(s["cin"] / 16) * s["kh"] * s["kw"] + math.ceil(s.get("cin2", 0) / 16)
+        m = r16(s_ho(s) * s_wo(s))
+        assert st["cube_macs"] == s["n"] * m * r16(s["cout"]) * k1 * 16
+    else:
+        assert st["cube_macs"] == 0
+        moved = st["pipes"]["MTE3"]["bytes"]
+        assert moved == math.prod(k.record["output"]["shape"]) * 2  # every output byte stored once
+        if kind != "transpose":
+            assert st["pipes"]["V"]["instructions"] > 0
+    assert st["cycles"] > 0
+    if k.record.get("algorithm") == "vector_direct":  # its epilogue is already on the Vector unit
+        assert st["blocks"] == k.record["blocks"]
+    elif (k.spec.get("residual") or (k.spec.get("clip_hi") and kind == "conv2d")
+            or k.record.get("algorithm", "").startswith("winograd")):  # + the Vector-core pass(es)
+        assert st["blocks"] > k.record["blocks"]
+    else:
+        assert st["blocks"] == k.record["blocks"]
+    for name, p in st["pipes"].items():
+        assert 0.0 <= p["utilisation"] <= 1.0 + 1e-9, name
+
+
+def s_ho(s):
+    return (s["h"] + s["pt"] + s["pb"] - s["dh"] * (s["kh"] - 1) - 1) // s["sh"] + 1
+
+
+def s_wo(s):
+    return (s["w"] + s["pl"] + s["pr"] - s["dw"] * (s["kw"] - 1) - 1) // s["sw"] + 1
+
+
+def test_identical_specs_are_generated_once():
+    names = [k.name for k in KERNELS]
+    assert len(names) == len(set(names))
+    shared = [k for k in KERNELS if len(k.record["instances"]) > 1]
+    assert shared, "the default kernel list has two instances with one spec (resnet50 layer1 conv2)"
+
+
+def test_bad_arguments_name_the_kernel_and_argument():
+    k = next(k for k in KERNELS if k.record["features"]["kind"] == "gemm")
+    packed = k.pack(*make_inputs(k, 0))
+    with pytest.raises(ValueError, match=rf"{k.name}.*'a'.*shape"):
+        k.run_packed(packed[0][:, :-1].copy(), *packed[1:])
+    with pytest.raises(TypeError, match=rf"{k.name}.*'a'.*float16"):
+        k.run_packed(packed[0].astype(np.float32), *packed[1:])
+    with pytest.raises(KeyError, match="no baked kernel"):
+        kiln.kernel("gemm_cube_does_not_exist")
