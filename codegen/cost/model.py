@@ -112,7 +112,7 @@ class SimCore:
         self.issue("MTE1", self.p.bt_head + n * 4.0 / self.p.l1_to_bt_bpc, n * 4, "load_bias_table")
 
     def mmad(self, m: int, n: int, k: int) -> None:
-        # One 16x16x16 fractal per cycle for either 16-bit operand type: ascend-model.md §2 (line 29), "Per-cycle
+        # One 16x16x16 fractal per cycle for either 16-bit operand type: docs/ascend-model.md §2, "Per-cycle
         # block (dav-2201, AD-perf mmad): b16 16x16x16 (4096 MAC)", b16 covering fp16 and bf16 (line 28: "Types
         # (A2): ... f16·f16→f32, bf16·bf16→f32"; line 17: "Peak fp16/bf16" one figure). So KILN_DTYPE=bf16
         # kernels cost what their fp16 twins do, and emulator and cost model stay equal per instruction.

@@ -2,7 +2,7 @@
 
 One table feeds both the tiling/cost decisions here and the C++ emulator
 (rendered into kiln_profiles.hpp). Numbers and their sources are collected in
-shared/ascend-model.md; keys used below:
+docs/ascend-model.md; keys used below:
   AD-stub  asc-devkit tests/api/common/platform_stub.cpp (buffer sizes, ddr/l2 rates)
   AD-perf  asc-devkit tests/perf (mmad 21-cycle head, L1->L0 256/128 B/cycle, load3d)
   CAT-arch catlass include/catlass/arch/arch.hpp (A2 buffer sizes)
@@ -73,7 +73,7 @@ _ALIGN = {"GM": 1, "L1": 32, "L0A": 512, "L0B": 512, "L0C": 64, "UB": 32, "BT": 
 PROFILES: dict[str, Profile] = {
     "ascend910b": Profile(
         name="ascend910b",
-        sources="AD-stub, CAT-arch, AD-perf, KPP-res, PTOK (see shared/ascend-model.md)",
+        sources="AD-stub, CAT-arch, AD-perf, KPP-res, PTOK (see docs/ascend-model.md)",
         cube_cores=24, vector_cores=48, coupled=False, clock_ghz=1.8,
         capacity={"GM": 0, "L1": 512 * KB, "L0A": 64 * KB, "L0B": 64 * KB, "L0C": 128 * KB, "UB": 192 * KB,
                   "BT": 1 * KB},
