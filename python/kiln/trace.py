@@ -77,9 +77,9 @@ class Trace:
 
 def replay(record: dict, profile=None) -> Trace:
     """Records the cost model's replay of a manifest kernel record."""
-    from .codegen.families.registry import record
+    from .codegen.families import registry
     profile = profile or profile_of_build()
-    pred, launches = record(spec_of(record), record["family"], record["tiling"], profile)
+    pred, launches = registry.record(spec_of(record), record["family"], record["tiling"], profile)
     if pred is None:
         raise TraceError(f"the cost model has no replay for family {record['family']!r}")
     events, offset, phases = [], 0.0, []
