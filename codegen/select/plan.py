@@ -3,7 +3,7 @@ lowered steps, memory plan and kernels. Built by codegen/pipeline.py; nothing is
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Any
 
 from ..cost.model import Prediction
 from ..families.base import Variant
@@ -16,10 +16,6 @@ from ..passes.fusion import FusionResult
 from ..passes.lowering import LoweredModel
 from ..passes.memory import MemoryPlan
 from .tiling import kernel_inputs, mte2_bytes
-
-if TYPE_CHECKING:  # the shape-bucket stage builds on these plans (codegen/shapes/)
-    from ..shapes.buckets import ShapeBuckets
-    from ..shapes.generic import GenericKernel
 
 
 @dataclass(eq=False)
@@ -67,7 +63,8 @@ class ModelPlan:
     memory: MemoryPlan
     step_kernels: dict[int, KernelPlan]  # step index -> its kernel
     fusion: FusionResult | None = None
-    shapes: ShapeBuckets | None = None  # KILN_SHAPE_BUCKETS: its bucket plans and generic path (shape_buckets.py)
+    # KILN_SHAPE_BUCKETS: a codegen/shapes/buckets.py ShapeBuckets (typed Any: that later stage builds on this one)
+    shapes: Any = None
 
 
 @dataclass
@@ -77,4 +74,4 @@ class Plan:
     kernels: list[KernelPlan]
     log: OptLog
     models: list[ModelPlan] = field(default_factory=list)
-    generic_kernels: list[GenericKernel] = field(default_factory=list)  # KILN_SHAPE_BUCKETS (codegen/shapes/generic.py)
+    generic_kernels: list[Any] = field(default_factory=list)  # shapes/generic.py GenericKernels (KILN_SHAPE_BUCKETS)
