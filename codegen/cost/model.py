@@ -13,6 +13,9 @@ Every kernel family has a replay; `predict` returns None for an unknown family.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from math import ceil
 
@@ -181,8 +184,28 @@ class PingPongSim:
             self.c.wait_flag(self.cons, self.prod, self.ev0 + i)
 
 
-_SAMPLE = False  # set by predict(sample=True): replay only the first core and the one with the last block
-_RECORD: list | None = None  # set by record(): launch() appends (unit, cycles, {core: SimCore.trace})
+@dataclass(frozen=True)
+class ReplayMode:
+    """How launch() replays while a family's replay runs (set by run()/run_recorded() around that one call).
+    sample: replay only the first core and the one with the last block (a ranking estimate). record: launch()
+    appends (unit, cycles, {core: SimCore.trace}) to this list."""
+    sample: bool = False
+    record: list | None = None
+
+
+# A context variable, not module state: the mode belongs to the replay call that set it (threads and nested
+# predictions each see their own), and it is reset when that call returns.
+_MODE: ContextVar[ReplayMode] = ContextVar("kiln_replay_mode")
+_EXACT = ReplayMode()  # outside run(): every core replayed, nothing recorded
+
+
+@contextmanager
+def _replaying(mode: ReplayMode) -> Iterator[None]:
+    token = _MODE.set(mode)
+    try:
+        yield
+    finally:
+        _MODE.reset(token)
 
 
 def launch(profile: Profile, unit: str, blocks: int, body) -> Prediction:
@@ -191,9 +214,10 @@ def launch(profile: Profile, unit: str, blocks: int, body) -> Prediction:
     pipes = {p: PipeCount() for p in PIPES}
     cycles, macs, useful = 0.0, 0, 0
     # Core 0 holds the most blocks; the core with the last block holds the tail: a quick estimate for ranking.
-    recording = _RECORD
+    mode = _MODE.get(_EXACT)
+    recording = mode.record
     traces: dict[int, list] | None = {} if recording is not None else None
-    for v in (sorted({0, (blocks - 1) % cores}) if _SAMPLE else range(cores)):
+    for v in (sorted({0, (blocks - 1) % cores}) if mode.sample else range(cores)):
         core = SimCore(profile)
         if traces is not None:
             core.trace = traces[v] = []
@@ -235,9 +259,10 @@ def launch_group(profile: Profile, blocks: int, body) -> Prediction:
     groups = max(1, min(blocks, profile.cube_cores))
     pipes = {p: PipeCount() for p in PIPES}
     cycles, macs, useful = 0.0, 0, 0
-    recording = _RECORD
+    mode = _MODE.get(_EXACT)
+    recording = mode.record
     traces: dict[int, list] | None = {} if recording is not None else None
-    for v in (sorted({0, (blocks - 1) % groups}) if _SAMPLE else range(groups)):
+    for v in (sorted({0, (blocks - 1) % groups}) if mode.sample else range(groups)):
         aic = SimCore(profile)
         aivs = [aic, aic] if profile.coupled else [SimCore(profile), SimCore(profile)]
         if traces is not None:
@@ -272,20 +297,12 @@ def then(*phases: Prediction) -> Prediction:
 def run(replay, spec, params: dict, profile: Profile, sample: bool = False) -> Prediction:
     """One family's replay (codegen/families/) of `params` for `spec`. sample=True replays two cores per launch:
     cycles for ranking candidates, not per-pipe totals."""
-    global _SAMPLE
-    _SAMPLE = sample
-    try:
+    with _replaying(ReplayMode(sample=sample)):
         return replay(spec, params, profile)
-    finally:
-        _SAMPLE = False
 
 
 def run_recorded(replay, spec, params: dict, profile: Profile) -> tuple[Prediction, list]:
     """run() with every instruction recorded: (prediction, launches), each launch (unit, cycles, {core: trace})."""
-    global _RECORD
     launches: list = []
-    _RECORD = launches
-    try:
-        return run(replay, spec, params, profile), launches
-    finally:
-        _RECORD = None
+    with _replaying(ReplayMode(record=launches)):
+        return replay(spec, params, profile), launches
