@@ -89,25 +89,26 @@ def kpp_copy_cycles(kib: float, gib_per_s: float) -> float:
     return kib * 1024 / (gib_per_s * 2**30 / (KPP_MHZ * 1e6))
 
 
-# (path, kiln instruction, [(KiB, GiB/s, line, role)])
-COPY_CURVES: list[tuple[str, Callable[[SimCore, int], None], list[tuple[float, float, int, str]]]] = [
-    ("GM->L1", lambda c, b: c.copy_gm(1, b // 2, 2, "L1"),
+# (tag, path, kiln instruction, [(KiB, GiB/s, line, role)])
+Copier = Callable[[SimCore, int], None]  # issues one copy of n bytes
+COPY_CURVES: list[tuple[str, str, Copier, list[tuple[float, float, int, str]]]] = [
+    ("gm_l1", "GM->L1", lambda c, b: c.copy_gm(1, b // 2, 2, "L1"),
      [(1, 9.932434723156117, 24, "fit"), (4, 29.334643353317396, 26, "check"), (16, 93.1948692289595, 28, "check"),
       (64, 176.28006750351386, 31, "check"), (256, 261.3603165596154, 43, "check"),
       (512, 261.8630508616604, 59, "fit")]),
-    ("GM->UB", lambda c, b: c.copy_gm(1, b // 2, 2, "UB"),
+    ("gm_ub", "GM->UB", lambda c, b: c.copy_gm(1, b // 2, 2, "UB"),
      [(1, 7.294434116615037, 142, "fit"), (8, 42.743142801718825, 145, "check"), (32, 77.19285612204116, 119, "check"),
       (128, 78.49221799265685, 149, "fit")]),
-    ("UB->GM", lambda c, b: c.copy_ub_to_gm(1, b // 2, 2),
+    ("ub_gm", "UB->GM", lambda c, b: c.copy_ub_to_gm(1, b // 2, 2),
      [(1, 11.39450292, 617, "fit"), (4, 37.90890473, 620, "check"), (16, 86.84965202, 632, "check"),
       (64, 110.6587405, 680, "fit")]),
-    ("L1->L0A (load2d)", lambda c, b: c.load2d(b // 512, "L0A"),
+    ("l1_l0a", "L1->L0A (load2d)", lambda c, b: c.load2d(b // 512, "L0A"),
      [(1, 286.91, 481, "fit"), (4, 389.92, 484, "check"), (16, 427.31, 496, "check"), (64, 437.55, 520, "fit")]),
-    ("L1->L0B (load2d)", lambda c, b: c.load2d(b // 512, "L0B"),
+    ("l1_l0b", "L1->L0B (load2d)", lambda c, b: c.load2d(b // 512, "L0B"),
      [(1, 174.08, 533, "fit"), (4, 206.94, 536, "check"), (16, 216.99, 548, "check"), (64, 219.64, 572, "fit")]),
-    ("L0C->GM (Fixpipe, fp32 L0C bytes)", lambda c, b: c.fixpipe(b // 4),
+    ("l0c_gm", "L0C->GM (Fixpipe, fp32 L0C bytes)", lambda c, b: c.fixpipe(b // 4),
      [(1, 20.78, 328, "fit"), (4, 85.79, 331, "check"), (16, 203.25, 343, "check"), (128, 196.84, 392, "fit")]),
-    ("L1->BiasTable", lambda c, b: c.load_bias_table(b // 4),
+    ("l1_bt", "L1->BiasTable", lambda c, b: c.load_bias_table(b // 4),
      [(0.0625, 35.75, 441, "fit"), (0.25, 55.0, 444, "check"), (1, 55.1, 456, "fit")]),
 ]
 
@@ -154,7 +155,7 @@ VEC_ROWS = [
 ]
 
 
-def _sized(issue: Callable[[SimCore, int], None], nbytes: int) -> Callable[[SimCore], None]:
+def _sized(issue: Copier, nbytes: int) -> Callable[[SimCore], None]:
     return lambda core: issue(core, nbytes)
 
 
@@ -168,10 +169,10 @@ def _vec(op: str, fp32: bool, reps: int) -> Callable[[SimCore], None]:
 
 def curve_cases() -> list[Case]:
     cases = []
-    for path, issue, points in COPY_CURVES:
+    for tag, path, issue, points in COPY_CURVES:
         for kib, gib, line, role in points:
             nbytes = int(kib * 1024)
-            cases.append(Case(f"copy {path} {kib:g}K", f"{path}, one {kib:g} KiB copy", "curve", role,
+            cases.append(Case(f"{tag} {kib:g}K", f"{path}, one {kib:g} KiB copy", "curve", role,
                               kpp_copy_cycles(kib, gib), "cycles", f"KPP L{line}", "ascend910b",
                               one_instruction(_sized(issue, nbytes))))
     for n, ops, line, role in MMAD_CURVE:
@@ -179,9 +180,9 @@ def curve_cases() -> list[Case]:
                           "cycles", f"KPP L{line}", "ascend910b",
                           one_instruction(_mmad(32, n, 16))))
     for table, op, fp32, reps, line, cycles, role in VEC_ROWS:
-        cases.append(Case(f"vec {table} r{reps}", f"{table}, {reps} repeat{'s' if reps > 1 else ''}", "curve", role,
-                          cycles, "cycles", f"KPP L{line}", "ascend910b",
-                          one_instruction(_vec(op, fp32, reps))))
+        key = f"{op}.{'f32' if fp32 else 'f16'} r{reps}"
+        cases.append(Case(key, f"{table}, {reps} repeat{'s' if reps > 1 else ''}", "curve", role, cycles, "cycles",
+                          f"KPP L{line}", "ascend910b", one_instruction(_vec(op, fp32, reps))))
     return cases
 
 
@@ -353,8 +354,12 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--recorded", action="store_true", help="use the searched tilings recorded in the cases")
     ap.add_argument("--write", action="store_true", help=f"replace the section of {RESULTS.relative_to(REPO)}")
+    ap.add_argument("--expect", action="store_true", help="print the ratios as the test's expectation table")
     args = ap.parse_args()
     rows = simulate(search=not args.recorded)
+    if args.expect:
+        print("\n".join(f"    {case.key!r}: {ratio:.4g}," for case, _, ratio in rows))
+        return 0
     text = markdown(rows, " --recorded" if args.recorded else "")
     print(text)
     if args.write:
