@@ -45,12 +45,12 @@ KPP_MHZ = 1800  # mskpp converts its measured GiB/s to bytes per cycle at a fixe
 
 # Source keys (full paths and commits in docs/ascend-model.md, section 10).
 SOURCES = {
-    "KPP": "Ascend/mskpp@065b75c csrc/prof_data/resource910b.cpp (measured 910B1, one core)",
-    "ADD": "cannmirror/asc-devkit@0da921b examples/01_simd_cpp_api/05_best_practices/00_vector_compute/"
-           "add_high_performance/README_en.md (Atlas A2)",
-    "CAT": "hicann/catlass@0dfcf9d docs/en/1_Practice/11_matmul_optimization.md (20 AIC, fp16 in and out)",
-    "PTO": "hw-native-sys/pto-isa@3186c38 .claude/skills/pto-isa-matmul-l2-schedule/references/"
-           "matmul-n-swizzle-m-zigzag.md (Ascend910B2, 24 AIC)",
+    "KPP": "Ascend/mskpp/csrc/prof_data/resource910b.cpp at 065b75c (measured 910B1, one core)",
+    "ADD": "cannmirror/asc-devkit/examples/01_simd_cpp_api/05_best_practices/00_vector_compute/"
+           "add_high_performance/README_en.md at 0da921b (Atlas A2)",
+    "CAT": "hicann/catlass/docs/en/1_Practice/11_matmul_optimization.md at 0dfcf9d (20 AIC, fp16 in and out)",
+    "PTO": "hw-native-sys/pto-isa/.claude/skills/pto-isa-matmul-l2-schedule/references/"
+           "matmul-n-swizzle-m-zigzag.md at 3186c38 (Ascend910B2, 24 AIC)",
 }
 
 
@@ -294,7 +294,7 @@ def kernel_cases() -> list[Case]:
         Case("gemm 6144 search", "square GEMM 6144^3 at 309 TFLOPS, kiln's searched tiling", "kernel", "check",
              2 * big**3 / 309e12 * 1e6, "us", "PTO L24", "ascend910b",
              gemm_kernel((big, big, big), 24, Searched((128, 256, 4, 20), min_edge=128)),
-             "limulidae: 328 TFLOPS bf16, best shape"),
+             "search (base_m, base_n >= 128): m128 n256 k4 s20; limulidae: 328 TFLOPS bf16"),
     ]
 
 
