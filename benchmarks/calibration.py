@@ -24,6 +24,7 @@ import dataclasses
 import datetime
 import subprocess
 import sys
+import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -316,24 +317,29 @@ def _fmt(x: float) -> str:
     return f"{x:.1f}" if x >= 100 else f"{x:.2f}" if x >= 10 else f"{x:.3f}"
 
 
+def _para(text: str) -> str:
+    return textwrap.fill(text, 115, break_on_hyphens=False, break_long_words=False)
+
+
 def markdown(rows: list[tuple[Case, float, float]], how: str) -> str:
     commit = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=REPO, capture_output=True,
                             text=True).stdout.strip() or "unknown"
     date = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d")
-    lines = [HEADING, "",
+    intro = _para(
              f"Produced by `python benchmarks/calibration.py --write{how}` on {date}, commit {commit}: every figure "
              "is simulated by the cost model (no build, no device) on the profile named per row (ascend910b, or "
              "its variant with other core counts). Ratio = simulated / published time. \"fit\": a case the "
              "calibration may tune constants on; \"check\": held out. Goals after calibration: within 15% for "
              "curves (one instruction or copy on one core), 25% for kernels; before it (this table) the test "
-             "holds each ratio within a band of today's value (`tests/benchmarks/test_calibration.py`).", "",
+             "holds each ratio within a band of today's value (`tests/benchmarks/test_calibration.py`).")
+    lines = [HEADING, "", intro, "",
              "| case | kind | fit/check | profile | published | simulated | ratio | source | note |",
              "|---|---|---|---|---|---|---|---|---|"]
     for case, sim, ratio in rows:
         lines.append(f"| {case.label} | {case.kind} | {case.role} | {case.profile} | {_fmt(case.published)} "
                      f"{case.unit} | {_fmt(sim)} {case.unit} | {ratio:.2f} | {case.source} | {case.note} |")
-    lines += ["", "Sources (file at the commit named; line numbers of the row cited; details and the conversions "
-              "in [docs/ascend-model.md](../docs/ascend-model.md), section 10):", ""]
+    lines += ["", _para("Sources (file at the commit named; line numbers of the row cited; details and the "
+                        "conversions in [docs/ascend-model.md](../docs/ascend-model.md), section 10):"), ""]
     lines += [f"- {key}: {text}" for key, text in SOURCES.items()]
     return "\n".join(lines) + "\n"
 
