@@ -163,14 +163,15 @@ class _Lowerer:
     @staticmethod
     def epilogue(node: Node) -> dict:
         """The activation the fusion stage attached to this node, as kernel attributes."""
-        act = node.attrs.get("activation", "")
-        out = {"activation": act}
+        act = node.fused.activation
+        out: dict = {"activation": act}
         if act == "Clip":
-            out.update(min=float(node.attrs["min"]), max=float(node.attrs["max"]))
+            assert node.fused.clip is not None, f"{node.name}: a fused Clip without its bounds"
+            out.update(min=float(node.fused.clip[0]), max=float(node.fused.clip[1]))
         return out
 
     def conv(self, node: Node) -> None:
-        if node.attrs.get("chain_first") is not None:
+        if node.fused.chain_first is not None:
             return self.conv_chain(node)
         a = node.attrs
         x, w = node.inputs[0], self.const(node, node.inputs[1])
@@ -187,7 +188,7 @@ class _Lowerer:
         else:
             raise self.fail(node, f"group={group} is neither 1 nor depthwise")
         ins = [self.act(node, x, "NC1HWC0"), wname]
-        second = node.attrs.get("second")  # a 1x1 conv accumulated into the same L0C (fusion)
+        second = node.fused.second  # a 1x1 conv accumulated into the same L0C (fusion)
         b = self.const(node, node.inputs[2]) if bias else None
         if second is not None and len(second.inputs) > 2 and second.inputs[2]:
             b2 = self.const(second, second.inputs[2])  # both biases land in one bias table
@@ -195,9 +196,9 @@ class _Lowerer:
         if b is not None:
             attrs["bias"] = True
             ins.append(self.weight(f"{node.name}.b", layouts.pad_bias(b)))
-        if node.attrs.get("residual"):  # fused residual add: y = act(conv + residual)
+        if node.fused.residual:  # fused residual add: y = act(conv + residual)
             attrs["residual"] = True
-            ins.append(self.act(node, node.attrs["residual"], "NC1HWC0"))
+            ins.append(self.act(node, node.fused.residual, "NC1HWC0"))
         if second is not None:
             x2, w2 = second.inputs[0], self.const(second, second.inputs[1])
             x2s = self.shape(x2)
@@ -209,7 +210,8 @@ class _Lowerer:
     def conv_chain(self, node: Node) -> None:
         """A window conv whose activated output only a 1x1 conv reads, fused (fusion stage): one kernel,
         the intermediate kept in L1. `node` is the 1x1 conv; attrs describe the first conv's window."""
-        first: Node = node.attrs["chain_first"]
+        first = node.fused.chain_first
+        assert first is not None, f"{node.name} is not a fused conv chain"
         fa = first.attrs
         x, w1 = first.inputs[0], self.const(first, first.inputs[1])
         w2 = self.const(node, node.inputs[1])
@@ -217,7 +219,7 @@ class _Lowerer:
         b2 = len(node.inputs) > 2 and node.inputs[2] != ""
         attrs = dict(input=self.shape(x), weight=tuple(w1.shape), strides=tuple(fa["strides"]),
                      pads=tuple(fa["pads"]), dilations=tuple(fa["dilations"]), group=1, bias=b2,
-                     mid=(int(w1.shape[0]), b1, fa.get("activation") == "Relu"), cout=int(w2.shape[0]),
+                     mid=(int(w1.shape[0]), b1, first.fused.activation == "Relu"), cout=int(w2.shape[0]),
                      **self.cube_dtype(), **self.epilogue(node))
         ins = [self.act(node, x, "NC1HWC0"), self.weight(f"{first.name}.w", layouts.oihw_to_fractal_z(w1, self.dtype))]
         if b1:
@@ -225,9 +227,9 @@ class _Lowerer:
         ins.append(self.weight(f"{node.name}.w", layouts.oihw_to_fractal_z(w2, self.dtype)))
         if b2:
             ins.append(self.weight(f"{node.name}.b", layouts.pad_bias(self.const(node, node.inputs[2]))))
-        if node.attrs.get("residual"):
+        if node.fused.residual:
             attrs["residual"] = True
-            ins.append(self.act(node, node.attrs["residual"], "NC1HWC0"))
+            ins.append(self.act(node, node.fused.residual, "NC1HWC0"))
         self.kernel(node, "Conv", attrs, ins, "NC1HWC0")
 
     def gemm_operands(self, node: Node) -> tuple[np.ndarray, np.ndarray | None, Node]:
@@ -242,7 +244,7 @@ class _Lowerer:
             bias_value = next(i for i in add.inputs if i in self.g.initializers)
             self.decisions.append(f"{node.name}: {add.name} folded into the GEMM as its bias")
             node = Node(node.name, node.op_type, node.inputs, add.outputs, node.attrs,
-                        (list(node.source) or [node.name]) + [add.name])
+                        (list(node.source) or [node.name]) + [add.name], node.fused)
         if bias_value is None:
             return b, None, node
         bias = self.const(node, bias_value).reshape(-1)
@@ -257,10 +259,10 @@ class _Lowerer:
         x = node.inputs[0]
         xs = self.shape(x)
         m = prod(xs[:-1])
-        siblings = list(node.attrs["siblings"])
+        siblings = list(node.fused.siblings)
         absorbed = {o for mem in siblings for o in (list(mem.source) or [mem.name])}
         lead = Node(node.name, node.op_type, node.inputs, node.outputs, node.attrs,
-                    [o for o in (list(node.source) or [node.name]) if o not in absorbed])
+                    [o for o in (list(node.source) or [node.name]) if o not in absorbed], node.fused)
         lowered = [self.gemm_operands(mem) for mem in [lead] + siblings]
         n = lowered[0][0].shape[1]
         ins = [self.act(node, x, "ND"), self.weight(f"{node.name}.siblings.w",
@@ -284,7 +286,7 @@ class _Lowerer:
             self.device[v] = self.new_value(v, Storage("ND", shape), alias_of=out, offset=j * m * n * 2)
 
     def gemm(self, node: Node) -> None:
-        if node.attrs.get("siblings"):
+        if node.fused.siblings:
             return self.gemm_siblings(node)
         a = node.attrs
         if node.op_type == "Gemm" and (a.get("transA", 0) or a.get("alpha", 1.0) != 1.0 or a.get("beta", 1.0) != 1.0):
@@ -388,7 +390,7 @@ class _Lowerer:
                        if m in self.g.initializers else self.act(node, m, "ND"))
         out = self.out(node, "ND")
         self.steps.append(Step("kernel", node.name, list(node.source) or [node.name],
-                               ["Attention"] + list(node.attrs.get("fused_types", [])), ins, out,
+                               ["Attention"] + list(node.fused.op_types), ins, out,
                                instance=OpInstance(node.name, "Attention", attrs)))
         self.decisions.append(f"{node.name}: Q.K^T, scale {node.attrs['scale']:g}, softmax and .V as one "
                               f"attention_flash kernel")
@@ -452,11 +454,11 @@ class _Lowerer:
             for i in n.inputs:
                 consumers.setdefault(i, []).append(n)
         outputs = {v.name for v in g.outputs}
-        siblings = [m for n in g.nodes for m in n.attrs.get("siblings", [])]  # fused into a GEMM before them
+        siblings = [m for n in g.nodes for m in n.fused.siblings]  # fused into a GEMM before them
         for n in list(g.nodes) + siblings:
             # MatMul(x, W) + Add(constant row of N): the Add is the GEMM's bias
             if (n.op_type == "MatMul" and n.inputs[1] in g.initializers and n.outputs[0] not in outputs
-                    and not n.attrs.get("activation")):  # relu(xW) + b is not relu(xW + b)
+                    and not n.fused.activation):  # relu(xW) + b is not relu(xW + b)
                 cs = consumers.get(n.outputs[0], [])
                 if len(cs) == 1 and cs[0].op_type == "Add":
                     other = [i for i in cs[0].inputs if i != n.outputs[0]]
