@@ -23,6 +23,7 @@ from .options import Options
 from .passes.fusion import FusionLimits, FusionResult, fuse
 from .passes.lowering import LoweredModel, lower
 from .passes.memory import MemoryPlan, plan_arena
+from .passes.patterns import find_patterns
 from .select import search_cache
 from .select.plan import KernelPlan, KernelRequest, ModelPlan, Plan
 from .select.tuning import load_records
@@ -60,7 +61,7 @@ def plan_model(graph: Graph, name: str, options: Options, log: OptLog, fusion_pr
     limits = FusionLimits.of(options, profile if fusion_profile is BUILD_PROFILE else fusion_profile,
                              attention_capacity)
     fusion = fuse(graph, name, limits, log)
-    lowered = lower(graph, name, options.kiln_dtype)
+    lowered = lower(graph, name, options.kiln_dtype, find_patterns(graph))
     for d in lowered.decisions if log_lowering else ():
         node, _, detail = d.partition(":")
         log.add("lowering", f"{name}:{node}", "decision", "view_or_relayout", detail=detail.strip())
