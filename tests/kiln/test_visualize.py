@@ -519,6 +519,6 @@ def test_recording_does_not_change_the_prediction():
         plain = predict(spec, rec["family"], rec["tiling"], prof)
         recorded, launches = record(spec, rec["family"], rec["tiling"], prof)
         assert recorded.cycles == plain.cycles and launches
-        assert costmodel._RECORD is None  # recording is off again
+        assert costmodel.current_mode() == costmodel.ReplayMode()  # recording is off again
         assert sum(len(s) for _, _, cores in launches for s in cores.values()) == \
             sum(c.instrs for c in plain.pipes.values())
