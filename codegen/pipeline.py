@@ -7,6 +7,7 @@ kernel). It returns a Plan; nothing is written until render.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from . import KilnError
 from .families.registry import attention_capacity
 from .frontend.kernel_list import load_kernel_list
 from .ir.graph import Graph, OpInstance
+from .ir.manifest import KernelRecord, ModelRecord
 from .ir.opspec import Opspec, opspec_of
 from .ir.optlog import OptLog
 from .ir.profiles import get_profile
@@ -21,6 +23,7 @@ from .options import Options
 from .passes.fusion import FusionLimits, FusionResult, fuse
 from .passes.lowering import LoweredModel, lower
 from .passes.memory import MemoryPlan, plan_arena
+from .passes.patterns import find_patterns
 from .select import search_cache
 from .select.plan import KernelPlan, KernelRequest, ModelPlan, Plan
 from .select.tuning import load_records
@@ -58,7 +61,7 @@ def plan_model(graph: Graph, name: str, options: Options, log: OptLog, fusion_pr
     limits = FusionLimits.of(options, profile if fusion_profile is BUILD_PROFILE else fusion_profile,
                              attention_capacity)
     fusion = fuse(graph, name, limits, log)
-    lowered = lower(graph, name, options.kiln_dtype)
+    lowered = lower(graph, name, options.kiln_dtype, find_patterns(graph))
     for d in lowered.decisions if log_lowering else ():
         node, _, detail = d.partition(":")
         log.add("lowering", f"{name}:{node}", "decision", "view_or_relayout", detail=detail.strip())
@@ -70,7 +73,8 @@ def plan_model(graph: Graph, name: str, options: Options, log: OptLog, fusion_pr
     return ModelStages(fusion, lowered, specs, plan_arena(lowered, profile.gm_alignment) if memory else None)
 
 
-def plan_size(model: dict, kernels: list[dict], build_options: dict, size: tuple[int, int],
+def plan_size(model: ModelRecord | Mapping, kernels: Sequence[KernelRecord | Mapping], build_options: dict,
+              size: tuple[int, int],
               generic_names: set[str], prefer_baked: bool = True) -> shape_buckets.SizedPlan:
     """A model's plan at an input size no bucket was baked for (the runtime's generic planning, kiln/dispatch.py):
     codegen/shapes/buckets.py plan_size through plan_model."""

@@ -199,6 +199,11 @@ _MODE: ContextVar[ReplayMode] = ContextVar("kiln_replay_mode")
 _EXACT = ReplayMode()  # outside run(): every core replayed, nothing recorded
 
 
+def current_mode() -> ReplayMode:
+    """The replay mode launch() uses now (exact, nothing recorded, outside run()/run_recorded())."""
+    return _MODE.get(_EXACT)
+
+
 @contextmanager
 def _replaying(mode: ReplayMode) -> Iterator[None]:
     token = _MODE.set(mode)
@@ -214,7 +219,7 @@ def launch(profile: Profile, unit: str, blocks: int, body) -> Prediction:
     pipes = {p: PipeCount() for p in PIPES}
     cycles, macs, useful = 0.0, 0, 0
     # Core 0 holds the most blocks; the core with the last block holds the tail: a quick estimate for ranking.
-    mode = _MODE.get(_EXACT)
+    mode = current_mode()
     recording = mode.record
     traces: dict[int, list] | None = {} if recording is not None else None
     for v in (sorted({0, (blocks - 1) % cores}) if mode.sample else range(cores)):
@@ -259,7 +264,7 @@ def launch_group(profile: Profile, blocks: int, body) -> Prediction:
     groups = max(1, min(blocks, profile.cube_cores))
     pipes = {p: PipeCount() for p in PIPES}
     cycles, macs, useful = 0.0, 0, 0
-    mode = _MODE.get(_EXACT)
+    mode = current_mode()
     recording = mode.record
     traces: dict[int, list] | None = {} if recording is not None else None
     for v in (sorted({0, (blocks - 1) % groups}) if mode.sample else range(groups)):

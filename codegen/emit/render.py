@@ -13,7 +13,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,6 +23,28 @@ from .. import KilnError
 from ..emit.opspec_file import features as opspec_features
 from ..emit.opspec_file import render_opspec, spec_hash
 from ..families.registry import FAMILIES
+from ..ir.manifest import (
+    GLUE_CODES,
+    SPACE_ARENA,
+    SPACE_INPUT,
+    SPACE_OUTPUT,
+    SPACE_WEIGHTS,
+    FusionRecord,
+    GenericKernelRecord,
+    InPlace,
+    IoDesc,
+    KernelRecord,
+    Manifest,
+    MemoryRecord,
+    ModelRecord,
+    PipePrediction,
+    Ref,
+    Region,
+    ShapeBucketsRecord,
+    StepRecord,
+    TensorDesc,
+    TensorPlacement,
+)
 from ..ir.opspec import features
 from ..ir.profiles import POSITIONS, PROFILES, VEC_OPS
 from ..select.plan import KernelPlan, ModelPlan, Plan
@@ -67,8 +89,6 @@ def model_log(plan: Plan, m: ModelPlan) -> str:
     return "\n".join(keep) + "\n"
 
 
-GLUE_CODES = {"input_nchw": 0, "input_nd": 1, "to_nchw": 2, "output_nd": 3, "output_nchw": 4}
-SPACE_ARENA, SPACE_WEIGHTS, SPACE_INPUT, SPACE_OUTPUT = 0, 1, 2, 3
 WEIGHT_ALIGN = 64
 
 
@@ -136,77 +156,59 @@ def weights_blob(m: ModelPlan) -> tuple[bytes, dict[str, tuple[int, int]]]:
 
 
 def model_record(m: ModelPlan, kernel_symbols: dict[int, str], windex: dict[str, tuple[int, int]],
-                 blob_bytes: int) -> dict:
+                 blob_bytes: int) -> ModelRecord:
     low, mem = m.lowered, m.memory
     inputs = [n for n, _ in low.graph_inputs]
     outputs = [f"{n}@out" for n, _ in low.graph_outputs]
 
-    def ref(v: str) -> list[int]:
+    def ref(v: str) -> Ref:
         if v in windex:
-            return [SPACE_WEIGHTS, *windex[v]]
+            return Ref(SPACE_WEIGHTS, *windex[v])
         if v in inputs:
             shape = dict(low.graph_inputs)[v]
-            return [SPACE_INPUT, inputs.index(v), int(np.prod(shape)) * 4]
+            return Ref(SPACE_INPUT, inputs.index(v), int(np.prod(shape)) * 4)
         if v in outputs:
-            return [SPACE_OUTPUT, outputs.index(v), low.storage[v].nbytes]
-        return [SPACE_ARENA, mem.placements[mem.roots[v]].offset + low.alias_offsets.get(v, 0), low.storage[v].nbytes]
+            return Ref(SPACE_OUTPUT, outputs.index(v), low.storage[v].nbytes)
+        return Ref(SPACE_ARENA, mem.placements[mem.roots[v]].offset + low.alias_offsets.get(v, 0),
+                   low.storage[v].nbytes)
 
-    frees: dict[int, list[list[int]]] = {}  # step -> arena regions whose tensor is dead after it
+    frees: dict[int, list[Region]] = {}  # step -> arena regions whose tensor is dead after it
     for p in mem.placements.values():
-        frees.setdefault(p.last, []).append([p.offset, p.nbytes])
+        frees.setdefault(p.last, []).append(Region(p.offset, p.nbytes))
     names = [s.name for s in low.steps]
     steps = []
     for i, s in enumerate(low.steps):
         st = low.storage[s.output]
-        steps.append({
-            "name": s.name, "kind": s.kind, "ops": s.ops, "op_types": s.op_types,
-            "kernel": kernel_symbols.get(i), "glue": GLUE_CODES.get(s.glue), "params": s.params,
-            "inputs": [ref(v) for v in step_inputs(m, i)], "output": ref(s.output),
+        steps.append(StepRecord(
+            s.name, s.kind, tuple(s.ops), tuple(s.op_types), kernel_symbols.get(i), GLUE_CODES.get(s.glue),
+            tuple(s.params), tuple(ref(v) for v in step_inputs(m, i)), ref(s.output),
             # the ONNX value this step produces, as held on the device (for per-kernel checks)
-            "value": s.output, "layout": st.layout, "shape": list(st.logical),
-            "frees": sorted(frees.get(i, [])),
-        })
-    rec = {
-        "name": m.name,
-        "onnx": m.onnx_path,
-        "inputs": [{"name": n, "shape": list(sh)} for n, sh in low.graph_inputs],
-        "outputs": [{"name": n, "shape": list(sh)} for n, sh in low.graph_outputs],
-        "weights_file": f"models/{m.name}.weights.bin",
-        "weights_bytes": blob_bytes,
-        "arena_bytes": mem.arena_bytes,
-        "memory": {
-            "lower_bound_bytes": mem.lower_bound_bytes, "naive_bytes": mem.naive_bytes, "strategy": mem.strategy,
-            "strategies": mem.strategies, "fragmentation": round(mem.fragmentation, 6), "alignment": mem.alignment,
-            "in_place": [{"output": o, "input": i} for o, i in mem.in_place],
-            "tensors": [{"name": p.value, "offset": p.offset, "bytes": p.nbytes, "first_kernel": names[p.first],
-                         "last_kernel": names[p.last], "first_step": p.first, "last_step": p.last}
-                        for p in sorted(mem.placements.values(), key=lambda p: (p.offset, p.first))],
-        },
-        "kernel_launches": sum(1 for s in low.steps if s.kind == "kernel"),
-        "fusion": {"ir_ops_before": m.fusion.ops_before if m.fusion else None,
-                   "fused": m.fusion.fused if m.fusion else [], "audit": m.fusion.audit if m.fusion else []},
-        "unique_kernels": len(set(kernel_symbols.values())),
-        "steps": steps,
-    }
-    if m.shapes is not None:
-        rec["shape_buckets"] = shape_buckets_record(m, windex, blob_bytes)
-    return rec
+            s.output, st.layout, tuple(st.logical), tuple(sorted(frees.get(i, [])))))
+    memory = MemoryRecord(
+        mem.lower_bound_bytes, mem.naive_bytes, mem.strategy, mem.strategies, round(mem.fragmentation, 6),
+        mem.alignment, tuple(InPlace(o, i) for o, i in mem.in_place),
+        tuple(TensorPlacement(p.value, p.offset, p.nbytes, names[p.first], names[p.last], p.first, p.last)
+              for p in sorted(mem.placements.values(), key=lambda p: (p.offset, p.first))))
+    fusion = FusionRecord(m.fusion.ops_before if m.fusion else None, tuple(m.fusion.fused) if m.fusion else (),
+                          tuple(m.fusion.audit) if m.fusion else ())
+    return ModelRecord(
+        m.name, m.onnx_path, tuple(IoDesc(n, tuple(sh)) for n, sh in low.graph_inputs),
+        tuple(IoDesc(n, tuple(sh)) for n, sh in low.graph_outputs), f"models/{m.name}.weights.bin", blob_bytes,
+        mem.arena_bytes, memory, sum(1 for s in low.steps if s.kind == "kernel"), fusion,
+        len(set(kernel_symbols.values())), tuple(steps),
+        shape_buckets_record(m, windex, blob_bytes) if m.shapes is not None else None)
 
 
-def shape_buckets_record(m: ModelPlan, windex: dict[str, tuple[int, int]], blob_bytes: int) -> dict:
-    """The model's "shape_buckets" manifest entry."""
+def shape_buckets_record(m: ModelPlan, windex: dict[str, tuple[int, int]], blob_bytes: int) -> ShapeBucketsRecord:
+    """The model's "shape_buckets" manifest entry: a plan per bucket (with its input size) and the generic path."""
     sb = m.shapes  # codegen/shapes/buckets.py ShapeBuckets
     assert sb is not None, f"{m.name} has no shape buckets"
-    plans = []
-    for b, (_, size, _) in zip(sb.buckets, sb.pending):
-        rec = model_record(b, {i: k.symbol for i, k in b.step_kernels.items()}, windex, blob_bytes)
-        rec["input_size"] = [size, size]
-        plans.append(rec)
-    return {
-        "sizes": list(sb.sizes), "input": sb.input_name, "own_size": list(sb.own_size), "plans": plans,
-        "min_size": list(sb.min_size), "graph": sb.graph, "weights": {n: list(r) for n, r in windex.items()},
-        "generic_kernels": sb.generic_symbols, "generic_unavailable": sb.generic_unavailable,
-    }
+    plans = tuple(replace(model_record(b, {i: k.symbol for i, k in b.step_kernels.items()}, windex, blob_bytes),
+                          input_size=(size, size))
+                  for b, (_, size, _) in zip(sb.buckets, sb.pending))
+    return ShapeBucketsRecord(tuple(sb.sizes), sb.input_name, tuple(sb.own_size), plans, tuple(sb.min_size), sb.graph,
+                              dict(windex), tuple(sb.generic_symbols),
+                              sb.generic_unavailable)
 
 
 def _env(template_dir: Path) -> jinja2.Environment:
@@ -240,50 +242,33 @@ def spec_instances(plan: Plan) -> dict:
     return out
 
 
-def kernel_record(k: KernelPlan, profile) -> dict:
-    t = lambda x: {"name": x.name, "shape": list(x.shape), "dtype": x.dtype, "layout": x.layout}  # noqa: E731
-    return {
-        "name": k.symbol,
-        "family": k.variant.family,
-        "variant": k.variant.tag,
-        "unit": k.variant.unit,
-        "opspec": spec_hash(k.spec),
-        "opspec_name": k.spec.name,
-        "spec": asdict(k.spec),
-        "tiling": dict(k.variant.params),
-        "blocks": k.variant.blocks,
-        "buffers": {p: b for p, b in k.variant.buffers.items() if b},
-        "features": {**features(k.spec), **opspec_features(k.spec, profile)},
-        "mte2_bytes": k.mte2_bytes,
-        "algorithm": algorithm_of(k.variant),
-        "compared_cycles": dict(k.variant.notes.get("compared_cycles", {})),
-        **prediction_record(k),
-        "inputs": [t(x) for x in k.inputs],
-        "output": t(k.spec.output()),
-        "instances": list(k.instances),
-    }
-
-
-def prediction_record(k: KernelPlan) -> dict:
-    """The cost model's prediction for the chosen variant (None where the family has no replay yet)."""
-    p = k.prediction
-    if p is None:
-        return {"predicted_cycles": None, "predicted_pipes": None, "bound_unit": None}
-    return {"predicted_cycles": round(p.cycles, 3), "bound_unit": p.bound_unit(),
-            "predicted_pipes": {name: {"instrs": c.instrs, "bytes": c.bytes, "busy": round(c.busy, 3)}
-                                for name, c in p.pipes.items() if c.instrs}}
+def kernel_record(k: KernelPlan, profile) -> KernelRecord:
+    t = lambda x: TensorDesc(x.name, tuple(x.shape), x.dtype, x.layout)  # noqa: E731
+    pred = k.prediction  # the cost model's prediction of the chosen variant (None where the family has no replay yet)
+    return KernelRecord(
+        k.symbol, k.variant.family, k.variant.tag, k.variant.unit, spec_hash(k.spec), k.spec.name,
+        asdict(k.spec), dict(k.variant.params), k.variant.blocks,
+        {p: b for p, b in k.variant.buffers.items() if b}, {**features(k.spec), **opspec_features(k.spec, profile)},
+        k.mte2_bytes, algorithm_of(k.variant), dict(k.variant.notes.get("compared_cycles", {})),
+        None if pred is None else round(pred.cycles, 3), None if pred is None else pred.bound_unit(),
+        None if pred is None else {name: PipePrediction(c.instrs, c.bytes, round(c.busy, 3))
+                                   for name, c in pred.pipes.items() if c.instrs},
+        tuple(t(x) for x in k.inputs), t(k.spec.output()), tuple(k.instances))
 
 
 def manifest(plan: Plan, blobs: dict[str, tuple[bytes, dict]] | None = None) -> dict:
+    """manifest.json's content (manifest_record(...).to_json())."""
+    return manifest_record(plan, blobs).to_json()
+
+
+def manifest_record(plan: Plan, blobs: dict[str, tuple[bytes, dict]] | None = None) -> Manifest:
     blobs = blobs if blobs is not None else {m.name: weights_blob(m) for m in plan.models}
-    return {
-        "profile": plan.profile.name,
-        "options": plan.options.as_dict(),
-        "kernels": [kernel_record(k, plan.profile) for k in plan.kernels],
-        "models": [model_record(m, {i: k.symbol for i, k in m.step_kernels.items()}, blobs[m.name][1],
-                                len(blobs[m.name][0])) for m in plan.models],
-        "generic_kernels": [g.record() for g in plan.generic_kernels],
-    }
+    return Manifest(
+        plan.profile.name, plan.options.as_dict(), tuple(kernel_record(k, plan.profile) for k in plan.kernels),
+        tuple(model_record(m, {i: k.symbol for i, k in m.step_kernels.items()}, blobs[m.name][1],
+                           len(blobs[m.name][0])) for m in plan.models),
+        tuple(GenericKernelRecord(g.symbol, g.family, tuple(g.runtime_fields), g.inputs, tuple(g.instances))
+              for g in plan.generic_kernels))
 
 
 def render(plan: Plan, template_dir: Path | None = None, progress=None) -> dict[str, str | bytes]:

@@ -23,6 +23,20 @@ class Value:
 
 
 @dataclass
+class Fused:
+    """What the fusion stage folded into a node, for lowering to turn into one kernel (codegen/passes/fusion.py
+    writes it, codegen/passes/lowering.py reads it; the ONNX attributes stay in Node.attrs)."""
+    activation: str = ""                       # an activation applied on the way out (Relu, Clip, ...)
+    clip: tuple[float, float] | None = None    # its (min, max) when the activation is Clip
+    residual: str = ""                         # a value added before the activation
+    second: Node | None = None                 # a 1x1 conv accumulated into the same L0C
+    chain_first: Node | None = None            # the window conv whose output this 1x1 conv reads from L1
+    siblings: list[Node] = field(default_factory=list)  # GEMMs of the same input run with this one
+    ops: list[str] = field(default_factory=list)        # the fused nodes' names, in fusion order
+    op_types: list[str] = field(default_factory=list)   # their op types ("BN" for a folded BatchNormalization)
+
+
+@dataclass
 class Node:
     name: str                 # unique; the ONNX node name (or a generated one when empty)
     op_type: str              # ONNX op type
@@ -30,6 +44,7 @@ class Node:
     outputs: list[str]
     attrs: dict[str, Any] = field(default_factory=dict)
     source: list[str] = field(default_factory=list)  # ONNX nodes folded into this one (e.g. BatchNormalization)
+    fused: Fused = field(default_factory=Fused)      # what fusion folded into it
 
 
 @dataclass

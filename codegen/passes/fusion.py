@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..ir.graph import Graph, Node
+from ..ir.graph import Fused, Graph, Node
 from ..ir.optlog import OptLog
 from ..ir.profiles import Profile
 
@@ -92,8 +92,8 @@ def _index(g: Graph) -> tuple[dict[str, list[Node]], dict[str, Node], set[str]]:
     earlier fusions made a node read: a residual operand, a second source's input."""
     consumers: dict[str, list[Node]] = {}
     for n in g.nodes:
-        second = n.attrs.get("second")
-        for i in list(n.inputs) + [n.attrs.get("residual") or ""] + (list(second.inputs[:1]) if second else []):
+        second = n.fused.second
+        for i in list(n.inputs) + [n.fused.residual] + (list(second.inputs[:1]) if second else []):
             if i:
                 consumers.setdefault(i, []).append(n)
     return consumers, {o: n for n in g.nodes for o in n.outputs}, {v.name for v in g.outputs}
@@ -102,13 +102,13 @@ def _index(g: Graph) -> tuple[dict[str, list[Node]], dict[str, Node], set[str]]:
 def _depth(node: Node) -> int:
     """Source ops a fused kernel has absorbed so far, itself included (a folded BatchNormalization is build-time
     weight arithmetic and does not count)."""
-    return 1 + sum(1 for t in node.attrs.get("fused_types", []) if t != "BN")
+    return 1 + sum(1 for t in node.fused.op_types if t != "BN")
 
 
 def _label(node: Node, *more: str) -> str:
     """Fused(Conv+BN+...): the node's own op and folded BNs, then what it absorbed, in order."""
-    own_bn = len(node.source or [node.name]) - 1 - len(node.attrs.get("fused", []))
-    return "+".join([node.op_type] + ["BN"] * own_bn + list(node.attrs.get("fused_types", [])) + list(more))
+    own_bn = len(node.source or [node.name]) - 1 - len(node.fused.ops)
+    return "+".join([node.op_type] + ["BN"] * own_bn + list(node.fused.op_types) + list(more))
 
 
 def _epilogue_support(producer: Node, act: Node, g: Graph) -> tuple[bool, str, str]:
@@ -124,7 +124,7 @@ def _epilogue_support(producer: Node, act: Node, g: Graph) -> tuple[bool, str, s
             if op == "Clip" and lo == 0.0 and hi > 0:
                 return True, "epilogue_vector", "Vector pass"
             return False, "epilogue_unsupported", f"{op} with min {lo} in the depthwise Vector pass"
-        if op == "Relu" and not producer.attrs.get("residual"):
+        if op == "Relu" and not producer.fused.residual:
             return True, "epilogue_fixpipe", "Fixpipe"
         if op == "Relu" or (op == "Clip" and lo == 0.0 and hi > 0):  # after the residual add, or a clip
             return True, "epilogue_vector_core", "Vector-core pass after the Cube"
@@ -180,8 +180,8 @@ def _fuse_activations(ps: _Pass) -> None:
         subject = f"{model}:{act.name}"
         if not enable:
             ok, reason, where = False, "fusion_off", "ENABLE_FUSION=OFF"
-        elif ok and prod.attrs.get("activation"):
-            ok, reason, where = False, "activation_taken", f"{prod.name} already ends with {prod.attrs['activation']}"
+        elif ok and prod.fused.activation:
+            ok, reason, where = False, "activation_taken", f"{prod.name} already ends with {prod.fused.activation}"
         elif ok and (len(consumers.get(prod.outputs[0], [])) != 1 or prod.outputs[0] in outputs):
             ok, reason, where = False, "multiple_consumers", f"{prod.outputs[0]} is also read elsewhere"
         elif ok and depth > max_depth:
@@ -192,12 +192,11 @@ def _fuse_activations(ps: _Pass) -> None:
                               "detail": where})
             continue
         label = _label(prod, act.op_type)
-        prod.attrs["activation"] = act.op_type
+        prod.fused.activation = act.op_type
         if act.op_type == "Clip":
-            prod.attrs["min"] = act.attrs.get("min", float("-inf"))
-            prod.attrs["max"] = act.attrs.get("max", float("inf"))
-        prod.attrs.setdefault("fused", []).append(act.name)
-        prod.attrs.setdefault("fused_types", []).append(act.op_type)
+            prod.fused.clip = (act.attrs.get("min", float("-inf")), act.attrs.get("max", float("inf")))
+        prod.fused.ops.append(act.name)
+        prod.fused.op_types.append(act.op_type)
         prod.source = (list(prod.source) or [prod.name]) + [act.name]
         prod.outputs = list(act.outputs)
         producer_of[act.outputs[0]] = prod
@@ -224,7 +223,7 @@ def _audit_sibling_convs(g: Graph, model: str, log: OptLog, res: FusionResult) -
     for n in g.nodes:
         if n.op_type == "Conv" and n.inputs:
             readers.setdefault(n.inputs[0], []).append((n, None))
-        second = n.attrs.get("second")
+        second = n.fused.second
         if second is not None:
             readers.setdefault(second.inputs[0], []).append((second, n))
     for x, convs in readers.items():
@@ -233,8 +232,8 @@ def _audit_sibling_convs(g: Graph, model: str, log: OptLog, res: FusionResult) -
         names = [c.name for c, _ in convs]
         # a conv already in a two-source kernel (as its host or as the accumulated 1x1): that kernel keeps its
         # result and the Add off GM, which a sibling kernel would not
-        taken = [(h, c) for c, h in convs if h is not None] + [(c, c.attrs["second"]) for c, h in convs
-                                                               if h is None and c.attrs.get("second") is not None]
+        taken = [(h, c) for c, h in convs if h is not None] + [(c, c.fused.second) for c, h in convs
+                                                               if h is None and c.fused.second is not None]
         if taken:
             host, second = taken[0]
             reason, detail = "sibling_taken", (f"{second.name} accumulates into {host.name}'s L0C with the Add "
@@ -269,11 +268,11 @@ def _fuse_siblings(ps: _Pass) -> None:
             w = g.initializers[m.inputs[1]]
             return int(w.shape[0] if m.op_type == "Gemm" and m.attrs.get("transB", 0) else w.shape[1])
         widths = sorted({n_out(m) for m in members})
-        acts = {(m.attrs.get("activation"), m.attrs.get("min"), m.attrs.get("max")) for m in members}
+        acts = {(m.fused.activation, m.fused.clip) for m in members}
         final = []  # what each member's readers read: its output, or that of the Add of a constant row after it
         for m in members:
             cs = consumers.get(m.outputs[0], [])
-            bias_add = (len(cs) == 1 and cs[0].op_type == "Add" and not m.attrs.get("activation")
+            bias_add = (len(cs) == 1 and cs[0].op_type == "Add" and not m.fused.activation
                         and any(i in g.initializers for i in cs[0].inputs))
             final += [m.outputs[0]] + ([cs[0].outputs[0]] if bias_add else [])
         depth = sum(_depth(m) for m in members)
@@ -296,10 +295,10 @@ def _fuse_siblings(ps: _Pass) -> None:
                               "detail": detail})
             continue
         lead = members[0]
-        lead.attrs["siblings"] = members[1:]
+        lead.fused.siblings = members[1:]
         for m in members[1:]:
-            lead.attrs.setdefault("fused", []).append(m.name)
-            lead.attrs.setdefault("fused_types", []).append(m.op_type)
+            lead.fused.ops.append(m.name)
+            lead.fused.op_types.append(m.op_type)
             lead.source = (list(lead.source) or [lead.name]) + (list(m.source) or [m.name])
             removed.add(m.name)
         log.add("fusion", subject, f"Fused({pattern})", reason, into=lead.name, siblings=",".join(names),
@@ -314,9 +313,9 @@ def _chain_problem(first: Node, second: Node, g: Graph) -> str | None:
         return "not two convolutions"
     if first.attrs.get("group", 1) != 1 or second.attrs.get("group", 1) != 1:
         return "grouped convolution"
-    if first.attrs.get("activation") not in (None, "", "Relu"):
-        return f"the first conv ends with {first.attrs['activation']}, not a Fixpipe ReLU"
-    if first.attrs.get("residual") or first.attrs.get("second") or second.attrs.get("second"):
+    if first.fused.activation not in ("", "Relu"):
+        return f"the first conv ends with {first.fused.activation}, not a Fixpipe ReLU"
+    if first.fused.residual or first.fused.second or second.fused.second:
         return "a residual or a second source"
     if _second_source_problem(second, g) not in (None, "already has a fused epilogue") \
             or set(second.attrs.get("strides", (1, 1))) != {1}:
@@ -382,7 +381,7 @@ def _fuse_chains(ps: _Pass, profile: Profile) -> None:
                               "detail": detail})
             continue
         label = _label(first) + "+" + _label(second)
-        second.attrs["chain_first"] = first
+        second.fused.chain_first = first
         second.source = (list(first.source) or [first.name]) + (list(second.source) or [second.name])
         removed.add(first.name)
         log.add("fusion", subject, f"Fused({label})", reason, into=second.name, first=first.name,
@@ -425,10 +424,10 @@ def _fuse_residual(add: Node, ps: _Pass) -> None:
     depth = _depth(prod) + 1
     if not enable:
         reason, detail = "fusion_off", "ENABLE_FUSION=OFF"
-    elif prod.attrs.get("activation"):
-        reason, detail = "activation_taken", f"{prod.name} already ends with {prod.attrs['activation']}"
-    elif prod.attrs.get("residual"):
-        reason, detail = "residual_taken", f"{prod.name} already adds {prod.attrs['residual']}"
+    elif prod.fused.activation:
+        reason, detail = "activation_taken", f"{prod.name} already ends with {prod.fused.activation}"
+    elif prod.fused.residual:
+        reason, detail = "residual_taken", f"{prod.name} already adds {prod.fused.residual}"
     elif len(consumers.get(prod.outputs[0], [])) != 1 or prod.outputs[0] in outputs:
         reason, detail = "multiple_consumers", f"{prod.outputs[0]} is also read elsewhere"
     elif depth > max_depth:
@@ -441,9 +440,9 @@ def _fuse_residual(add: Node, ps: _Pass) -> None:
         return
     before = list(prod.source) or [prod.name]
     label = _label(prod, "Add")
-    prod.attrs["residual"] = other
-    prod.attrs.setdefault("fused", []).append(add.name)
-    prod.attrs.setdefault("fused_types", []).append("Add")
+    prod.fused.residual = other
+    prod.fused.ops.append(add.name)
+    prod.fused.op_types.append("Add")
     prod.source = before + [add.name]
     prod.outputs = list(add.outputs)
     producer_of[add.outputs[0]] = prod
@@ -464,7 +463,8 @@ def _second_source_problem(conv: Node, g: Graph) -> str | None:
         return "padded, dilated or grouped"
     if len(set(a.get("strides", (1, 1)))) != 1:
         return f"stride {a.get('strides')} is not square"
-    if a.get("activation") or a.get("residual") or a.get("second") or a.get("fused"):
+    f = conv.fused
+    if f.activation or f.residual or f.second or f.ops:
         return "already has a fused epilogue"
     return None
 
@@ -486,8 +486,7 @@ def _fuse_second_source(add: Node, ins: list[str], ps: _Pass) -> bool:
     options = []
     for host, second in ((a, b), (b, a)):
         problem = _second_source_problem(second, g)
-        if host.attrs.get("group", 1) != 1 or host.attrs.get("activation") or host.attrs.get("residual") \
-                or host.attrs.get("second"):
+        if host.attrs.get("group", 1) != 1 or host.fused.activation or host.fused.residual or host.fused.second:
             problem = problem or f"{host.name} already has a fused epilogue"
         p_in = producer_of.get(second.inputs[0])
         if p_in is not None and order[p_in.name] > order[host.name]:
@@ -511,9 +510,9 @@ def _fuse_second_source(add: Node, ins: list[str], ps: _Pass) -> bool:
         return False
     second_ops = list(second.source) or [second.name]
     label = _label(host, "Conv", *["BN"] * (len(second_ops) - 1), "Add")
-    host.attrs["second"] = second
-    host.attrs.setdefault("fused", []).extend(second_ops + [add.name])
-    host.attrs.setdefault("fused_types", []).extend(["Conv"] + ["BN"] * (len(second_ops) - 1) + ["Add"])
+    host.fused.second = second
+    host.fused.ops.extend(second_ops + [add.name])
+    host.fused.op_types.extend(["Conv"] + ["BN"] * (len(second_ops) - 1) + ["Add"])
     host.source = (list(host.source) or [host.name]) + second_ops + [add.name]
     host.outputs = list(add.outputs)
     producer_of[add.outputs[0]] = host
@@ -682,8 +681,8 @@ def _rewrite_attention(ps: _Pass, m: _AttentionMatch, subject: str) -> None:
     node = Node(m.pv.name, "Attention",
                 [m.qk.inputs[0], k_value, m.pv.inputs[1]] + ([m.mask_value] if m.mask_value else []),
                 list(m.pv.outputs),
-                {"scale": m.scaled[1], "k_layout": "bhkd" if k_transpose is not None else "bt",
-                 "fused_types": [a.op_type for a in absorbed[1:]]}, source)
+                {"scale": m.scaled[1], "k_layout": "bhkd" if k_transpose is not None else "bt"}, source,
+                Fused(op_types=[a.op_type for a in absorbed[1:]]))
     at = next(i for i, n in enumerate(g.nodes) if n is m.pv)
     g.nodes[at] = node
     ps.removed.update(a.name for a in absorbed if a is not m.pv)

@@ -21,6 +21,7 @@ import numpy as np
 from .. import KilnError
 from ..ir import layouts
 from ..ir.graph import Graph, Node, OpInstance
+from .patterns import Patterns, find_patterns
 
 C0 = 16
 
@@ -78,8 +79,9 @@ class LoweredModel:
 
 
 class _Lowerer:
-    def __init__(self, g: Graph, model: str, dtype: str = "fp16"):
+    def __init__(self, g: Graph, model: str, dtype: str = "fp16", patterns: Patterns | None = None):
         self.g, self.model = g, model
+        self.patterns = patterns if patterns is not None else find_patterns(g)
         self.dtype = dtype  # the Cube kernels' operand type (KILN_DTYPE): their weights are packed in it
         self.steps: list[Step] = []
         self.storage: dict[str, Storage] = {}
@@ -88,13 +90,10 @@ class _Lowerer:
         self.weights: dict[str, np.ndarray] = {}
         self.decisions: list[str] = []
         self.device: dict[str, str] = {}  # IR value -> device value holding it
-        self.skip: set[str] = set()                 # nodes absorbed by a pattern
-        self.bias_add: dict[str, Node] = {}         # MatMul name -> the Add that is its bias
-        self.b_transposes: set[str] = set()         # Transposes that produce a transposed-B operand
         self.trans_b_values: set[str] = set()       # IR values held as B^T on the device
-        self.gelu_chain: dict[str, list[str]] = {}  # last node of a GELU chain -> the chain's node names
-        self.gelu_input: dict[str, str] = {}
-        self.layernorm_chain: dict[str, tuple] = {}  # last node -> (names, x, gamma, beta, eps)
+        p = self.patterns  # (codegen/passes/patterns.py: what the patterns absorbed)
+        self.skip, self.bias_add, self.b_transposes = p.skip, p.bias_add, p.b_transposes
+        self.gelu_chain, self.gelu_input, self.layernorm_chain = p.gelu_chain, p.gelu_input, p.layernorm_chain
 
     def cube_dtype(self) -> dict:
         """The operand type attribute of a Cube op instance (none for fp16: its specs are as they always were)."""
@@ -163,14 +162,15 @@ class _Lowerer:
     @staticmethod
     def epilogue(node: Node) -> dict:
         """The activation the fusion stage attached to this node, as kernel attributes."""
-        act = node.attrs.get("activation", "")
-        out = {"activation": act}
+        act = node.fused.activation
+        out: dict = {"activation": act}
         if act == "Clip":
-            out.update(min=float(node.attrs["min"]), max=float(node.attrs["max"]))
+            assert node.fused.clip is not None, f"{node.name}: a fused Clip without its bounds"
+            out.update(min=float(node.fused.clip[0]), max=float(node.fused.clip[1]))
         return out
 
     def conv(self, node: Node) -> None:
-        if node.attrs.get("chain_first") is not None:
+        if node.fused.chain_first is not None:
             return self.conv_chain(node)
         a = node.attrs
         x, w = node.inputs[0], self.const(node, node.inputs[1])
@@ -187,7 +187,7 @@ class _Lowerer:
         else:
             raise self.fail(node, f"group={group} is neither 1 nor depthwise")
         ins = [self.act(node, x, "NC1HWC0"), wname]
-        second = node.attrs.get("second")  # a 1x1 conv accumulated into the same L0C (fusion)
+        second = node.fused.second  # a 1x1 conv accumulated into the same L0C (fusion)
         b = self.const(node, node.inputs[2]) if bias else None
         if second is not None and len(second.inputs) > 2 and second.inputs[2]:
             b2 = self.const(second, second.inputs[2])  # both biases land in one bias table
@@ -195,9 +195,9 @@ class _Lowerer:
         if b is not None:
             attrs["bias"] = True
             ins.append(self.weight(f"{node.name}.b", layouts.pad_bias(b)))
-        if node.attrs.get("residual"):  # fused residual add: y = act(conv + residual)
+        if node.fused.residual:  # fused residual add: y = act(conv + residual)
             attrs["residual"] = True
-            ins.append(self.act(node, node.attrs["residual"], "NC1HWC0"))
+            ins.append(self.act(node, node.fused.residual, "NC1HWC0"))
         if second is not None:
             x2, w2 = second.inputs[0], self.const(second, second.inputs[1])
             x2s = self.shape(x2)
@@ -209,7 +209,8 @@ class _Lowerer:
     def conv_chain(self, node: Node) -> None:
         """A window conv whose activated output only a 1x1 conv reads, fused (fusion stage): one kernel,
         the intermediate kept in L1. `node` is the 1x1 conv; attrs describe the first conv's window."""
-        first: Node = node.attrs["chain_first"]
+        first = node.fused.chain_first
+        assert first is not None, f"{node.name} is not a fused conv chain"
         fa = first.attrs
         x, w1 = first.inputs[0], self.const(first, first.inputs[1])
         w2 = self.const(node, node.inputs[1])
@@ -217,7 +218,7 @@ class _Lowerer:
         b2 = len(node.inputs) > 2 and node.inputs[2] != ""
         attrs = dict(input=self.shape(x), weight=tuple(w1.shape), strides=tuple(fa["strides"]),
                      pads=tuple(fa["pads"]), dilations=tuple(fa["dilations"]), group=1, bias=b2,
-                     mid=(int(w1.shape[0]), b1, fa.get("activation") == "Relu"), cout=int(w2.shape[0]),
+                     mid=(int(w1.shape[0]), b1, first.fused.activation == "Relu"), cout=int(w2.shape[0]),
                      **self.cube_dtype(), **self.epilogue(node))
         ins = [self.act(node, x, "NC1HWC0"), self.weight(f"{first.name}.w", layouts.oihw_to_fractal_z(w1, self.dtype))]
         if b1:
@@ -225,9 +226,9 @@ class _Lowerer:
         ins.append(self.weight(f"{node.name}.w", layouts.oihw_to_fractal_z(w2, self.dtype)))
         if b2:
             ins.append(self.weight(f"{node.name}.b", layouts.pad_bias(self.const(node, node.inputs[2]))))
-        if node.attrs.get("residual"):
+        if node.fused.residual:
             attrs["residual"] = True
-            ins.append(self.act(node, node.attrs["residual"], "NC1HWC0"))
+            ins.append(self.act(node, node.fused.residual, "NC1HWC0"))
         self.kernel(node, "Conv", attrs, ins, "NC1HWC0")
 
     def gemm_operands(self, node: Node) -> tuple[np.ndarray, np.ndarray | None, Node]:
@@ -242,7 +243,7 @@ class _Lowerer:
             bias_value = next(i for i in add.inputs if i in self.g.initializers)
             self.decisions.append(f"{node.name}: {add.name} folded into the GEMM as its bias")
             node = Node(node.name, node.op_type, node.inputs, add.outputs, node.attrs,
-                        (list(node.source) or [node.name]) + [add.name])
+                        (list(node.source) or [node.name]) + [add.name], node.fused)
         if bias_value is None:
             return b, None, node
         bias = self.const(node, bias_value).reshape(-1)
@@ -257,10 +258,10 @@ class _Lowerer:
         x = node.inputs[0]
         xs = self.shape(x)
         m = prod(xs[:-1])
-        siblings = list(node.attrs["siblings"])
+        siblings = list(node.fused.siblings)
         absorbed = {o for mem in siblings for o in (list(mem.source) or [mem.name])}
         lead = Node(node.name, node.op_type, node.inputs, node.outputs, node.attrs,
-                    [o for o in (list(node.source) or [node.name]) if o not in absorbed])
+                    [o for o in (list(node.source) or [node.name]) if o not in absorbed], node.fused)
         lowered = [self.gemm_operands(mem) for mem in [lead] + siblings]
         n = lowered[0][0].shape[1]
         ins = [self.act(node, x, "ND"), self.weight(f"{node.name}.siblings.w",
@@ -284,7 +285,7 @@ class _Lowerer:
             self.device[v] = self.new_value(v, Storage("ND", shape), alias_of=out, offset=j * m * n * 2)
 
     def gemm(self, node: Node) -> None:
-        if node.attrs.get("siblings"):
+        if node.fused.siblings:
             return self.gemm_siblings(node)
         a = node.attrs
         if node.op_type == "Gemm" and (a.get("transA", 0) or a.get("alpha", 1.0) != 1.0 or a.get("beta", 1.0) != 1.0):
@@ -388,7 +389,7 @@ class _Lowerer:
                        if m in self.g.initializers else self.act(node, m, "ND"))
         out = self.out(node, "ND")
         self.steps.append(Step("kernel", node.name, list(node.source) or [node.name],
-                               ["Attention"] + list(node.attrs.get("fused_types", [])), ins, out,
+                               ["Attention"] + list(node.fused.op_types), ins, out,
                                instance=OpInstance(node.name, "Attention", attrs)))
         self.decisions.append(f"{node.name}: Q.K^T, scale {node.attrs['scale']:g}, softmax and .V as one "
                               f"attention_flash kernel")
@@ -444,153 +445,6 @@ class _Lowerer:
         "Flatten": reshape, "Reshape": reshape, "Transpose": transpose, "Softmax": row_op,
         "LayerNormalization": row_op, "Gelu": gelu, "Attention": attention}
 
-    # ---- patterns found before lowering ------------------------------------
-    def find_patterns(self) -> None:
-        g = self.g
-        consumers: dict[str, list[Node]] = {}
-        for n in g.nodes:
-            for i in n.inputs:
-                consumers.setdefault(i, []).append(n)
-        outputs = {v.name for v in g.outputs}
-        siblings = [m for n in g.nodes for m in n.attrs.get("siblings", [])]  # fused into a GEMM before them
-        for n in list(g.nodes) + siblings:
-            # MatMul(x, W) + Add(constant row of N): the Add is the GEMM's bias
-            if (n.op_type == "MatMul" and n.inputs[1] in g.initializers and n.outputs[0] not in outputs
-                    and not n.attrs.get("activation")):  # relu(xW) + b is not relu(xW + b)
-                cs = consumers.get(n.outputs[0], [])
-                if len(cs) == 1 and cs[0].op_type == "Add":
-                    other = [i for i in cs[0].inputs if i != n.outputs[0]]
-                    n_out = self.shape(n.outputs[0])[-1]
-                    if len(other) == 1 and other[0] in g.initializers and g.initializers[other[0]].size == n_out:
-                        self.bias_add[n.name] = cs[0]
-                        self.skip.add(cs[0].name)
-            # Transpose feeding only a MatMul as B, whose perm with the last two axes swapped is 0,2,1,3
-            if n.op_type == "Transpose":
-                perm = tuple(n.attrs["perm"])
-                cs = consumers.get(n.outputs[0], [])
-                if (len(perm) == 4 and perm[:2] + (perm[3], perm[2]) == (0, 2, 1, 3) and len(cs) == 1
-                        and n.outputs[0] not in outputs
-                        and cs[0].op_type in ("MatMul", "Attention") and cs[0].inputs[1] == n.outputs[0]
-                        and cs[0].inputs[0] != n.outputs[0]):
-                    self.b_transposes.add(n.name)
-        self.find_layernorm_chains(consumers, outputs)
-        self.find_gelu_chains(consumers, outputs)
-
-    def find_gelu_chains(self, consumers, outputs) -> None:
-        """Decomposed GELU (exporters write x*0.5*(1+erf(x/sqrt 2)) in several orders): the elementwise
-        nodes between x and one output, around an Erf, are accepted if they compute GELU numerically."""
-        g = self.g
-        elementwise = {"Mul", "Div", "Add", "Sub", "Erf"}
-        for erf in (n for n in g.nodes if n.op_type == "Erf"):
-            pre = g.producer(erf.inputs[0])
-            if pre is None or pre.op_type not in ("Div", "Mul"):
-                continue
-            xs = [i for i in pre.inputs if i not in g.initializers]
-            if len(xs) != 1:
-                continue
-            x = xs[0]
-            grown, values = [], {x}
-            for n in g.nodes:  # topological: elementwise nodes fed only by x, constants and each other
-                if n.op_type in elementwise and any(i in values for i in n.inputs) \
-                        and all(i in values or i in g.initializers for i in n.inputs):
-                    grown.append(n)
-                    values.update(n.outputs)
-            for end in grown:  # the smallest sub-chain ending at `end` that computes GELU
-                needed, chain = {end.outputs[0]}, list[Node]()
-                for n in reversed(grown[: grown.index(end) + 1]):
-                    if n.outputs[0] in needed:
-                        chain.insert(0, n)
-                        needed.update(i for i in n.inputs if i != x and i not in g.initializers)
-                if erf not in chain:
-                    continue
-                leaving = [n for n in chain if n.outputs[0] in outputs or
-                           any(c not in chain for c in consumers.get(n.outputs[0], []))]
-                if leaving != [end] or not self.computes_gelu(chain, x):
-                    continue
-                self.gelu_chain[end.name] = [n.name for n in chain]
-                self.gelu_input[end.name] = x
-                for n in chain[:-1]:
-                    self.skip.add(n.name)
-                self.decisions.append(f"{end.name}: {len(chain)} nodes ({', '.join(n.op_type for n in chain)}) "
-                                      f"compute GELU; one gelu kernel")
-                break
-
-    def find_layernorm_chains(self, consumers, outputs) -> None:
-        """Decomposed LayerNormalization (ReduceMean, Sub, Pow or Mul, ReduceMean, Add eps, Sqrt, Div, then
-        Mul gamma, Add beta), in whatever order an exporter wrote it: the nodes between x and one output are
-        accepted if, evaluated on random rows, they compute layernorm with the gamma, beta and eps they hold."""
-        g = self.g
-        ops = {"ReduceMean", "Sub", "Pow", "Mul", "Add", "Sqrt", "Div"}
-        for first in (n for n in g.nodes if n.op_type == "ReduceMean"):
-            x = first.inputs[0]
-            if x in g.initializers or x not in g.values or not self.shape(x):
-                continue
-            L = self.shape(x)[-1]
-            grown, values = [], {x}
-            for n in g.nodes:
-                if n.op_type in ops and any(i in values for i in n.inputs) \
-                        and all(i in values or i in g.initializers for i in n.inputs if i):
-                    grown.append(n)
-                    values.update(n.outputs)
-            if sum(n.op_type == "ReduceMean" for n in grown) < 2 or first not in grown:
-                continue
-            for end in reversed(grown):  # the longest chain first: it includes gamma and beta
-                needed, chain = {end.outputs[0]}, list[Node]()
-                for n in reversed(grown[: grown.index(end) + 1]):
-                    if n.outputs[0] in needed:
-                        chain.insert(0, n)
-                        needed.update(i for i in n.inputs if i and i != x and i not in g.initializers)
-                leaving = [n for n in chain if n.outputs[0] in outputs or
-                           any(c not in chain for c in consumers.get(n.outputs[0], []))]
-                if first not in chain or leaving != [end] or any(n.name in self.skip for n in chain):
-                    continue
-                params = self.layernorm_params(chain, x, L)
-                if params is None:
-                    continue
-                self.layernorm_chain[end.name] = ([n.name for n in chain], x, *params)
-                for n in chain[:-1]:
-                    self.skip.add(n.name)
-                self.decisions.append(f"{end.name}: {len(chain)} nodes ({', '.join(n.op_type for n in chain)}) "
-                                      f"compute LayerNormalization (eps {params[2]:g}); one layernorm kernel")
-                break
-
-    def eval_chain(self, chain: list[Node], x: str, xv: np.ndarray) -> np.ndarray:
-        env = {x: xv}
-        for n in chain:
-            a = [env[i] if i in env else np.asarray(self.g.initializers[i], np.float64) for i in n.inputs if i]
-            if n.op_type == "ReduceMean":
-                axes = tuple(n.attrs.get("axes", [-1]))
-                env[n.outputs[0]] = a[0].mean(axis=axes, keepdims=bool(n.attrs.get("keepdims", 1)))
-            elif n.op_type == "Sqrt":
-                env[n.outputs[0]] = np.sqrt(a[0])
-            elif n.op_type == "Erf":
-                from math import erf
-                env[n.outputs[0]] = np.vectorize(erf)(a[0])
-            else:
-                env[n.outputs[0]] = {"Sub": np.subtract, "Pow": np.power, "Mul": np.multiply, "Add": np.add,
-                                     "Div": np.divide}[n.op_type](*a)
-        return env[chain[-1].outputs[0]]
-
-    def layernorm_params(self, chain: list[Node], x: str, L: int):
-        """(gamma, beta, eps) if the chain is a layernorm over the last axis, else None."""
-        g = self.g
-        vecs = {n.op_type: np.asarray(g.initializers[i], np.float64).reshape(-1) for n in chain for i in n.inputs
-                if i in g.initializers and g.initializers[i].size == L and n.op_type in ("Mul", "Add")}
-        scalars = [float(np.asarray(g.initializers[i]).reshape(-1)[0]) for n in chain if n.op_type == "Add"
-                   for i in n.inputs if i in g.initializers and g.initializers[i].size == 1]
-        if len(scalars) != 1 or not 0 < scalars[0] < 1e-2:
-            return None
-        gamma, beta, eps = vecs.get("Mul", np.ones(L)), vecs.get("Add", np.zeros(L)), scalars[0]
-        shape = self.shape(x)
-        xv = np.random.default_rng(0).standard_normal((1,) * (len(shape) - 2) + (min(3, prod(shape[:-1])), L)) * 2 + 0.5
-        try:
-            with np.errstate(all="ignore"):
-                got = self.eval_chain(chain, x, xv)
-        except (KeyError, ValueError):
-            return None
-        mu = xv.mean(-1, keepdims=True)
-        want = (xv - mu) / np.sqrt(((xv - mu) ** 2).mean(-1, keepdims=True) + eps) * gamma + beta
-        return (gamma, beta, eps) if got.shape == want.shape and np.allclose(got, want, rtol=1e-6, atol=1e-7) else None
 
     def layernorm_decomposed(self, node: Node) -> None:
         names, x, gamma, beta, eps = self.layernorm_chain[node.name]
@@ -601,24 +455,9 @@ class _Lowerer:
         self.kernel(fused, "LayerNormalization", {"rows": prod(xs[:-1]), "length": xs[-1], "epsilon": eps,
                                                   "activation": "", "bias": False}, ins, "ND")
 
-    def computes_gelu(self, chain: list[Node], x: str) -> bool:
-        from math import erf, sqrt
-        if any(i in self.g.initializers and self.g.initializers[i].size != 1 for n in chain for i in n.inputs):
-            return False  # the probe below evaluates scalars only
-        t = np.linspace(-4, 4, 33)
-        env = {x: t}
-        fns = {"Mul": np.multiply, "Div": np.divide, "Add": np.add, "Sub": np.subtract}
-        for n in chain:
-            args = [env[i] if i in env else np.asarray(self.g.initializers[i], np.float64).reshape(-1)[0]
-                    for i in n.inputs]
-            env[n.outputs[0]] = np.vectorize(erf)(args[0]) if n.op_type == "Erf" else fns[n.op_type](*args)
-        want = 0.5 * t * (1 + np.vectorize(erf)(t / sqrt(2)))
-        return bool(np.allclose(env[chain[-1].outputs[0]], want, rtol=1e-5, atol=1e-6))
-
     def unsupported_nodes(self) -> list[Node]:
-        """Nodes no rule lowers, after the patterns absorbed what they could (call find_patterns first)."""
-        return [n for n in self.g.nodes if n.op_type not in self.LOWER and n.name not in self.skip
-                and n.name not in self.gelu_chain and n.name not in self.layernorm_chain]
+        """Nodes no rule lowers, after the patterns absorbed what they could."""
+        return [n for n in self.g.nodes if n.op_type not in self.LOWER and not self.patterns.absorbed(n.name)]
 
     def run(self) -> LoweredModel:
         g = self.g
@@ -630,7 +469,7 @@ class _Lowerer:
             self.steps.append(Step("glue", f"input {v.name}", [], ["Input"], [v.name], dv,
                                    glue="input_nchw" if layout == "NC1HWC0" else "input_nd",
                                    params=list(shape)))
-        self.find_patterns()
+        self.decisions.extend(self.patterns.decisions)
         unsupported = self.unsupported_nodes()
         if unsupported:
             lines = "; ".join(f"node '{n.name}' ({n.op_type})" for n in unsupported[:10])
@@ -659,12 +498,11 @@ class _Lowerer:
                             self.alias_offsets)
 
 
-def lower(g: Graph, model: str, dtype: str = "fp16") -> LoweredModel:
-    """dtype: the Cube kernels' operand type (KILN_DTYPE), which their packed weights take."""
-    return _Lowerer(g, model, dtype).run()
+def lower(g: Graph, model: str, dtype: str = "fp16", patterns: Patterns | None = None) -> LoweredModel:
+    """dtype: the Cube kernels' operand type (KILN_DTYPE), which their packed weights take; patterns: what
+    find_patterns(g) found (found here when not given)."""
+    return _Lowerer(g, model, dtype, patterns).run()
 
 
 def unsupported_nodes(g: Graph, model: str) -> list[Node]:
-    lw = _Lowerer(g, model)
-    lw.find_patterns()
-    return lw.unsupported_nodes()
+    return _Lowerer(g, model).unsupported_nodes()

@@ -18,6 +18,7 @@ weight index of the blob, the generic kernels and the smallest input size the gr
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from math import prod
 
@@ -26,7 +27,8 @@ import numpy as np
 from .. import KilnError
 from ..emit.render import model_record
 from ..ir.graph import Graph, Node, Value
-from ..ir.opspec import SPEC_CLASSES, Conv2dSpec, DwConv2dSpec, Opspec, Pool2dSpec
+from ..ir.manifest import KernelRecord, ModelRecord, opspec_of_record
+from ..ir.opspec import Conv2dSpec, DwConv2dSpec, Opspec, Pool2dSpec
 from ..ir.optlog import OptLog
 from ..select.plan import ModelPlan
 from ..select.tiling import choose_variant
@@ -359,32 +361,32 @@ def _generic_path(m, sb: ShapeBuckets, profile, options, log: OptLog, generic: d
 
 @dataclass
 class SizedPlan:
-    """A model's plan at one input size, as the executor takes it (the model record's format) plus what
-    served each kernel step."""
-    record: dict
+    """A model's plan at one input size, as the executor takes it (a model record) plus what served each kernel
+    step."""
+    model: ModelRecord
     generic_steps: int
     baked_steps: int
     log: OptLog
     kernels: dict = field(default_factory=dict)  # step index -> (Opspec, Variant) of each generic launch
 
+    @property
+    def record(self) -> dict:
+        """The plan's model record as JSON."""
+        return self.model.to_json()
 
-def _spec_of_record(k: dict) -> Opspec:
-    """The Opspec of a manifest kernel record (as kiln/trace.py spec_of rebuilds it at run time)."""
-    return SPEC_CLASSES[k["features"]["kind"]](**k["spec"])
 
-
-def baked_tilings(model: dict, kernels: list[dict]) -> dict[str, list[tuple]]:
+def baked_tilings(model: ModelRecord, kernels: Sequence[KernelRecord]) -> dict[str, list[tuple]]:
     """Step name -> (input size, kernel, family, tiling, spec) of that step in each of the model's baked plans
     (its own size and its buckets): the tilings the build searched."""
-    by_name = {k["name"]: k for k in kernels}
+    by_name = {k.name: k for k in kernels}
     out: dict[str, list] = {}
-    for p in [model] + model["shape_buckets"]["plans"]:
-        size = tuple(p["inputs"][0]["shape"][2:])
-        for st in p["steps"]:
-            if st["kind"] == "kernel":
-                k = by_name[st["kernel"]]
-                out.setdefault(st["name"], []).append((size, k["name"], k["family"], k["tiling"],
-                                                       _spec_of_record(k)))
+    sb = model.shape_buckets
+    assert sb is not None, f"{model.name} has no shape buckets"
+    for p in [model, *sb.plans]:
+        size = tuple(p.inputs[0].shape[2:])
+        for st in p.kernel_steps:
+            k = by_name[st.kernel or ""]  # (a kernel step always names its kernel)
+            out.setdefault(st.name, []).append((size, k.name, k.family, k.tiling, opspec_of_record(k)))
     return out
 
 
@@ -418,29 +420,36 @@ class MissingKernel(KilnError):
     """A step of a plan at some size has neither a baked nor a generic kernel."""
 
 
-def plan_size(model: dict, kernels: list[dict], build_options: dict, size: tuple[int, int],
-              generic_names: set[str], plan_model, prefer_baked: bool = True) -> SizedPlan:
+def plan_size(model: ModelRecord | Mapping, kernels: Sequence[KernelRecord | Mapping], build_options: dict,
+              size: tuple[int, int], generic_names: set[str], plan_model, prefer_baked: bool = True) -> SizedPlan:
     """Plans `model` (its manifest record) at input size `size` = (H, W) on the generic kernels: the stored graph
     re-shaped, fused and lowered as the build would, per kernel step the baked kernel of the same spec (when one
     exists with the default weight layouts and `prefer_baked`, or when the step has no generic kernel) or the
     generic kernel of its structural spec with a tiling for this size (generic_tiling), then the arena. Weights
     are the blob's, by name. Fusion decides as the build does; should that give a step no kernel of this build
     (a chain the build's probes did not see), the plan is made again without the size-dependent chains, whose
-    structure the generic kernels always cover. Raises KilnError naming the node when a step cannot be served."""
+    structure the generic kernels always cover. Raises KilnError naming the node when a step cannot be served.
+    The records may also be given as their JSON (manifest.json's entries)."""
     from ..ir.profiles import get_profile
-    sb = model["shape_buckets"]
-    if sb["generic_unavailable"]:
-        raise KilnError("shapes", model["name"], f"this build has no generic path for the model: "
-                                                 f"{sb['generic_unavailable']}")
+    if not isinstance(model, ModelRecord):
+        model = ModelRecord.from_json(model)
+    records = [k if isinstance(k, KernelRecord) else KernelRecord.from_json(k) for k in kernels]
+    sb = model.shape_buckets
+    if sb is None:
+        raise KilnError("shapes", model.name, "the model was baked without KILN_SHAPE_BUCKETS: it takes only its "
+                                              "own input size")
+    if sb.generic_unavailable:
+        raise KilnError("shapes", model.name, f"this build has no generic path for the model: "
+                                              f"{sb.generic_unavailable}")
     options = planning_options(build_options)
     profile = get_profile(options.kiln_target)
     modes = fusion_profiles(profile)
-    req = _SizeRequest(model, kernels, size, generic_names, prefer_baked)
+    req = _SizeRequest(model, records, size, generic_names, prefer_baked)
     try:
         return _plan_with(req, options, profile, modes["build"], plan_model)
     except MissingKernel as e:
         sized = _plan_with(req, options, profile, modes["unchained"], plan_model)
-        sized.log.add("shapes", model["name"], "fusion=unchained", "no_generic_form", size=f"{size[0]}x{size[1]}",
+        sized.log.add("shapes", model.name, "fusion=unchained", "no_generic_form", size=f"{size[0]}x{size[1]}",
                       detail=e.message)
         return sized
 
@@ -449,8 +458,8 @@ def plan_size(model: dict, kernels: list[dict], build_options: dict, size: tuple
 class _SizeRequest:
     """What plan_size was asked: the model's and kernels' manifest records, the input size, the generic kernels
     this build has, and whether a baked kernel of the same spec is preferred to a generic one."""
-    model: dict
-    kernels: list[dict]
+    model: ModelRecord
+    kernels: list[KernelRecord]
     size: tuple[int, int]
     generic_names: set[str]
     prefer_baked: bool
@@ -459,13 +468,14 @@ class _SizeRequest:
 def _plan_with(req: _SizeRequest, options, profile, fusion_profile, plan_model) -> SizedPlan:
     model, kernels, size, generic_names, prefer_baked = (req.model, req.kernels, req.size, req.generic_names,
                                                          req.prefer_baked)
-    sb = model["shape_buckets"]
-    name = model["name"]
+    sb = model.shape_buckets
+    assert sb is not None, f"{model.name} has no shape buckets"
+    name = model.name
     log = OptLog()
-    g = graph_at_size(graph_from_record(sb["graph"]), size, name, sb["graph"]["same_pads"])
+    g = graph_at_size(graph_from_record(sb.graph), size, name, sb.graph["same_pads"])
     stages = plan_model(g, name, options, log, fusion_profile, log_lowering=False)
     lowered = stages.lowered
-    windex = {n: tuple(r) for n, r in sb["weights"].items()}
+    windex = dict(sb.weights)
     for wname, arr in lowered.weights.items():  # weight layouts do not depend on the size: the blob has them
         nbytes = arr.nbytes  # fp16 / bf16 bits (uint16) / fp32
         if wname not in windex or windex[wname][1] != nbytes:
@@ -473,8 +483,8 @@ def _plan_with(req: _SizeRequest, options, profile, fusion_profile, plan_model) 
                             f"name ({windex.get(wname, 'absent')}); rebuild with KILN_SHAPE_BUCKETS")
     baked: dict[str, str] = {}  # opspec name (a spec's identity) -> a baked kernel taking the default layouts
     for k in kernels:  # (a Winograd kernel reads transformed weights, which the blob holds for its own steps only)
-        if all(t["layout"] != "WINOGRAD_FRACTAL_Z" for t in k["inputs"]):
-            baked.setdefault(k["opspec_name"], k["name"])
+        if all(t.layout != "WINOGRAD_FRACTAL_Z" for t in k.inputs):
+            baked.setdefault(k.opspec_name, k.name)
     searched = baked_tilings(model, kernels)
     symbols, args, chosen = {}, {}, {}
     for i, spec in stages.specs.items():
@@ -492,9 +502,8 @@ def _plan_with(req: _SizeRequest, options, profile, fusion_profile, plan_model) 
         symbols[i], args[i] = sym, runtime_args(spec, v)
         chosen[i] = (spec, v)
         log.add("shapes", spec.name, sym, "generic_kernel", node=st.name, **args[i])
-    plan = ModelPlan(name, model["onnx"], lowered, stages.memory, {}, stages.fusion)
-    rec = model_record(plan, symbols, windex, model["weights_bytes"])
-    for i, a in args.items():
-        rec["steps"][i]["runtime_shape"] = a
-    rec["input_size"] = list(size)
-    return SizedPlan(rec, len(args), len(symbols) - len(args), log, chosen)
+    plan = ModelPlan(name, model.onnx, lowered, stages.memory, {}, stages.fusion)
+    rec = model_record(plan, symbols, windex, model.weights_bytes)
+    steps = tuple(replace(s, runtime_shape=args[i]) if i in args else s for i, s in enumerate(rec.steps))
+    return SizedPlan(replace(rec, steps=steps, input_size=(size[0], size[1])), len(args), len(symbols) - len(args), log,
+                     chosen)

@@ -13,6 +13,7 @@ from functools import lru_cache
 
 from . import _core
 from ._core import AlignmentError, BoundsError, CapacityError, EmulationError, SyncError
+from .codegen.ir.manifest import Manifest
 from .model import Model
 from .runtime import Kernel
 
@@ -30,6 +31,7 @@ __all__ = [
     "kernels",
     "load",
     "manifest",
+    "manifest_record",
     "models",
     "set_num_threads",
 ]
@@ -70,39 +72,48 @@ _threads_from_env()
 
 @lru_cache(maxsize=1)
 def manifest() -> dict:
-    """The build's manifest: profile, options and one record per baked kernel."""
+    """The build's manifest as JSON: profile, options and one record per baked kernel, model, generic kernel."""
     return json.loads(_core.manifest_json())
+
+
+@lru_cache(maxsize=1)
+def manifest_record() -> Manifest:
+    """The build's manifest, typed (codegen/ir/manifest.py)."""
+    return Manifest.from_json(manifest())
 
 
 def build_info() -> dict:
     info = dict(_core.build_info())
-    info["options"] = manifest()["options"]
+    info["options"] = manifest_record().options
     info["dtype"] = info["options"].get("KILN_DTYPE", "fp16")  # the Cube kernels' operand type
     return info
 
 
 def kernels() -> list[Kernel]:
     """Every baked kernel, in kernel-list order."""
-    return [Kernel(rec) for rec in manifest()["kernels"]]
+    return [Kernel(rec) for rec in manifest_record().kernels]
 
 
 def models() -> list[str]:
     """Names of the models baked into this build (KILN_MODELS)."""
-    return [m["name"] for m in manifest()["models"]]
+    return [m.name for m in manifest_record().models]
 
 
 def load(name: str) -> Model:
     """A baked model, by name or by the path of the ONNX file it was baked from."""
-    for rec in manifest()["models"]:
-        if name in (rec["name"], rec["onnx"]):
-            return Model(rec, {k["name"]: k for k in manifest()["kernels"]})
-    raise KeyError(f"no baked model {name!r}; this build has: {', '.join(models()) or 'none'} "
-                   f"(bake more with -Ccmake.define.KILN_MODELS=...)")
+    man = manifest_record()
+    try:
+        rec = man.model(name)
+    except KeyError:
+        raise KeyError(f"no baked model {name!r}; this build has: {', '.join(models()) or 'none'} "
+                       f"(bake more with -Ccmake.define.KILN_MODELS=...)") from None
+    return Model(rec, man.kernels_by_name())
 
 
 def kernel(name: str) -> Kernel:
-    for rec in manifest()["kernels"]:
-        if rec["name"] == name:
+    man = manifest_record()
+    for rec in man.kernels:
+        if rec.name == name:
             return Kernel(rec)
-    names = ", ".join(r["name"] for r in manifest()["kernels"])
+    names = ", ".join(r.name for r in man.kernels)
     raise KeyError(f"no baked kernel named {name!r}; this build has: {names}")

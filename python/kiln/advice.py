@@ -15,6 +15,10 @@ have to change, with the floor the profile allows.
 from __future__ import annotations
 
 from math import ceil
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .codegen.ir.manifest import KernelRecord
 
 PIPE_TYPE = {"M": "Cube-bound", "V": "Vector-bound", "MTE1": "MTE-bound", "MTE2": "MTE-bound",
              "MTE3": "MTE-bound", "FIX": "MTE-bound", "S": "latency-bound"}
@@ -23,13 +27,13 @@ EXACT = 16              # candidates replayed exactly after the quick ranking
 QUICK_ALL = 48          # up to this many candidates, all are replayed exactly
 
 
-def classify(record: dict, summary: dict) -> dict:
+def classify(record: KernelRecord, summary: dict) -> dict:
     """Type of a kernel from its predicted pipes; `summary` is trace.pipe_summary (busy share per pipe of the
     cores that ran it)."""
-    pipes = record.get("predicted_pipes") or {}
+    pipes = record.predicted_pipes or {}
     if not pipes:
         return {"type": "unknown", "pipe": None, "utilisation": None}
-    bound = record.get("bound_unit") or max(pipes, key=lambda p: pipes[p]["busy"])
+    bound = record.bound_unit or max(pipes, key=lambda p: pipes[p].busy)
     util = summary.get(bound, {}).get("active_utilisation")
     kind = PIPE_TYPE.get(bound, "MTE-bound")
     if util is not None and util < LATENCY_UTIL:
@@ -113,12 +117,12 @@ def _fmt_params(new: dict, old: dict) -> str:
     return ", ".join(f"{k}={new[k]} (was {old.get(k)})" for k in changed)
 
 
-def suggest(record: dict, spec, profile, summary: dict, kind: dict) -> dict:
+def suggest(record: KernelRecord, spec, profile, summary: dict, kind: dict) -> dict:
     """{"text", "predicted_cycles", "gain", "source", "alternatives": [...], "diagnosis"} for one kernel."""
     from .codegen.families.registry import family_for, predict, tunable
     from .codegen.ir.optlog import OptLog
-    family, params = record["family"], record["tiling"]
-    base = record.get("predicted_cycles")
+    family, params = record.family, record.tiling
+    base = record.predicted_cycles
     if base is None:
         pred = predict(spec, family, params, profile)
         base = pred.cycles if pred else None
@@ -134,15 +138,15 @@ def suggest(record: dict, spec, profile, summary: dict, kind: dict) -> dict:
                 " -- no kernel-list pin for this family: a change of its rule in codegen/families/"
             found.append({"source": "tiling replay", "predicted_cycles": cyc, "gain": 1 - cyc / base,
                           "text": f"try tiling {_fmt_params(p, params)}: predicted {cyc:,.0f} cycles "
-                                  f"({-100 * (1 - cyc / base):+.1f}%), {record['blocks']} -> {blocks_new} blocks "
+                                  f"({-100 * (1 - cyc / base):+.1f}%), {record.blocks} -> {blocks_new} blocks "
                                   f"(best of {n} fitting candidates, exact replay){how}",
                           "params": p})
         elif bt:
             found.append({"source": "tiling replay", "predicted_cycles": None, "gain": 0.0, "params": None,
                           "text": f"the current tiling is the fastest of {bt[2]} fitting candidates "
                                   f"(best other: {bt[0]:,.0f} cycles)"})
-        for alg, cyc in (record.get("compared_cycles") or {}).items():
-            if alg != record.get("algorithm") and cyc < base * 0.995:
+        for alg, cyc in (record.compared_cycles or {}).items():
+            if alg != record.algorithm and cyc < base * 0.995:
                 found.append({"source": "algorithm replay", "predicted_cycles": cyc, "gain": 1 - cyc / base,
                               "params": None,
                               "text": f"pin algorithm = \"{alg}\" in the kernel list: predicted {cyc:,.0f} cycles "
@@ -168,18 +172,18 @@ def suggest(record: dict, spec, profile, summary: dict, kind: dict) -> dict:
             "alternatives": found, "diagnosis": diagnosis}
 
 
-def diagnose(record: dict, spec, profile, summary: dict, kind: dict) -> str:
+def diagnose(record: KernelRecord, spec, profile, summary: dict, kind: dict) -> str:
     """What limits the kernel and what would have to change, in the profile's terms."""
     pipe, util = kind.get("pipe"), kind.get("utilisation")
-    f = record["features"]
-    unit_cores = profile.cores_for("vector" if record.get("unit") == "vector" else "cube")
-    blocks = record["blocks"]
+    f = record.features
+    unit_cores = profile.cores_for("vector" if record.unit == "vector" else "cube")
+    blocks = record.blocks
     parts = []
     if pipe == "MTE2":
-        moved = record["predicted_pipes"]["MTE2"]["bytes"]
+        moved = record.predicted_pipes["MTE2"].bytes
         # what has to be read at least: inputs and weights (the opspec features), else all operand bytes
         ideal = max(1, (f.get("bytes_in", 0) + f.get("bytes_weights", 0)) or f["bytes"])
-        rate = profile.gm_to_l1_bpc if record.get("unit") == "cube" else profile.gm_to_ub_bpc
+        rate = profile.gm_to_l1_bpc if record.unit == "cube" else profile.gm_to_ub_bpc
         floor = ideal / (rate * unit_cores)
         parts.append(f"MTE2-limited: GM reads {moved / 1e6:.2f} MB, {moved / ideal:.1f}x the "
                      f"{ideal / 1e6:.2f} MB of inputs and weights")
@@ -193,7 +197,7 @@ def diagnose(record: dict, spec, profile, summary: dict, kind: dict) -> str:
                              f"(cin={spec.cin}): pack channels (space-to-depth, or merge with a neighbour)")
         parts.append(f"floor at {rate} B/cycle on {unit_cores} cores: {floor:,.0f} cycles")
     elif pipe in ("MTE1", "MTE3", "FIX"):
-        parts.append(f"{pipe}-limited: {record['predicted_pipes'][pipe]['bytes'] / 1e6:.2f} MB through {pipe}; "
+        parts.append(f"{pipe}-limited: {record.predicted_pipes[pipe].bytes / 1e6:.2f} MB through {pipe}; "
                      f"larger base_k1 (fewer, longer L1->L0 loads) amortises the per-instruction heads")
     elif pipe == "M":
         waste = f.get("c0_padding_waste", 0)
@@ -206,7 +210,7 @@ def diagnose(record: dict, spec, profile, summary: dict, kind: dict) -> str:
         top = ", ".join(f"{m[0]} {100 * m[2] / tot:.0f}%" for m in mix[:3])
         parts.append(f"Vector-limited: {top} of the V cycles; fewer fp32 round trips (Cast) or fp16 arithmetic "
                      f"where accuracy allows")
-    unit = record.get("unit", "cube")
+    unit = record.unit
     if blocks < unit_cores:
         parts.append(f"{blocks} blocks leave {unit_cores - blocks} of {unit_cores} {unit} cores idle")
     elif blocks % unit_cores and blocks < 4 * unit_cores:

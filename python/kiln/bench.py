@@ -27,6 +27,10 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # a peer's child process must not load kiln
+    from .codegen.ir.manifest import ModelRecord
 
 # Peer engine -> the module it needs. Tests remap an entry to simulate a peer that is not installed.
 PEER_MODULES = {"ort": "onnxruntime", "openvino": "openvino", "torch": "torch"}
@@ -49,37 +53,37 @@ def parse_peers(text: str | None) -> list[str]:
     return list(dict.fromkeys(peers))
 
 
-def resolve_model(name: str, batch: int | None) -> dict:
+def resolve_model(name: str, batch: int | None) -> ModelRecord:
     """The manifest record of the baked model `name`, at `batch` if given (`<name>_b<batch>`)."""
     import kiln
-    records = {r["name"]: r for r in kiln.manifest()["models"]}
-    by_onnx = {r["onnx"]: r for r in records.values()}
+    records = {r.name: r for r in kiln.manifest_record().models}
+    by_onnx = {r.onnx: r for r in records.values()}
     rec = records.get(name) or by_onnx.get(name)
     if rec is None:
         raise BenchError(f"no baked model {name!r}; this build has: {', '.join(records) or 'none'} "
                          f"(bake more with -Ccmake.define.KILN_MODELS=...)")
-    baked = rec["inputs"][0]["shape"][0]
+    baked = rec.inputs[0].shape[0]
     if batch is None or batch == baked:
         return rec
-    base = rec["name"].rsplit("_b", 1)[0] if rec["name"].rsplit("_b", 1)[-1].isdigit() else rec["name"]
+    base = rec.name.rsplit("_b", 1)[0] if rec.name.rsplit("_b", 1)[-1].isdigit() else rec.name
     other = base if batch == 1 else f"{base}_b{batch}"
     if other in records:
         return records[other]
     # a model is baked at one batch: its kernels, tiling and arena are for that shape only
-    raise BenchError(f"model {rec['name']} is baked at batch {baked}, not {batch}, and this build has no "
+    raise BenchError(f"model {rec.name} is baked at batch {baked}, not {batch}, and this build has no "
                      f"{other}; bake it with -Ccmake.define.KILN_MODELS=\"...;{base}@{batch}\"")
 
 
-def model_flops(rec: dict, onnx_path: Path) -> tuple[int, str]:
+def model_flops(rec: ModelRecord, onnx_path: Path) -> tuple[int, str]:
     """The model's FLOPs at its baked batch: the ONNX graph's count, else the sum over kiln's kernel launches."""
-    batch = rec["inputs"][0]["shape"][0]
+    batch = rec.inputs[0].shape[0]
     try:
         from .codegen.analyze import analyze
         return int(analyze(str(onnx_path), batch=batch)["flops"]), "onnx_graph"
     except Exception:
         import kiln
-        flops = {k["name"]: k["features"]["flops"] for k in kiln.manifest()["kernels"]}
-        return sum(flops[s["kernel"]] for s in rec["steps"] if s["kind"] == "kernel"), "kiln_kernels"
+        flops = {k.name: k.features["flops"] for k in kiln.manifest_record().kernels}
+        return sum(flops[s.kernel] for s in rec.kernel_steps), "kiln_kernels"
 
 
 def _child_env(threads: int) -> dict:
@@ -200,7 +204,7 @@ def run(model: str, batch: int | None = None, threads: int | None = None, peers=
         if v is not None and v < low:
             raise BenchError(f"{what} must be >= {low}, got {v}")
     rec = resolve_model(model, batch)
-    batch = rec["inputs"][0]["shape"][0]
+    batch = rec.inputs[0].shape[0]
     threads = threads or machine()["cores"]
     try:
         onnx_path = onnx_path_of(rec)
@@ -214,7 +218,7 @@ def run(model: str, batch: int | None = None, threads: int | None = None, peers=
     unavailable = {p: why for p in peers if (why := _peer_unavailable(p))}
     engines = ["kiln"] + [p for p in peers if p not in unavailable]
     results: dict[str, dict] = {e: {"times_ms": [], "peak_rss_mb": 0.0} for e in engines}
-    common = ["--model", rec["name"], "--onnx", str(onnx_path), "--threads", str(threads),
+    common = ["--model", rec.name, "--onnx", str(onnx_path), "--threads", str(threads),
               "--warmup", str(warmup), "--repeat", str(repeat)]
     for r in range(rounds):
         for engine in engines[r % len(engines):] + engines[:r % len(engines)]:
@@ -250,7 +254,7 @@ def run(model: str, batch: int | None = None, threads: int | None = None, peers=
             row["simulated_ms"] = row["simulated_cycles"] / (clock_ghz * 1e6)
         rows.append(row)
     kiln_ms = rows[0]["median_ms"]
-    return {"model": rec["name"], "batch": batch, "threads": threads, "dtype": rows[0]["dtype"],
+    return {"model": rec.name, "batch": batch, "threads": threads, "dtype": rows[0]["dtype"],
             "engines": rows, "ratios": {r["name"]: kiln_ms / r["median_ms"] for r in rows[1:]},
             "unavailable": [{"name": p, "reason": why} for p, why in unavailable.items()],
             "flops": flops, "flops_source": flops_source, "peak_gflops": peak["gflops"], "peak": peak,
@@ -284,9 +288,9 @@ def write_profile(model: str, path: str, threads: int | None = None, warmup: int
         per_step.append(secs)
         totals.append(sum(secs))
     steps, ks = [], iter(m.kernels)
-    for i, st in enumerate(m.record["steps"]):
-        k = next(ks) if st["kind"] == "kernel" else None
-        steps.append({"index": i, "name": st["name"], "kernel": st["kernel"],
+    for i, st in enumerate(m.entry.steps):
+        k = next(ks) if st.is_kernel else None
+        steps.append({"index": i, "name": st.name, "kernel": st.kernel,
                       "cpu_ms": round(1e3 * statistics.median(run[i] for run in per_step), 6),
                       "simulated_cycles": k.simulated_cycles if k else None})
     info = kiln.build_info()
@@ -353,10 +357,10 @@ def _child(engine: str, model: str, onnx: str, threads: int, warmup: int, repeat
     import numpy as np
 
     import kiln
-    rec = next(r for r in kiln.manifest()["models"] if r["name"] == model)
+    rec = next(r for r in kiln.manifest_record().models if r.name == model)
     rng = np.random.default_rng(SEED)
     # kiln's record has the ONNX input names and the baked (concrete) shapes: one seeded input for every engine
-    feeds = {i["name"]: rng.standard_normal(i["shape"]).astype(np.float32) for i in rec["inputs"]}
+    feeds = {i.name: rng.standard_normal(i.shape).astype(np.float32) for i in rec.inputs}
     extra: dict = {}
     if engine == "kiln":
         kiln._core.set_num_threads(threads)

@@ -23,19 +23,22 @@ def _model_kernels(args) -> int:
     rng = np.random.default_rng(0)
     model.run(*[rng.standard_normal(shape).astype(np.float32) for _, shape in model.inputs])
     from .codegen.ir.profiles import get_profile
-    recs = {k["name"]: k for k in kiln.manifest()["kernels"]}
+    recs = kiln.manifest_record().kernels_by_name()
     prof = get_profile(kiln.build_info()["profile"])
 
     def busy(rec, pipe):  # the cost model's per-pipe busy cycles, which tests hold equal to the emulator's
-        return ((rec["predicted_pipes"] or {}).get(pipe) or {}).get("busy", 0.0)
-    rows = [{"name": k.kernel, "ops": k.ops, "op_types": k.op_types, "algorithm": recs[k.kernel]["algorithm"],
-             "family": recs[k.kernel]["family"], "opspec": recs[k.kernel]["opspec"],
-             "variant": recs[k.kernel]["variant"], "tiling": recs[k.kernel]["tiling"],
-             "simulated_cycles": k.simulated_cycles, "predicted_cycles": recs[k.kernel]["predicted_cycles"],
-             "bound_unit": recs[k.kernel]["bound_unit"], "compared_cycles": recs[k.kernel]["compared_cycles"],
-             "cube_utilization": round(busy(recs[k.kernel], "M") / (k.simulated_cycles * prof.cube_cores), 4),
-             "vector_utilization": round(busy(recs[k.kernel], "V") / (k.simulated_cycles * prof.vector_cores), 4)}
-            for k in model.kernels]
+        p = (rec.predicted_pipes or {}).get(pipe)
+        return p.busy if p else 0.0
+
+    def row(k):
+        r = recs[k.kernel]
+        return {"name": k.kernel, "ops": k.ops, "op_types": k.op_types, "algorithm": r.algorithm,
+                "family": r.family, "opspec": r.opspec, "variant": r.variant, "tiling": r.tiling,
+                "simulated_cycles": k.simulated_cycles, "predicted_cycles": r.predicted_cycles,
+                "bound_unit": r.bound_unit, "compared_cycles": r.compared_cycles,
+                "cube_utilization": round(busy(r, "M") / (k.simulated_cycles * prof.cube_cores), 4),
+                "vector_utilization": round(busy(r, "V") / (k.simulated_cycles * prof.vector_cores), 4)}
+    rows = [row(k) for k in model.kernels]
     cube_busy = sum(busy(recs[k.kernel], "M") for k in model.kernels)
     report = {"model": model.name, "profile": prof.name,
               "kernel_launches": model.kernel_launches, "unique_kernels": len({r["name"] for r in rows}),
@@ -63,17 +66,18 @@ def _kernels(args) -> int:
         except KeyError as e:
             print(f"kiln: {e.args[0]}", file=sys.stderr)
             return 2
-    recs = kiln.manifest()["kernels"]
+    man = kiln.manifest_record()
+    recs = man.kernels
     if args.json:
-        _emit_json({"profile": kiln.manifest()["profile"], "kernels": recs})
+        _emit_json({"profile": man.profile, "kernels": [r.to_json() for r in recs]})
         return 0
     info = kiln.build_info()
     print(f"{len(recs)} kernels for {info['profile']} (host ISA {info['isa']}, {info['threads']} threads)")
-    w = max(len(r["name"]) for r in recs)
+    w = max(len(r.name) for r in recs)
     for r in recs:
-        f = r["features"]
-        print(f"{r['name']:<{w}}  {r['variant']:<40} blocks={r['blocks']:<4} "
-              f"GFLOP={f['flops'] / 1e9:.3f} AI={f['arithmetic_intensity']:.1f}  [{', '.join(r['instances'])}]")
+        f = r.features
+        print(f"{r.name:<{w}}  {r.variant:<40} blocks={r.blocks:<4} "
+              f"GFLOP={f['flops'] / 1e9:.3f} AI={f['arithmetic_intensity']:.1f}  [{', '.join(r.instances)}]")
     return 0
 
 
@@ -198,30 +202,30 @@ def _plan(args) -> int:
     """`kiln plan MODEL`: the arena plan, with a text timeline of offsets over the kernel order."""
     import kiln
     try:
-        rec = kiln.load(args.model).record
+        rec = kiln.load(args.model).entry
     except KeyError as e:
         print(f"kiln: {e.args[0]}", file=sys.stderr)
         return 2
-    mem = rec["memory"]
-    report = {"model": rec["name"], "arena_bytes": rec["arena_bytes"], "lower_bound_bytes": mem["lower_bound_bytes"],
-              "naive_bytes": mem["naive_bytes"], "fragmentation": mem["fragmentation"], "strategy": mem["strategy"],
-              "strategies": mem["strategies"], "alignment": mem["alignment"], "in_place": mem["in_place"],
-              "tensors": mem["tensors"]}
+    mem = rec.memory
+    report = {"model": rec.name, "arena_bytes": rec.arena_bytes, "lower_bound_bytes": mem.lower_bound_bytes,
+              "naive_bytes": mem.naive_bytes, "fragmentation": mem.fragmentation, "strategy": mem.strategy,
+              "strategies": mem.strategies, "alignment": mem.alignment,
+              "in_place": [p.to_json() for p in mem.in_place], "tensors": [t.to_json() for t in mem.tensors]}
     if args.json:
         _emit_json(report)
         return 0
-    steps = len(rec["steps"])
-    print(f"{rec['name']}: arena {rec['arena_bytes']} B, lower bound {mem['lower_bound_bytes']} B "
-          f"(fragmentation {100 * mem['fragmentation']:.2f}%), no reuse {mem['naive_bytes']} B "
-          f"({mem['naive_bytes'] / max(1, rec['arena_bytes']):.1f}x); strategy {mem['strategy']} of "
-          f"{', '.join(f'{k} {v} B' for k, v in mem['strategies'].items())}; {len(mem['in_place'])} outputs in place; "
-          f"alignment {mem['alignment']} B")
+    steps = len(rec.steps)
+    print(f"{rec.name}: arena {rec.arena_bytes} B, lower bound {mem.lower_bound_bytes} B "
+          f"(fragmentation {100 * mem.fragmentation:.2f}%), no reuse {mem.naive_bytes} B "
+          f"({mem.naive_bytes / max(1, rec.arena_bytes):.1f}x); strategy {mem.strategy} of "
+          f"{', '.join(f'{k} {v} B' for k, v in mem.strategies.items())}; {len(mem.in_place)} outputs in place; "
+          f"alignment {mem.alignment} B")
     width = min(steps, 72)
     print(f"{'offset':>10} {'bytes':>9}  {'lifetime over ' + str(steps) + ' steps':<{width}}  tensor")
-    for t in mem["tensors"]:
-        a, b = t["first_step"] * width // steps, t["last_step"] * width // steps
+    for t in mem.tensors:
+        a, b = t.first_step * width // steps, t.last_step * width // steps
         bar = "." * a + "#" * (b - a + 1) + "." * (width - b - 1)
-        print(f"{t['offset']:>10} {t['bytes']:>9}  {bar}  {t['name']}")
+        print(f"{t.offset:>10} {t.nbytes:>9}  {bar}  {t.name}")
     return 0
 
 
@@ -265,18 +269,18 @@ def _opspec(args) -> int:
     from .codegen import KilnError
     from .codegen.emit.opspec_file import parse_opspec
     from .codegen.ir.profiles import get_profile
-    man = kiln.manifest()
-    rec = next((m for m in man["models"] if m["name"] == args.model), None)
+    man = kiln.manifest_record()
+    rec = next((m for m in man.models if m.name == args.model), None)
     if rec is None:
         print(f"kiln opspec: no baked model {args.model!r}; baked: {', '.join(kiln.models()) or 'none'}",
               file=sys.stderr)
         return 1
-    by_name = {k["name"]: k for k in man["kernels"]}
-    used = list(dict.fromkeys(s["kernel"] for s in rec["steps"] if s["kernel"]))
-    profile = get_profile(man["profile"])
+    by_name = man.kernels_by_name()
+    used = list(dict.fromkeys(s.kernel for s in rec.steps if s.kernel))
+    profile = get_profile(man.profile)
     rows = []
     for name in used:
-        h = by_name[name]["opspec"]
+        h = by_name[name].opspec
         path = resources.files("kiln") / "opspecs" / f"{h}.opspec"
         try:
             parsed = parse_opspec(path.read_text(), profile, source=str(path))

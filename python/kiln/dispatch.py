@@ -13,32 +13,14 @@ import os
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from . import _core
-from .steps import KernelStep
+from .codegen.ir.manifest import Manifest, ModelRecord
+from .steps import ServingPlan, executor, kernel_steps
 
-
-@dataclass
-class ServingPlan:
-    """One plan of a model: its record (the manifest's model record format), executor and kernel launches."""
-    path: str                       # baked | bucket | generic
-    record: dict
-    executor: object                # _core.Executor
-    kernels: list                   # KernelStep per kernel launch (their simulated_cycles follow the last run)
-    generic_launches: int = 0       # launches on generic kernels (the rest are baked kernels)
-    plan_seconds: float = 0.0       # time spent planning this size at its first use
-    log: list[str] = field(default_factory=list)
-
-    @property
-    def input_shapes(self) -> list[tuple[int, ...]]:
-        return [tuple(i["shape"]) for i in self.record["inputs"]]
-
-    @property
-    def output_shapes(self) -> list[tuple[int, ...]]:
-        return [tuple(o["shape"]) for o in self.record["outputs"]]
+__all__ = ["Dispatcher", "ServingPlan", "describe", "log_line"]
 
 
 class Dispatcher:
@@ -47,14 +29,12 @@ class Dispatcher:
     def __init__(self, model, own_executor, weights: np.ndarray):
         self.model = model
         self.weights = weights
-        rec = model.record
-        self.shapes = rec.get("shape_buckets")
-        own_path = "baked"
-        if self.shapes and tuple(self.shapes["own_size"]) in {(s, s) for s in self.shapes["sizes"]}:
-            own_path = "bucket"
+        rec: ModelRecord = model.entry
+        self.shapes = rec.shape_buckets
+        own_path = "bucket" if self.shapes and self.shapes.own_is_bucket else "baked"
         own = ServingPlan(own_path, rec, own_executor, model.kernels)
         self._plans: dict[tuple, ServingPlan] = {(tuple(own.input_shapes), False): own}
-        self._buckets = {tuple(tuple(i["shape"]) for i in b["inputs"]): b for b in (self.shapes or {}).get("plans", [])}
+        self._buckets = {tuple(tuple(i.shape) for i in b.inputs): b for b in (self.shapes.plans if self.shapes else ())}
         self._lock = threading.Lock()
 
     # ---- what the model accepts
@@ -64,13 +44,13 @@ class Dispatcher:
         if not self.shapes:
             return f"{own}"
         n, c = own[:2]
-        baked = ", ".join(f"{s}x{s}" for s in self.shapes["sizes"])
-        if tuple(self.shapes["own_size"]) not in {(s, s) for s in self.shapes["sizes"]}:
+        baked = ", ".join(f"{s}x{s}" for s in self.shapes.sizes)
+        if not self.shapes.own_is_bucket:
             baked = f"{own[2]}x{own[3]}, " + baked
-        if self.shapes["generic_unavailable"]:
+        if self.shapes.generic_unavailable:
             return f"({n}, {c}, H, W) with H x W one of the baked sizes {baked} (no generic path: " \
-                   f"{self.shapes['generic_unavailable']})"
-        mh, mw = self.shapes["min_size"]
+                   f"{self.shapes.generic_unavailable})"
+        mh, mw = self.shapes.min_size
         return (f"({n}, {c}, H, W) with H >= {mh} and W >= {mw} (baked sizes {baked}; other sizes run on generic "
                 f"kernels)")
 
@@ -104,12 +84,12 @@ class Dispatcher:
                 raise self._bad_input(shapes)
         bucket = self._buckets.get(tuple(shapes))
         if bucket is not None and not force_generic:
-            return ServingPlan("bucket", bucket, self._executor(bucket), self._kernel_steps(bucket))
+            return ServingPlan("bucket", bucket, self._executor(bucket), kernel_steps(bucket))
         own = self.model.inputs[0][1]
         x = shapes[0]
         if len(x) != 4 or tuple(x[:2]) != tuple(own[:2]):
             raise self._bad_input(shapes)
-        if self.shapes["generic_unavailable"]:
+        if self.shapes.generic_unavailable:
             raise self._bad_input(shapes, "this build has no generic path for the model")
         if x[2] < 1 or x[3] < 1:
             raise self._bad_input(shapes)
@@ -119,27 +99,20 @@ class Dispatcher:
         from .codegen import KilnError
         from .codegen.pipeline import plan_size
         t0 = time.perf_counter()
-        man = json.loads(_core.manifest_json())  # kiln.manifest(), without importing the package from here
+        man = Manifest.from_json(json.loads(_core.manifest_json()))  # kiln.manifest_record(), not imported from here
         try:
-            sized = plan_size(self.model.record, man["kernels"], man["options"], (x[2], x[3]),
+            sized = plan_size(self.model.entry, man.kernels, man.options, (x[2], x[3]),
                               set(_core.generic_kernel_names()), prefer_baked=not force_generic)
         except KilnError as e:
             raise self._bad_input([x], f"{e.subject}: {e.message}") from None
-        plan = ServingPlan("generic", sized.record, self._executor(sized.record), self._kernel_steps(sized.record),
+        plan = ServingPlan("generic", sized.model, self._executor(sized.model), kernel_steps(sized.model),
                            sized.generic_steps, time.perf_counter() - t0, list(sized.log.lines))
         if os.environ.get("KILN_LOG", "").strip() == "2":
             print("\n".join(plan.log), file=sys.stderr, flush=True)
         return plan
 
-    def _executor(self, record: dict):
-        return _core.Executor(self.model.name, record["steps"], record["arena_bytes"], self.weights,
-                              [list(i["shape"]) for i in record["inputs"]],
-                              [list(o["shape"]) for o in record["outputs"]])
-
-    @staticmethod
-    def _kernel_steps(record: dict) -> list:
-        return [KernelStep(s["name"], s["ops"], s["op_types"], s["kernel"], generic="runtime_shape" in s)
-                for s in record["steps"] if s["kind"] == "kernel"]
+    def _executor(self, record: ModelRecord):
+        return executor(self.model.name, record, self.weights)
 
 
 def describe(model_name: str, plan: ServingPlan, shapes: list[tuple[int, ...]], planned: bool) -> dict:
@@ -152,7 +125,7 @@ def describe(model_name: str, plan: ServingPlan, shapes: list[tuple[int, ...]], 
         "kernels": len(plan.kernels),
         "generic_kernels": plan.generic_launches,
         "baked_kernels": len(plan.kernels) - plan.generic_launches,
-        "arena_bytes": plan.record["arena_bytes"],
+        "arena_bytes": plan.record.arena_bytes,
         "planned_now": planned,
         "plan_seconds": plan.plan_seconds if planned else 0.0,
     }

@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import os
 import sys
+from functools import cached_property
 from importlib import resources
 
 import numpy as np
 
 from . import _core
+from .codegen.ir.manifest import KernelRecord, ModelRecord
 from .dispatch import Dispatcher, describe, log_line
-from .steps import KernelStep
+from .steps import KernelStep, executor, kernel_steps
+
+__all__ = ["KernelStep", "Model"]
 
 
 class Model:
@@ -20,27 +24,30 @@ class Model:
     A model baked with KILN_SHAPE_BUCKETS also takes other input sizes (kiln/dispatch.py): `last_dispatch` says
     which path served the latest call, and `kernels` are the launches of that call's plan."""
 
-    def __init__(self, record: dict, kernels: dict[str, dict]):
-        self.record = record
-        self.name: str = record["name"]
-        self.inputs = [(i["name"], tuple(i["shape"])) for i in record["inputs"]]
-        self.outputs = [(o["name"], tuple(o["shape"])) for o in record["outputs"]]
-        self.arena_bytes: int = record["arena_bytes"]
-        self.kernel_launches: int = record["kernel_launches"]
+    def __init__(self, entry: ModelRecord, kernels: dict[str, KernelRecord]):
+        self.entry = entry  # its manifest record (`record` is the same as JSON)
+        self.name: str = entry.name
+        self.inputs = [(i.name, tuple(i.shape)) for i in entry.inputs]
+        self.outputs = [(o.name, tuple(o.shape)) for o in entry.outputs]
+        self.arena_bytes: int = entry.arena_bytes
+        self.kernel_launches: int = entry.kernel_launches
         self._specs = kernels
-        path = resources.files("kiln") / record["weights_file"]
+        path = resources.files("kiln") / entry.weights_file
         with resources.as_file(path) as p:
             weights = np.fromfile(p, dtype=np.uint8)
-        if weights.size != record["weights_bytes"]:
+        if weights.size != entry.weights_bytes:
             raise RuntimeError(f"model {self.name}: weights file {path} has {weights.size} bytes, "
-                               f"expected {record['weights_bytes']}; reinstall kiln")
-        self._exec = _core.Executor(self.name, record["steps"], record["arena_bytes"], weights,
-                                    [list(s) for _, s in self.inputs], [list(s) for _, s in self.outputs])
-        self.kernels = [KernelStep(s["name"], s["ops"], s["op_types"], s["kernel"])
-                        for s in record["steps"] if s["kind"] == "kernel"]
+                               f"expected {entry.weights_bytes}; reinstall kiln")
+        self._exec = executor(self.name, entry, weights)
+        self.kernels = kernel_steps(entry)
         self.last_dispatch: dict | None = None  # {"path": baked|bucket|generic, "input_size": (H, W), "kernels", ...}
-        self._served = record
+        self._served = entry
         self._dispatch = Dispatcher(self, self._exec, weights)
+
+    @cached_property
+    def record(self) -> dict:
+        """Its manifest record as JSON (manifest.json's entry)."""
+        return self.entry.to_json()
 
     def __repr__(self) -> str:
         return (f"<kiln.Model {self.name}: {self.kernel_launches} kernel launches, "
@@ -73,7 +80,7 @@ class Model:
         if len(inputs) != len(self.inputs):
             raise TypeError(f"model {self.name} takes {len(self.inputs)} input(s) "
                             f"({', '.join(n for n, _ in self.inputs)}), got {len(inputs)}")
-        if force_generic and not (self._dispatch.shapes and self._dispatch.shapes["generic_kernels"]):
+        if force_generic and not (self._dispatch.shapes and self._dispatch.shapes.generic_kernels):
             raise ValueError(f"model {self.name} has no generic kernels (build with KILN_SHAPE_BUCKETS)")
         xs = [np.ascontiguousarray(x, dtype=np.float32) for x in inputs]
         plan, planned = self._dispatch.plan_for([x.shape for x in xs], force_generic)
@@ -90,19 +97,24 @@ class Model:
             print(log_line(self.name, self.last_dispatch), file=sys.stderr, flush=True)
         ks = iter(plan.kernels)
         captured: dict[str, np.ndarray] = {}
-        for step, r in zip(plan.record["steps"], results):
-            if step["kind"] != "kernel":
+        for step, r in zip(plan.record.steps, results):
+            if not step.is_kernel:
                 continue
             if capture:
                 r, data = r
-                captured[step["value"]] = _unpack(np.frombuffer(data, np.float16), step["layout"], step["shape"])
+                captured[step.value] = _unpack(np.frombuffer(data, np.float16), step.layout, step.shape)
             next(ks).simulated_cycles = r
         return outs, captured
 
     @property
-    def plan_record(self) -> dict:
+    def plan_entry(self) -> ModelRecord:
         """The record (steps, arena, inputs) of the plan that served the latest call: the model's own before any."""
         return self._served
+
+    @property
+    def plan_record(self) -> dict:
+        """plan_entry as JSON."""
+        return self.record if self._served is self.entry else self._served.to_json()
 
     @property
     def last_step_seconds(self) -> list[float]:
@@ -115,7 +127,7 @@ class Model:
         return sum(k.simulated_cycles or 0 for k in self.kernels)
 
 
-def _unpack(flat: np.ndarray, layout: str, shape: list[int]) -> np.ndarray:
+def _unpack(flat: np.ndarray, layout: str, shape) -> np.ndarray:
     """A device tensor (fp16, NC1HWC0 or ND) as fp32 in its ONNX shape."""
     if layout == "NC1HWC0":
         n, c, h, w = shape

@@ -26,16 +26,16 @@ def optimize(model: str, out: str, threshold: float = 0.15, build_dir: str | Non
 
     from .advice import best_tiling
     from .codegen.families.registry import predict, tunable
-    from .codegen.ir.opspec import Conv2dSpec, GemmSpec
+    from .codegen.ir.manifest import opspec_of_record
     TUNABLE = tunable()
     from .codegen.select.tuning import load_records, write_records
 
     rec, profile, kernels = baked_model(model)
-    launches = [s["kernel"] for s in rec["steps"] if s["kernel"]]
-    total = sum(kernels[n]["predicted_cycles"] or 0 for n in launches)
+    launches = [s.kernel for s in rec.steps if s.kernel]
+    total = sum(kernels[n].predicted_cycles or 0 for n in launches)
     share: dict[str, float] = {}
     for n in launches:
-        share[n] = share.get(n, 0.0) + (kernels[n]["predicted_cycles"] or 0) / total
+        share[n] = share.get(n, 0.0) + (kernels[n].predicted_cycles or 0) / total
     hot = sorted((n for n in share if share[n] >= threshold), key=lambda n: -share[n])
     if not hot:  # nothing above the threshold: look at the top three instead
         hot = sorted(share, key=lambda n: -share[n])[:3]
@@ -43,29 +43,29 @@ def optimize(model: str, out: str, threshold: float = 0.15, build_dir: str | Non
     lines, pending = [], {}
     for n in hot:
         kr = kernels[n]
-        item = {"kernel": n, "share": round(share[n], 4), "cycles": kr["predicted_cycles"]}
+        item = {"kernel": n, "share": round(share[n], 4), "cycles": kr.predicted_cycles}
         report["kernels"].append(item)
-        if kr["family"] not in tuned_families():
+        if kr.family not in tuned_families():
             item["outcome"] = (f"no suggestion: the feedback loop tunes direct convolutions and GEMMs; "
-                               f"{kr['family']} is not one of them")
+                               f"{kr.family} is not one of them")
             continue
-        spec = (GemmSpec if kr["features"]["kind"] == "gemm" else Conv2dSpec)(**kr["spec"])
-        current = predict(spec, kr["family"], kr["tiling"], profile).cycles
+        spec = opspec_of_record(kr)
+        current = predict(spec, kr.family, kr.tiling, profile).cycles
         # the report's tiling suggestion (advice.best_tiling: the search grid plus wider tilings, exact replay)
-        found = best_tiling(kr["family"], spec, kr["tiling"], profile)
-        best_cycles, best = (found[0], found[1]) if found else (current, kr["tiling"])
-        tunable = TUNABLE[kr["family"]]
-        if best_cycles >= current * 0.999 or all(best[t] == kr["tiling"][t] for t in tunable):
+        found = best_tiling(kr.family, spec, kr.tiling, profile)
+        best_cycles, best = (found[0], found[1]) if found else (current, kr.tiling)
+        tunable = TUNABLE[kr.family]
+        if best_cycles >= current * 0.999 or all(best[t] == kr.tiling[t] for t in tunable):
             item["outcome"] = (f"no suggestion: no tiling of the {len(tunable)} tunable parameters is predicted "
-                               f"faster than the baked {kr['variant']} ({current:.0f} cycles)")
+                               f"faster than the baked {kr.variant} ({current:.0f} cycles)")
             continue
         item["suggestion"] = {t: best[t] for t in tunable}
         item["predicted_cycles"] = best_cycles
         item["predicted_gain"] = round(1 - best_cycles / current, 4)
-        pending[kr["opspec"]] = (item, kr)
-        lines.append(_entry(f"{kr['opspec']}#current", kr["spec"], kr["features"]["kind"],
-                            {t: kr["tiling"][t] for t in tunable}))
-        lines.append(_entry(f"{kr['opspec']}#suggested", kr["spec"], kr["features"]["kind"], item["suggestion"]))
+        pending[kr.opspec] = (item, kr)
+        lines.append(_entry(f"{kr.opspec}#current", kr.spec, kr.kind,
+                            {t: kr.tiling[t] for t in tunable}))
+        lines.append(_entry(f"{kr.opspec}#suggested", kr.spec, kr.kind, item["suggestion"]))
         progress(f"{n}: suggest {item['suggestion']} ({current:.0f} -> {best_cycles:.0f} predicted cycles)")
     records = list(load_records(out, profile).values()) if Path(out).is_file() else []
     if pending and not feedback:
@@ -82,9 +82,9 @@ def optimize(model: str, out: str, threshold: float = 0.15, build_dir: str | Non
             if after < before:
                 item["outcome"] = f"applied: {before:.0f} -> {after:.0f} simulated cycles"
                 records = [r for r in records if r["opspec"] != h]
-                records.append({"opspec": h, "name": kr["opspec_name"], "family": kr["family"],
+                records.append({"opspec": h, "name": kr.opspec_name, "family": kr.family,
                                 "params": item["suggestion"], "simulated_cycles": after,
-                                "candidates": [{"params": {t: kr["tiling"][t] for t in TUNABLE[kr["family"]]},
+                                "candidates": [{"params": {t: kr.tiling[t] for t in TUNABLE[kr.family]},
                                                 "simulated_cycles": before}]})
                 report["applied"] += 1
             else:

@@ -3,9 +3,12 @@ the kernel takes (NC1HWC0, FRACTAL_Z, ZN), running it on the emulator, and
 unpacking the result."""
 from __future__ import annotations
 
+from functools import cached_property
+
 import numpy as np
 
 from . import _core
+from .codegen.ir.manifest import KernelRecord
 
 
 def _f16_bits(a: np.ndarray) -> np.ndarray:
@@ -32,24 +35,28 @@ def _pad_bias(b: np.ndarray, length: int) -> np.ndarray:
 
 
 class Kernel:
-    """One baked kernel. `record` is its manifest entry."""
+    """One baked kernel. `entry` is its manifest record (`record` the same as JSON)."""
 
-    def __init__(self, record: dict):
-        self.record = record
-        self.name: str = record["name"]
-        self.family: str = record["family"]
-        self.variant: str = record["variant"]
-        self.spec: dict = record["spec"]
-        self.tiling: dict = record["tiling"]
+    def __init__(self, entry: KernelRecord):
+        self.entry = entry
+        self.name: str = entry.name
+        self.family: str = entry.family
+        self.variant: str = entry.variant
+        self.spec: dict = entry.spec
+        self.tiling: dict = entry.tiling
         self.last_stats: dict | None = None
 
+    @cached_property
+    def record(self) -> dict:
+        """Its manifest record as JSON (manifest.json's entry)."""
+        return self.entry.to_json()
+
     def __repr__(self) -> str:
-        return f"<kiln.Kernel {self.name} variant={self.variant} blocks={self.record['blocks']}>"
+        return f"<kiln.Kernel {self.name} variant={self.variant} blocks={self.entry.blocks}>"
 
     # ---- packed interface ------------------------------------------------------
     def empty_output(self) -> np.ndarray:
-        o = self.record["output"]
-        return np.zeros(o["shape"], np.float16)
+        return np.zeros(self.entry.output.shape, np.float16)
 
     def run_packed(self, *inputs: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         """Runs on arrays already in the kernel's layouts (see record['inputs'])."""
@@ -61,19 +68,19 @@ class Kernel:
     def _weight(self, i: int, w: np.ndarray) -> np.ndarray:
         """Input i, a Cube weight in natural layout (OIHW conv or [K, N] GEMM), packed as the kernel takes it:
         fp16, or bf16 bit patterns (uint16) in a KILN_DTYPE=bf16 build."""
-        t = self.record["inputs"][i]
+        t = self.entry.inputs[i]
         w = np.asarray(w, np.float32)
-        if t["dtype"] == "bf16":
+        if t.dtype == "bf16":
             from .codegen.ir import layouts  # NumPy packing: the C++ packers write fp16
-            return layouts.kn_to_zn(w, "bf16") if t["layout"] == "ZN" else layouts.oihw_to_fractal_z(w, "bf16")
-        return _as_f16(_core.kn_to_zn(w) if t["layout"] == "ZN" else _core.oihw_to_fractal_z(w))
+            return layouts.kn_to_zn(w, "bf16") if t.layout == "ZN" else layouts.oihw_to_fractal_z(w, "bf16")
+        return _as_f16(_core.kn_to_zn(w) if t.layout == "ZN" else _core.oihw_to_fractal_z(w))
 
     def pack(self, *args: np.ndarray) -> list[np.ndarray]:
         """Natural layouts -> the kernel's packed inputs (weights would be packed once, at build time)."""
-        s, kind = self.spec, self.record["features"]["kind"]
-        want = len(self.record["inputs"])
+        s, kind, ins = self.spec, self.entry.kind, self.entry.inputs
+        want = len(ins)
         if len(args) != want:
-            names = ", ".join(t["name"] for t in self.record["inputs"])
+            names = ", ".join(t.name for t in ins)
             raise TypeError(f"kernel {self.name} takes {want} arguments ({names}), got {len(args)}")
         if kind == "conv2d":
             x = _as_f16(_core.nchw_to_nc1hwc0(np.asarray(args[0], np.float32)))
@@ -81,24 +88,24 @@ class Kernel:
                 packed = [x, self._weight(1, args[1])]
                 i = 2
                 if s["mid_bias"]:
-                    packed.append(_pad_bias(args[i], self.record["inputs"][i]["shape"][0]))
+                    packed.append(_pad_bias(args[i], ins[i].shape[0]))
                     i += 1
                 packed.append(self._weight(len(packed), args[i]))
                 i += 1
                 if s["bias"]:
-                    packed.append(_pad_bias(args[i], self.record["inputs"][i]["shape"][0]))
+                    packed.append(_pad_bias(args[i], ins[i].shape[0]))
                     i += 1
                 if s.get("residual"):
                     packed.append(_as_f16(_core.nchw_to_nc1hwc0(np.asarray(args[i], np.float32))))
                 return packed
-            if self.record["inputs"][1]["layout"] == "WINOGRAD_FRACTAL_Z":  # G g G^T, as the build bakes it
+            if ins[1].layout == "WINOGRAD_FRACTAL_Z":  # G g G^T, as the build bakes it
                 from .codegen.ir.layouts import oihw_to_winograd
-                w = oihw_to_winograd(np.asarray(args[1], np.float32).astype(np.float16), self.record["tiling"]["tile"])
+                w = oihw_to_winograd(np.asarray(args[1], np.float32).astype(np.float16), self.tiling["tile"])
             else:
                 w = self._weight(1, args[1])
             packed = [x, w]
             if s["bias"]:
-                packed.append(_pad_bias(args[2], self.record["inputs"][2]["shape"][0]))
+                packed.append(_pad_bias(args[2], ins[2].shape[0]))
             i = 3 if s["bias"] else 2
             if s.get("residual"):
                 packed.append(_as_f16(_core.nchw_to_nc1hwc0(np.asarray(args[i], np.float32))))
@@ -112,17 +119,17 @@ class Kernel:
             w = _as_f16(_core.dw_weight_to_c1hwc0(np.asarray(args[1], np.float32)))
             packed = [x, w]
             if s["bias"]:
-                packed.append(_pad_bias(args[2], self.record["inputs"][2]["shape"][0]))
+                packed.append(_pad_bias(args[2], ins[2].shape[0]))
             return packed
         if kind == "gemm":
             packed = [_f16_bits(args[0]), self._weight(1, args[1])]
             if s["bias"]:
-                packed.append(_pad_bias(args[2], self.record["inputs"][2]["shape"][0]))
+                packed.append(_pad_bias(args[2], ins[2].shape[0]))
             return packed
         if kind in ("eltwise", "softmax", "transpose", "attention"):
-            return [_f16_bits(a).reshape(t["shape"]) for a, t in zip(args, self.record["inputs"])]
+            return [_f16_bits(a).reshape(t.shape) for a, t in zip(args, ins)]
         if kind == "layernorm":
-            return [_f16_bits(args[0]).reshape(self.record["inputs"][0]["shape"]),
+            return [_f16_bits(args[0]).reshape(ins[0].shape),
                     np.ascontiguousarray(args[1], np.float32), np.ascontiguousarray(args[2], np.float32)]
         if kind == "bgemm":
             return [_f16_bits(a) for a in args]
@@ -131,7 +138,7 @@ class Kernel:
         raise AssertionError(kind)
 
     def unpack(self, y: np.ndarray, like: np.ndarray | None = None) -> np.ndarray:
-        kind = self.record["features"]["kind"]
+        kind = self.entry.kind
         if kind in ("conv2d", "dwconv2d", "pool2d"):
             c = self.spec["cout"] if kind == "conv2d" else self.spec["c"]
             return _as_f16(_core.nc1hwc0_to_nchw(y.view(np.uint16), c))

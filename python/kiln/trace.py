@@ -10,7 +10,10 @@ three Winograd passes) follow each other on one timeline.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+
+from .codegen.ir.manifest import KernelRecord, ModelRecord, StepRecord, opspec_of_record
 
 SOURCE_NOTE = ("instruction stream from the cost model's replay (codegen/families/), which tests hold equal "
                "to the emulator's timing: per-pipe instructions, bytes, busy cycles and total cycles")
@@ -20,26 +23,22 @@ class TraceError(Exception):
     pass
 
 
-def spec_of(record: dict):
-    """The Opspec object of a manifest kernel record (as tests/test_costmodel.py rebuilds it)."""
-    from .codegen.ir import opspec
-    classes = {c.kind: c for c in vars(opspec).values()
-               if isinstance(c, type) and isinstance(getattr(c, "kind", None), str)}
-    classes.update(softmax=opspec.RowSpec, layernorm=opspec.RowSpec)
-    return classes[record["features"]["kind"]](**record["spec"])
+def spec_of(record: KernelRecord | Mapping):
+    """The Opspec object of a manifest kernel record (typed or as JSON)."""
+    return opspec_of_record(record)
 
 
-def opspec_label(rec: dict) -> str:
+def opspec_label(rec: KernelRecord) -> str:
     """The opspec's readable name, with its hash when the build names opspecs by hash."""
-    name = rec.get("opspec_name")
-    return f"{name} ({rec['opspec']})" if name and name != rec["opspec"] else rec["opspec"]
+    name = rec.opspec_name
+    return f"{name} ({rec.opspec})" if name and name != rec.opspec else rec.opspec
 
 
 def profile_of_build():
     import kiln
 
     from .codegen.ir.profiles import PROFILES
-    return PROFILES[kiln.manifest()["profile"]]
+    return PROFILES[kiln.manifest_record().profile]
 
 
 @dataclass
@@ -61,7 +60,7 @@ class Event:
 @dataclass
 class Trace:
     kernel: str
-    record: dict
+    record: KernelRecord
     profile: object
     cycles: float
     pipes: dict                       # the replay's Prediction.pipes: {pipe: PipeCount}
@@ -75,43 +74,44 @@ class Trace:
         return [e for e in self.events if e.core == core]
 
 
-def replay(record: dict, profile=None) -> Trace:
+def replay(record: KernelRecord, profile=None) -> Trace:
     """Records the cost model's replay of a manifest kernel record."""
     from .codegen.families import registry
     profile = profile or profile_of_build()
-    pred, launches = registry.record(spec_of(record), record["family"], record["tiling"], profile)
+    pred, launches = registry.record(spec_of(record), record.family, record.tiling, profile)
     if pred is None:
-        raise TraceError(f"the cost model has no replay for family {record['family']!r}")
+        raise TraceError(f"the cost model has no replay for family {record.family!r}")
     events, offset, phases = [], 0.0, []
     for i, (unit, cycles, cores) in enumerate(launches):
         for core, stream in cores.items():
             events.extend(Event(i, unit, core, p, ins, nb, offset + s, offset + e) for p, ins, nb, s, e in stream)
         phases.append((unit, cycles, len(cores)))
         offset += cycles
-    return Trace(record["name"], record, profile, pred.cycles, pred.pipes, phases, events)
+    return Trace(record.name, record, profile, pred.cycles, pred.pipes, phases, events)
 
 
-def find_kernel(model_name: str, name: str) -> tuple[dict, list[dict], dict]:
+def find_kernel(model_name: str, name: str) -> tuple[ModelRecord, list[StepRecord], KernelRecord]:
     """(model record, the model's launch steps that use the kernel, kernel record) for a kernel name, an
     opspec name or a launch (step) name of the model."""
     import kiln
-    man = kiln.manifest()
-    model = next((m for m in man["models"] if model_name in (m["name"], m["onnx"])), None)
-    if model is None:
+    man = kiln.manifest_record()
+    try:
+        model = man.model(model_name)
+    except KeyError:
         raise TraceError(f"no baked model {model_name!r}; this build has: "
-                         f"{', '.join(m['name'] for m in man['models']) or 'none'}")
-    recs = {k["name"]: k for k in man["kernels"]}
-    steps = [s for s in model["steps"] if s["kind"] == "kernel"]
+                         f"{', '.join(m.name for m in man.models) or 'none'}") from None
+    recs = man.kernels_by_name()
+    steps = model.kernel_steps
     def names(s):
-        r = recs[s["kernel"]]
-        return s["kernel"], r["opspec"], r.get("opspec_name")
-    hit = [s for s in steps if name in names(s)] or [s for s in steps if s["name"] == name or name in s["ops"]]
+        r = recs[s.kernel]
+        return s.kernel, r.opspec, r.opspec_name
+    hit = [s for s in steps if name in names(s)] or [s for s in steps if s.name == name or name in s.ops]
     if not hit:
-        names = sorted({s["kernel"] for s in steps})
-        raise TraceError(f"model {model['name']} has no kernel or launch named {name!r}; its kernels: "
+        names = sorted({s.kernel for s in steps})
+        raise TraceError(f"model {model.name} has no kernel or launch named {name!r}; its kernels: "
                          + ", ".join(names))
-    kname = hit[0]["kernel"]
-    return model, [s for s in steps if s["kernel"] == kname], recs[kname]
+    kname = hit[0].kernel
+    return model, [s for s in steps if s.kernel == kname], recs[kname]
 
 
 def pipe_summary(tr: Trace) -> dict[str, dict]:
@@ -165,11 +165,11 @@ def chrome_trace(tr: Trace, model: str = "") -> dict:
                           "simulated_us": tr.us(tr.cycles), "source": SOURCE_NOTE}}
 
 
-def format_text(tr: Trace, steps: list[dict], limit: int = 40, core: int = 0) -> str:
+def format_text(tr: Trace, steps: list[StepRecord], limit: int = 40, core: int = 0) -> str:
     rec, prof = tr.record, tr.profile
     lines = [f"kernel {tr.kernel}",
-             f"  opspec {opspec_label(rec)}, variant {rec['variant']}, algorithm {rec.get('algorithm', rec['family'])}",
-             "  launches: " + "; ".join(f"{s['name']} ({', '.join(s['ops'])})" for s in steps),
+             f"  opspec {opspec_label(rec)}, variant {rec.variant}, algorithm {rec.algorithm}",
+             "  launches: " + "; ".join(f"{s.name} ({', '.join(s.ops)})" for s in steps),
              f"  {tr.cycles:.0f} cycles = {tr.us(tr.cycles):.3f} us on {prof.name} at {prof.clock_ghz} GHz; "
              + ", then ".join(f"{u} launch {c:.0f} cycles on {n} cores" for u, c, n in tr.phases),
              f"  source: {SOURCE_NOTE}", ""]

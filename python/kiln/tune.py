@@ -15,16 +15,20 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .codegen.ir.manifest import KernelRecord, ModelRecord
 
 RUN_CANDIDATES = """
 import json, numpy as np, kiln
 out = {}
 for k in kiln.kernels():
-    ins = [np.zeros(t["shape"], {"fp16": np.float16, "bf16": np.uint16}.get(t["dtype"], np.float32))
-           for t in k.record["inputs"]]
+    ins = [np.zeros(t.shape, {"fp16": np.float16, "bf16": np.uint16}.get(t.dtype, np.float32))
+           for t in k.entry.inputs]
     k.run_packed(*ins)
-    for label in k.record["instances"]:
-        out[label] = {"kernel": k.name, "cycles": k.last_stats["cycles"], "tiling": k.record["tiling"]}
+    for label in k.entry.instances:
+        out[label] = {"kernel": k.name, "cycles": k.last_stats["cycles"], "tiling": k.tiling}
 print(json.dumps(out))
 """
 
@@ -54,37 +58,37 @@ def _entry(label: str, spec: dict, kind: str, tiling: dict) -> str:
     return "\n".join(["[[op]]", f'label = "{label}"', *body, f"tiling = {{ {t} }}", ""]) + "\n"
 
 
-def baked_model(model: str) -> tuple[dict, object, dict]:
+def baked_model(model: str) -> tuple[ModelRecord, object, dict[str, KernelRecord]]:
     """(the model's manifest record, its hardware profile, kernel records by name); ValueError if not baked."""
     import kiln
 
     from .codegen.ir.profiles import get_profile
-    man = kiln.manifest()
-    rec = next((m for m in man["models"] if m["name"] == model), None)
+    man = kiln.manifest_record()
+    rec = next((m for m in man.models if m.name == model), None)
     if rec is None:
         raise ValueError(f"no baked model {model!r}; baked: {', '.join(kiln.models()) or 'none'}")
-    return rec, get_profile(man["profile"]), {k["name"]: k for k in man["kernels"]}
+    return rec, get_profile(man.profile), man.kernels_by_name()
 
 
 def tune(model: str, out: str, k: int = 3, build_dir: str | None = None, progress=print) -> dict:
     from .codegen.families.registry import tunable
-    from .codegen.ir.opspec import Conv2dSpec, GemmSpec
+    from .codegen.ir.manifest import opspec_of_record
     from .codegen.select.search import top_candidates
     TUNABLE = tunable()
     from .codegen.select.tuning import write_records
 
     rec, profile, kernels = baked_model(model)
-    used = [kernels[n] for n in dict.fromkeys(s["kernel"] for s in rec["steps"] if s["kernel"])]
-    todo = [kr for kr in used if kr["family"] in tuned_families()]
+    used = [kernels[n] for n in dict.fromkeys(s.kernel for s in rec.steps if s.kernel)]
+    todo = [kr for kr in used if kr.family in tuned_families()]
     lines, cands = [], {}
     for i, kr in enumerate(todo):
-        spec = (GemmSpec if kr["features"]["kind"] == "gemm" else Conv2dSpec)(**kr["spec"])
-        top = top_candidates(spec, kr["family"], profile, k)
-        cands[kr["opspec"]] = (kr, top)
+        spec = opspec_of_record(kr)
+        top = top_candidates(spec, kr.family, profile, k)
+        cands[kr.opspec] = (kr, top)
         for j, (_, params) in enumerate(top):
-            tiling = {name: params[name] for name in TUNABLE[kr["family"]]}
-            lines.append(_entry(f"{kr['opspec']}#{j}", kr["spec"], kr["features"]["kind"], tiling))
-        progress(f"[{i + 1}/{len(todo)}] {kr['name']}: {len(top)} candidates")
+            tiling = {name: params[name] for name in TUNABLE[kr.family]}
+            lines.append(_entry(f"{kr.opspec}#{j}", kr.spec, kr.kind, tiling))
+        progress(f"[{i + 1}/{len(todo)}] {kr.name}: {len(top)} candidates")
     if not lines:
         raise ValueError(f"nothing to tune in {model}: it has no direct convolution or GEMM kernel")
     work = Path(build_dir) if build_dir else Path(tempfile.mkdtemp(prefix=f"kiln-tune-{model}-"))
@@ -96,9 +100,9 @@ def tune(model: str, out: str, k: int = 3, build_dir: str | None = None, progres
     for h, (kr, top) in cands.items():
         runs = [(measured[f"{h}#{j}"]["cycles"], j, top[j][1]) for j in range(len(top))]
         best_cycles, _, best = min(runs, key=lambda r: (r[0], r[1]))
-        records.append({"opspec": h, "name": kr["opspec_name"], "family": kr["family"],
-                        "params": {n: best[n] for n in TUNABLE[kr["family"]]}, "simulated_cycles": best_cycles,
-                        "candidates": [{"params": {n: p[n] for n in TUNABLE[kr["family"]]}, "simulated_cycles": c,
+        records.append({"opspec": h, "name": kr.opspec_name, "family": kr.family,
+                        "params": {n: best[n] for n in TUNABLE[kr.family]}, "simulated_cycles": best_cycles,
+                        "candidates": [{"params": {n: p[n] for n in TUNABLE[kr.family]}, "simulated_cycles": c,
                                         "predicted_cycles": top[j][0]} for c, j, p in runs]})
     write_records(out, profile, records)
     progress(f"wrote {len(records)} records to {out}")

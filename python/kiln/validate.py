@@ -14,6 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .codegen.ir.manifest import ModelRecord
+
 COSINE_MIN = 0.999
 # bf16 Cube operands round at 2^-8, 8x fp16's unit roundoff, and 1 - cosine grows with the square of the relative
 # error: ResNet-50 of the zoo measured 1 - cosine 4.1e-5 (fp16) and 2.2e-3 (bf16), 54x. 0.995 allows about 10%
@@ -28,19 +30,19 @@ def cosine_min() -> float:
 LOW_SIGNAL_STD = 1e-3  # a reference output with less spread than this says little: check every kernel
 
 
-def onnx_path_of(record: dict) -> Path:
+def onnx_path_of(record: ModelRecord) -> Path:
     """The ONNX file a model was baked from; zoo models are rebuilt (same seed) if the build dir is gone."""
-    p = Path(record["onnx"])
+    p = Path(record.onnx)
     if p.is_file():
         return p
     from .codegen.frontend import zoo
     from .codegen.pipeline import ZOO_SEED
-    if record["name"] in zoo.ZOO:
-        out = Path(tempfile.gettempdir()) / "kiln-zoo" / f"{record['name']}.onnx"
+    if record.name in zoo.ZOO:
+        out = Path(tempfile.gettempdir()) / "kiln-zoo" / f"{record.name}.onnx"
         if not out.is_file():
-            zoo.write(record["name"], out, seed=ZOO_SEED)
+            zoo.write(record.name, out, seed=ZOO_SEED)
         return out
-    raise FileNotFoundError(f"model {record['name']}: its ONNX file {p} no longer exists")
+    raise FileNotFoundError(f"model {record.name}: its ONNX file {p} no longer exists")
 
 
 def compare(got: np.ndarray, want: np.ndarray) -> dict:
@@ -93,7 +95,7 @@ def _input_shapes(model, input_size: tuple[int, int] | None) -> list[tuple[int, 
 def validate(model, seeds=(0, 1, 2), input_size: tuple[int, int] | None = None, force_generic: bool = False) -> dict:
     """model: a kiln.Model. Returns the report dict (see docs/cli.md). input_size (H, W): run
     at that input size (a model baked with KILN_SHAPE_BUCKETS); force_generic: on the generic kernels."""
-    path = onnx_path_of(model.record)
+    path = onnx_path_of(model.entry)
     shapes = _input_shapes(model, input_size)
     sess = ort_session(path, input_shapes=dict(zip([n for n, _ in model.inputs], shapes)) if input_size else None)
     ort_inputs = [i.name for i in sess.get_inputs()]
@@ -134,7 +136,7 @@ def validate(model, seeds=(0, 1, 2), input_size: tuple[int, int] | None = None, 
 def per_kernel(model, seed: int = 0, input_size: tuple[int, int] | None = None,
                force_generic: bool = False) -> list[dict]:
     """Every kernel's output against the same ONNX value from ONNX Runtime, in launch order."""
-    path = onnx_path_of(model.record)
+    path = onnx_path_of(model.entry)
     rng = np.random.default_rng(seed)
     shapes = _input_shapes(model, input_size)
     xs = [rng.standard_normal(shape).astype(np.float32) for shape in shapes]
@@ -146,12 +148,12 @@ def per_kernel(model, seed: int = 0, input_size: tuple[int, int] | None = None,
     sess = ort_session(path, extra_outputs=names,
                        input_shapes=dict(zip([n for n, _ in model.inputs], shapes)) if input_size else None)
     want = dict(zip(names, sess.run(names, dict(zip([i.name for i in sess.get_inputs()], xs)))))
-    by_value = {s["value"]: s for s in model.plan_record["steps"] if s["kind"] == "kernel"}
+    by_value = {s.value: s for s in model.plan_entry.kernel_steps}
     rows = []
     for name in names:
         c = compare(captured[name], want[name].reshape(captured[name].shape))
         step = by_value[name]
-        rows.append({"name": step["kernel"], "ops": step["ops"], "value": name, "cosine": c["cosine"],
+        rows.append({"name": step.kernel, "ops": list(step.ops), "value": name, "cosine": c["cosine"],
                      "max_rel_err": c["max_rel_err"], "max_abs_err": c["max_abs_err"]})
     return rows
 

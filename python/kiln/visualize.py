@@ -23,9 +23,11 @@ import contextlib
 import json
 import math
 import re
+from collections.abc import Sequence
 from importlib import resources
 
 from . import advice, trace
+from .codegen.ir.manifest import KernelRecord, StepRecord
 
 HEAT_TOP = 3  # the bottleneck table always lists at least this many kernels
 PROFILE_FORMAT = "kiln-profile/1"  # what `kiln bench MODEL --profile FILE` writes
@@ -42,7 +44,7 @@ def _number(v, nullable: bool = False) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
 
 
-def load_profile(path, model_name: str, steps: list[dict], hw_profile: str) -> dict:
+def load_profile(path, model_name: str, steps: Sequence[StepRecord], hw_profile: str) -> dict:
     """Reads a kiln-profile/1 file and checks it belongs to the baked model: format, model name, hardware
     profile, and the same steps (names and kernels) in the same order. Raises ProfileError otherwise."""
     import os
@@ -84,23 +86,23 @@ def load_profile(path, model_name: str, steps: list[dict], hw_profile: str) -> d
     for i, (g, s) in enumerate(zip(got, steps)):
         if not isinstance(g, dict):
             raise ProfileError(f"{path}: step {i} is not a JSON object")
-        if g.get("name") != s["name"]:
+        if g.get("name") != s.name:
             raise ProfileError(f"{path}: step {i} is {g.get('name')!r}, but step {i} of the baked {model_name} is "
-                               f"{s['name']!r}")
-        if g.get("kernel") != s.get("kernel"):
-            raise ProfileError(f"{path}: step {i} ({s['name']}) ran kernel {g.get('kernel')!r}, the baked "
-                               f"{model_name} runs {s.get('kernel')!r} there (measured on another build?)")
+                               f"{s.name!r}")
+        if g.get("kernel") != s.kernel:
+            raise ProfileError(f"{path}: step {i} ({s.name}) ran kernel {g.get('kernel')!r}, the baked "
+                               f"{model_name} runs {s.kernel!r} there (measured on another build?)")
         if "index" in g and g["index"] != i:
-            raise ProfileError(f"{path}: step {i} ({s['name']}) has index {g['index']!r}")
+            raise ProfileError(f"{path}: step {i} ({s.name}) has index {g['index']!r}")
         if not _number(g.get("cpu_ms")):
-            raise ProfileError(f"{path}: step {i} ({s['name']}): cpu_ms is {g.get('cpu_ms')!r}, expected a "
+            raise ProfileError(f"{path}: step {i} ({s.name}): cpu_ms is {g.get('cpu_ms')!r}, expected a "
                                "non-negative number of milliseconds")
         if not _number(g.get("simulated_cycles"), nullable=True):
-            raise ProfileError(f"{path}: step {i} ({s['name']}): simulated_cycles is {g.get('simulated_cycles')!r}, "
+            raise ProfileError(f"{path}: step {i} ({s.name}): simulated_cycles is {g.get('simulated_cycles')!r}, "
                                "expected a non-negative number or null")
         out_steps.append({"cpu_ms": float(g["cpu_ms"]), "simulated_cycles": g.get("simulated_cycles")})
     steps_ms = sum(g["cpu_ms"] for g in out_steps)
-    kernel_ms = sum(g["cpu_ms"] for g, s in zip(out_steps, steps) if s["kind"] == "kernel")
+    kernel_ms = sum(g["cpu_ms"] for g, s in zip(out_steps, steps) if s.is_kernel)
     return {"file": os.path.basename(os.fspath(path)), "format": fmt, "model": doc["model"],
             "profile": doc["profile"], "isa": doc["isa"], "threads": doc["threads"], "repeat": doc["repeat"],
             "date": doc["date"], "total_cpu_ms": float(doc["total_cpu_ms"]),
@@ -116,10 +118,10 @@ def _optlog_lines(model: str) -> list[str] | None:
     return None
 
 
-def _kernel_log(lines: list[str], model: str, rec: dict, ops: set[str]) -> list[str]:
+def _kernel_log(lines: list[str], model: str, rec: KernelRecord, ops: set[str]) -> list[str]:
     """The [OPT] lines about one kernel: its opspec/kernel name anywhere as a word, or one of its source ops
     as the subject (`model:op`, `model.op`)."""
-    names = {rec["opspec"], rec["name"], rec.get("opspec_name") or rec["opspec"]}
+    names = {rec.opspec, rec.name, rec.opspec_name or rec.opspec}
     subjects = {f"{model}:{op}" for op in ops} | {f"{model}.{op}" for op in ops}
     out = []
     for ln in lines:
@@ -153,20 +155,20 @@ def _gantt(tr: trace.Trace, core: int = 0, max_segments: int = 160) -> dict[str,
     return out
 
 
-def _roofline(rec: dict, cycles: float, profile) -> dict:
+def _roofline(rec: KernelRecord, cycles: float, profile) -> dict:
     """Arithmetic intensity (flops per byte of the kernel's operands) against the profile's ridge for the
     kernel's unit: Cube 16x16x16 fp16 MACs per cycle per core, Vector 128 fp16 lanes per cycle per core; GM
     read rate per core times the cores."""
-    unit = rec.get("unit", "cube")
+    unit = rec.unit
     if unit == "cube":
         peak, bw = 2 * 4096 * profile.cube_cores, profile.gm_to_l1_bpc * profile.cube_cores
     else:
         peak, bw = 128 * profile.cores_for("vector"), profile.gm_to_ub_bpc * profile.cores_for("vector")
-    f = rec["features"]
+    f = rec.features
     flops, nbytes = f["flops"], max(1, f["bytes"])
-    pp = rec.get("predicted_pipes") or {}
-    moved = sum(pp.get(p, {}).get("bytes", 0) for p in ("MTE2", "MTE3")) + \
-        (pp.get("FIX", {}).get("bytes", 0) if unit == "cube" else 0)
+    pp = rec.predicted_pipes or {}
+    moved = sum(pp[p].bytes for p in ("MTE2", "MTE3") if p in pp) + \
+        (pp["FIX"].bytes if unit == "cube" and "FIX" in pp else 0)
     ai = flops / nbytes
     attainable = min(peak, ai * bw)
     achieved = flops / cycles if cycles else 0.0
@@ -179,10 +181,9 @@ def _roofline(rec: dict, cycles: float, profile) -> dict:
                                  profile.gm_to_ub_bpc * profile.cores_for("vector")]}}
 
 
-def _zeros(rec: dict):
+def _zeros(rec: KernelRecord):
     import numpy as np
-    return [np.zeros(t["shape"], {"fp16": np.float16, "bf16": np.uint16}.get(t["dtype"], np.float32))
-            for t in rec["inputs"]]
+    return [np.zeros(t.shape, {"fp16": np.float16, "bf16": np.uint16}.get(t.dtype, np.float32)) for t in rec.inputs]
 
 
 def build(model_name: str, threshold: float = 0.15, suggest: bool = True, profile_path=None) -> dict:
@@ -194,15 +195,15 @@ def build(model_name: str, threshold: float = 0.15, suggest: bool = True, profil
     import kiln
 
     from .codegen.ir.profiles import PROFILES
-    man = kiln.manifest()
+    man = kiln.manifest_record()
     model = kiln.load(model_name)
-    rec_m = model.record
-    profile = PROFILES[man["profile"]]
-    recs = {k["name"]: k for k in man["kernels"]}
-    measured = load_profile(profile_path, model.name, rec_m["steps"], profile.name) if profile_path else None
+    rec_m = model.entry
+    profile = PROFILES[man.profile]
+    recs = man.kernels_by_name()
+    measured = load_profile(profile_path, model.name, rec_m.steps, profile.name) if profile_path else None
     rng = np.random.default_rng(0)
     model.run(*[rng.standard_normal(shape).astype(np.float32) for _, shape in model.inputs])
-    steps = rec_m["steps"]
+    steps = rec_m.steps
     total = model.simulated_cycles or 1.0
 
     nodes, terms, edges = _graph(steps, model, recs, total)
@@ -224,35 +225,34 @@ def build(model_name: str, threshold: float = 0.15, suggest: bool = True, profil
             util[p] = util.get(p, 0.0) + v["utilisation"] * c
         by_type[k["type"]] = by_type.get(k["type"], 0.0) + c
         flops += k["features"]["flops"]
-    mem = rec_m["memory"]
-    fusion = rec_m["fusion"]
+    mem = rec_m.memory
+    fusion = rec_m.fusion
     patterns: dict[str, int] = {}
-    for f in fusion.get("fused", []):
+    for f in fusion.fused:
         key = f"{f['pattern']} ({f['where']})"
         patterns[key] = patterns.get(key, 0) + 1
     data = {
-        "model": model.name, "onnx": rec_m.get("onnx"), "threshold": threshold,
+        "model": model.name, "onnx": rec_m.onnx, "threshold": threshold,
         "profile": {"name": profile.name, "clock_ghz": profile.clock_ghz, "cube_cores": profile.cube_cores,
                     "vector_cores": profile.vector_cores},
-        "options": man.get("options", {}),
+        "options": man.options,
         "totals": {"simulated_cycles": model.simulated_cycles,
                    "simulated_us": model.simulated_cycles / (profile.clock_ghz * 1e3),
                    "predicted_cycles": sum(n["predicted"] or 0 for n in nodes),
-                   "kernel_launches": rec_m["kernel_launches"], "unique_kernels": len(kernels),
+                   "kernel_launches": rec_m.kernel_launches, "unique_kernels": len(kernels),
                    "flops": flops,
                    "cube_peak_share": flops / (total * 2 * 4096 * profile.cube_cores),
                    "pipe_utilisation": {p: u / total for p, u in util.items()},
                    "time_by_type": {t: c / total for t, c in sorted(by_type.items(), key=lambda kv: -kv[1])}},
-        "fusion": {"ir_ops_before": fusion.get("ir_ops_before"), "kernel_launches": rec_m["kernel_launches"],
+        "fusion": {"ir_ops_before": fusion.ir_ops_before, "kernel_launches": rec_m.kernel_launches,
                    "source_ops_in_kernels": sum(len(n["ops"]) for n in nodes),
-                   "fused": fusion.get("fused", []), "patterns": patterns, "audit": fusion.get("audit", [])},
-        "memory": {"arena_bytes": rec_m["arena_bytes"], "lower_bound_bytes": mem["lower_bound_bytes"],
-                   "naive_bytes": mem["naive_bytes"], "strategy": mem["strategy"],
-                   "fragmentation": mem["fragmentation"],
-                   "in_place": len(mem.get("in_place", [])), "steps": len(steps),
-                   "step_names": [s["name"] for s in steps],
-                   "tensors": [{"name": t["name"], "offset": t["offset"], "bytes": t["bytes"],
-                                "first": t["first_step"], "last": t["last_step"]} for t in mem["tensors"]]},
+                   "fused": list(fusion.fused), "patterns": patterns, "audit": list(fusion.audit)},
+        "memory": {"arena_bytes": rec_m.arena_bytes, "lower_bound_bytes": mem.lower_bound_bytes,
+                   "naive_bytes": mem.naive_bytes, "strategy": mem.strategy, "fragmentation": mem.fragmentation,
+                   "in_place": len(mem.in_place), "steps": len(steps),
+                   "step_names": [s.name for s in steps],
+                   "tensors": [{"name": t.name, "offset": t.offset, "bytes": t.nbytes,
+                                "first": t.first_step, "last": t.last_step} for t in mem.tensors]},
         "nodes": nodes, "terminals": terms, "edges": edges, "kernels": kernels, "bottlenecks": rows,
         "log_available": log_lines is not None,
         "trace_note": trace.SOURCE_NOTE,
@@ -260,7 +260,6 @@ def build(model_name: str, threshold: float = 0.15, suggest: bool = True, profil
     if measured:
         data["measured"] = {k: v for k, v in measured.items() if k != "steps"}
     return data
-
 
 
 def _fold_measured(measured: dict, nodes: list[dict], kernels: dict) -> None:
@@ -281,45 +280,45 @@ def _graph(steps: list, model, recs: dict, total: float) -> tuple[list[dict], li
     nodes, terms = [], []
     cyc_iter = iter(model.kernels)
     for i, s in enumerate(steps):
-        if s["kind"] == "kernel":
+        if s.is_kernel:
             ks = next(cyc_iter)
             nid = f"k{len(nodes)}"
             node_of[i] = nid
-            r = recs[s["kernel"]]
-            nodes.append({"id": nid, "idx": len(nodes), "step": i, "name": s["name"], "kernel": s["kernel"],
-                          "ops": s["ops"], "op_types": s["op_types"], "shape": s["shape"], "layout": s["layout"],
-                          "value": s["value"], "cycles": ks.simulated_cycles, "predicted": r.get("predicted_cycles"),
-                          "share": (ks.simulated_cycles or 0) / total})
-        elif s["op_types"] == ["Input"]:
+            r = recs[s.kernel]
+            nodes.append({"id": nid, "idx": len(nodes), "step": i, "name": s.name, "kernel": s.kernel,
+                          "ops": list(s.ops), "op_types": list(s.op_types), "shape": list(s.shape),
+                          "layout": s.layout, "value": s.value, "cycles": ks.simulated_cycles,
+                          "predicted": r.predicted_cycles, "share": (ks.simulated_cycles or 0) / total})
+        elif s.op_types == ("Input",):
             nid = f"in{len(terms)}"
             node_of[i] = nid
-            terms.append({"id": nid, "kind": "input", "name": s["name"], "shape": s["shape"], "step": i})
+            terms.append({"id": nid, "kind": "input", "name": s.name, "shape": list(s.shape), "step": i})
     def producer(i: int, off: int, nb: int):
         for j in range(i - 1, -1, -1):
-            o = steps[j]["output"]
-            if o[0] == 0 and o[1] < off + nb and off < o[1] + o[2]:
+            o = steps[j].output
+            if o.in_arena and o.at < off + nb and off < o.at + o.nbytes:
                 if j in node_of:
                     return j
-                ins = [x for x in steps[j]["inputs"] if x[0] == 0]  # a host glue step in between: look through
-                return producer(j, ins[0][1], ins[0][2]) if ins else None
+                ins = [x for x in steps[j].inputs if x.in_arena]  # a host glue step in between: look through
+                return producer(j, ins[0].at, ins[0].nbytes) if ins else None
         return None
     edges, seen = [], set()
     for i, s in enumerate(steps):
-        if s["kind"] == "kernel" or s["op_types"] == ["Output"]:
-            if s["kind"] != "kernel":
+        if s.is_kernel or s.op_types == ("Output",):
+            if not s.is_kernel:
                 nid = f"out{len([t for t in terms if t['kind'] == 'output'])}"
                 node_of[i] = nid
-                terms.append({"id": nid, "kind": "output", "name": s["name"], "shape": s["shape"], "step": i})
-            for x in s["inputs"]:
-                if x[0] != 0:
+                terms.append({"id": nid, "kind": "output", "name": s.name, "shape": list(s.shape), "step": i})
+            for x in s.inputs:
+                if not x.in_arena:
                     continue
-                j = producer(i, x[1], x[2])
+                j = producer(i, x.at, x.nbytes)
                 if j is None or (node_of[j], node_of[i]) in seen:
                     continue
                 seen.add((node_of[j], node_of[i]))
                 ps = steps[j]
-                edges.append({"src": node_of[j], "dst": node_of[i], "shape": ps["shape"], "layout": ps["layout"],
-                              "value": ps["value"], "bytes": x[2]})
+                edges.append({"src": node_of[j], "dst": node_of[i], "shape": list(ps.shape), "layout": ps.layout,
+                              "value": ps.value, "bytes": x.nbytes})
     layer: dict[str, int] = {t["id"]: 0 for t in terms if t["kind"] == "input"}
     preds: dict[str, list[str]] = {}
     for e in edges:
@@ -366,12 +365,12 @@ def _kernel_table(nodes: list[dict], recs: dict, profile, log_lines, model_name:
         kind = advice.classify(r, summ)
         ops = {op for m in nodes if m["kernel"] == kname for op in m["ops"]}
         kernels[kname] = {
-            "name": kname, "family": r["family"], "opspec": trace.opspec_label(r), "variant": r["variant"],
-            "unit": r.get("unit"), "algorithm": r.get("algorithm"), "tiling": r["tiling"], "blocks": r["blocks"],
-            "buffers": r.get("buffers", {}), "features": r["features"], "spec": r["spec"],
-            "compared_cycles": r.get("compared_cycles") or {}, "predicted_cycles": r.get("predicted_cycles"),
-            "predicted_pipes": r.get("predicted_pipes") or {}, "bound_unit": r.get("bound_unit"),
-            "mte2_bytes": r.get("mte2_bytes"),
+            "name": kname, "family": r.family, "opspec": trace.opspec_label(r), "variant": r.variant,
+            "unit": r.unit, "algorithm": r.algorithm, "tiling": r.tiling, "blocks": r.blocks,
+            "buffers": r.buffers, "features": r.features, "spec": r.spec,
+            "compared_cycles": r.compared_cycles or {}, "predicted_cycles": r.predicted_cycles,
+            "predicted_pipes": {p: c.to_json() for p, c in (r.predicted_pipes or {}).items()},
+            "bound_unit": r.bound_unit, "mte2_bytes": r.mte2_bytes,
             "stats": {"cycles": st["cycles"], "cores_used": st["cores_used"], "cores_available": st["cores_available"],
                       "core_kind": st["core_kind"], "cube_macs": st["cube_macs"],
                       "cube_useful_macs": st["cube_useful_macs"],
@@ -416,6 +415,7 @@ def _bottleneck_rows(kernels: dict, recs: dict, profile, threshold: float, sugge
             rows[-1].update(cpu_ms=k["cpu_ms_total"], cpu_share=k["cpu_share"])
 
     return rows
+
 
 def render(data: dict) -> str:
     blob = json.dumps(data, separators=(",", ":"), allow_nan=False)

@@ -187,6 +187,8 @@ def test_codegen_failure_fails_build_and_leaves_outputs_whole(tiny):
 def test_portable_build_computes_correct_results(tiny, tmp_path):
     pkg = tmp_path / "pkg" / "kiln"
     shutil.copytree(tiny["src"] / "python" / "kiln", pkg)
+    # as installed: the runtime reads its manifest through kiln.codegen's typed records
+    shutil.copytree(tiny["src"] / "codegen", pkg / "codegen", ignore=shutil.ignore_patterns("__pycache__"))
     for so in tiny["build"].glob("_core*"):
         shutil.copy(so, pkg)
     script = textwrap.dedent("""

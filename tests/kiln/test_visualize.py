@@ -467,7 +467,7 @@ TRACE_CASES = _trace_cases()
 def test_trace_text_and_chrome_json_match_the_replay_and_the_emulator(model, launch, tmp_path):
     from codegen.families.registry import predict
     from kiln import trace
-    _, _, rec = trace.find_kernel(model, launch)
+    rec = trace.find_kernel(model, launch)[2].to_json()
     out = tmp_path / "t.json"
     r = run([kiln_cmd(), "trace", model, "--kernel", launch, "--limit", "7", "--chrome", out])
     assert r.returncode == 0, r.stderr
@@ -519,6 +519,6 @@ def test_recording_does_not_change_the_prediction():
         plain = predict(spec, rec["family"], rec["tiling"], prof)
         recorded, launches = record(spec, rec["family"], rec["tiling"], prof)
         assert recorded.cycles == plain.cycles and launches
-        assert costmodel._RECORD is None  # recording is off again
+        assert costmodel.current_mode() == costmodel.ReplayMode()  # recording is off again
         assert sum(len(s) for _, _, cores in launches for s in cores.values()) == \
             sum(c.instrs for c in plain.pipes.values())

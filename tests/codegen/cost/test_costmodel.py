@@ -7,17 +7,13 @@ import pytest
 
 import kiln
 from codegen.families.registry import predict
-from codegen.ir import opspec
+from codegen.ir.manifest import opspec_of_record
 from codegen.ir.profiles import PROFILES
 from kiln.runtime import as_packed
 
-SPEC_CLASS = {c.kind: c for c in vars(opspec).values()
-              if isinstance(c, type) and isinstance(getattr(c, "kind", None), str)}
-SPEC_CLASS.update(softmax=opspec.RowSpec, layernorm=opspec.RowSpec)
-
 
 def spec_of(k):
-    return SPEC_CLASS[k.record["features"]["kind"]](**k.spec)
+    return opspec_of_record(k.entry)
 
 
 PROFILE = PROFILES[kiln.build_info()["profile"]]

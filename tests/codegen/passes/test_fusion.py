@@ -75,6 +75,20 @@ def test_default_fuses_what_the_profile_allows(tmp_path):
         ("DwConv+Conv1x1", "dw", "pw", "chain_unsupported"), ("Conv+Conv1x1", "pw", "c2", "chain_unsupported")]
 
 
+def test_fusion_writes_its_decisions_into_the_typed_record_not_the_onnx_attributes(tmp_path):
+    m, _, _ = model_plan(tmp_path)
+    onnx_attrs = {n.name: {a.name for a in n.attribute} for n in onnx.load(str(tmp_path / "small.onnx")).graph.node}
+    nodes = {n.name: n for n in m.fusion.graph.nodes}
+    for n in nodes.values():  # the frontend's normalised ONNX attributes only (pads, strides, ...), nothing fusion set
+        fusion_keys = {"activation", "residual", "second", "siblings", "chain_first", "fused", "fused_types"}
+        assert not set(n.attrs) & (fusion_keys | ({"min", "max"} if n.op_type != "Clip" else set())), n
+        assert set(n.attrs) >= onnx_attrs.get(n.name, set()) - {"pads"}
+    # conv+bn+relu and conv+clip6 keep their epilogues in Node.fused; the residual add went into c2 (then relu)
+    assert nodes["c1"].fused.activation == "Relu" and nodes["c1"].fused.ops == ["relu1"]
+    assert nodes["pw"].fused.activation == "Clip" and nodes["pw"].fused.clip == (0.0, 6.0)
+    assert nodes["c2"].fused.residual == "r1" and nodes["c2"].fused.op_types == ["Add", "Relu"]
+
+
 def test_fusion_off_gives_one_kernel_per_op(tmp_path):
     _m, launches, lines = model_plan(tmp_path, ENABLE_FUSION="OFF")
     assert launches == 9
