@@ -56,6 +56,14 @@ def model_file(name: str) -> Path:
     pytest.skip(f"real model file {name} not found: {where}")
 
 
+def minimal_kernel_list(directory: Path) -> Path:
+    """A kernel list of one small Relu (directory/k.toml): for plans and builds that are about models, so the
+    default kernel list's searches do not run."""
+    path = directory / "k.toml"
+    path.write_text('[[op]]\nlabel = "k"\ntype = "Relu"\nshape = [16]\n')
+    return path
+
+
 @pytest.fixture(scope="session")
 def repo() -> Path:
     return REPO

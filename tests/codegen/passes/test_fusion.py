@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 onnx = pytest.importorskip("onnx")
-from conftest import REPO  # noqa: E402
+from conftest import REPO, minimal_kernel_list  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from codegen.options import parse_options  # noqa: E402
@@ -51,9 +51,8 @@ def small_cnn(path):
 
 def model_plan(tmp_path, **opts):
     path = small_cnn(tmp_path / "small.onnx")
-    options = {"KILN_MODELS": str(path), "KILN_KERNEL_LIST": str(tmp_path / "empty.toml"),
+    options = {"KILN_MODELS": str(path), "KILN_KERNEL_LIST": str(minimal_kernel_list(tmp_path)),
                "DEBUG_OPTIMIZATION_PATH": "ON", **opts}
-    (tmp_path / "empty.toml").write_text('[[op]]\nlabel = "k"\ntype = "Relu"\nshape = [16]\n')
     p = plan(parse_options(options), REPO, tmp_path)
     (m,) = p.models
     launches = sum(1 for s in m.lowered.steps if s.kind == "kernel")
@@ -105,8 +104,7 @@ def test_depth_one_rejects_with_the_limit(tmp_path):
     ("O0", 9, False, "OFF"), ("O1", 4, True, "OFF"), ("O2", 4, True, "AUTO"), ("O3", 4, True, "AUTO")])
 def test_opt_levels_imply_their_options(tmp_path, level, launches, fusion, winograd):
     path = small_cnn(tmp_path / "small.onnx")
-    (tmp_path / "k.toml").write_text('[[op]]\nlabel = "k"\ntype = "Relu"\nshape = [16]\n')
-    p = plan(parse_options({"KILN_MODELS": str(path), "KILN_KERNEL_LIST": str(tmp_path / "k.toml"),
+    p = plan(parse_options({"KILN_MODELS": str(path), "KILN_KERNEL_LIST": str(minimal_kernel_list(tmp_path)),
                             "KILN_OPT_LEVEL": level}), REPO, tmp_path)
     assert sum(1 for s in p.models[0].lowered.steps if s.kind == "kernel") == launches
     assert (p.options.enable_fusion, p.options.use_winograd) == (fusion, winograd)
@@ -129,9 +127,8 @@ def plan_graph(tmp_path, nodes, inputs, outputs, inits, **opts):
     g = helper.make_graph(nodes, "g", inputs, outputs, inits)
     path = tmp_path / "g.onnx"
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
-    (tmp_path / "k.toml").write_text('[[op]]\nlabel = "k"\ntype = "Relu"\nshape = [16]\n')
-    p = plan(parse_options({"KILN_MODELS": str(path), "KILN_KERNEL_LIST": str(tmp_path / "k.toml"), **opts}),
-             REPO, tmp_path)
+    p = plan(parse_options({"KILN_MODELS": str(path), "KILN_KERNEL_LIST": str(minimal_kernel_list(tmp_path)),
+                            **opts}), REPO, tmp_path)
     return p.models[0], [ln for ln in p.log.lines if ln.startswith("[OPT] fusion")]
 
 
@@ -277,8 +274,7 @@ def torchvision_style_resnet50(path):
 
 def test_torchvision_style_resnet50_export_fits_47_launches(tmp_path):
     path = torchvision_style_resnet50(tmp_path / "resnet50_tv.onnx")
-    (tmp_path / "k.toml").write_text('[[op]]\nlabel = "k"\ntype = "Relu"\nshape = [16]\n')
-    p = plan(parse_options({"KILN_MODELS": str(path), "KILN_KERNEL_LIST": str(tmp_path / "k.toml"),
+    p = plan(parse_options({"KILN_MODELS": str(path), "KILN_KERNEL_LIST": str(minimal_kernel_list(tmp_path)),
                             "KILN_OPT_LEVEL": "O1"}), REPO, tmp_path)  # O1: no Winograd search (faster plan)
     (m,) = p.models
     kernels = [s for s in m.lowered.steps if s.kind == "kernel"]

@@ -4,7 +4,7 @@ import json
 import shutil
 
 import pytest
-from conftest import REPO, run
+from conftest import REPO, minimal_kernel_list, run
 
 from codegen import KilnError
 from codegen.emit.opspec_file import spec_hash
@@ -112,9 +112,8 @@ def test_kiln_tune_measures_candidates_on_the_emulator(tmp_path):
         for c in rec["candidates"]:  # the cost model's prediction is what the emulator measured
             assert c["predicted_cycles"] == pytest.approx(c["simulated_cycles"], abs=1e-6)
     # and a build plan given those records takes every bert GEMM from them
-    (tmp_path / "one.toml").write_text('[[op]]\nlabel = "k"\ntype = "Relu"\nshape = [16]\n')
     p = plan(parse_options({"KILN_MODELS": "bert_layer", "KILN_TUNING_RECORDS": str(out),
-                            "DEBUG_OPTIMIZATION_PATH": "ON", "KILN_KERNEL_LIST": str(tmp_path / "one.toml")}),
+                            "DEBUG_OPTIMIZATION_PATH": "ON", "KILN_KERNEL_LIST": str(minimal_kernel_list(tmp_path))}),
              REPO, tmp_path)
     from_records = [ln for ln in p.log.lines if "reason=tuning_record" in ln]
     assert len(from_records) == len(gemms)

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 onnx = pytest.importorskip("onnx")
-from conftest import REPO, build_package  # noqa: E402
+from conftest import REPO, build_package, minimal_kernel_list  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from codegen import KilnError, pipeline  # noqa: E402
@@ -94,9 +94,7 @@ def tiny_image_model(path: Path, size: int = 224, tail=None) -> Path:
 
 
 def kernel_list(root: Path) -> Path:
-    kl = root / "k.toml"
-    kl.write_text('[[op]]\nlabel = "k"\ntype = "Relu"\nshape = [16]\n')
-    return kl
+    return minimal_kernel_list(root)
 
 
 def bucket_plan(root: Path, model: Path, buckets: str = "224;256", **opts):
