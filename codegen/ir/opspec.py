@@ -24,6 +24,11 @@ def c1(c: int) -> int:
     return ceil(c / C0)
 
 
+# How a kernel's output becomes the natural-layout array a caller of kiln.kernel(...) gets back: NC1HWC0 to NCHW
+# with the spec's out_channels, reshaped like the first operand (elementwise and row-wise ops), or as written.
+NaturalOutput = Literal["nchw", "like_input", "as_written"]
+
+
 @dataclass(frozen=True)
 class Tensor:
     name: str
@@ -91,6 +96,7 @@ class Conv2dSpec:
     # (fp16 in GM) rounded to bf16 on their way into L1. Accumulation is fp32 and the output fp16 either way.
     dtype: str = "fp16"
     kind: ClassVar[Literal["conv2d"]] = "conv2d"
+    natural_output: ClassVar[NaturalOutput] = "nchw"
 
     @property
     def first_cout(self) -> int:
@@ -154,6 +160,10 @@ class Conv2dSpec:
         return Tensor("y", (self.n, c1(self.cout), self.ho, self.wo, C0), "fp16", "NC1HWC0")
 
     @property
+    def out_channels(self) -> int:
+        return self.cout
+
+    @property
     def reduction_length(self) -> int:
         # a chain's output sums `mid` products (the intermediate's own error is its fp16 rounding)
         return self.mid or self.cin * self.kh * self.kw + self.cin2
@@ -200,6 +210,10 @@ class _PerChannelWindow:
         return Tensor("y", (self.n, c1(self.c), self.ho, self.wo, C0), "fp16", "NC1HWC0")
 
     @property
+    def out_channels(self) -> int:
+        return self.c
+
+    @property
     def reduction_length(self) -> int:
         return self.kh * self.kw
 
@@ -228,6 +242,7 @@ class DwConv2dSpec(_PerChannelWindow):
     relu: bool
     clip_hi: float = 0.0  # > 0: the epilogue clips to [0, clip_hi] (ReLU6) instead of a ReLU
     kind: ClassVar[Literal["dwconv2d"]] = "dwconv2d"
+    natural_output: ClassVar[NaturalOutput] = "nchw"
 
     @property
     def name(self) -> str:
@@ -261,6 +276,7 @@ class GemmSpec:
     # one after another, [n // split][m][split], so each is a contiguous slice of the output. 0: one result.
     split: int = 0
     kind: ClassVar[Literal["gemm"]] = "gemm"
+    natural_output: ClassVar[NaturalOutput] = "as_written"
 
     @property
     def name(self) -> str:
@@ -320,6 +336,7 @@ class EltwiseSpec:
     hi: float = 0.0
     scalar: float = 0.0  # the constant of muls / adds
     kind: ClassVar[Literal["eltwise"]] = "eltwise"
+    natural_output: ClassVar[NaturalOutput] = "like_input"
 
     @property
     def name(self) -> str:
@@ -364,6 +381,7 @@ class Pool2dSpec(_PerChannelWindow):
     pb: int
     pr: int
     kind: ClassVar[Literal["pool2d"]] = "pool2d"
+    natural_output: ClassVar[NaturalOutput] = "nchw"
     dh = 1
     dw = 1
 
@@ -394,6 +412,7 @@ class RowSpec:
     rows: int
     length: int
     eps: float = 0.0  # layernorm
+    natural_output: ClassVar[NaturalOutput] = "like_input"
 
     @property
     def kind(self) -> Literal["softmax", "layernorm"]:
@@ -434,6 +453,7 @@ class BatchedGemmSpec:
     trans_b: bool
     dtype: str = "fp16"  # the Cube's operand type, as Conv2dSpec.dtype (both operands are activations)
     kind: ClassVar[Literal["bgemm"]] = "bgemm"
+    natural_output: ClassVar[NaturalOutput] = "as_written"
 
     @property
     def name(self) -> str:
@@ -467,6 +487,7 @@ class TransposeSpec:
     d2: int
     d3: int
     kind: ClassVar[Literal["transpose"]] = "transpose"
+    natural_output: ClassVar[NaturalOutput] = "as_written"
 
     @property
     def name(self) -> str:
@@ -496,6 +517,7 @@ class AttentionSpec:
     scale: float
     mask: bool = False  # an additive mask [batch, kv] (fp16) on the scaled scores
     kind: ClassVar[Literal["attention"]] = "attention"
+    natural_output: ClassVar[NaturalOutput] = "as_written"
 
     @property
     def name(self) -> str:

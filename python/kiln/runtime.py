@@ -8,7 +8,8 @@ from functools import cached_property
 import numpy as np
 
 from . import _core
-from .codegen.ir.manifest import KernelRecord
+from .codegen.ir import layouts
+from .codegen.ir.manifest import KernelRecord, TensorDesc, opspec_of_record
 
 
 def _f16_bits(a: np.ndarray) -> np.ndarray:
@@ -32,6 +33,25 @@ def _pad_bias(b: np.ndarray, length: int) -> np.ndarray:
     out = np.zeros(length, np.float32)
     out[: b.size] = np.asarray(b, np.float32).reshape(-1)
     return out
+
+
+def pack_operand(a: np.ndarray, t: TensorDesc, tiling: dict) -> np.ndarray:
+    """A natural-layout operand (NCHW, OIHW, [K, N], any shape) in the device layout and type `t` declares: one
+    packer per layout (codegen/ir/layouts.py; fp16 through the C++ packers)."""
+    if t.layout == "ND":
+        return _pad_bias(a, t.shape[0]) if t.dtype == "fp32" else _f16_bits(a).reshape(t.shape)
+    x = np.asarray(a, np.float32)
+    if t.layout == "NC1HWC0":
+        return _as_f16(_core.nchw_to_nc1hwc0(x))
+    if t.layout == "C1HWC0":
+        return _as_f16(_core.dw_weight_to_c1hwc0(x))
+    if t.layout == "WINOGRAD_FRACTAL_Z":  # G g G^T, as the build bakes it
+        return layouts.oihw_to_winograd(x.astype(np.float16), tiling["tile"])
+    if t.layout in ("FRACTAL_Z", "ZN") and t.dtype == "bf16":  # NumPy packing: the C++ packers write fp16
+        return layouts.kn_to_zn(x, "bf16") if t.layout == "ZN" else layouts.oihw_to_fractal_z(x, "bf16")
+    if t.layout in ("FRACTAL_Z", "ZN"):
+        return _as_f16(_core.kn_to_zn(x) if t.layout == "ZN" else _core.oihw_to_fractal_z(x))
+    raise ValueError(f"operand {t.name}: no packer for layout {t.layout}")
 
 
 class Kernel:
@@ -65,84 +85,26 @@ class Kernel:
         return out
 
     # ---- natural layouts -------------------------------------------------------
-    def _weight(self, i: int, w: np.ndarray) -> np.ndarray:
-        """Input i, a Cube weight in natural layout (OIHW conv or [K, N] GEMM), packed as the kernel takes it:
-        fp16, or bf16 bit patterns (uint16) in a KILN_DTYPE=bf16 build."""
-        t = self.entry.inputs[i]
-        w = np.asarray(w, np.float32)
-        if t.dtype == "bf16":
-            from .codegen.ir import layouts  # NumPy packing: the C++ packers write fp16
-            return layouts.kn_to_zn(w, "bf16") if t.layout == "ZN" else layouts.oihw_to_fractal_z(w, "bf16")
-        return _as_f16(_core.kn_to_zn(w) if t.layout == "ZN" else _core.oihw_to_fractal_z(w))
+    @cached_property
+    def opspec(self):
+        """The op spec the kernel was baked from (codegen/ir/opspec.py)."""
+        return opspec_of_record(self.entry)
 
     def pack(self, *args: np.ndarray) -> list[np.ndarray]:
-        """Natural layouts -> the kernel's packed inputs (weights would be packed once, at build time)."""
-        s, kind, ins = self.spec, self.entry.kind, self.entry.inputs
-        want = len(ins)
-        if len(args) != want:
+        """Natural layouts -> the kernel's packed inputs (weights would be packed once, at build time): each
+        operand into the layout its record declares, by the one packer of that layout."""
+        ins = self.entry.inputs
+        if len(args) != len(ins):
             names = ", ".join(t.name for t in ins)
-            raise TypeError(f"kernel {self.name} takes {want} arguments ({names}), got {len(args)}")
-        if kind == "conv2d":
-            x = _as_f16(_core.nchw_to_nc1hwc0(np.asarray(args[0], np.float32)))
-            if s.get("mid"):  # a chain: x, w, [mid_bias], w_mid (OIHW 1x1), [bias], [residual]
-                packed = [x, self._weight(1, args[1])]
-                i = 2
-                if s["mid_bias"]:
-                    packed.append(_pad_bias(args[i], ins[i].shape[0]))
-                    i += 1
-                packed.append(self._weight(len(packed), args[i]))
-                i += 1
-                if s["bias"]:
-                    packed.append(_pad_bias(args[i], ins[i].shape[0]))
-                    i += 1
-                if s.get("residual"):
-                    packed.append(_as_f16(_core.nchw_to_nc1hwc0(np.asarray(args[i], np.float32))))
-                return packed
-            if ins[1].layout == "WINOGRAD_FRACTAL_Z":  # G g G^T, as the build bakes it
-                from .codegen.ir.layouts import oihw_to_winograd
-                w = oihw_to_winograd(np.asarray(args[1], np.float32).astype(np.float16), self.tiling["tile"])
-            else:
-                w = self._weight(1, args[1])
-            packed = [x, w]
-            if s["bias"]:
-                packed.append(_pad_bias(args[2], ins[2].shape[0]))
-            i = 3 if s["bias"] else 2
-            if s.get("residual"):
-                packed.append(_as_f16(_core.nchw_to_nc1hwc0(np.asarray(args[i], np.float32))))
-                i += 1
-            if s.get("cin2"):  # the accumulated 1x1 source: its input (NCHW) and weights (OIHW)
-                packed.append(_as_f16(_core.nchw_to_nc1hwc0(np.asarray(args[i], np.float32))))
-                packed.append(self._weight(len(packed), args[i + 1]))
-            return packed
-        if kind == "dwconv2d":
-            x = _as_f16(_core.nchw_to_nc1hwc0(np.asarray(args[0], np.float32)))
-            w = _as_f16(_core.dw_weight_to_c1hwc0(np.asarray(args[1], np.float32)))
-            packed = [x, w]
-            if s["bias"]:
-                packed.append(_pad_bias(args[2], ins[2].shape[0]))
-            return packed
-        if kind == "gemm":
-            packed = [_f16_bits(args[0]), self._weight(1, args[1])]
-            if s["bias"]:
-                packed.append(_pad_bias(args[2], ins[2].shape[0]))
-            return packed
-        if kind in ("eltwise", "softmax", "transpose", "attention"):
-            return [_f16_bits(a).reshape(t.shape) for a, t in zip(args, ins)]
-        if kind == "layernorm":
-            return [_f16_bits(args[0]).reshape(ins[0].shape),
-                    np.ascontiguousarray(args[1], np.float32), np.ascontiguousarray(args[2], np.float32)]
-        if kind == "bgemm":
-            return [_f16_bits(a) for a in args]
-        if kind == "pool2d":
-            return [_as_f16(_core.nchw_to_nc1hwc0(np.asarray(args[0], np.float32)))]
-        raise AssertionError(kind)
+            raise TypeError(f"kernel {self.name} takes {len(ins)} arguments ({names}), got {len(args)}")
+        return [pack_operand(a, t, self.tiling) for a, t in zip(args, ins)]
 
     def unpack(self, y: np.ndarray, like: np.ndarray | None = None) -> np.ndarray:
-        kind = self.entry.kind
-        if kind in ("conv2d", "dwconv2d", "pool2d"):
-            c = self.spec["cout"] if kind == "conv2d" else self.spec["c"]
-            return _as_f16(_core.nc1hwc0_to_nchw(y.view(np.uint16), c))
-        if kind in ("eltwise", "softmax", "layernorm") and like is not None:
+        """The kernel's output in its natural layout (as its spec's natural_output says)."""
+        how = self.opspec.natural_output
+        if how == "nchw":
+            return _as_f16(_core.nc1hwc0_to_nchw(y.view(np.uint16), self.opspec.out_channels))
+        if how == "like_input" and like is not None:
             return y.reshape(np.shape(like))
         return y
 
