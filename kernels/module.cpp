@@ -543,9 +543,8 @@ PYBIND11_MODULE(_core, m) {
         // an object so that a float or a huge int gets this message, not pybind11's signature dump.
         const long long limit = max_host_threads();
         int overflow = 0;
-        const long long v = PyLong_Check(n.ptr()) && !PyBool_Check(n.ptr())
-                                ? PyLong_AsLongLongAndOverflow(n.ptr(), &overflow)
-                                : 0;
+        const long long v =
+            PyLong_Check(n.ptr()) && !PyBool_Check(n.ptr()) ? PyLong_AsLongLongAndOverflow(n.ptr(), &overflow) : 0;
         if (v < 1 || v > limit || overflow)
           throw py::value_error("number of threads must be an integer 1.." + std::to_string(limit) +
                                 " (4 per CPU core), got " + std::string(py::repr(n)));

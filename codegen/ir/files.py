@@ -26,7 +26,7 @@ def check_output_path(path: str | os.PathLike, what: str = "") -> Path:
     if not str(path).strip():
         raise OutputPathError(f"{what + ': ' if what else ''}the output path is empty; give a file name")
     if p.is_dir():
-        raise bad(f"is a directory; give the name of a file in it, e.g. {p / ('out' + (p.suffix or '.json'))}")
+        raise bad("is a directory; give the name of a file (in it, or elsewhere)")
     if p.exists() and not p.is_file():
         raise bad("exists and is not a regular file (a device or a socket?); give the name of a file")
     parent = p.resolve().parent

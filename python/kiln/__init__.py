@@ -54,12 +54,13 @@ def max_threads() -> int:
     return int(_core.max_threads())
 
 
-def thread_count_error(text: str, what: str) -> str | None:
-    """Why `text` is not a thread count for `what` (an option or a variable), or None if it is one."""
-    text = text.strip()
+def thread_count_error(text: str) -> str | None:
+    """Why `text` is not a thread count (said after the option or variable it came from), or None."""
+    text = str(text).strip()
     if text.isdigit() and 1 <= int(text) <= max_threads():
         return None
-    return f"{what}={text!r}: expected an integer 1..{max_threads()} (threads for the emulated AI cores, 4 per CPU core)"
+    return (f"expected an integer 1..{max_threads()} (threads for the emulated AI cores, 4 per CPU core), "
+            f"got {text!r}")
 
 
 def _threads_from_env() -> None:
@@ -73,11 +74,11 @@ def _threads_from_env() -> None:
             continue
         # OpenMP's form is a list per nesting level; kiln's regions are not nested, so the first entry counts
         first = raw.split(",")[0] if var == "OMP_NUM_THREADS" else raw
-        why = thread_count_error(first, var)
+        why = thread_count_error(first)
         if why is None:
             _core.set_num_threads(int(first))
             return
-        print(f"kiln: ignoring {why}; using all {os.cpu_count() or 1} CPU cores", file=sys.stderr)
+        print(f"kiln: ignoring {var}={raw!r}: {why}; using all {os.cpu_count() or 1} CPU cores", file=sys.stderr)
         _core.set_num_threads(min(os.cpu_count() or 1, max_threads()))
         return
 

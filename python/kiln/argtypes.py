@@ -23,7 +23,6 @@ def int_range(lo: int, hi: int | None = None, what: str = "") -> Callable[[str],
         if v is None or v < lo or (hi is not None and v > hi):
             raise argparse.ArgumentTypeError(f"expected {accepted}{suffix}, got {text!r}")
         return v
-    parse.__name__ = f"integer {lo}..{hi if hi is not None else ''}"  # argparse names the type in some errors
     return parse
 
 
@@ -41,9 +40,9 @@ def share(text: str) -> float:
 def threads(text: str) -> int:
     """A host thread count, bounded as kiln.set_num_threads is (the bound lives in the extension)."""
     import kiln
-    why = kiln.thread_count_error(text, "")
+    why = kiln.thread_count_error(text)
     if why is not None:
-        raise argparse.ArgumentTypeError(why.split(": ", 1)[1])  # the range; argparse names the option
+        raise argparse.ArgumentTypeError(why)  # argparse names the option
     return int(text)
 
 

@@ -200,9 +200,9 @@ def run(model: str, batch: int | None = None, threads: int | None = None, peers=
         if v is not None and v < low:
             raise BenchError(f"{what} must be >= {low}, got {v}")
     # every engine's pool gets this count (ONNX Runtime's intra-op threads, OpenMP's): the one bound of kiln's
-    why = None if threads is None else kiln.thread_count_error(str(threads), "--threads")
+    why = None if threads is None else kiln.thread_count_error(str(threads))
     if why:
-        raise BenchError(why)
+        raise BenchError(f"--threads: {why}")
     rec = resolve_model(model, batch)
     batch = rec["inputs"][0]["shape"][0]
     threads = threads or machine()["cores"]

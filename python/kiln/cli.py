@@ -184,15 +184,23 @@ def _validate(args) -> int:
     return 0 if report["passed"] else 1
 
 
-def _read_input(path: str, model):
-    """The --input array: an .npy file of real numbers in the model's input shape; ValueError naming the file."""
+def _read_input(path: str):
+    """The --input array: an .npy file of real numbers; ValueError naming the file (the shape is the model's
+    to check)."""
+    import zipfile
+
     import numpy as np
     try:
-        x = np.load(path, allow_pickle=False)  # never unpickle what a user points at
+        with open(path, "rb") as f:
+            head = f.read(6)
+        x = np.load(path, allow_pickle=False) if head == b"\x93NUMPY" or head.startswith(b"PK") else None
     except OSError as e:
         raise ValueError(f"--input {path}: cannot read it ({e.strerror or e})") from None
-    except (ValueError, EOFError) as e:  # text, truncated or pickled content
+    except (ValueError, EOFError, zipfile.BadZipFile) as e:  # truncated, pickled or a broken archive
         raise ValueError(f"--input {path}: not a readable .npy file ({e})") from None
+    if x is None:  # neither .npy nor .npz (a zip): numpy would call it pickled data
+        raise ValueError(f"--input {path}: not an .npy file (it does not start with NumPy's magic bytes; a text "
+                         "file? save the array with numpy.save)")
     if isinstance(x, np.lib.npyio.NpzFile):
         names = ", ".join(x.files) or "none"
         x.close()
@@ -212,7 +220,7 @@ def _run(args) -> int:
     from .codegen.ir.files import write_atomic
     try:
         model = kiln.load(args.model)
-        x = _read_input(args.input, model) if args.input else \
+        x = _read_input(args.input) if args.input else \
             np.random.default_rng(0).standard_normal(model.inputs[0][1]).astype(np.float32)
         try:
             y = model.run(x)
@@ -541,7 +549,8 @@ def _parser_bench(sub) -> None:
     b.add_argument("--rounds", type=int_range(1), default=3,
                    help="rounds over the engines, timings merged (default 3)")
     b.add_argument("--json", action="store_true")
-    b.add_argument("--profile", metavar="FILE", type=output_file, help="also write kiln's per-kernel host times and simulated cycles "
+    b.add_argument("--profile", metavar="FILE", type=output_file,
+                   help="also write kiln's per-kernel host times and simulated cycles "
                    "(JSON, kiln-profile/1) for `kiln visualize --profile`")
     b.set_defaults(fn=_bench)
 
@@ -563,7 +572,8 @@ def _parser_visualize(sub) -> None:
     vz.add_argument("-o", "--output", type=output_file, help="HTML file to write (default MODEL_report.html)")
     vz.add_argument("--threshold", type=share, default=0.15,
                     help="share of simulated time (0..1) that makes a kernel a bottleneck (default 0.15)")
-    vz.add_argument("--serve", type=int_range(0, 65535, "a TCP port; 0 picks a free one"), metavar="PORT", help="then serve it on http://127.0.0.1:PORT (0: any port)")
+    vz.add_argument("--serve", type=int_range(0, 65535, "a TCP port; 0 picks a free one"), metavar="PORT",
+                    help="then serve it on http://127.0.0.1:PORT (0: any port)")
     vz.add_argument("--profile", metavar="FILE", help="fold in measured per-kernel CPU times (the kiln-profile/1 "
                     "JSON of `kiln bench MODEL --profile FILE`), shown beside the predictions")
     vz.set_defaults(fn=_visualize)

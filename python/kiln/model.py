@@ -79,7 +79,7 @@ class Model:
                             f"({', '.join(n for n, _ in self.inputs)}), got {len(inputs)}")
         if force_generic and not (self._dispatch.shapes and self._dispatch.shapes["generic_kernels"]):
             raise ValueError(f"model {self.name} has no generic kernels (build with KILN_SHAPE_BUCKETS)")
-        xs = [np.ascontiguousarray(x, dtype=np.float32) for x in inputs]
+        xs = [_as_input(self.name, n, x) for (n, _), x in zip(self.inputs, inputs)]
         strict = numerics.strict_from_env() if strict is None else strict
         # the fp16 boundary: said before the run (strict stops it), and again for what comes back
         numerics.check(self.name, "input", [(n, x) for (n, _), x in zip(self.inputs, xs)], strict)
@@ -121,6 +121,19 @@ class Model:
     def simulated_cycles(self) -> float:
         """Sum over kernel launches of the last run (kernels run one after another)."""
         return sum(k.simulated_cycles or 0 for k in self.kernels)
+
+
+def _as_input(model: str, name: str, x) -> np.ndarray:
+    """A run's input as C-contiguous fp32; TypeError naming the input for anything that is not real numbers (a
+    string, an object array), which the extension would answer with pybind11's signature dump."""
+    where = f"model {model}, input {name!r}: expected an array of real numbers (float32)"
+    try:
+        a = np.asarray(x)
+    except (TypeError, ValueError) as e:  # ragged nested lists and the like
+        raise TypeError(f"{where}, got {type(x).__name__} ({e})") from None
+    if a.dtype.kind not in "biuf":
+        raise TypeError(f"{where}, got {type(x).__name__} of {a.dtype}")
+    return np.ascontiguousarray(a, dtype=np.float32)
 
 
 def _unpack(flat: np.ndarray, layout: str, shape: list[int]) -> np.ndarray:

@@ -37,7 +37,7 @@ def finding(values: np.ndarray) -> str | None:
     if values.size == 0:
         return None
     lo, hi = float(values.min()), float(values.max())
-    if -FP16_MAX <= lo and hi <= FP16_MAX:  # False for NaN
+    if lo >= -FP16_MAX and hi <= FP16_MAX:  # False for NaN
         return None
     finite = np.isfinite(values)
     bad = int(values.size - np.count_nonzero(finite))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _core
+from .operands import check_operands
 
 
 def _f16_bits(a: np.ndarray) -> np.ndarray:
@@ -54,6 +55,10 @@ class Kernel:
     def run_packed(self, *inputs: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         """Runs on arrays already in the kernel's layouts (see record['inputs'])."""
         out = self.empty_output() if out is None else out
+        for i, a in enumerate((*inputs, out)):  # pybind11 would answer anything else with its signature dump
+            if not isinstance(a, np.ndarray):
+                what = "out" if i == len(inputs) else f"packed input {i}"
+                raise TypeError(f"kernel {self.name}: {what} must be a NumPy array, got {type(a).__name__}")
         self.last_stats = _core.run(self.name, list(inputs), out)
         return out
 
@@ -71,10 +76,7 @@ class Kernel:
     def pack(self, *args: np.ndarray) -> list[np.ndarray]:
         """Natural layouts -> the kernel's packed inputs (weights would be packed once, at build time)."""
         s, kind = self.spec, self.record["features"]["kind"]
-        want = len(self.record["inputs"])
-        if len(args) != want:
-            names = ", ".join(t["name"] for t in self.record["inputs"])
-            raise TypeError(f"kernel {self.name} takes {want} arguments ({names}), got {len(args)}")
+        args = tuple(check_operands(self.record, args))  # the one check: count, numbers, natural shapes
         if kind == "conv2d":
             x = _as_f16(_core.nchw_to_nc1hwc0(np.asarray(args[0], np.float32)))
             if s.get("mid"):  # a chain: x, w, [mid_bias], w_mid (OIHW 1x1), [bias], [residual]
