@@ -107,7 +107,7 @@ def load_profile(path, model_name: str, steps: list[dict], hw_profile: str) -> d
     return {"file": os.path.basename(os.fspath(path)), "format": fmt, "model": doc["model"],
             "profile": doc["profile"], "isa": doc["isa"], "threads": doc["threads"], "repeat": doc["repeat"],
             "date": doc["date"], "total_cpu_ms": float(doc["total_cpu_ms"]),
-            "simulated_cycles": doc["simulated_cycles"], "steps_cpu_ms": steps_ms, "kernel_cpu_ms": kernel_ms,
+            "simulated_cycles": doc.get("simulated_cycles"), "steps_cpu_ms": steps_ms, "kernel_cpu_ms": kernel_ms,
             "glue_cpu_ms": steps_ms - kernel_ms, "steps": out_steps}
 
 
