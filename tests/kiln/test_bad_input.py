@@ -135,3 +135,11 @@ def test_a_model_input_that_is_not_numbers_names_the_input():
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a good input warns of nothing
         m.run(np.zeros(m.inputs[0][1], np.float32))
+
+
+def test_log_takes_the_onnx_path_a_model_was_baked_from():
+    if not kiln.build_info()["options"]["DEBUG_OPTIMIZATION_PATH"] or RECORD is None:
+        pytest.skip("this build has no optimisation-path log (DEBUG_OPTIMIZATION_PATH=OFF)")
+    by_name = subprocess.run([kiln_cmd(), "log", MODEL], capture_output=True, text=True, timeout=120)
+    by_path = subprocess.run([kiln_cmd(), "log", RECORD["onnx"]], capture_output=True, text=True, timeout=120)
+    assert by_path.returncode == 0 and by_path.stdout == by_name.stdout and by_name.stdout, by_path.stderr
