@@ -57,7 +57,7 @@ def max_threads() -> int:
 def thread_count_error(text: str) -> str | None:
     """Why `text` is not a thread count (said after the option or variable it came from), or None."""
     text = str(text).strip()
-    if text.isdigit() and 1 <= int(text) <= max_threads():
+    if text.isascii() and text.isdigit() and 1 <= int(text) <= max_threads():  # "²".isdigit(), int("²") fails
         return None
     return (f"expected an integer 1..{max_threads()} (threads for the emulated AI cores, 4 per CPU core), "
             f"got {text!r}")

@@ -10,7 +10,7 @@ from collections.abc import Callable
 def _integer(text: str) -> int | None:
     text = text.strip()
     body = text[1:] if text[:1] in "+-" else text
-    return int(text) if body.isdigit() else None
+    return int(text) if body.isascii() and body.isdigit() else None  # "²".isdigit(), but int("²") fails
 
 
 def int_range(lo: int, hi: int | None = None, what: str = "") -> Callable[[str], int]:

@@ -66,10 +66,10 @@ def _overflowing_profile(model: str, steps: list[dict], hw_profile: str, cpu_ms:
 def thread_cases() -> list[Case]:
     """Class 1: thread counts reach OpenMP only within 1..4 per CPU core."""
     out = [Case(f"bench-threads-{v}", ("bench", "{model}", "--threads", v), 2, ("argument --threads", THREADS))
-           for v in ("100000", "0", "-1", "abc", "2.5")]
+           for v in ("100000", "0", "-1", "abc", "2.5", "²")]
     for var in ("OMP_NUM_THREADS", "KILN_NUM_THREADS"):
         out += [Case(f"env-{var}-{v}", ("run", "{model}"), 0, (f"ignoring {var}='{v}'", THREADS),
-                     env={var: v}) for v in ("100000", "0", "x")]
+                     env={var: v}) for v in ("100000", "0", "x", "²")]
     out.append(Case("env-OMP-list-is-fine", ("info",), 0, env={"OMP_NUM_THREADS": "2,1"}))
     return out
 
@@ -109,7 +109,8 @@ def range_cases() -> list[Case]:
               for v in ("-5", "0", "65537")]
     cases += [("analyze", "--max-fusion-depth", "9", r"1\.\.8 \(as MAX_FUSION_DEPTH\)"),
               ("analyze", "--batch", "0", r"1\.\.4096")]
-    cases += [("trace", "--limit", "-3", r"expected an integer >= 0"), ("trace", "--core", "-1", r">= 0")]
+    cases += [("trace", "--limit", "-3", r"expected an integer >= 0"), ("trace", "--core", "-1", r">= 0"),
+              ("trace", "--limit", "²", r"expected an integer >= 0")]
     cases += [("validate", "--seeds", v, r"1\.\.100") for v in ("0", "101")]
     cases += [("bench", "--repeat", "0", ">= 1"), ("bench", "--warmup", "-1", ">= 0"),
               ("bench", "--rounds", "0", ">= 1"), ("bench", "--batch", "-2", r"1\.\.4096"), ("tune", "-k", "0", ">= 1")]
