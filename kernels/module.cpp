@@ -535,11 +535,24 @@ PYBIND11_MODULE(_core, m) {
 #endif
     return d;
   });
-  m.def("set_num_threads", [](int n) {
+  m.def("max_threads", &max_host_threads, "The most host threads set_num_threads takes (4 per CPU core).");
+  m.def(
+      "set_num_threads",
+      [](py::object n) {
+        // Checked here too, not only in kiln.set_num_threads: this is where the value reaches OpenMP. Taken as
+        // an object so that a float or a huge int gets this message, not pybind11's signature dump.
+        const long long limit = max_host_threads();
+        int overflow = 0;
+        const long long v =
+            PyLong_Check(n.ptr()) && !PyBool_Check(n.ptr()) ? PyLong_AsLongLongAndOverflow(n.ptr(), &overflow) : 0;
+        if (v < 1 || v > limit || overflow)
+          throw py::value_error("number of threads must be an integer 1.." + std::to_string(limit) +
+                                " (4 per CPU core), got " + std::string(py::repr(n)));
 #if defined(_OPENMP)
-    omp_set_num_threads(n);
+        omp_set_num_threads(static_cast<int>(v));
 #endif
-  });
+      },
+      py::arg("n"), "Host threads the emulated AI cores run on, 1..max_threads().");
 
   m.def("nchw_to_nc1hwc0", &nchw_to_nc1hwc0_t<float>, py::arg("x"));
   m.def("nc1hwc0_to_nchw", [](py::array_t<std::uint16_t, py::array::c_style> y, int c) {

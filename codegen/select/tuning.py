@@ -17,6 +17,7 @@ import json
 from pathlib import Path
 
 from .. import KilnError
+from ..ir.files import write_atomic
 from ..ir.profiles import Profile
 
 FORMAT = "kiln-tuning/1"
@@ -61,6 +62,4 @@ def write_records(path: str | Path, profile: Profile, records: list[dict]) -> No
     p = Path(path)
     text = json.dumps({"format": FORMAT, "profile": profile.name,
                        "records": sorted(records, key=lambda r: r["opspec"])}, indent=1) + "\n"
-    tmp = p.with_name(p.name + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(p)
+    write_atomic(p, text)

@@ -534,7 +534,7 @@ void Core::fixpipe_to_ub(Local<float> dst, std::size_t doff, Local<float> c, std
   check_local(dst, doff, count, "fixpipe_to_ub", "dst");
   for (std::size_t i = 0; i < count; ++i) {
     const float v = c.ptr[coff + i];
-    dst.ptr[doff + i] = relu && !(v > 0.f) ? 0.f : v;
+    dst.ptr[doff + i] = relu && v < 0.f ? 0.f : v;  // NaN kept, as ONNX Relu (docs/numerics.md)
   }
   issue(Pipe::FIX, prof_.fix_head + double(count) / prof_.fix_elems_pc, count * sizeof(float));
 }

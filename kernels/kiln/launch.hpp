@@ -6,6 +6,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #if defined(_OPENMP)
@@ -47,14 +48,26 @@ inline Core& thread_core(const Profile& p, CoreKind kind, int slot = 0) {
   return *cache.back().core;
 }
 
+// The most host threads the emulated cores may run on: 4 per CPU core. The one bound of every way a thread
+// count comes in (kiln.set_num_threads, KILN_NUM_THREADS, OMP_NUM_THREADS, kiln bench --threads); beyond it
+// a parallel region only costs memory (OpenMP gives each thread a stack), and 10^5 of them crash it.
+inline int max_host_threads() {
+  const unsigned cpus = std::thread::hardware_concurrency();
+  return 4 * (cpus > 0 ? static_cast<int>(cpus) : 1);
+}
+
 // fn(v) for v in [0, n) over the host threads (one virtual core each); the first exception any of them
-// throws is rethrown once all are done.
+// throws is rethrown once all are done. The team is never larger than the n virtual cores nor the bound
+// above, whatever OMP_NUM_THREADS said before kiln could check it.
 template <class F>
 void for_each_core(int n, F&& fn) {
   std::exception_ptr error;
   std::mutex error_mutex;
 #if defined(_OPENMP)
-#pragma omp parallel for schedule(dynamic, 1)
+  int team = omp_get_max_threads();
+  team = team < n ? team : n;
+  team = team < max_host_threads() ? team : max_host_threads();
+#pragma omp parallel for schedule(dynamic, 1) num_threads(team > 0 ? team : 1)
 #endif
   for (int v = 0; v < n; ++v) {
     try {

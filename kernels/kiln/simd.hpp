@@ -301,14 +301,15 @@ inline void mmad_f32(float* c, const float* af, const float* bf, int M1, int N1,
 #endif  // KILN_SIMD_BITS
 
 // ---- Fixpipe: fp32 -> fp16 runs ----------------------------------------------
-// dst[i] = fp16(relu ? (src[i] > 0 ? src[i] : 0) : src[i]), round-to-nearest-even.
+// dst[i] = fp16(relu ? (src[i] < 0 ? 0 : src[i]) : src[i]), round-to-nearest-even. ReLU keeps NaN, as ONNX
+// Relu does (no device source documents the Fixpipe's NaN behaviour; docs/numerics.md).
 inline void f32_to_f16_run(const float* src, f16* dst, std::size_t n, bool relu) {
 #if KILN_SIMD_BITS
-  // max(v, 0) returns its second operand unless v > 0: exactly v > 0 ? v : 0 (NaN and -0 give +0).
+  // max(0, v) returns its second operand unless 0 > v: exactly v < 0 ? 0 : v (NaN stays NaN, -0 stays -0).
   const vf z = vzero();
   std::size_t i = 0;
   if (relu)
-    for (; i + W <= n; i += W) vstore(dst + i, vmax(vload(src + i), z));
+    for (; i + W <= n; i += W) vstore(dst + i, vmax(z, vload(src + i)));
   else
     for (; i + W <= n; i += W) vstore(dst + i, vload(src + i));
   if (i < n) {  // partial vector through a zero-padded copy (the vector convert rounds as f32_to_f16)
@@ -316,13 +317,13 @@ inline void f32_to_f16_run(const float* src, f16* dst, std::size_t n, bool relu)
     f16 h[W];
     std::memcpy(t, src + i, (n - i) * sizeof(float));
     const vf v = vload(t);
-    vstore(h, relu ? vmax(v, z) : v);
+    vstore(h, relu ? vmax(z, v) : v);
     std::memcpy(dst + i, h, (n - i) * sizeof(f16));
   }
 #else
   for (std::size_t i = 0; i < n; ++i) {
     const float v = src[i];
-    dst[i] = f32_to_f16(relu && !(v > 0.f) ? 0.f : v);
+    dst[i] = f32_to_f16(relu && v < 0.f ? 0.f : v);
   }
 #endif
 }
@@ -349,17 +350,17 @@ inline void f16_to_bf16_inplace(f16* p, std::size_t n) {
   for (; i < n; ++i) p[i] = f16_to_bf16(p[i]);
 }
 
-// dst[i] = bf16(relu ? max(src[i], 0) : src[i]) (Fixpipe L0C -> L1 of a bf16 chain).
+// dst[i] = bf16(relu ? max(0, src[i]) : src[i]) (Fixpipe L0C -> L1 of a bf16 chain; NaN kept, as above).
 inline void f32_to_bf16_run(const float* src, f16* dst, std::size_t n, bool relu) {
   std::size_t i = 0;
 #if KILN_SIMD_BITS == 512
   const vf z = vzero();
   for (; i + 16 <= n; i += 16) {
     const vf v = vload(src + i);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), bf16_round(relu ? vmax(v, z) : v));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), bf16_round(relu ? vmax(z, v) : v));
   }
 #endif
-  for (; i < n; ++i) dst[i] = f32_to_bf16(relu && !(src[i] > 0.f) ? 0.f : src[i]);
+  for (; i < n; ++i) dst[i] = f32_to_bf16(relu && src[i] < 0.f ? 0.f : src[i]);
 }
 
 #if KILN_SIMD_BITS == 512 && defined(__AVX512BF16__)
@@ -458,7 +459,7 @@ KILN_SIMD_OP(OpDiv, false, a / b, vdiv(a, b))
 KILN_SIMD_OP(OpMax, false, a > b ? a : b, vmax(a, b))
 KILN_SIMD_OP(OpMin, false, a < b ? a : b, vmin(a, b))
 KILN_SIMD_OP(OpMulAddDst, true, std::fma(a, b, c), vfma(a, b, c))
-KILN_SIMD_OP(OpRelu, false, a > 0.f ? a : 0.f, vmax(a, vzero()))
+KILN_SIMD_OP(OpRelu, false, a < 0.f ? 0.f : a, vmax(vzero(), a))  /* NaN kept, as ONNX Relu */
 KILN_SIMD_OP(OpAbs, false, std::fabs(a), vabs(a))
 KILN_SIMD_OP(OpReciprocal, false, 1.0f / a, vdiv(vset1(1.0f), a))
 KILN_SIMD_OP(OpCopy, false, a, a)

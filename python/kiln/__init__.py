@@ -15,6 +15,7 @@ from . import _core
 from ._core import AlignmentError, BoundsError, CapacityError, EmulationError, SyncError
 from .codegen.ir.manifest import Manifest
 from .model import Model
+from .numerics import NumericsError, NumericsWarning
 from .runtime import Kernel
 
 __all__ = [
@@ -25,6 +26,8 @@ __all__ = [
     "EmulationError",
     "Kernel",
     "Model",
+    "NumericsError",
+    "NumericsWarning",
     "SyncError",
     "build_info",
     "kernel",
@@ -32,6 +35,7 @@ __all__ = [
     "load",
     "manifest",
     "manifest_record",
+    "max_threads",
     "models",
     "set_num_threads",
 ]
@@ -42,29 +46,43 @@ Core = _core.Core  # an emulated AI core driven one instruction at a time
 def set_num_threads(n: int) -> None:
     """Host threads the emulated AI cores run on (default: all CPU cores, or KILN_NUM_THREADS).
     A kernel's blocks go to its virtual cores exactly as its variant split them (blockDim); the threads
-    only decide how many virtual cores run at once, so simulated figures do not depend on them."""
-    limit = _max_threads()
-    if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= limit:
-        raise ValueError(f"number of threads must be an integer 1..{limit} (4 per CPU core), got {n!r}")
+    only decide how many virtual cores run at once, so simulated figures do not depend on them.
+    ValueError outside 1..max_threads() (the bound lives in the extension, which checks it too)."""
     _core.set_num_threads(n)
 
 
-def _max_threads() -> int:
-    import os
-    return 4 * (os.cpu_count() or 1)
+def max_threads() -> int:
+    """The most host threads `set_num_threads` (and KILN_NUM_THREADS, OMP_NUM_THREADS, --threads) takes."""
+    return int(_core.max_threads())
+
+
+def thread_count_error(text: str) -> str | None:
+    """Why `text` is not a thread count (said after the option or variable it came from), or None."""
+    text = str(text).strip()
+    if text.isascii() and text.isdigit() and 1 <= int(text) <= max_threads():  # "²".isdigit(), int("²") fails
+        return None
+    return (f"expected an integer 1..{max_threads()} (threads for the emulated AI cores, 4 per CPU core), "
+            f"got {text!r}")
 
 
 def _threads_from_env() -> None:
+    """KILN_NUM_THREADS, else OMP_NUM_THREADS (OpenMP has read it already, unchecked): a bad value is said and
+    replaced by all CPU cores, before any parallel region runs."""
     import os
-    raw = os.environ.get("KILN_NUM_THREADS", "").strip()
-    if not raw:
+    import sys
+    for var in ("KILN_NUM_THREADS", "OMP_NUM_THREADS"):
+        raw = os.environ.get(var, "").strip()
+        if not raw:
+            continue
+        # OpenMP's form is a list per nesting level; kiln's regions are not nested, so the first entry counts
+        first = raw.split(",")[0] if var == "OMP_NUM_THREADS" else raw
+        why = thread_count_error(first)
+        if why is None:
+            _core.set_num_threads(int(first))
+            return
+        print(f"kiln: ignoring {var}={raw!r}: {why}; using all {os.cpu_count() or 1} CPU cores", file=sys.stderr)
+        _core.set_num_threads(min(os.cpu_count() or 1, max_threads()))
         return
-    if not raw.isdigit() or not 1 <= int(raw) <= _max_threads():
-        import sys
-        print(f"kiln: ignoring KILN_NUM_THREADS={raw!r}: expected an integer 1..{_max_threads()} (threads for the "
-              f"emulated AI cores); using all CPU cores", file=sys.stderr)
-        return
-    _core.set_num_threads(int(raw))
 
 
 _threads_from_env()

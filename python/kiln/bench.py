@@ -200,9 +200,13 @@ def run(model: str, batch: int | None = None, threads: int | None = None, peers=
     from .codegen.ir.profiles import PROFILES
     from .validate import onnx_path_of
     for what, v, low in (("--repeat", repeat, 1), ("--warmup", warmup, 0), ("--rounds", rounds, 1),
-                         ("--threads", threads, 1), ("--batch", batch, 1)):
+                         ("--batch", batch, 1)):
         if v is not None and v < low:
             raise BenchError(f"{what} must be >= {low}, got {v}")
+    # every engine's pool gets this count (ONNX Runtime's intra-op threads, OpenMP's): the one bound of kiln's
+    why = None if threads is None else kiln.thread_count_error(str(threads))
+    if why:
+        raise BenchError(f"--threads: {why}")
     rec = resolve_model(model, batch)
     batch = rec.inputs[0].shape[0]
     threads = threads or machine()["cores"]
@@ -299,7 +303,8 @@ def write_profile(model: str, path: str, threads: int | None = None, warmup: int
            "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
            "total_cpu_ms": round(1e3 * statistics.median(totals), 6), "simulated_cycles": m.simulated_cycles,
            "steps": steps}
-    Path(path).write_text(json.dumps(out, indent=1) + "\n")
+    from .codegen.ir.files import write_atomic
+    write_atomic(path, json.dumps(out, indent=1) + "\n")
     return str(path)
 
 

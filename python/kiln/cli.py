@@ -7,6 +7,8 @@ import os
 import sys
 from importlib import resources
 
+from .argtypes import int_range, output_file, share, threads
+
 
 def _emit_json(obj) -> None:
     """Machine-readable output of every command: indented JSON and a final newline."""
@@ -91,10 +93,13 @@ def _log(args) -> int:
         return 1
     lines = path.read_text().splitlines()
     if args.model:
+        import kiln
+        # by name or by the ONNX path it was baked from, as the other verbs take it
+        name = next((m["name"] for m in kiln.manifest()["models"] if args.model in (m["name"], m["onnx"])),
+                    args.model)
         # the model's own log: build-wide lines, its nodes' lines and its kernels' tiling/algorithm lines
-        own = resources.files("kiln") / "logs" / f"{args.model}.log"
+        own = resources.files("kiln") / "logs" / f"{name}.log"
         if not own.is_file():
-            import kiln
             print(f"kiln: no log for model {args.model!r}; baked models: {', '.join(kiln.models()) or 'none'}",
                   file=sys.stderr)
             return 1
@@ -111,28 +116,36 @@ def _log(args) -> int:
 
 
 def _analyze(args) -> int:
+    import tempfile
+
+    from .codegen.frontend import zoo
+    path = args.file
+    if os.path.exists(path):
+        return _analyze_file(args, path, path)
+    if path not in zoo.ZOO:
+        print(f"kiln analyze: {path}: no such file, and not a zoo model ({', '.join(zoo.ZOO)})", file=sys.stderr)
+        return 2
+    # a zoo model by name: its ONNX file in a directory removed afterwards (resnet50's is about 100 MB)
+    with tempfile.TemporaryDirectory(prefix="kiln-analyze-") as tmp:
+        return _analyze_file(args, str(zoo.write(path, os.path.join(tmp, f"{path}.onnx"))), path)
+
+
+def _analyze_file(args, path: str, shown: str) -> int:
+    """`kiln analyze` of the ONNX file `path`, reported under the name the user gave (`shown`)."""
     from .codegen import KilnError
     from .codegen.analyze import analyze, format_text
     from .codegen.options import OptionError
-    path = args.file
-    if not os.path.exists(path):  # a zoo model by name: build its ONNX file first
-        from .codegen.frontend import zoo
-        if path not in zoo.ZOO:
-            print(f"kiln analyze: {path}: no such file, and not a zoo model ({', '.join(zoo.ZOO)})", file=sys.stderr)
-            return 2
-        import tempfile
-        from pathlib import Path
-        path = str(zoo.write(path, Path(tempfile.mkdtemp(prefix="kiln-analyze-")) / f"{path}.onnx"))
     try:
         report = analyze(path, batch=args.batch, fusion=args.fusion == "on", max_depth=args.max_fusion_depth,
                          target=args.target, flash_attention=args.flash_attention == "on",
                          max_seq_len=args.max_seq_len)
     except KilnError as e:
-        print(f"kiln analyze: {e.subject}: {e.message}", file=sys.stderr)
+        print(f"kiln analyze: {shown if e.subject == path else e.subject}: {e.message}", file=sys.stderr)
         return 2
-    except OptionError as e:  # --max-fusion-depth / --max-seq-len / --target out of range, as the build options
+    except OptionError as e:  # an option combination the build would refuse, as the build options
         print(f"kiln analyze: {e}", file=sys.stderr)
         return 2
+    report["model"] = shown
     if args.json:
         _emit_json(report)
     else:
@@ -175,26 +188,62 @@ def _validate(args) -> int:
     return 0 if report["passed"] else 1
 
 
+def _read_input(path: str):
+    """The --input array: an .npy file of real numbers; ValueError naming the file (the shape is the model's
+    to check)."""
+    import zipfile
+
+    import numpy as np
+    try:
+        with open(path, "rb") as f:
+            head = f.read(6)
+        x = np.load(path, allow_pickle=False) if head == b"\x93NUMPY" or head.startswith(b"PK") else None
+    except OSError as e:
+        raise ValueError(f"--input {path}: cannot read it ({e.strerror or e})") from None
+    except (ValueError, EOFError, zipfile.BadZipFile) as e:  # truncated, pickled or a broken archive
+        raise ValueError(f"--input {path}: not a readable .npy file ({e})") from None
+    if x is None:  # neither .npy nor .npz (a zip): numpy would call it pickled data
+        raise ValueError(f"--input {path}: not an .npy file (it does not start with NumPy's magic bytes; a text "
+                         "file? save the array with numpy.save)")
+    if isinstance(x, np.lib.npyio.NpzFile):
+        names = ", ".join(x.files) or "none"
+        x.close()
+        raise ValueError(f"--input {path}: is an .npz archive (arrays: {names}); give one array as an .npy file")
+    if x.dtype.kind not in "biuf":
+        raise ValueError(f"--input {path}: holds {x.dtype} values; expected real numbers (float32)")
+    return x.astype(np.float32)
+
+
 def _run(args) -> int:
+    import io
+
     import numpy as np
 
     import kiln
+
+    from .codegen.ir.files import write_atomic
     try:
         model = kiln.load(args.model)
-        x = np.load(args.input) if args.input else \
+        x = _read_input(args.input) if args.input else \
             np.random.default_rng(0).standard_normal(model.inputs[0][1]).astype(np.float32)
-        y = model.run(x)
+        try:
+            y = model.run(x)
+        except (ValueError, TypeError) as e:  # a shape the model does not take: say which file it came from
+            raise type(e)(f"--input {args.input}: {e}" if args.input else str(e)) from None
     except KeyError as e:
         print(f"kiln: {e.args[0]}", file=sys.stderr)
         return 2
-    except (OSError, ValueError, TypeError) as e:
+    except (OSError, ValueError, TypeError) as e:  # kiln.NumericsError (KILN_STRICT=1) is a ValueError
         print(f"kiln run: {e}", file=sys.stderr)
         return 2
     y = y if isinstance(y, np.ndarray) else y[0]
-    if args.output:
-        np.save(args.output, y)
+    if args.output:  # exactly the name given (np.save would append .npy), whole or not at all
+        buf = io.BytesIO()
+        np.save(buf, y)
+        write_atomic(args.output, buf.getvalue())
     print(f"{model.name}: output {model.outputs[0][0]} shape {y.shape}, simulated {model.simulated_cycles:.0f} cycles "
-          f"over {model.kernel_launches} kernel launches ({kiln.build_info()['profile']})")
+          f"over {model.kernel_launches} kernel launches ({kiln.build_info()['profile']})"
+          + (f"; wrote {args.output}" if args.output else ""))
     return 0
 
 
@@ -229,20 +278,16 @@ def _plan(args) -> int:
     return 0
 
 
-def _output_dir_ok(path, what: str) -> bool:
-    """An output file's directory must exist before a long run starts (no half-done work, no traceback)."""
-    from pathlib import Path
-    if path and not Path(path).resolve().parent.is_dir():
-        print(f"{what}: the directory of {path} does not exist", file=sys.stderr)
-        return False
-    return True
+def _option_range(name: str):
+    """The validator of a command-line twin of a build option: the option table's range (codegen/options.py)."""
+    from .codegen.options import OPTIONS
+    spec = next(o for o in OPTIONS if o.name == name)
+    return int_range(spec.lo, spec.hi, f"as {name}")
 
 
 def _bench(args) -> int:
     """`kiln bench MODEL`: kiln and the installed peers on the same ONNX file, each in its own process."""
     from . import bench
-    if args.profile and not _output_dir_ok(args.profile, "kiln bench --profile"):
-        return 2
     try:
         report = bench.run(args.model, batch=args.batch, threads=args.threads, peers=bench.parse_peers(args.peers),
                            timing=bench.Timing(args.repeat, args.warmup, args.rounds))
@@ -302,11 +347,6 @@ def _tune(args) -> int:
     """`kiln tune MODEL`: measure the best tilings on the emulator, write tuning records."""
     from .codegen import KilnError
     from .tune import tune
-    if args.k < 1:
-        print(f"kiln tune: -k must be at least 1, got {args.k}", file=sys.stderr)
-        return 2
-    if not _output_dir_ok(args.output, "kiln tune -o"):
-        return 2
     try:
         res = tune(args.model, args.output, k=args.k, build_dir=args.build_dir,
                    progress=lambda m: print(f"[kiln tune] {m}", file=sys.stderr, flush=True))
@@ -320,8 +360,7 @@ def _tune(args) -> int:
 def _trace(args) -> int:
     """`kiln trace MODEL --kernel NAME`: one kernel's instruction stream from the cost model's replay."""
     from . import trace
-    if args.chrome and not _output_dir_ok(args.chrome, "kiln trace --chrome"):
-        return 2
+    from .codegen.ir.files import write_atomic
     try:
         _, steps, rec = trace.find_kernel(args.model, args.kernel)
         tr = trace.replay(rec)
@@ -334,8 +373,7 @@ def _trace(args) -> int:
               file=sys.stderr)
         return 2
     if args.chrome:
-        with open(args.chrome, "w") as f:
-            json.dump(trace.chrome_trace(tr, args.model), f)
+        write_atomic(args.chrome, json.dumps(trace.chrome_trace(tr, args.model)))
     print(trace.format_text(tr, steps, limit=args.limit, core=args.core))
     if args.chrome:
         print(f"\nwrote {len(tr.events)} instructions to {args.chrome} (Chrome/Perfetto trace: pid = core, tid = pipe, "
@@ -346,14 +384,12 @@ def _trace(args) -> int:
 def _visualize(args) -> int:
     """`kiln visualize MODEL`: a self-contained HTML report (graph, bottlenecks, memory plan, fusion)."""
     from . import visualize
-    if not 0 <= args.threshold <= 1:
-        print("kiln visualize: --threshold is a share of simulated time between 0 and 1, e.g. 0.15", file=sys.stderr)
-        return 2
+    from .codegen.ir.files import OutputPathError, check_output_path
     out = args.output or f"{args.model.replace('/', '_')}_report.html"
-    if not _output_dir_ok(out, "kiln visualize -o"):
-        return 2
-    if args.serve is not None and not 0 <= args.serve <= 65535:
-        print(f"kiln visualize: --serve {args.serve} is not a TCP port (0..65535; 0 picks a free one)", file=sys.stderr)
+    try:
+        check_output_path(out, "kiln visualize -o")  # the default name, too, before the work
+    except OutputPathError as e:
+        print(e, file=sys.stderr)
         return 2
     try:
         data = visualize.write(args.model, out, args.threshold, profile_path=args.profile)
@@ -384,8 +420,6 @@ def _optimize(args) -> int:
     """`kiln optimize MODEL [--feedback]`: suggestions for the bottleneck kernels, applied if they help."""
     from .codegen import KilnError
     from .optimize import optimize
-    if not _output_dir_ok(args.output, "kiln optimize -o"):
-        return 2
     try:
         rep = optimize(args.model, args.output, threshold=args.threshold, build_dir=args.build_dir,
                        feedback=args.feedback, progress=lambda m: print(f"[kiln optimize] {m}", file=sys.stderr,
@@ -432,8 +466,10 @@ def _parser_optimize(sub) -> None:
                         "rebuilds, measures and keeps those that help as tuning records")
     oz.add_argument("model")
     oz.add_argument("--feedback", action="store_true", help="rebuild and measure the suggestions on the emulator")
-    oz.add_argument("--threshold", type=float, default=0.15, help="share of simulated time that makes a bottleneck")
-    oz.add_argument("-o", "--output", default="kiln_tuning.json")
+    oz.add_argument("--threshold", type=share, default=0.15,
+                    help="share of simulated time (0..1) that makes a bottleneck (default 0.15)")
+    oz.add_argument("-o", "--output", type=output_file, default="kiln_tuning.json",
+                    help="tuning records to write (default kiln_tuning.json)")
     oz.add_argument("--build-dir")
     oz.add_argument("--json", action="store_true")
     oz.set_defaults(fn=_optimize)
@@ -442,8 +478,9 @@ def _parser_optimize(sub) -> None:
 def _parser_tune(sub) -> None:
     tn = sub.add_parser("tune", help="measure the cost model's best tilings on the emulator; write tuning records")
     tn.add_argument("model")
-    tn.add_argument("-k", type=int, default=3, help="candidates per kernel (default 3)")
-    tn.add_argument("-o", "--output", default="kiln_tuning.json")
+    tn.add_argument("-k", type=int_range(1), default=3, help="candidates per kernel, >= 1 (default 3)")
+    tn.add_argument("-o", "--output", type=output_file, default="kiln_tuning.json",
+                    help="tuning records to write (default kiln_tuning.json)")
     tn.add_argument("--build-dir", help="scratch build directory (default: a new temporary one)")
     tn.set_defaults(fn=_tune)
 
@@ -459,13 +496,15 @@ def _parser_analyze(sub) -> None:
     a = sub.add_parser("analyze", help="what an ONNX file holds and what kiln would bake from it: ops before "
                                        "fusion, kernels after, and the fusion audit")
     a.add_argument("file", help="an ONNX file, or a zoo model name (resnet50, mobilenet_v2, bert_layer)")
-    a.add_argument("--batch", type=int, default=1, help="value for a symbolic batch dimension")
+    a.add_argument("--batch", type=int_range(1, 4096), default=1, help="value for a symbolic batch dimension, "
+                   "1..4096 (as KILN_MODELS' @BATCH)")
     a.add_argument("--fusion", choices=("on", "off"), default="on", help="as ENABLE_FUSION (default on)")
-    a.add_argument("--max-fusion-depth", type=int, default=None, choices=range(1, 9), metavar="1..8",
-                   help="as MAX_FUSION_DEPTH (default: the O2 level's)")
+    a.add_argument("--max-fusion-depth", type=_option_range("MAX_FUSION_DEPTH"), default=None,
+                   help="as MAX_FUSION_DEPTH, 1..8 (default: the O2 level's)")
     a.add_argument("--flash-attention", choices=("on", "off"), default="on",
                    help="as USE_FLASH_ATTENTION (default on)")
-    a.add_argument("--max-seq-len", type=int, default=512, help="as MAX_SEQ_LEN (default 512)")
+    a.add_argument("--max-seq-len", type=_option_range("MAX_SEQ_LEN"), default=512,
+                   help="as MAX_SEQ_LEN, 1..65536 (default 512)")
     a.add_argument("--target", default="ascend910b", choices=("ascend910b", "ascend310p"),
                    help="profile whose buffers and cores the fusion checks")
     a.add_argument("--json", action="store_true")
@@ -476,7 +515,7 @@ def _parser_validate(sub) -> None:
     v = sub.add_parser("validate", help="compare a baked model with ONNX Runtime on the same ONNX file")
     v.add_argument("model", help="baked model name or the ONNX path it was baked from")
     v.add_argument("--json", action="store_true")
-    v.add_argument("--seeds", type=int, default=3, choices=range(1, 101), metavar="N",
+    v.add_argument("--seeds", type=int_range(1, 100), default=3, metavar="N",
                    help="number of random inputs (seeds 0..N-1), 1..100")
     v.add_argument("--per-kernel", action="store_true",
                    help="also compare every kernel's output with the same tensor from ONNX Runtime")
@@ -497,21 +536,25 @@ def _parser_run(sub) -> None:
     r = sub.add_parser("run", help="run a baked model once")
     r.add_argument("model")
     r.add_argument("--input", help=".npy input (default: seeded random)")
-    r.add_argument("--output", help="write the output here (.npy)")
+    r.add_argument("--output", type=output_file, help="write the output to this file (.npy format, the name as "
+                   "given)")
     r.set_defaults(fn=_run)
 
 
 def _parser_bench(sub) -> None:
     b = sub.add_parser("bench", help="time a baked model against ONNX Runtime / OpenVINO on the same ONNX file")
     b.add_argument("model", help="baked model name or the ONNX path it was baked from")
-    b.add_argument("--batch", type=int, help="batch size (default: the baked one; NAME_bN must be baked for another)")
-    b.add_argument("--threads", type=int, help="threads for every engine (default: all cores)")
+    b.add_argument("--batch", type=int_range(1, 4096),
+                   help="batch size (default: the baked one; NAME_bN must be baked for another)")
+    b.add_argument("--threads", type=threads, help="threads for every engine, 1..4 per CPU core (default: all cores)")
     b.add_argument("--peers", help="comma-separated: ort, openvino, torch (default: ort,openvino)")
-    b.add_argument("--repeat", type=int, default=10, help="timed runs per engine per round (default 10)")
-    b.add_argument("--warmup", type=int, default=2, help="untimed runs before them (default 2)")
-    b.add_argument("--rounds", type=int, default=3, help="rounds over the engines, timings merged (default 3)")
+    b.add_argument("--repeat", type=int_range(1), default=10, help="timed runs per engine per round (default 10)")
+    b.add_argument("--warmup", type=int_range(0), default=2, help="untimed runs before them (default 2)")
+    b.add_argument("--rounds", type=int_range(1), default=3,
+                   help="rounds over the engines, timings merged (default 3)")
     b.add_argument("--json", action="store_true")
-    b.add_argument("--profile", metavar="FILE", help="also write kiln's per-kernel host times and simulated cycles "
+    b.add_argument("--profile", metavar="FILE", type=output_file,
+                   help="also write kiln's per-kernel host times and simulated cycles "
                    "(JSON, kiln-profile/1) for `kiln visualize --profile`")
     b.set_defaults(fn=_bench)
 
@@ -520,19 +563,21 @@ def _parser_trace(sub) -> None:
     tr = sub.add_parser("trace", help="one kernel's instruction stream (pipe, instruction, bytes, start/end cycle)")
     tr.add_argument("model", help="baked model name or the ONNX path it was baked from")
     tr.add_argument("--kernel", required=True, help="kernel name, opspec name, or a launch (node) name of the model")
-    tr.add_argument("--chrome", metavar="OUT.json", help="also write a Chrome/Perfetto trace-event JSON")
-    tr.add_argument("--limit", type=int, default=40, help="instructions of the core to print (default 40)")
-    tr.add_argument("--core", type=int, default=0, help="core whose instructions are printed (default 0)")
+    tr.add_argument("--chrome", metavar="OUT.json", type=output_file,
+                    help="also write a Chrome/Perfetto trace-event JSON")
+    tr.add_argument("--limit", type=int_range(0), default=40, help="instructions of the core to print (default 40)")
+    tr.add_argument("--core", type=int_range(0), default=0, help="core whose instructions are printed (default 0)")
     tr.set_defaults(fn=_trace)
 
 
 def _parser_visualize(sub) -> None:
     vz = sub.add_parser("visualize", help="self-contained HTML report: fused graph, bottlenecks, memory plan")
     vz.add_argument("model", help="baked model name or the ONNX path it was baked from")
-    vz.add_argument("-o", "--output", help="HTML file to write (default MODEL_report.html)")
-    vz.add_argument("--threshold", type=float, default=0.15,
-                    help="share of simulated time that makes a kernel a bottleneck (default 0.15)")
-    vz.add_argument("--serve", type=int, metavar="PORT", help="then serve it on http://127.0.0.1:PORT (0: any port)")
+    vz.add_argument("-o", "--output", type=output_file, help="HTML file to write (default MODEL_report.html)")
+    vz.add_argument("--threshold", type=share, default=0.15,
+                    help="share of simulated time (0..1) that makes a kernel a bottleneck (default 0.15)")
+    vz.add_argument("--serve", type=int_range(0, 65535, "a TCP port; 0 picks a free one"), metavar="PORT",
+                    help="then serve it on http://127.0.0.1:PORT (0: any port)")
     vz.add_argument("--profile", metavar="FILE", help="fold in measured per-kernel CPU times (the kiln-profile/1 "
                     "JSON of `kiln bench MODEL --profile FILE`), shown beside the predictions")
     vz.set_defaults(fn=_visualize)

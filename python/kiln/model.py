@@ -10,7 +10,7 @@ from importlib import resources
 
 import numpy as np
 
-from . import _core
+from . import _core, numerics
 from .codegen.ir.manifest import KernelRecord, ModelRecord
 from .dispatch import Dispatcher, describe, log_line
 from .steps import KernelStep, executor, kernel_steps
@@ -54,7 +54,7 @@ class Model:
                 f"{len({k.kernel for k in self.kernels})} unique kernels, arena {self.arena_bytes} B>")
 
     def run(self, *inputs: np.ndarray, out: np.ndarray | list[np.ndarray] | None = None,
-            poison_freed: bool = False, force_generic: bool = False):
+            poison_freed: bool = False, force_generic: bool = False, strict: bool | None = None):
         """fp32 in, fp32 out, in the ONNX model's shapes (with shape buckets: any input size the model's
         graph takes, see `accepted_inputs`). Returns one array per output
         (a single array when the model has one output); with `out`, fills the caller's arrays.
@@ -63,8 +63,11 @@ class Model:
         poison_freed: a debugging check of the memory plan: every arena region is overwritten with
         NaNs as soon as its tensor is dead, so a read of a dead tensor shows in the result.
         force_generic: run the generic kernels even at a baked size (to check or time them against the
-        bucket's); needs a build with KILN_SHAPE_BUCKETS."""
-        outs, _ = self._run(inputs, out, capture=False, poison=poison_freed, force_generic=force_generic)
+        bucket's); needs a build with KILN_SHAPE_BUCKETS.
+        strict: an input or output outside fp16's range or non-finite raises kiln.NumericsError instead of the
+        kiln.NumericsWarning said once per model and tensor (None: KILN_STRICT=1 means strict; kiln/numerics.py)."""
+        outs, _ = self._run(inputs, out, capture=False, poison=poison_freed, force_generic=force_generic,
+                            strict=strict)
         return outs[0] if len(outs) == 1 else outs
 
     def run_capture(self, *inputs: np.ndarray, force_generic: bool = False
@@ -76,19 +79,24 @@ class Model:
         """The input shapes `run` takes, in words (the baked shape, or with shape buckets the sizes)."""
         return self._dispatch.accepted()
 
-    def _run(self, inputs, out, capture: bool, poison: bool = False, force_generic: bool = False):
+    def _run(self, inputs, out, capture: bool, poison: bool = False, force_generic: bool = False,
+             strict: bool | None = None):
         if len(inputs) != len(self.inputs):
             raise TypeError(f"model {self.name} takes {len(self.inputs)} input(s) "
                             f"({', '.join(n for n, _ in self.inputs)}), got {len(inputs)}")
         if force_generic and not (self._dispatch.shapes and self._dispatch.shapes.generic_kernels):
             raise ValueError(f"model {self.name} has no generic kernels (build with KILN_SHAPE_BUCKETS)")
-        xs = [np.ascontiguousarray(x, dtype=np.float32) for x in inputs]
+        xs = [_as_input(self.name, n, x) for (n, _), x in zip(self.inputs, inputs)]
+        strict = numerics.strict_from_env() if strict is None else strict
+        # the fp16 boundary: said before the run (strict stops it), and again for what comes back
+        numerics.check(self.name, "input", [(n, x) for (n, _), x in zip(self.inputs, xs)], strict)
         plan, planned = self._dispatch.plan_for([x.shape for x in xs], force_generic)
         if out is None:
             outs = [np.empty(shape, np.float32) for shape in plan.output_shapes]
         else:
             outs = [out] if isinstance(out, np.ndarray) else list(out)
         results = plan.executor.run(xs, outs, capture, poison)
+        numerics.check(self.name, "output", [(n, o) for (n, _), o in zip(self.outputs, outs)], strict)
         self._exec = plan.executor  # last_step_seconds: the executor that ran last
         self._served = plan.record
         self.kernels = plan.kernels
@@ -127,7 +135,20 @@ class Model:
         return sum(k.simulated_cycles or 0 for k in self.kernels)
 
 
-def _unpack(flat: np.ndarray, layout: str, shape) -> np.ndarray:
+def _as_input(model: str, name: str, x) -> np.ndarray:
+    """A run's input as C-contiguous fp32; TypeError naming the input for anything that is not real numbers (a
+    string, an object array), which the extension would answer with pybind11's signature dump."""
+    where = f"model {model}, input {name!r}: expected an array of real numbers (float32)"
+    try:
+        a = np.asarray(x)
+    except (TypeError, ValueError) as e:  # ragged nested lists and the like
+        raise TypeError(f"{where}, got {type(x).__name__} ({e})") from None
+    if a.dtype.kind not in "biuf":
+        raise TypeError(f"{where}, got {type(x).__name__} of {a.dtype}")
+    return np.ascontiguousarray(a, dtype=np.float32)
+
+
+def _unpack(flat: np.ndarray, layout: str, shape: list[int]) -> np.ndarray:
     """A device tensor (fp16, NC1HWC0 or ND) as fp32 in its ONNX shape."""
     if layout == "NC1HWC0":
         n, c, h, w = shape

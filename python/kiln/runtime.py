@@ -10,6 +10,7 @@ import numpy as np
 from . import _core
 from .codegen.ir import layouts
 from .codegen.ir.manifest import KernelRecord, TensorDesc, opspec_of_record
+from .operands import check_operands
 
 
 def _f16_bits(a: np.ndarray) -> np.ndarray:
@@ -81,6 +82,10 @@ class Kernel:
     def run_packed(self, *inputs: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         """Runs on arrays already in the kernel's layouts (see record['inputs'])."""
         out = self.empty_output() if out is None else out
+        for i, a in enumerate((*inputs, out)):  # pybind11 would answer anything else with its signature dump
+            if not isinstance(a, np.ndarray):
+                what = "out" if i == len(inputs) else f"packed input {i}"
+                raise TypeError(f"kernel {self.name}: {what} must be a NumPy array, got {type(a).__name__}")
         self.last_stats = _core.run(self.name, list(inputs), out)
         return out
 
@@ -92,12 +97,10 @@ class Kernel:
 
     def pack(self, *args: np.ndarray) -> list[np.ndarray]:
         """Natural layouts -> the kernel's packed inputs (weights would be packed once, at build time): each
-        operand into the layout its record declares, by the one packer of that layout."""
-        ins = self.entry.inputs
-        if len(args) != len(ins):
-            names = ", ".join(t.name for t in ins)
-            raise TypeError(f"kernel {self.name} takes {len(ins)} arguments ({names}), got {len(args)}")
-        return [pack_operand(a, t, self.tiling) for a, t in zip(args, ins)]
+        operand, checked against its natural shape (kiln/operands.py), into the layout its record declares, by
+        the one packer of that layout."""
+        args = tuple(check_operands(self.record, args))  # the one check: count, numbers, natural shapes
+        return [pack_operand(a, t, self.tiling) for a, t in zip(args, self.entry.inputs)]
 
     def unpack(self, y: np.ndarray, like: np.ndarray | None = None) -> np.ndarray:
         """The kernel's output in its natural layout (as its spec's natural_output says)."""

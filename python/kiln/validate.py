@@ -46,12 +46,23 @@ def onnx_path_of(record: ModelRecord) -> Path:
 
 
 def compare(got: np.ndarray, want: np.ndarray) -> dict:
+    """Cosine and errors over the elements both engines computed finite; `nonfinite` counts the elements where
+    kiln's value is NaN or inf and ONNX Runtime's is not the same (any such element fails validation: the errors
+    of the rest say nothing about it, and NaN would otherwise compare as no error at all)."""
     g, w = got.astype(np.float64).ravel(), want.astype(np.float64).ravel()
+    both = np.isfinite(g) & np.isfinite(w)
+    same = (g == w) | (np.isnan(g) & np.isnan(w))  # the same inf, or NaN on both sides, is agreement
+    nonfinite = int(np.count_nonzero(~both & ~same))
+    g, w = g[both], w[both]
     denom = np.linalg.norm(g) * np.linalg.norm(w)
     cosine = float(g @ w / denom) if denom > 0 else float(np.array_equal(g, w))
-    scale = float(np.abs(w).max()) or 1.0
+    if nonfinite:
+        cosine = min(cosine, 0.0)  # fails every gate, in a number JSON can carry
+    scale = float(np.abs(w).max()) if w.size else 0.0
     err = np.abs(g - w)
-    return {"cosine": cosine, "max_abs_err": float(err.max()), "max_rel_err": float(err.max() / scale)}
+    max_abs = float(err.max()) if err.size else 0.0
+    return {"cosine": cosine, "max_abs_err": max_abs, "max_rel_err": max_abs / (scale or 1.0),
+            "nonfinite": nonfinite}
 
 
 def ort_session(path: Path, extra_outputs: list[str] | None = None, threads: int = 2,
@@ -112,15 +123,17 @@ def validate(model, seeds=(0, 1, 2), input_size: tuple[int, int] | None = None, 
         for (name, _), g, w in zip(model.outputs, got, want):
             low_signal.append(float(np.std(w)))
             c = compare(g, w)
-            o = outputs.setdefault(name, {"name": name, "cosine": 1.0, "max_abs_err": 0.0, "max_rel_err": 0.0})
+            o = outputs.setdefault(name, {"name": name, "cosine": 1.0, "max_abs_err": 0.0, "max_rel_err": 0.0,
+                                          "nonfinite": 0})
             o["cosine"] = min(o["cosine"], c["cosine"])
             o["max_abs_err"] = max(o["max_abs_err"], c["max_abs_err"])
             o["max_rel_err"] = max(o["max_rel_err"], c["max_rel_err"])
+            o["nonfinite"] += c["nonfinite"]
             if g.shape[-1] == 1000:  # a classifier head
                 top1.append(bool(np.array_equal(g.reshape(-1, 1000).argmax(1), w.reshape(-1, 1000).argmax(1))))
     outs = list(outputs.values())
     gate = cosine_min()
-    passed = all(o["cosine"] >= gate for o in outs) and all(top1)
+    passed = all(o["cosine"] >= gate and not o["nonfinite"] for o in outs) and all(top1)
     report = {"model": model.name, "onnx": str(path), "passed": passed, "seeds": list(seeds), "outputs": outs,
               "top1_agreement": (sum(top1) / len(top1)) if top1 else None, "thresholds": {"cosine": gate}}
     if input_size is not None or (dispatch and dispatch["path"] != "baked"):
@@ -154,7 +167,7 @@ def per_kernel(model, seed: int = 0, input_size: tuple[int, int] | None = None,
         c = compare(captured[name], want[name].reshape(captured[name].shape))
         step = by_value[name]
         rows.append({"name": step.kernel, "ops": list(step.ops), "value": name, "cosine": c["cosine"],
-                     "max_rel_err": c["max_rel_err"], "max_abs_err": c["max_abs_err"]})
+                     "max_rel_err": c["max_rel_err"], "max_abs_err": c["max_abs_err"], "nonfinite": c["nonfinite"]})
     return rows
 
 
@@ -164,7 +177,9 @@ def format_text(r: dict) -> str:
     gate = r["thresholds"]["cosine"]
     for o in r["outputs"]:
         lines.append(f"  {o['name']}: cosine {o['cosine']:.6f} (>= {gate}), max abs err {o['max_abs_err']:.3g}, "
-                     f"max rel err {o['max_rel_err']:.3g}")
+                     f"max rel err {o['max_rel_err']:.3g}"
+                     + (f"; {o['nonfinite']} NaN/inf values where ONNX Runtime's are finite or differ"
+                        if o.get("nonfinite") else ""))
     if r.get("dispatch"):
         d = r["dispatch"]
         lines.append(f"  served by the {d['path']} plan at input size {d['input_size'][0]}x{d['input_size'][1]}: "

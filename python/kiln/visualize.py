@@ -103,10 +103,13 @@ def load_profile(path, model_name: str, steps: Sequence[StepRecord], hw_profile:
         out_steps.append({"cpu_ms": float(g["cpu_ms"]), "simulated_cycles": g.get("simulated_cycles")})
     steps_ms = sum(g["cpu_ms"] for g in out_steps)
     kernel_ms = sum(g["cpu_ms"] for g, s in zip(out_steps, steps) if s.is_kernel)
+    if not math.isfinite(steps_ms):  # each finite, the sum beyond a float: no report could show it
+        raise ProfileError(f"{path}: the steps' cpu_ms add up to more than a float holds ({steps_ms}); "
+                           "expected milliseconds of one run")
     return {"file": os.path.basename(os.fspath(path)), "format": fmt, "model": doc["model"],
             "profile": doc["profile"], "isa": doc["isa"], "threads": doc["threads"], "repeat": doc["repeat"],
             "date": doc["date"], "total_cpu_ms": float(doc["total_cpu_ms"]),
-            "simulated_cycles": doc["simulated_cycles"], "steps_cpu_ms": steps_ms, "kernel_cpu_ms": kernel_ms,
+            "simulated_cycles": doc.get("simulated_cycles"), "steps_cpu_ms": steps_ms, "kernel_cpu_ms": kernel_ms,
             "glue_cpu_ms": steps_ms - kernel_ms, "steps": out_steps}
 
 
@@ -436,9 +439,9 @@ def _html_escape(s: str) -> str:
 
 
 def write(model_name: str, out: str, threshold: float = 0.15, profile_path=None) -> dict:
+    from .codegen.ir.files import write_atomic
     data = build(model_name, threshold, profile_path=profile_path)
-    with open(out, "w", encoding="utf-8") as f:
-        f.write(render(data))
+    write_atomic(out, render(data))  # rendered whole first: a failure leaves no file, not an empty one
     return data
 
 
