@@ -15,7 +15,7 @@ from pathlib import Path
 from . import KilnError
 from .emit.render import output_files, progress_printer, render, write_outputs
 from .options import OptionError, cmake_declarations, load_options
-from .pipeline import plan
+from .pipeline import check_model_entries, plan
 from .select import search_cache
 
 SOURCE_DIR = Path(__file__).resolve().parent.parent
@@ -41,6 +41,7 @@ def main(argv: list[str] | None = None) -> int:
             sys.stdout.write(cmake_declarations())
             return 0
         options = load_options(args.options)
+        check_model_entries(options.kiln_models)  # the model-spec grammar, and that each file exists
         if args.cmd == "check-options":
             return 0
         work = Path(args.out_dir if args.cmd == "generate" else (args.work_dir or "."))
