@@ -99,9 +99,8 @@ def model_onnx(entry: str, work_dir: Path) -> tuple[str, Path, ModelSpec]:
     from .frontend import zoo  # imports onnx: only when models are baked
     spec = parse_model_spec(entry, ZOO_MODELS)
     if spec.source in zoo.ZOO:
-        return spec.name(spec.source), _zoo_cached(zoo, spec.source, work_dir / "models"), spec
-    p = Path(spec.source)
-    return spec.name(p.stem), p, spec
+        return spec.model_name, _zoo_cached(zoo, spec.source, work_dir / "models"), spec
+    return spec.model_name, Path(spec.source), spec
 
 
 def check_model_entries(entries: tuple[str, ...] | list[str]) -> None:

@@ -7,14 +7,16 @@
     PINS   := PIN { "+" PIN }                  `file.onnx@x=1x3x736x736+mask=1x736x736`
     PIN    := INPUT "=" DIM { "x" DIM }        INPUT a graph input's name; DIM an integer 1..2^31-1
 
-The split is at the last "@" whose tail is a BATCH or starts a PIN (an input name followed by "="), so an "@"
-inside a file name is kept. parse_model_spec() checks the grammar only; whether the file exists and has
-those inputs is for the caller and the frontend (bind_inputs), which name the spec in their errors.
+The split is at the last "@" that follows a zoo name or a path ending in .onnx, so an "@" inside a file name is
+kept (cmake/KilnCodegen.cmake strips the same suffixes to find the file). parse_model_spec() checks the grammar
+only; whether the file exists and has those inputs is for the caller (pipeline.check_model_entries) and the
+frontend (onnx_read.bind_inputs), which name the spec or the input in their errors.
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import PurePath
 
 from .. import KilnError
 
@@ -40,6 +42,11 @@ class ModelSpec:
     @property
     def is_onnx_file(self) -> bool:
         return self.source.endswith(".onnx")
+
+    @property
+    def model_name(self) -> str:
+        """The name the model is baked under: the zoo name or the file's stem, with the shape suffix (name())."""
+        return self.name(PurePath(self.source).stem if self.is_onnx_file else self.source)
 
     def name(self, stem: str) -> str:
         """The baked model's name from the source's stem: a batch other than 1 and the pinned shapes are part of
@@ -77,14 +84,12 @@ def _parse_pins(spec: str, text: str) -> tuple[tuple[str, tuple[int, ...]], ...]
     return tuple(pins.items())
 
 
-def _split_source(spec: str) -> tuple[str, str | None]:
-    """(source, the text after the suffix's '@' or None) at the last '@' that starts a batch or pins."""
+def _split_source(spec: str, zoo_names) -> tuple[str, str | None]:
+    """(source, the text after the suffix's '@' or None): the split is at the last '@' that follows a zoo name or
+    a path ending in .onnx, so an '@' inside a file name stays part of it."""
     for i in range(len(spec) - 1, -1, -1):
-        if spec[i] != "@":
-            continue
-        tail = spec[i + 1:]
-        if re.fullmatch(r"[+-]?\d+", tail) or "=" in tail or not tail:
-            return spec[:i], tail
+        if spec[i] == "@" and (spec[:i] in zoo_names or spec[:i].endswith(".onnx")):
+            return spec[:i], spec[i + 1:]
     return spec, None
 
 
@@ -95,9 +100,7 @@ def parse_model_spec(text: str, zoo_names: tuple[str, ...] | list[str] = ()) -> 
         raise _error(text, "it is empty")
     if "," in spec or ";" in spec:
         raise _error(spec, "a spec holds no ',' or ';' (they separate the specs of a list)")
-    source, tail = _split_source(spec)
-    if not source:
-        raise _error(spec, "it names no model before '@'")
+    source, tail = _split_source(spec, zoo_names)
     if source not in zoo_names and not source.endswith(".onnx"):
         known = f" (zoo: {', '.join(zoo_names)})" if zoo_names else ""
         raise _error(spec, f"{source!r} is neither a zoo model{known} nor an .onnx path")

@@ -85,6 +85,8 @@ def dtype_problems(g: Graph, ops: dict) -> list[Problem]:
         dtype = g.values[name].dtype if name in g.values else "undefined"
         if dtype in FLOAT_DTYPES or dtype == "undefined" or name in g.initializers:
             continue
+        if producer is not None and producer.op_type not in ops:  # the unsupported op is the refusal to report
+            continue
         reader = _index_uses_only(g, name, ops)
         if dtype in INDEX_DTYPES and reader is None and name not in graph_outputs:
             continue

@@ -92,12 +92,28 @@ def models() -> list[str]:
 
 
 def load(name: str) -> Model:
-    """A baked model, by name or by the path of the ONNX file it was baked from."""
+    """A baked model, by name, by the path of the ONNX file it was baked from, or by the model spec it was baked
+    with (the KILN_MODELS entry, e.g. `det.onnx@x=1x3x736x736` or `resnet50@32`)."""
     for rec in manifest()["models"]:
         if name in (rec["name"], rec["onnx"]):
             return Model(rec, {k["name"]: k for k in manifest()["kernels"]})
+    baked_as = _spec_model_name(name)
+    for rec in manifest()["models"]:
+        if baked_as is not None and rec["name"] == baked_as:
+            return Model(rec, {k["name"]: k for k in manifest()["kernels"]})
     raise KeyError(f"no baked model {name!r}; this build has: {', '.join(models()) or 'none'} "
                    f"(bake more with -Ccmake.define.KILN_MODELS=...)")
+
+
+def _spec_model_name(text: str) -> str | None:
+    """The model name a model spec is baked under (the codegen's one parser), or None when `text` is no spec."""
+    from .codegen import KilnError
+    from .codegen.frontend.model_spec import parse_model_spec
+    from .codegen.options import ZOO_MODELS
+    try:
+        return parse_model_spec(text, ZOO_MODELS).model_name
+    except KilnError:
+        return None
 
 
 def kernel(name: str) -> Kernel:

@@ -106,21 +106,38 @@ def _log(args) -> int:
     return 0
 
 
+def _zoo_names() -> list[str]:
+    from .codegen.options import ZOO_MODELS  # the zoo's names without importing onnx
+    return list(ZOO_MODELS)
+
+
 def _analyze(args) -> int:
     from .codegen import KilnError
     from .codegen.analyze import analyze, format_text
+    from .codegen.frontend.model_spec import parse_model_spec
     from .codegen.options import OptionError
-    path = args.file
-    if not os.path.exists(path):  # a zoo model by name: build its ONNX file first
-        from .codegen.frontend import zoo
-        if path not in zoo.ZOO:
-            print(f"kiln analyze: {path}: no such file, and not a zoo model ({', '.join(zoo.ZOO)})", file=sys.stderr)
-            return 2
+    path, batch = args.file, args.batch
+    try:
+        spec = None if os.path.exists(path) else parse_model_spec(path, tuple(_zoo_names()))
+    except KilnError as e:  # a malformed model spec: the grammar's message names it and what is accepted
+        print(f"kiln analyze: {e.subject}: {e.message}", file=sys.stderr)
+        return 2
+    if spec is not None and not spec.is_onnx_file:  # a zoo model by name (and batch): build its ONNX file first
         import tempfile
         from pathlib import Path
-        path = str(zoo.write(path, Path(tempfile.mkdtemp(prefix="kiln-analyze-")) / f"{path}.onnx"))
+
+        from .codegen.frontend import zoo
+        if spec.batch != 1 and batch not in (1, spec.batch):
+            print(f"kiln analyze: {path}: its batch and --batch {batch} differ; give one", file=sys.stderr)
+            return 2
+        batch = max(batch, spec.batch)
+        path = str(zoo.write(spec.source, Path(tempfile.mkdtemp(prefix="kiln-analyze-")) / f"{spec.source}.onnx"))
+    elif spec is not None and not os.path.exists(spec.source):
+        print(f"kiln analyze: {spec.source}: no such file, and not a zoo model ({', '.join(_zoo_names())})",
+              file=sys.stderr)
+        return 2
     try:
-        report = analyze(path, batch=args.batch, fusion=args.fusion == "on", max_depth=args.max_fusion_depth,
+        report = analyze(path, batch=batch, fusion=args.fusion == "on", max_depth=args.max_fusion_depth,
                          target=args.target, flash_attention=args.flash_attention == "on",
                          max_seq_len=args.max_seq_len)
     except KilnError as e:
@@ -454,7 +471,8 @@ def _parser_opspec(sub) -> None:
 def _parser_analyze(sub) -> None:
     a = sub.add_parser("analyze", help="what an ONNX file holds and what kiln would bake from it: ops before "
                                        "fusion, kernels after, and the fusion audit")
-    a.add_argument("file", help="an ONNX file, or a zoo model name (resnet50, mobilenet_v2, bert_layer)")
+    a.add_argument("file", help="a model spec: an ONNX file or a zoo model name (resnet50, mobilenet_v2, bert_layer), "
+                                "optionally @BATCH or @INPUT=DxD... pins joined with + (file.onnx@x=1x3x736x736)")
     a.add_argument("--batch", type=int, default=1, help="value for a symbolic batch dimension")
     a.add_argument("--fusion", choices=("on", "off"), default="on", help="as ENABLE_FUSION (default on)")
     a.add_argument("--max-fusion-depth", type=int, default=None, choices=range(1, 9), metavar="1..8",

@@ -46,7 +46,7 @@ def test_specs_parse(text, source, batch, pins, name):
     ("m.onnx@=1x3", "'=1x3' is not INPUT=DxDx..."),
     ("m.onnx@x=1x3++y=2", "'' is not INPUT=DxDx..."),
     ("m.onnx@", "the batch after '@' must be an integer"),
-    ("@4", "it names no model before '@'"),
+    ("@4", "'@4' is neither a zoo model"),
     ("  ", "it is empty"),
 ])
 def test_malformed_specs_name_the_spec_and_the_grammar(text, why):
@@ -94,7 +94,7 @@ def test_pinned_shapes_bind_dynamic_dims(tmp_path):
     spec = parse_model_spec(f"{path}@x=2x3x16x24+bias=2x8x16x24")
     g = onnx_frontend.load_onnx(path, log=log, pinned=spec.pinned)
     assert g.outputs[0].shape == (2, 8, 16, 24) and any("pinned to 2x3x16x24" in line for line in log)
-    for pins, why in (({"x": (2, 3, 16, 24)}, "input 'bias' dim 1 ('h') is dynamic"),
+    for pins, why in (({"x": (2, 3, 16, 24)}, "input 'bias' dim 2 ('h') is dynamic"),
                       ({"x": (2, 4, 16, 24), "bias": (2, 8, 16, 24)}, "input 'x' dim 1 is 3 in the model, but the "
                                                                        "spec pins it to 4"),
                       ({"x": (2, 3, 16), "bias": (2, 8, 16, 24)}, "input 'x' has rank 4 in the model, but the spec "
@@ -116,3 +116,22 @@ def test_cmake_finds_the_file_of_every_spec(tmp_path):
                       'e.onnx@x=1" "/src")\nmessage("${files}")\n')
     r = subprocess.run(["cmake", "-P", str(script)], capture_output=True, text=True, check=True)
     assert r.stderr.strip() == "/src/m/a.onnx;/src/b@c.onnx;/src/d.onnx;/src/e.onnx"
+
+
+def test_analyze_takes_a_spec(tmp_path):
+    pytest.importorskip("onnx")
+    from onnx import helper
+    from test_frontend import save, tensor
+
+    from codegen import analyze
+    nodes = [helper.make_node("Relu", ["x"], ["y"], name="relu")]
+    path = save(tmp_path, nodes, [tensor("x", ["n", "c"])], [tensor("y", None)])
+    r = analyze.analyze(f"{path}@x=2x48")
+    assert r["inputs"] == {"x": [2, 48]} and r["pinned"] == {"x": [2, 48]} and r["unsupported"] == []
+    assert r["model"] == str(path)
+    with pytest.raises(KilnError, match=r"model spec .*@x=2x': the shape '2x' of input 'x'"):
+        analyze.analyze(f"{path}@x=2x")
+    with pytest.raises(KilnError, match="its batch 4 and the batch 2 given beside it differ"):
+        analyze.analyze(f"{path}@4", batch=2)
+    r = analyze.analyze(str(path))  # without pins the free second dim is what is refused
+    assert any("dim 1 ('c') is dynamic" in p["reason"] for p in r["unsupported"])
