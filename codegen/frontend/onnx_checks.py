@@ -36,9 +36,9 @@ def _why_unknown(node: Node, g: Graph, ops: dict) -> str:
 
 
 def _shape_problem(node: Node, g: Graph, name: str, ops: dict) -> Problem | None:
-    shape = g.values[name].shape
+    shape: tuple[int | None, ...] | None = g.values[name].shape  # in the frontend a value may still be unshaped
     if shape is not None and all(isinstance(d, int) for d in shape):
-        bad = [(i, d) for i, d in enumerate(shape) if d <= 0]
+        bad = [(i, d) for i, d in enumerate(shape) if d is not None and d <= 0]
         if not bad:
             return None
         what = "; ".join(f"dim {i} is {'0 (an empty tensor)' if d == 0 else f'negative ({d})'}" for i, d in bad)

@@ -99,8 +99,8 @@ def _shape_rule_problem(node: Node, g: Graph, entry: OpEntry, attrs: dict) -> st
     except ShapeUnknown:  # an input without a static shape: reported by _finish, at its root
         return None
     for name, shape in zip(node.outputs, shapes):
-        declared = g.values[name].shape if name and name in g.values else None
-        if name and is_static(declared) and tuple(declared) != tuple(shape):
+        declared: tuple[int, ...] | None = g.values[name].shape if name and name in g.values else None
+        if name and declared is not None and is_static(declared) and tuple(declared) != tuple(shape):
             return (f"output '{name}' is declared (or inferred by onnx) as {list(declared)}, but the op computes "
                     f"{list(shape)} from its inputs")
     return None

@@ -53,7 +53,7 @@ def _shapes_by_placeholders(node: Node, g: Graph, entry) -> list[tuple[tuple[int
     if entry.fold is None or any(has_input(node, i) and node.inputs[i] not in g.initializers
                                  for i in entry.shape_inputs):
         return None
-    args = []
+    args: list[np.ndarray | None] = []
     for name in node.inputs:
         if not name:
             args.append(None)

@@ -6,9 +6,9 @@ import pytest
 
 pytest.importorskip("onnx")
 
-from codegen.emit.support_matrix import EXAMPLES, support_matrix  # noqa: E402
-from codegen.frontend.onnx_ops import OPS  # noqa: E402
-from codegen.frontend.onnx_rules import ACCEPTED_ATTRIBUTES  # noqa: E402
+from codegen.emit.support_matrix import EXAMPLES, support_matrix
+from codegen.frontend.onnx_ops import OPS
+from codegen.frontend.onnx_rules import ACCEPTED_ATTRIBUTES
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "operator-support.md"
 
