@@ -271,7 +271,10 @@ def _check_single_assignment(nodes: list[Node], inputs: set[str], initializers: 
                                 f"ONNX graph assigns every value exactly once")
             producer[o] = n
     for o in outputs:
-        if o not in producer and o not in inputs and o not in initializers:
+        if o in initializers:  # the lowering has no step that writes a constant into an output buffer
+            raise KilnError("frontend", f"graph output '{o}'", "it is an initializer (a constant); kiln's graph "
+                            "outputs must be computed by a node or be a graph input")
+        if o not in producer and o not in inputs:
             raise KilnError("frontend", f"graph output '{o}'", "no node produces it and it is neither a graph input "
                             "nor an initializer; every graph output must be the output of some node")
 

@@ -52,6 +52,24 @@ def test_a_graph_output_no_node_produces(tmp_path):
             check(tmp_path / "model.onnx")
 
 
+def test_a_constant_graph_output(tmp_path):
+    # an initializer listed as a graph output reached the lowering as a KeyError
+    nodes = [helper.make_node("Relu", ["x"], ["y"], name="relu")]
+    msg = refusal(save(tmp_path, nodes, [tensor("x", [1, 4])], [tensor("y", None), tensor("c", [4])],
+                       [init("c", np.ones(4, np.float32))]))
+    assert "graph output 'c'" in msg and "it is an initializer (a constant)" in msg
+
+
+def test_a_graph_input_that_is_also_an_output_still_plans(tmp_path):
+    from codegen.ir.optlog import OptLog
+    from codegen.options import parse_options
+    from codegen.pipeline import plan_model
+    nodes = [helper.make_node("Relu", ["x"], ["y"], name="relu")]
+    path = save(tmp_path, nodes, [tensor("x", [1, 4])], [tensor("y", None), tensor("x", [1, 4])])
+    stages = plan_model(onnx_frontend.load_onnx(path), "io", parse_options({"KILN_MODELS": ""}), OptLog())
+    assert [name for name, _ in stages.lowered.graph_outputs] == ["y", "x"]
+
+
 @pytest.mark.parametrize("dim,what", [(0, "dim 1 is 0 (an empty tensor)"), (-3, "dim 1 is negative (-3)")])
 def test_empty_or_negative_input_dims_are_named_not_called_dynamic(tmp_path, dim, what):
     nodes = [helper.make_node("Relu", ["x"], ["y"], name="relu")]
