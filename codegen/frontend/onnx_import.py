@@ -156,7 +156,11 @@ def build_graph(model, path: str | Path, batch: int = 1, log: list[str] | None =
         graph = run_pass(graph, log)
     graph = _check_and_normalise(graph, problems, log)
     graph = _finish(graph, problems)
-    if any(p.kind == "op" for p in problems):
+    if any(p.kind == "model" for p in problems):
+        # an input left unbound (or an opset kiln does not read) makes what follows unfoldable and unshaped as a
+        # consequence: the input is what to report
+        problems = [p for p in problems if p.kind == "model"]
+    elif any(p.kind == "op" for p in problems):
         # shapes downstream of an unsupported op are unknown as a consequence; the op is what to report
         problems = [p for p in problems if p.kind != "shape"]
     return graph, problems

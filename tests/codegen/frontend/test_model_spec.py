@@ -135,3 +135,18 @@ def test_analyze_takes_a_spec(tmp_path):
         analyze.analyze(f"{path}@4", batch=2)
     r = analyze.analyze(str(path))  # without pins the free second dim is what is refused
     assert any("dim 1 ('c') is dynamic" in p["reason"] for p in r["unsupported"])
+
+
+def test_a_wrong_pin_is_the_one_problem_reported(tmp_path):
+    # an input left unbound makes the shape chain behind it unfoldable: the pin is what to fix, not every node
+    pytest.importorskip("onnx")
+    from onnx import helper
+    from test_frontend import init, save, tensor
+
+    from codegen.frontend import onnx_import as onnx_frontend
+    nodes = [helper.make_node("Shape", ["x"], ["s"], name="shape"),
+             helper.make_node("Reshape", ["x", "s"], ["r"], name="reshape"),
+             helper.make_node("Relu", ["r"], ["y"], name="relu")]
+    path = save(tmp_path, nodes, [tensor("x", ["n", 4])], [tensor("y", None)], [init("unused", np.zeros(1))])
+    problems = onnx_frontend.check_onnx(path, pinned={"x": (2, 5)})
+    assert [p["reason"] for p in problems] == ["input 'x' dim 1 is 4 in the model, but the spec pins it to 5"]
