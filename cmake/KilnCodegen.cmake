@@ -53,15 +53,7 @@ function(kiln_bake_kernels target)
   if(NOT kernel_list)
     set(kernel_list "${KILN_SOURCE_DIR}/kernels/default.toml")
   endif()
-  # ONNX files named in KILN_MODELS (relative paths are relative to the source dir, where the codegen runs).
-  set(model_files "")
-  foreach(model IN LISTS KILN_MODELS)
-    string(REGEX REPLACE "@[0-9]+$" "" model "${model}")  # an optional @BATCH suffix
-    if(model MATCHES "\\.onnx$")
-      get_filename_component(model "${model}" ABSOLUTE BASE_DIR "${KILN_SOURCE_DIR}")
-      list(APPEND model_files "${model}")
-    endif()
-  endforeach()
+  _kiln_model_files(model_files "${KILN_MODELS}" "${KILN_SOURCE_DIR}")
   # Tuning records change variants (and kernel names): the codegen reruns when the file's contents change.
   set(records_file "")
   if(KILN_TUNING_RECORDS)
@@ -124,4 +116,23 @@ function(_kiln_emu_library compile_options)
       target_compile_options(kiln_emu PUBLIC -Winvalid-pch)
     endif()
   endif()
+endfunction()
+
+# The ONNX files (absolute paths) the KILN_MODELS entries `models` name, relative ones resolved against
+# `base_dir` (the source dir, where the codegen runs). Each entry is a model spec (codegen/frontend/model_spec.py):
+# the file is what precedes an optional @BATCH or @INPUT=DxD...[+INPUT=...] suffix, so a file baked with pinned
+# shapes is still a dependency of the codegen. Entries split on ';' or ',' as the option parser splits them
+# (the spec grammar has no commas).
+function(_kiln_model_files out_var models base_dir)
+  string(REPLACE "," ";" specs "${models}")
+  set(files "")
+  foreach(model IN LISTS specs)
+    string(STRIP "${model}" model)
+    string(REGEX REPLACE "@([0-9]+|[^@]*=[^@]*)$" "" model "${model}")
+    if(model MATCHES "\\.onnx$")
+      get_filename_component(model "${model}" ABSOLUTE BASE_DIR "${base_dir}")
+      list(APPEND files "${model}")
+    endif()
+  endforeach()
+  set(${out_var} "${files}" PARENT_SCOPE)
 endfunction()

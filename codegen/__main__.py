@@ -4,6 +4,7 @@
     python -m codegen check-options OPTIONS.json    validate options (configure time)
     python -m codegen outputs OPTIONS.json          files `generate` will write, one per line
     python -m codegen generate OPTIONS.json OUT_DIR [--stamp FILE]
+    python -m codegen support-matrix                the operator-support matrix (docs/operator-support.md)
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from pathlib import Path
 from . import KilnError
 from .emit.render import output_files, progress_printer, render, write_outputs
 from .options import OptionError, cmake_declarations, load_options
-from .pipeline import plan
+from .pipeline import check_model_entries, plan
 from .select import search_cache
 
 SOURCE_DIR = Path(__file__).resolve().parent.parent
@@ -26,6 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m codegen", description="kiln build-time kernel generator")
     sub = ap.add_subparsers(dest="cmd", required=True)
     sub.add_parser("options-cmake")
+    sub.add_parser("support-matrix")
     sub.add_parser("check-options").add_argument("options")
     o = sub.add_parser("outputs")
     o.add_argument("options")
@@ -40,7 +42,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd == "options-cmake":
             sys.stdout.write(cmake_declarations())
             return 0
+        if args.cmd == "support-matrix":
+            from .emit.support_matrix import support_matrix  # imports onnx: only for this command
+            sys.stdout.write(support_matrix())
+            return 0
         options = load_options(args.options)
+        check_model_entries(options.kiln_models)  # the model-spec grammar, and that each file exists
         if args.cmd == "check-options":
             return 0
         work = Path(args.out_dir if args.cmd == "generate" else (args.work_dir or "."))

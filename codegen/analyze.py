@@ -19,7 +19,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from . import KilnError
 from .frontend import onnx_import as onnx_frontend
+from .frontend.model_spec import parse_model_spec
 from .frontend.onnx_base import is_static
 from .frontend.onnx_read import default_opset, read_model
 from .ir.graph import Graph, Node
@@ -72,12 +74,26 @@ def _listed(shape: tuple[int, ...] | None) -> list[int] | None:
     return list(shape) if shape is not None else None
 
 
+def _spec_of(path: str | Path, batch: int) -> tuple[str, int, dict[str, tuple[int, ...]]]:
+    """(file, batch, pinned shapes) for an ONNX path or a model spec on one (frontend/model_spec.py:
+    `file.onnx@4`, `file.onnx@x=1x3x736x736`); a spec's @BATCH and a batch other than 1 must agree."""
+    if Path(path).is_file():  # an existing file is that file, whatever characters its name holds
+        return str(path), batch, {}
+    spec = parse_model_spec(str(path), ())
+    if spec.batch != 1 and batch not in (1, spec.batch):
+        raise KilnError("frontend", f"model spec {spec.text!r}", f"its batch {spec.batch} and the batch {batch} "
+                        f"given beside it differ; give one")
+    return spec.source, max(batch, spec.batch), spec.pinned
+
+
 def analyze(path: str | Path, batch: int = 1, fusion: bool = True, max_depth: int | None = None,
             target: str = "ascend910b", flash_attention: bool = True, max_seq_len: int = 512) -> dict[str, Any]:
-    """`fusion`/`max_depth` as ENABLE_FUSION/MAX_FUSION_DEPTH (None: the O2 default), `flash_attention`/
+    """`path`: an ONNX file or a model spec on one (`file.onnx@x=1x3x736x736`, `file.onnx@4`).
+    `fusion`/`max_depth` as ENABLE_FUSION/MAX_FUSION_DEPTH (None: the O2 default), `flash_attention`/
     `max_seq_len` as USE_FLASH_ATTENTION/MAX_SEQ_LEN; `target` the profile whose buffers and cores the fusion
     checks. Raises OptionError (naming the build option) for an out-of-range value."""
     options = analysis_options(fusion, max_depth, target, flash_attention, max_seq_len)
+    path, batch, pinned = _spec_of(path, batch)
     model = read_model(path)
     file_ops = Counter(n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}.{n.op_type}"
                        for n in model.graph.node)
@@ -90,7 +106,7 @@ def analyze(path: str | Path, batch: int = 1, fusion: bool = True, max_depth: in
         "params_bytes": _params_bytes(model),
     }
     log: list[str] = []
-    graph, problems = onnx_frontend.build_graph(model, path, batch, log)  # binds the model's inputs in place
+    graph, problems = onnx_frontend.build_graph(model, path, batch, log, pinned)  # binds the inputs in place
 
     flops_by_op: Counter[str] = Counter()
     complete = True
@@ -111,8 +127,10 @@ def analyze(path: str | Path, batch: int = 1, fusion: bool = True, max_depth: in
         "ir_op_histogram": dict(Counter(n.op_type for n in graph.nodes).most_common()),
         "passes": log,
     })
+    if pinned:
+        report["pinned"] = {k: list(v) for k, v in pinned.items()}
     if not problems:
-        report.update(_bake_preview(path, batch, report, options))
+        report.update(_bake_preview((path, batch, pinned), report, options))
     return report
 
 
@@ -126,14 +144,15 @@ def analysis_options(fusion: bool, max_depth: int | None, target: str, flash_att
     return parse_options(raw)
 
 
-def _bake_preview(path, batch: int, report: dict[str, Any], options) -> dict[str, Any]:
-    """What a build would bake: kernel launches before and after fusion, what fused, the fusion audit (every
-    opportunity not taken, with its reason) and the unique kernels; or the nodes no kernel serves yet."""
-    from . import KilnError
+def _bake_preview(model: tuple[str, int, dict], report: dict[str, Any], options) -> dict[str, Any]:
+    """What a build would bake of model = (path, batch, pinned shapes): kernel launches before and after fusion,
+    what fused, the fusion audit (every opportunity not taken, with its reason) and the unique kernels; or the
+    nodes no kernel serves yet."""
     from .ir.optlog import OptLog
     from .passes.lowering import unsupported_nodes
     from .pipeline import plan_model
-    graph = onnx_frontend.load_onnx(path, batch)
+    path, batch, pinned = model
+    graph = onnx_frontend.load_onnx(path, batch, pinned=pinned)
     missing = unsupported_nodes(graph, Path(path).stem)
     if missing:
         report["unsupported"] = [{"node": n.name, "op_type": n.op_type,
@@ -143,7 +162,7 @@ def _bake_preview(path, batch: int, report: dict[str, Any], options) -> dict[str
     try:
         unfused_options = replace(options, enable_fusion=False)
         unfused = len(plan_model(graph, Path(path).stem, unfused_options, OptLog(), memory=False).specs)
-        graph = onnx_frontend.load_onnx(path, batch)  # fusion rewrites the graph: a fresh one
+        graph = onnx_frontend.load_onnx(path, batch, pinned=pinned)  # fusion rewrites the graph: a fresh one
         stages = plan_model(graph, Path(path).stem, options, OptLog(), memory=False)
         result, lowered, specs = stages.fusion, stages.lowered, list(stages.specs.values())
     except KilnError as e:

@@ -45,7 +45,8 @@ class OptionSpec:
             return f"a ;-separated list of integers {self.lo}..{self.hi} (or empty)"
         if self.kind == "list_models":
             return (f"a ;-separated list of zoo names ({', '.join(ZOO_MODELS)}) or paths to .onnx files, each "
-                    f"optionally with @BATCH (e.g. resnet50@32), or empty")
+                    f"optionally with @BATCH (e.g. resnet50@32) or @INPUT=DxD... pins joined with + (e.g. "
+                    f"model.onnx@x=1x3x736x736), or empty")
         if self.kind == "path":
             return "an existing file"
         return self.kind
@@ -130,17 +131,7 @@ def parse_value(spec: OptionSpec, raw: Any) -> Any:
                 raise _bad(spec, raw, f"entry {t!r}")
             out.append(int(t))
         return tuple(sorted(set(out)))
-    if spec.kind == "list_models":
-        for entry in items:
-            t, at, batch = entry.rpartition("@") if "@" in entry else (entry, "", "")
-            if at and (not batch.isdigit() or not 1 <= int(batch) <= 4096):
-                raise _bad(spec, raw, f"entry {entry!r}: the batch after '@' must be an integer 1..4096")
-            if t in ZOO_MODELS:
-                continue
-            if not t.endswith(".onnx"):
-                raise _bad(spec, raw, f"entry {t!r} is neither a zoo model nor an .onnx path")
-            if not os.path.isfile(t):
-                raise _bad(spec, raw, f"file {t!r} does not exist")
+    if spec.kind == "list_models":  # each entry is checked by the model-spec parser (frontend/model_spec.py)
         return tuple(items)
     if spec.kind == "path":
         if text and not os.path.isfile(text):

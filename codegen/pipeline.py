@@ -14,12 +14,13 @@ from pathlib import Path
 from . import KilnError
 from .families.registry import attention_capacity
 from .frontend.kernel_list import load_kernel_list
+from .frontend.model_spec import ModelSpec, parse_model_spec
 from .ir.graph import Graph, OpInstance
 from .ir.manifest import KernelRecord, ModelRecord
 from .ir.opspec import Opspec, opspec_of
 from .ir.optlog import OptLog
 from .ir.profiles import get_profile
-from .options import Options
+from .options import ZOO_MODELS, Options
 from .passes.fusion import FusionLimits, FusionResult, fuse
 from .passes.lowering import LoweredModel, lower
 from .passes.memory import MemoryPlan, plan_arena
@@ -95,17 +96,25 @@ def default_kernel_list(source_dir: Path) -> Path:
     return source_dir / "kernels" / "default.toml"
 
 
-def model_onnx(entry: str, work_dir: Path) -> tuple[str, Path, int]:
-    """(model name, ONNX path, batch) for a KILN_MODELS entry `zoo_name` or `path.onnx`, optionally
-    `@BATCH`: a zoo name is built into work_dir/models; a batch other than 1 is part of the name."""
+def model_onnx(entry: str, work_dir: Path) -> tuple[str, Path, ModelSpec]:
+    """(model name, ONNX path, parsed spec) for a KILN_MODELS entry in the model-spec grammar
+    (frontend/model_spec.py): `zoo_name` or `path.onnx`, optionally `@BATCH` or `@INPUT=DxD...` pins. A zoo
+    name is built into work_dir/models; a batch other than 1 and pinned shapes are part of the name."""
     from .frontend import zoo  # imports onnx: only when models are baked
-    source, _, batch_text = entry.rpartition("@") if "@" in entry else (entry, "", "1")
-    batch = int(batch_text)
-    suffix = "" if batch == 1 else f"_b{batch}"
-    if source in zoo.ZOO:
-        return source + suffix, _zoo_cached(zoo, source, work_dir / "models"), batch
-    p = Path(source)
-    return p.stem + suffix, p, batch
+    spec = parse_model_spec(entry, ZOO_MODELS)
+    if spec.source in zoo.ZOO:
+        return spec.model_name, _zoo_cached(zoo, spec.source, work_dir / "models"), spec
+    return spec.model_name, Path(spec.source), spec
+
+
+def check_model_entries(entries: tuple[str, ...] | list[str]) -> None:
+    """Every KILN_MODELS entry parses and names a zoo model or an existing file (configure time): a KilnError
+    naming the entry otherwise."""
+    for entry in entries:
+        spec = parse_model_spec(entry, ZOO_MODELS)
+        if spec.is_onnx_file and not Path(spec.source).is_file():
+            raise KilnError("frontend", f"model spec {entry!r}", f"file {spec.source!r} does not exist (relative "
+                            f"paths are relative to the source dir)")
 
 
 ZOO_SEED = 0
@@ -161,6 +170,15 @@ def _log_options(options: Options, profile, log: OptLog) -> None:
         log.add("options", "build", f"{name}={value}", "opt_level", KILN_OPT_LEVEL=options.kiln_opt_level)
 
 
+def _log_frontend(graph: Graph, name: str, spec: ModelSpec, log: OptLog) -> None:
+    """The frontend's decisions that change what is baked: an opset conversion, pinned input shapes."""
+    if graph.source_opset:
+        log.add("frontend", name, f"opset={graph.source_opset}->{graph.opset}", "opset_converted",
+                converter="onnx.version_converter")
+    for inp, dims in spec.pins:
+        log.add("frontend", name, f"input={inp}", "pinned_shape", shape=dims)
+
+
 def _plan_models(options: Options, work_dir: Path | None, progress, log: OptLog, kernels: _Kernels):
     """Every KILN_MODELS entry through plan_model, then each of its shape buckets' graphs as a model of its own.
     Returns (the models, their shape buckets by model name)."""
@@ -178,13 +196,15 @@ def _plan_models(options: Options, work_dir: Path | None, progress, log: OptLog,
         work_dir = Path(tempfile.gettempdir()) / "kiln-codegen-cache"
     for entry in options.kiln_models:
         from .frontend.onnx_import import load_onnx  # imports onnx: only when models are baked
-        name, path, batch = model_onnx(entry, work_dir)
+        name, path, spec = model_onnx(entry, work_dir)
+        batch = spec.batch
         if name in names:
             raise KilnError("frontend", entry, f"two KILN_MODELS entries are both named '{name}'")
         names.add(name)
         if progress:
             progress(f"model {name}: frontend ({path})")
-        graph = load_onnx(path, batch=batch)
+        graph = load_onnx(path, batch=batch, pinned=spec.pinned)
+        _log_frontend(graph, name, spec, log)
         if batch != 1 and any(v.shape and v.shape[0] != batch for v in graph.inputs):
             raise KilnError("frontend", entry, f"{path} has a fixed batch dimension, so it cannot be baked at batch "
                             f"{batch}; only models whose first input dim is symbolic take @BATCH")

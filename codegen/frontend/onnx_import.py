@@ -3,13 +3,17 @@
 load_onnx() runs these steps in order (the module that holds each in brackets):
 
     read        parse the file; anything unreadable is a KilnError naming the file      (onnx_read)
-    opset       the default-domain opset must be 13..21                                  (onnx_read)
-    bind        a symbolic batch dimension (dim 0) becomes `batch`; any other dynamic dim is an error (onnx_read)
+    opset       the default-domain opset must be 7..21; 7..12 converted to 13 (onnx's version converter) (onnx_read)
+    bind        pinned inputs take the model spec's shapes; else a symbolic dim 0 becomes `batch`, and any
+                other dynamic dim is an error                                            (onnx_read)
     infer       onnx shape inference on the bound model                                  (onnx_read)
-    to IR       nodes, values (shapes possibly still partial), initializers as NumPy arrays (onnx_read)
-    passes      fold_constants, remove_identities, remove_dropout, fold_batchnorm (PASSES, onnx_passes)
-    normalise   per-op check and explicit attributes, driven by the OPS table            (here)
-    finish      drop unused initializers, float weights to float32, every shape static   (here)
+    to IR       nodes, values (shapes possibly still partial), initializers as NumPy arrays; every value
+                written once, every graph output produced                                (onnx_read)
+    passes      fold_constants (to a fixed point), remove_identities, remove_dropout, fold_batchnorm
+                (PASSES, onnx_passes)
+    normalise   per-op check, explicit attributes and kiln's shape rule re-checked, driven by the OPS table (here)
+    finish      drop unused initializers, float weights to float32; every shape static and non-empty,
+                element types float (int64/bool only as index operands)                  (here, onnx_checks)
 
 Op support is one table, onnx_ops.OPS: op type -> OpEntry (check, normalise, shape rule
 from onnx_rules, build-time evaluator). Adding an op is one entry there (and a test).
@@ -29,9 +33,10 @@ import numpy as np
 from .. import KilnError
 from ..ir.graph import Graph, Node, Value
 from .onnx_base import Problem, ShapeUnknown, Unsupported, copy_graph, has_input, is_static
+from .onnx_checks import dtype_problems, shape_problems
 from .onnx_ops import OPS, OpEntry, supported_ops_text
 from .onnx_passes import PASSES
-from .onnx_read import bind_inputs, default_opset, infer_onnx_shapes, opset_problem, read_model, to_graph
+from .onnx_read import bind_inputs, default_opset, infer_onnx_shapes, opset_problem, read_model, to_graph, upgrade_opset
 
 # ---------------------------------------------------------------- check, normalise, finish
 
@@ -67,6 +72,10 @@ def _check_and_normalise(graph: Graph, problems: list[Problem], log: list[str]) 
         except ShapeUnknown as e:
             problems.append(Problem(node.name, node.op_type, f"the shape of '{e.value}' is not static", "shape"))
             continue
+        reason = _shape_rule_problem(node, g, entry, attrs)
+        if reason:
+            problems.append(Problem(node.name, node.op_type, reason, "op"))
+            continue
         node.attrs = attrs
         if any(has_input(node, i) for i in entry.attr_inputs):
             moved[node.op_type] += 1
@@ -75,6 +84,26 @@ def _check_and_normalise(graph: Graph, problems: list[Problem], log: list[str]) 
         log.append("normalise: constant inputs moved to attributes on " +
                    ", ".join(f"{op} x{k}" for op, k in moved.most_common()))
     return g
+
+
+def _shape_rule_problem(node: Node, g: Graph, entry: OpEntry, attrs: dict) -> str | None:
+    """kiln's own shape rule run on a node onnx inference already shaped: what it rejects (a Conv whose input
+    channels do not match its weight) or computes differently is a problem, so an inconsistent model is never
+    lowered on the shapes the file declares."""
+    if entry.infer is None or entry.build_time_only:
+        return None
+    try:
+        shapes = entry.infer(node, g, attrs)
+    except Unsupported as e:
+        return str(e)
+    except ShapeUnknown:  # an input without a static shape: reported by _finish, at its root
+        return None
+    for name, shape in zip(node.outputs, shapes):
+        declared: tuple[int, ...] | None = g.values[name].shape if name and name in g.values else None
+        if name and declared is not None and is_static(declared) and tuple(declared) != tuple(shape):
+            return (f"output '{name}' is declared (or inferred by onnx) as {list(declared)}, but the op computes "
+                    f"{list(shape)} from its inputs")
+    return None
 
 
 def _as_float32(arr: np.ndarray) -> np.ndarray:
@@ -95,39 +124,43 @@ def _finish(graph: Graph, problems: list[Problem]) -> Graph:
     g.inputs = [g.values[v.name] for v in g.inputs]
     g.outputs = [g.values[v.name] for v in g.outputs]
 
-    reported = set()
-    for node in g.nodes:
-        for name in [*node.inputs, *node.outputs]:
-            if name and name not in reported and not is_static(g.values[name].shape):
-                reported.add(name)
-                problems.append(Problem(node.name, node.op_type, f"value '{name}' has no static shape "
-                                        f"(got {g.values[name].shape})", "shape"))
+    problems += shape_problems(g, OPS)
+    problems += dtype_problems(g, OPS)
     return g
 
 
 # ---------------------------------------------------------------- entry points
 
-def build_graph(model, path: str | Path, batch: int = 1, log: list[str] | None = None
-                ) -> tuple[Graph, list[Problem]]:
+def build_graph(model, path: str | Path, batch: int = 1, log: list[str] | None = None,
+                pinned: dict[str, tuple[int, ...]] | None = None) -> tuple[Graph, list[Problem]]:
     """Every frontend step on a parsed model, collecting problems instead of raising them.
-    Binds the model's input shapes in place. Malformed graphs (dangling inputs, cycles,
-    constants that cannot be evaluated) still raise KilnError."""
+    Binds the model's input shapes in place (`pinned`: input name -> shape, from the model spec).
+    Malformed graphs (dangling inputs, cycles, values written twice, outputs nothing produces,
+    constants that cannot be evaluated, an opset conversion that fails) still raise KilnError."""
     if type(batch) is not int or batch < 1:  # a bool is no batch
         raise KilnError("frontend", "batch", f"must be a positive integer, got {batch!r}")
     log = [] if log is None else log
     problems: list[Problem] = []
+    source_opset = default_opset(model)
+    model = upgrade_opset(model, str(path), log)
     opset = default_opset(model)
     reason = opset_problem(opset)
     if reason:
         problems.append(Problem("", "", reason, "model"))
-    bind_inputs(model, batch, problems, log)
+    bind_inputs(model, batch, problems, log, pinned)
     model = infer_onnx_shapes(model, log)
     graph = to_graph(model, str(path), opset or 0)
+    if source_opset != opset:
+        graph.source_opset = source_opset or 0
     for run_pass in PASSES:
         graph = run_pass(graph, log)
     graph = _check_and_normalise(graph, problems, log)
     graph = _finish(graph, problems)
-    if any(p.kind == "op" for p in problems):
+    if any(p.kind == "model" for p in problems):
+        # an input left unbound (or an opset kiln does not read) makes what follows unfoldable and unshaped as a
+        # consequence: the input is what to report
+        problems = [p for p in problems if p.kind == "model"]
+    elif any(p.kind == "op" for p in problems):
         # shapes downstream of an unsupported op are unknown as a consequence; the op is what to report
         problems = [p for p in problems if p.kind != "shape"]
     return graph, problems
@@ -149,20 +182,23 @@ def _raise_for(problems: list[Problem], path: str, opset: int) -> None:
                         f"{first.reason}; kiln needs every shape static{more}")
 
 
-def load_onnx(path: str | Path, batch: int = 1, log: list[str] | None = None) -> Graph:
+def load_onnx(path: str | Path, batch: int = 1, log: list[str] | None = None,
+              pinned: dict[str, tuple[int, ...]] | None = None) -> Graph:
     """The ONNX file as a kiln Graph with static shapes, supported ops only and explicit attributes.
-    Decisions taken on the way are appended to `log` when given."""
+    `pinned` gives input shapes (the model spec's @x=1x3x224x224); decisions taken on the way are
+    appended to `log` when given."""
     model = read_model(path)
     reason = opset_problem(default_opset(model))
     if reason:  # nothing after this is meaningful for an opset kiln does not know
         raise KilnError("frontend", str(path), reason)
-    graph, problems = build_graph(model, path, batch, log)
+    graph, problems = build_graph(model, path, batch, log, pinned)
     _raise_for(problems, str(path), graph.opset)
     return graph
 
 
-def check_onnx(path: str | Path, batch: int = 1) -> list[dict[str, str]]:
+def check_onnx(path: str | Path, batch: int = 1, pinned: dict[str, tuple[int, ...]] | None = None
+               ) -> list[dict[str, str]]:
     """Every problem load_onnx would report, as [{"node", "op_type", "reason"}]; empty when the
     model compiles. Raises only for a file that is not a readable ONNX model or a malformed graph."""
-    _, problems = build_graph(read_model(path), path, batch)
+    _, problems = build_graph(read_model(path), path, batch, pinned=pinned)
     return [p.as_dict() for p in problems]

@@ -94,6 +94,21 @@ def _fold_with_attrs(normalise: Callable, fn: Callable) -> Callable[[Node, list]
     return fold
 
 
+def _fold_mod(node: Node, args: list) -> list[np.ndarray]:
+    a, b = args
+    # fmod=1: the remainder takes the dividend's sign (C fmod); fmod=0 (integers only): the divisor's (Python %)
+    fn = np.fmod if node.attrs.get("fmod", 0) else np.mod
+    return [fn(a, b).astype(a.dtype)]
+
+
+def _fold_range(node: Node, args: list) -> list[np.ndarray]:
+    start, limit, delta = (np.asarray(a).reshape(()) for a in args)
+    if delta == 0:
+        raise ValueError("Range with delta 0 never reaches its limit")
+    count = max(int(np.ceil((limit - start) / delta)), 0)  # the ONNX spec's element count
+    return [(start + np.arange(count) * delta).astype(start.dtype)]
+
+
 _erf = np.vectorize(math.erf, otypes=[np.float64])
 
 
@@ -109,6 +124,10 @@ class OpEntry:
     fold(node, args)              NumPy evaluator used when every input is constant
     attr_inputs                   inputs normalise() turns into attributes; dropped from the node afterwards
     build_time_only               shape arithmetic: supported only when it folds away
+    shape_inputs                  inputs whose values (not only their shapes) decide the output shape; with
+                                  those constant, fold() on placeholders of the other inputs gives the shapes
+    index_inputs                  inputs that may hold int64/bool (indices, shapes, conditions, axes); every
+                                  other input of a run-time value must be float
     """
     summary: str
     check: Callable[[Node, Graph], str | None] = rules.no_check
@@ -117,6 +136,8 @@ class OpEntry:
     fold: Callable[[Node, list], list[np.ndarray]] | None = None
     attr_inputs: tuple[int, ...] = ()
     build_time_only: bool = False
+    shape_inputs: tuple[int, ...] = ()
+    index_inputs: tuple[int, ...] = ()
 
 
 def _unary(summary: str, fn: Callable | None = None) -> OpEntry:
@@ -127,8 +148,10 @@ def _binary(summary: str, fn: Callable) -> OpEntry:
     return OpEntry(summary, infer=rules.broadcast_shape, fold=_elementwise(fn))
 
 
-def _build_time(summary: str, fold: Callable | None) -> OpEntry:
-    return OpEntry(summary, fold=fold, build_time_only=True)
+def _build_time(summary: str, fold: Callable | None, shape_inputs: tuple[int, ...] = (),
+                index_inputs: tuple[int, ...] = ()) -> OpEntry:
+    return OpEntry(summary, fold=fold, build_time_only=True, shape_inputs=shape_inputs,
+                   index_inputs=index_inputs or shape_inputs)
 
 
 OPS: dict[str, OpEntry] = {
@@ -161,11 +184,12 @@ OPS: dict[str, OpEntry] = {
     "LayerNormalization": OpEntry("layer norm over the trailing axes from `axis`", rules.check_layernorm,
                                   rules.normalise_layernorm, rules.same_shape),
     "ReduceMean": OpEntry("mean over constant axes (attribute or opset-18 input)", rules.check_reducemean,
-                          rules.normalise_reducemean, rules.infer_reducemean, attr_inputs=(1,)),
+                          rules.normalise_reducemean, rules.infer_reducemean, attr_inputs=(1,),
+                          shape_inputs=(1,), index_inputs=(1,)),
     "Reshape": OpEntry("reshape to a build-time shape (attribute 'shape')",
                        rules.check_reshape, rules.normalise_reshape, rules.infer_from_shape_attr,
                        _fold_with_attrs(rules.normalise_reshape, lambda args, a: args[0].reshape(a["shape"])),
-                       attr_inputs=(1,)),
+                       attr_inputs=(1,), shape_inputs=(1,), index_inputs=(1,)),
     "Flatten": OpEntry("reshape to 2-D at `axis`", normalise=rules.normalise_flatten, infer=rules.infer_flatten,
                        fold=_fold_with_attrs(rules.normalise_flatten,
                                              lambda args, a: args[0].reshape(math.prod(args[0].shape[:a["axis"]]),
@@ -180,17 +204,22 @@ OPS: dict[str, OpEntry] = {
     "Constant": _build_time("a constant tensor (becomes an initializer)", _fold_constant),
     "Shape": _build_time("static shape of a tensor", None),  # folded from the input's shape, see onnx_passes._try_fold
     "Gather": _build_time("indexing of a constant",
-                          lambda node, args: [np.take(args[0], args[1], axis=node.attrs.get("axis", 0))]),
-    "Unsqueeze": _build_time("insert unit axes", _fold_unsqueeze),
-    "Squeeze": _build_time("remove unit axes", _fold_squeeze),
+                          lambda node, args: [np.take(args[0], args[1], axis=node.attrs.get("axis", 0))],
+                          index_inputs=(1,)),
+    "Unsqueeze": _build_time("insert unit axes", _fold_unsqueeze, shape_inputs=(1,)),
+    "Squeeze": _build_time("remove unit axes", _fold_squeeze, shape_inputs=(1,)),
     "Cast": _build_time("type conversion", _fold_cast),
-    "Slice": _build_time("slicing of a constant", _fold_slice),
+    "Slice": _build_time("slicing of a constant", _fold_slice, shape_inputs=(1, 2, 3, 4)),
     "Neg": _build_time("negation", _elementwise(np.negative)),
+    "Mod": _build_time("remainder (fmod 0 or 1)", _fold_mod),
     "Equal": _build_time("elementwise equality", lambda node, args: [np.equal(args[0], args[1])]),
-    "Where": _build_time("elementwise select", lambda node, args: [np.where(args[0], args[1], args[2])]),
-    "ConstantOfShape": _build_time("filled tensor of a constant shape", _fold_constant_of_shape),
+    "Where": _build_time("elementwise select", lambda node, args: [np.where(args[0], args[1], args[2])],
+                         index_inputs=(0,)),
+    "ConstantOfShape": _build_time("filled tensor of a constant shape", _fold_constant_of_shape, shape_inputs=(0,)),
     "Expand": _build_time("broadcast to a constant shape", lambda node, args: [
-        np.broadcast_to(args[0], np.broadcast_shapes(args[0].shape, as_ints(args[1]))).copy()]),
+        np.broadcast_to(args[0], np.broadcast_shapes(args[0].shape, as_ints(args[1]))).copy()], shape_inputs=(1,)),
+    "Range": _build_time("arithmetic sequence start, start + delta, ... below limit", _fold_range,
+                         shape_inputs=(0, 1, 2)),
 }
 
 

@@ -46,47 +46,97 @@ def _try_fold(node: Node, g: Graph) -> list[np.ndarray] | None:
                         f"cannot evaluate it at build time: {_error_name(e)}: {e}") from None
 
 
-def _complete_shapes(node: Node, g: Graph) -> None:
-    """Fill output shapes onnx shape inference left unknown, with kiln's rule for the op (if it is supported)."""
+def _shapes_by_placeholders(node: Node, g: Graph, entry) -> list[tuple[tuple[int, ...], str]] | None:
+    """Output (shape, dtype)s of an op without a kiln shape rule (shape arithmetic on a run-time value, e.g. an
+    Unsqueeze of an activation), from its evaluator run on zero placeholders of the run-time inputs: valid when
+    every input whose values decide the output shape (entry.shape_inputs) is constant. None when it cannot be."""
+    if entry.fold is None or any(has_input(node, i) and node.inputs[i] not in g.initializers
+                                 for i in entry.shape_inputs):
+        return None
+    args: list[np.ndarray | None] = []
+    for name in node.inputs:
+        if not name:
+            args.append(None)
+        elif name in g.initializers:
+            args.append(g.initializers[name])
+        else:
+            v = g.values.get(name)
+            if v is None or not is_static(v.shape) or v.dtype == "undefined":
+                return None
+            args.append(np.broadcast_to(np.zeros((), v.dtype), v.shape))  # no memory for the values
+    try:
+        with np.errstate(all="ignore"):  # placeholder zeros divide by zero; only the shapes are read
+            arrays = entry.fold(node, args)
+    except Exception:  # the op's own check reports what is wrong with it
+        return None
+    return [(tuple(int(d) for d in np.shape(a)), np.asarray(a).dtype.name) for a in arrays]
+
+
+def _complete_shapes(node: Node, g: Graph) -> bool:
+    """Fill output shapes onnx shape inference left unknown, with kiln's rule for the op (if it is supported), or
+    for shape arithmetic on run-time values by evaluating it on placeholders. True when a shape was filled."""
     outs = [o for o in node.outputs if o]
     if all(is_static(g.values[o].shape) for o in outs):
-        return
+        return False
     entry = OPS.get(node.op_type)
-    if entry is None or entry.infer is None or entry.check(node, g):
-        return
-    try:
-        shapes = entry.infer(node, g, entry.normalise(node, g))
-    except (ShapeUnknown, Unsupported):  # reported later, by the check or the static-shape check
-        return
-    for name, shape in zip(node.outputs, shapes):
+    if entry is None:
+        return False
+    if entry.infer is None:
+        typed = _shapes_by_placeholders(node, g, entry)
+    elif entry.check(node, g):
+        return False
+    else:
+        try:
+            inputs_dtype = g.values[node.inputs[0]].dtype
+            typed = [(tuple(int(d) for d in s), inputs_dtype) for s in entry.infer(node, g, entry.normalise(node, g))]
+        except (ShapeUnknown, Unsupported):  # reported later, by the check or the static-shape check
+            return False
+    if typed is None:
+        return False
+    for name, (shape, dtype) in zip(node.outputs, typed):
         if name:
             old = g.values[name]
-            dtype = old.dtype if old.dtype != "undefined" else g.values[node.inputs[0]].dtype
-            g.values[name] = Value(name, tuple(int(d) for d in shape), dtype)
+            g.values[name] = Value(name, shape, old.dtype if old.dtype != "undefined" else dtype)
+    return all(is_static(g.values[o].shape) for o in outs)  # a negative dim stays unknown: no endless rounds
 
 
-def fold_constants(graph: Graph, log: list[str]) -> Graph:
-    """Evaluate every node whose inputs are all constant (and Shape of any static value) into initializers.
-
-    Walks the graph in order and completes missing shapes on the way, because a
-    Shape node needs the static shape of its input, which may come from a Reshape
-    whose target shape was folded just before.
-    """
-    g = copy_graph(graph)
+def _fold_round(g: Graph, graph_outputs: set[str], folded: Counter[str]) -> bool:
+    """One pass over the nodes in order: fold what is constant, complete the shapes of the rest. True when it
+    changed anything (a node folded or a shape became known), so another round may fold more."""
     nodes, g.nodes = g.nodes, []
-    graph_outputs = {v.name for v in graph.outputs}
-    folded: Counter[str] = Counter()
+    changed = False
     for node in nodes:
         arrays = None if graph_outputs & set(node.outputs) else _try_fold(node, g)
         if arrays is None:
             g.nodes.append(node)
-            _complete_shapes(node, g)
+            changed |= _complete_shapes(node, g)
             continue
         for name, arr in zip(node.outputs, arrays):
             if name:
                 g.initializers[name] = arr
                 g.values[name] = Value(name, tuple(int(d) for d in arr.shape), arr.dtype.name)
         folded[node.op_type] += 1
+        changed = True
+    return changed
+
+
+def fold_constants(graph: Graph, log: list[str]) -> Graph:
+    """Evaluate every node whose inputs are all constant (and Shape of any static value) into initializers,
+    repeated until a round changes nothing (a fixed point).
+
+    Each round walks the graph in order and completes missing shapes on the way, because a
+    Shape node needs the static shape of its input, which may come from a Reshape
+    whose target shape was folded just before. A later round picks up what an earlier one
+    made constant or shaped only after its consumer had been visited.
+    """
+    g = copy_graph(graph)
+    graph_outputs = {v.name for v in graph.outputs}
+    folded: Counter[str] = Counter()
+    rounds = 0
+    while _fold_round(g, graph_outputs, folded):
+        rounds += 1
+        if rounds > len(graph.nodes) + len(graph.values):  # each productive round folds or shapes something
+            raise AssertionError("fold_constants did not reach a fixed point")
     if folded:
         detail = ", ".join(f"{op} x{k}" for op, k in folded.most_common())
         log.append(f"fold_constants: {sum(folded.values())} node(s) evaluated at build time into initializers "

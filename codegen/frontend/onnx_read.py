@@ -18,7 +18,8 @@ try:
 except ImportError:  # only reading ONNX files needs it; the kernel-list build does not
     onnx = None  # type: ignore[assignment]  # optional: the module is None where onnx is not installed
 
-ACCEPTED_OPSETS = range(13, 22)
+ACCEPTED_OPSETS = range(7, 22)
+NATIVE_OPSETS = range(13, 22)  # what the op table follows; older models are converted to the first of these
 _DEFAULT_DOMAINS = ("", "ai.onnx")
 
 
@@ -56,34 +57,129 @@ def opset_problem(opset: int | None) -> str | None:
     if opset is None:
         return f"the model imports no default-domain (ai.onnx) opset; kiln accepts opsets {lo}..{hi}"
     if opset not in ACCEPTED_OPSETS:
-        return f"opset {opset} is not supported: kiln accepts ONNX opsets {lo}..{hi} (re-export with one of those)"
+        return (f"opset {opset} is not supported: kiln accepts ONNX opsets {lo}..{hi} ({lo}..{NATIVE_OPSETS[0] - 1} "
+                f"converted to {NATIVE_OPSETS[0]} with onnx's version converter; re-export with one of those)")
     return None
 
 
-def bind_inputs(model, batch: int, problems: list[Problem], log: list[str]) -> None:
-    """Give every graph input a static shape: dim 0 when symbolic/unknown is the batch; nothing else may be dynamic."""
-    initializers = {t.name for t in model.graph.initializer}
-    for inp in model.graph.input:
-        if inp.name in initializers:  # old exporters list weights as inputs too
+def _one_node_model(model, node, opset: int):
+    """A model of `node` alone (its inputs as graph inputs, typed as in the model where known), to convert."""
+    g = model.graph
+    known = {vi.name: vi for vi in [*g.input, *g.value_info, *g.output]}
+    for t in g.initializer:
+        known.setdefault(t.name, onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
+    def typed(name):
+        return known.get(name) or onnx.helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, None)
+    graph = onnx.helper.make_graph([node], "one_node", [typed(i) for i in node.input if i],
+                                   [onnx.helper.make_empty_tensor_value_info(o) for o in node.output if o])
+    return onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", opset)])
+
+
+def _node_failing_conversion(model, opset: int, names: list[str]) -> tuple[str, str, str] | None:
+    """(kiln node name, op type, error) of the first node the converter fails on when converted alone."""
+    from onnx import version_converter
+    tried = set()
+    for node, name in zip(model.graph.node, names):
+        key = (node.op_type, node.domain, tuple(a.SerializeToString() for a in node.attribute))
+        if key in tried:
             continue
+        tried.add(key)
+        try:
+            version_converter.convert_version(_one_node_model(model, node, opset), NATIVE_OPSETS[0])
+        except Exception as e:
+            return name, node.op_type, f"{type(e).__name__}: {e}"
+    return None
+
+
+def upgrade_opset(model, path: str, log: list[str]):
+    """A model at opset 7..12 converted to the first native opset with onnx's version converter (the decision
+    logged); others unchanged. A conversion failure is a KilnError naming the node it fails on."""
+    opset = default_opset(model)
+    if opset is None or opset not in ACCEPTED_OPSETS or opset in NATIVE_OPSETS:
+        return model
+    from onnx import version_converter
+    target = NATIVE_OPSETS[0]
+    try:
+        converted = version_converter.convert_version(model, target)
+    except Exception as e:
+        culprit = _node_failing_conversion(model, opset, node_names(model))
+        if culprit is None:
+            raise KilnError("frontend", path, f"onnx's version converter cannot convert opset {opset} to {target}: "
+                            f"{type(e).__name__}: {e}") from None
+        name, op_type, error = culprit
+        raise KilnError("frontend", f"node '{name}' ({op_type}, opset {opset})",
+                        f"onnx's version converter cannot convert it to opset {target} ({error}); re-export the "
+                        f"model at opset {target}..{NATIVE_OPSETS[-1]}") from None
+    log.append(f"opset: converted from opset {opset} to {target} with onnx's version converter")
+    return converted
+
+
+def _bind_pinned(inp, dims: tuple[int, ...], problems: list[Problem], log: list[str]) -> None:
+    """Give input `inp` the pinned shape `dims`; a static dim of the file must agree with it."""
+    declared = inp.type.tensor_type.shape.dim
+    if len(declared) != len(dims):
+        problems.append(Problem(inp.name, "", f"input '{inp.name}' has rank {len(declared)} in the model, but "
+                                f"the spec pins {len(dims)} dims ({'x'.join(map(str, dims))})", "model"))
+        return
+    for i, (dim, pinned) in enumerate(zip(declared, dims)):
+        if dim.HasField("dim_value") and dim.dim_value != pinned:
+            problems.append(Problem(inp.name, "", f"input '{inp.name}' dim {i} is {dim.dim_value} in the model, "
+                                    f"but the spec pins it to {pinned}", "model"))
+            return
+    for dim, pinned in zip(declared, dims):
+        dim.Clear()
+        dim.dim_value = pinned
+    log.append(f"bind: input '{inp.name}' pinned to {'x'.join(map(str, dims))}")
+
+
+def _bind_dim(inp, i: int, dim, batch: int, problems: list[Problem], log: list[str]) -> None:
+    if dim.HasField("dim_value") and dim.dim_value <= 0:
+        what = "0 (an empty tensor)" if dim.dim_value == 0 else f"negative ({dim.dim_value})"
+        problems.append(Problem(inp.name, "", f"input '{inp.name}' dim {i} is {what}; kiln compiles only tensors "
+                                f"whose dims are all >= 1", "model"))
+    elif dim.HasField("dim_value"):
+        if i == 0 and dim.dim_value != batch:
+            log.append(f"bind: input '{inp.name}' has a fixed dim 0 of {dim.dim_value}; batch={batch} "
+                       f"does not apply to it")
+    elif i == 0:
+        label = dim.dim_param or "unknown"
+        dim.Clear()
+        dim.dim_value = batch
+        log.append(f"bind: input '{inp.name}' dim 0 ({label!r}) bound to batch={batch}")
+    else:
+        label = dim.dim_param or "unknown"
+        problems.append(Problem(inp.name, "", f"input '{inp.name}' dim {i} ({label!r}) is dynamic; kiln "
+                                f"binds only the batch dimension (dim 0) unless the model spec pins the input's "
+                                f"shape (file.onnx@{inp.name}=1x3x224x224), every other dim must be static",
+                                "model"))
+
+
+def bind_inputs(model, batch: int, problems: list[Problem], log: list[str],
+                pinned: dict[str, tuple[int, ...]] | None = None) -> None:
+    """Give every graph input a static shape: a pinned input takes its pinned shape; otherwise dim 0 when
+    symbolic/unknown is the batch, and nothing else may be dynamic."""
+    initializers = {t.name for t in model.graph.initializer}
+    pinned = dict(pinned or {})
+    inputs = [inp for inp in model.graph.input if inp.name not in initializers]  # old exporters list weights too
+    unknown = sorted(set(pinned) - {inp.name for inp in inputs})
+    if unknown:
+        problems.append(Problem(unknown[0], "", f"the spec pins input(s) {', '.join(map(repr, unknown))}, which "
+                                f"the model does not have; its inputs are {', '.join(repr(i.name) for i in inputs)}",
+                                "model"))
+    for inp in inputs:
         if not inp.type.HasField("tensor_type") or not inp.type.tensor_type.HasField("shape"):
+            if inp.name in pinned and inp.type.HasField("tensor_type"):  # no declared rank: the pinned one
+                for d in pinned[inp.name]:
+                    inp.type.tensor_type.shape.dim.add().dim_value = d
+                log.append(f"bind: input '{inp.name}' pinned to {'x'.join(map(str, pinned[inp.name]))}")
+                continue
             problems.append(Problem(inp.name, "", f"input '{inp.name}' has no tensor shape (rank unknown)", "model"))
             continue
+        if inp.name in pinned:
+            _bind_pinned(inp, pinned[inp.name], problems, log)
+            continue
         for i, dim in enumerate(inp.type.tensor_type.shape.dim):
-            if dim.HasField("dim_value") and dim.dim_value > 0:
-                if i == 0 and dim.dim_value != batch:
-                    log.append(f"bind: input '{inp.name}' has a fixed dim 0 of {dim.dim_value}; batch={batch} "
-                               f"does not apply to it")
-                continue
-            label = dim.dim_param or "unknown"
-            if i == 0:
-                dim.Clear()
-                dim.dim_value = batch
-                log.append(f"bind: input '{inp.name}' dim 0 ({label!r}) bound to batch={batch}")
-            else:
-                problems.append(Problem(inp.name, "", f"input '{inp.name}' dim {i} ({label!r}) is dynamic; kiln "
-                                        f"binds only the batch dimension (dim 0), every other dim must be static",
-                                        "model"))
+            _bind_dim(inp, i, dim, batch, problems, log)
 
 
 def infer_onnx_shapes(model, log: list[str]):
@@ -158,6 +254,31 @@ def _sort_topologically(nodes: list[Node], ready: set[str]) -> list[Node]:
     return order
 
 
+def _check_single_assignment(nodes: list[Node], inputs: set[str], initializers: set[str], outputs: list[str]) -> None:
+    """Each value written once (ONNX graphs are SSA) and every graph output produced by something."""
+    producer: dict[str, Node] = {}
+    for n in nodes:
+        for o in n.outputs:
+            if not o:
+                continue
+            if o in producer:
+                first = producer[o]
+                raise KilnError("frontend", f"value '{o}'", f"written by two nodes, '{first.name}' ({first.op_type}) "
+                                f"and '{n.name}' ({n.op_type}); an ONNX graph assigns every value exactly once")
+            if o in inputs or o in initializers:
+                what = "a graph input" if o in inputs else "an initializer"
+                raise KilnError("frontend", f"node '{n.name}' ({n.op_type})", f"writes '{o}', which is {what}; an "
+                                f"ONNX graph assigns every value exactly once")
+            producer[o] = n
+    for o in outputs:
+        if o in initializers:  # the lowering has no step that writes a constant into an output buffer
+            raise KilnError("frontend", f"graph output '{o}'", "it is an initializer (a constant); kiln's graph "
+                            "outputs must be computed by a node or be a graph input")
+        if o not in producer and o not in inputs:
+            raise KilnError("frontend", f"graph output '{o}'", "no node produces it and it is neither a graph input "
+                            "nor an initializer; every graph output must be the output of some node")
+
+
 def node_names(model) -> list[str]:
     """The kiln IR name of every node of the ONNX graph, in file order: its own, or one made from its op type
     and index when empty; ONNX does not require unique node names, kiln does."""
@@ -191,6 +312,7 @@ def to_graph(model, path: str, opset: int) -> Graph:
 
     inputs = [values[i.name] for i in g.input if i.name not in initializers]
     ready = {v.name for v in inputs} | set(initializers)
+    _check_single_assignment(nodes, {v.name for v in inputs}, set(initializers), [o.name for o in g.output])
     return Graph(name=g.name or Path(path).stem, inputs=inputs, outputs=[values[o.name] for o in g.output],
                  nodes=_sort_topologically(nodes, ready), values=values, initializers=initializers,
                  opset=opset, source_path=str(path))

@@ -57,6 +57,7 @@ class Graph:
     initializers: dict[str, np.ndarray]
     opset: int
     source_path: str = ""
+    source_opset: int = 0  # the file's opset when the frontend converted it to `opset` (0: not converted)
 
     def producer(self, value: str) -> Node | None:
         for n in self.nodes:

@@ -26,6 +26,9 @@ REASONS = {
     "memory_plan": "arena placement of the model's intermediate tensors: the smaller of greedy-by-size and best-fit",
     "in_place": "an elementwise or row-wise kernel writes its output over its first input, which dies there",
     "frontend_pass": "a frontend graph pass (constant folding, BN folding, Identity removal)",
+    "opset_converted": "the file's opset (7..12) is older than the op table's (13..21): onnx's version converter "
+                       "rewrote the model to opset 13 before import",
+    "pinned_shape": "the model spec (file.onnx@INPUT=DxD...) fixed this input's shape; dynamic dims take its values",
     "epilogue_fixpipe": "the activation is applied by Fixpipe on the way out of L0C (Cube kernels)",
     "epilogue_vector": "the activation is two more Vector instructions in the kernel's own pass over UB",
     "vector_chain": "consecutive Vector operations run as one pass over UB",

@@ -118,14 +118,30 @@ def models() -> list[str]:
 
 
 def load(name: str) -> Model:
-    """A baked model, by name or by the path of the ONNX file it was baked from."""
+    """A baked model, by name, by the path of the ONNX file it was baked from, or by the model spec it was baked
+    with (the KILN_MODELS entry, e.g. `det.onnx@x=1x3x736x736` or `resnet50@32`)."""
     man = manifest_record()
     try:
         rec = man.model(name)
     except KeyError:
-        raise KeyError(f"no baked model {name!r}; this build has: {', '.join(models()) or 'none'} "
-                       f"(bake more with -Ccmake.define.KILN_MODELS=...)") from None
+        baked_as = _spec_model_name(name)
+        found = [m for m in man.models if baked_as is not None and m.name == baked_as]
+        if not found:
+            raise KeyError(f"no baked model {name!r}; this build has: {', '.join(models()) or 'none'} "
+                           f"(bake more with -Ccmake.define.KILN_MODELS=...)") from None
+        rec = found[0]
     return Model(rec, man.kernels_by_name())
+
+
+def _spec_model_name(text: str) -> str | None:
+    """The model name a model spec is baked under (the codegen's one parser), or None when `text` is no spec."""
+    from .codegen import KilnError
+    from .codegen.frontend.model_spec import parse_model_spec
+    from .codegen.options import ZOO_MODELS
+    try:
+        return parse_model_spec(text, ZOO_MODELS).model_name
+    except KilnError:
+        return None
 
 
 def kernel(name: str) -> Kernel:

@@ -115,28 +115,45 @@ def _log(args) -> int:
     return 0
 
 
+def _zoo_names() -> list[str]:
+    from .codegen.options import ZOO_MODELS  # the zoo's names without importing onnx
+    return list(ZOO_MODELS)
+
+
 def _analyze(args) -> int:
+    from .codegen import KilnError
+    from .codegen.frontend.model_spec import parse_model_spec
+    path, batch = args.file, args.batch
+    try:
+        spec = None if os.path.exists(path) else parse_model_spec(path, tuple(_zoo_names()))
+    except KilnError as e:  # a malformed model spec: the grammar's message names it and what is accepted
+        print(f"kiln analyze: {e.subject}: {e.message}", file=sys.stderr)
+        return 2
+    if spec is None or spec.is_onnx_file:
+        if spec is not None and not os.path.exists(spec.source):
+            print(f"kiln analyze: {spec.source}: no such file, and not a zoo model ({', '.join(_zoo_names())})",
+                  file=sys.stderr)
+            return 2
+        return _analyze_file(args, path, path, batch)
+    if spec.batch != 1 and batch not in (1, spec.batch):
+        print(f"kiln analyze: {path}: its batch and --batch {batch} differ; give one", file=sys.stderr)
+        return 2
     import tempfile
 
     from .codegen.frontend import zoo
-    path = args.file
-    if os.path.exists(path):
-        return _analyze_file(args, path, path)
-    if path not in zoo.ZOO:
-        print(f"kiln analyze: {path}: no such file, and not a zoo model ({', '.join(zoo.ZOO)})", file=sys.stderr)
-        return 2
     # a zoo model by name: its ONNX file in a directory removed afterwards (resnet50's is about 100 MB)
     with tempfile.TemporaryDirectory(prefix="kiln-analyze-") as tmp:
-        return _analyze_file(args, str(zoo.write(path, os.path.join(tmp, f"{path}.onnx"))), path)
+        onnx_file = str(zoo.write(spec.source, os.path.join(tmp, f"{spec.source}.onnx")))
+        return _analyze_file(args, onnx_file, path, max(batch, spec.batch))
 
 
-def _analyze_file(args, path: str, shown: str) -> int:
-    """`kiln analyze` of the ONNX file `path`, reported under the name the user gave (`shown`)."""
+def _analyze_file(args, path: str, shown: str, batch: int) -> int:
+    """`kiln analyze` of `path` (an ONNX file or a model spec of one), reported under the name the user gave."""
     from .codegen import KilnError
     from .codegen.analyze import analyze, format_text
     from .codegen.options import OptionError
     try:
-        report = analyze(path, batch=args.batch, fusion=args.fusion == "on", max_depth=args.max_fusion_depth,
+        report = analyze(path, batch=batch, fusion=args.fusion == "on", max_depth=args.max_fusion_depth,
                          target=args.target, flash_attention=args.flash_attention == "on",
                          max_seq_len=args.max_seq_len)
     except KilnError as e:
@@ -495,7 +512,8 @@ def _parser_opspec(sub) -> None:
 def _parser_analyze(sub) -> None:
     a = sub.add_parser("analyze", help="what an ONNX file holds and what kiln would bake from it: ops before "
                                        "fusion, kernels after, and the fusion audit")
-    a.add_argument("file", help="an ONNX file, or a zoo model name (resnet50, mobilenet_v2, bert_layer)")
+    a.add_argument("file", help="a model spec: an ONNX file or a zoo model name (resnet50, mobilenet_v2, bert_layer), "
+                                "optionally @BATCH or @INPUT=DxD... pins joined with + (file.onnx@x=1x3x736x736)")
     a.add_argument("--batch", type=int_range(1, 4096), default=1, help="value for a symbolic batch dimension, "
                    "1..4096 (as KILN_MODELS' @BATCH)")
     a.add_argument("--fusion", choices=("on", "off"), default="on", help="as ENABLE_FUSION (default on)")

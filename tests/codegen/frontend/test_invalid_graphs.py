@@ -1,0 +1,130 @@
+"""Invalid graphs (issue 18, class 3) and element types (issue 17): each refusal is a KilnError naming the node or
+value at fault and what would be accepted, never a traceback; valid multi-input/output graphs still load."""
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+from onnx import TensorProto, helper  # noqa: E402
+from test_frontend import init, save, tensor  # noqa: E402
+
+from codegen import KilnError  # noqa: E402
+from codegen.frontend import onnx_import as onnx_frontend  # noqa: E402
+
+
+def refusal(path) -> str:
+    with pytest.raises(KilnError) as e:
+        onnx_frontend.load_onnx(path)
+    assert e.value.__cause__ is None
+    return str(e.value)
+
+
+def test_conv_whose_input_channels_do_not_match_its_weight(tmp_path):
+    nodes = [helper.make_node("Conv", ["x", "w"], ["y"], name="conv", kernel_shape=[3, 3], pads=[1, 1, 1, 1])]
+    path = save(tmp_path, nodes, [tensor("x", [1, 4, 8, 8])], [tensor("y", None)],
+                [init("w", np.ones((8, 3, 3, 3), np.float32))])
+    msg = refusal(path)
+    assert "node 'conv' (Conv" in msg and "input has 4 channels, weight [8, 3, 3, 3] with group 1 expects 3" in msg
+    # the same with the output shape declared in the file, as an exporter would write it
+    path = save(tmp_path, nodes, [tensor("x", [1, 4, 8, 8])], [tensor("y", [1, 8, 8, 8])],
+                [init("w", np.ones((8, 3, 3, 3), np.float32))], name="declared.onnx")
+    assert "input has 4 channels" in refusal(path)
+
+
+def test_two_nodes_writing_one_tensor(tmp_path):
+    nodes = [helper.make_node("Relu", ["x"], ["y"], name="first"), helper.make_node("Neg", ["x"], ["y"], name="second")]
+    msg = refusal(save(tmp_path, nodes, [tensor("x", [1, 4])], [tensor("y", None)]))
+    assert "value 'y'" in msg and "written by two nodes, 'first' (Relu) and 'second' (Neg)" in msg
+    assert "exactly once" in msg
+
+
+def test_a_node_writing_a_graph_input(tmp_path):
+    nodes = [helper.make_node("Relu", ["x"], ["y"], name="relu"), helper.make_node("Relu", ["y"], ["x"], name="back")]
+    msg = refusal(save(tmp_path, nodes, [tensor("x", [1, 4])], [tensor("y", None)]))
+    assert "node 'back' (Relu)" in msg and "writes 'x', which is a graph input" in msg
+
+
+def test_a_graph_output_no_node_produces(tmp_path):
+    nodes = [helper.make_node("Relu", ["x"], ["y"], name="relu")]
+    msg = refusal(save(tmp_path, nodes, [tensor("x", [1, 4])], [tensor("y", None), tensor("ghost", [1, 4])]))
+    assert "graph output 'ghost'" in msg and "no node produces it" in msg
+    for check in (onnx_frontend.check_onnx,):
+        with pytest.raises(KilnError, match="graph output 'ghost'"):
+            check(tmp_path / "model.onnx")
+
+
+def test_a_constant_graph_output(tmp_path):
+    # an initializer listed as a graph output reached the lowering as a KeyError
+    nodes = [helper.make_node("Relu", ["x"], ["y"], name="relu")]
+    msg = refusal(save(tmp_path, nodes, [tensor("x", [1, 4])], [tensor("y", None), tensor("c", [4])],
+                       [init("c", np.ones(4, np.float32))]))
+    assert "graph output 'c'" in msg and "it is an initializer (a constant)" in msg
+
+
+def test_a_graph_input_that_is_also_an_output_still_plans(tmp_path):
+    from codegen.ir.optlog import OptLog
+    from codegen.options import parse_options
+    from codegen.pipeline import plan_model
+    nodes = [helper.make_node("Relu", ["x"], ["y"], name="relu")]
+    path = save(tmp_path, nodes, [tensor("x", [1, 4])], [tensor("y", None), tensor("x", [1, 4])])
+    stages = plan_model(onnx_frontend.load_onnx(path), "io", parse_options({"KILN_MODELS": ""}), OptLog())
+    assert [name for name, _ in stages.lowered.graph_outputs] == ["y", "x"]
+
+
+@pytest.mark.parametrize("dim,what", [(0, "dim 1 is 0 (an empty tensor)"), (-3, "dim 1 is negative (-3)")])
+def test_empty_or_negative_input_dims_are_named_not_called_dynamic(tmp_path, dim, what):
+    nodes = [helper.make_node("Relu", ["x"], ["y"], name="relu")]
+    msg = refusal(save(tmp_path, nodes, [tensor("x", [1, dim, 4])], [tensor("y", None)]))
+    assert f"input 'x' {what}" in msg and "dynamic" not in msg and ">= 1" in msg
+
+
+@pytest.mark.parametrize("elem,name", [(TensorProto.INT64, "int64"), (TensorProto.BOOL, "bool"),
+                                       (TensorProto.UINT8, "uint8"), (TensorProto.INT32, "int32")])
+def test_non_float_data_is_refused_naming_value_and_type(tmp_path, elem, name):
+    nodes = [helper.make_node("Relu", ["x"], ["y"], name="relu")]
+    path = save(tmp_path, nodes, [helper.make_tensor_value_info("x", elem, [1, 4])],
+                [helper.make_tensor_value_info("y", elem, None)])
+    msg = refusal(path)
+    assert f"input 'x' has element type {name}" in msg and "node 'relu' (Relu) reads it as data" in msg
+    assert "accepted only as index, shape or condition operands" in msg
+
+
+def test_an_intermediate_int_value_read_as_data(tmp_path):
+    # Cast of an activation to int64, then added: the Cast's output is the value at fault
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+             helper.make_node("Cast", ["r"], ["ri"], name="cast", to=TensorProto.INT64),
+             helper.make_node("Add", ["ri", "ri"], ["y"], name="add")]
+    problems = onnx_frontend.check_onnx(save(tmp_path, nodes, [tensor("x", [1, 4])], [tensor("y", None)]))
+    assert any(p["node"] == "add" and "value 'ri' has element type int64" in p["reason"] for p in problems), problems
+
+
+def test_int64_indices_are_not_a_type_problem(tmp_path):
+    # an embedding lookup: int64 ids are Gather indices, so the refusal is the run-time Gather, not the type
+    nodes = [helper.make_node("Gather", ["table", "ids"], ["y"], name="embed")]
+    path = save(tmp_path, nodes, [helper.make_tensor_value_info("ids", TensorProto.INT64, [1, 4])],
+                [tensor("y", None)], [init("table", np.ones((10, 3), np.float32))])
+    problems = onnx_frontend.check_onnx(path)
+    assert [p["node"] for p in problems] == ["embed"] and "element type" not in problems[0]["reason"]
+
+
+def test_float16_inputs_are_float_values(tmp_path):
+    nodes = [helper.make_node("Relu", ["x"], ["y"], name="relu")]
+    path = save(tmp_path, nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT16, [1, 4])],
+                [helper.make_tensor_value_info("y", TensorProto.FLOAT16, None)])
+    assert onnx_frontend.check_onnx(path) == []
+
+
+def test_several_inputs_and_outputs_load_and_lower(tmp_path):
+    # two inputs, two outputs (one an intermediate also read by another node)
+    from codegen.ir.optlog import OptLog
+    from codegen.options import parse_options
+    from codegen.pipeline import plan_model
+    nodes = [helper.make_node("Add", ["a", "b"], ["s"], name="add"),
+             helper.make_node("Relu", ["s"], ["r"], name="relu"),
+             helper.make_node("MatMul", ["r", "w"], ["m"], name="mm")]
+    path = save(tmp_path, nodes, [tensor("a", [1, 32, 64]), tensor("b", [1, 32, 64])],
+                [tensor("r", None), tensor("m", None)], [init("w", np.ones((64, 16), np.float32))])
+    g = onnx_frontend.load_onnx(path)
+    assert [v.name for v in g.inputs] == ["a", "b"] and [(v.name, v.shape) for v in g.outputs] == [
+        ("r", (1, 32, 64)), ("m", (1, 32, 16))]
+    stages = plan_model(g, "two_io", parse_options({"KILN_MODELS": ""}), OptLog(), memory=False)
+    assert [name for name, _ in stages.lowered.graph_inputs] == ["a", "b"]
