@@ -4,18 +4,27 @@ numbers are finite and non-negative (so the report can always be rendered); neve
 seed, bounded budget."""
 import json
 import math
+from dataclasses import dataclass
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kiln.visualize import ProfileError, load_profile
 
-STEPS = [{"name": "conv1", "kernel": "k_conv", "kind": "kernel"}, {"name": "to_nchw", "kernel": None, "kind": "glue"},
-         {"name": "fc", "kernel": "k_fc", "kind": "kernel"}]
+
+@dataclass(frozen=True)
+class Step:
+    """What load_profile reads of a plan's step record (kiln.codegen.ir.manifest.StepRecord)."""
+    name: str
+    kernel: str | None
+    is_kernel: bool
+
+
+STEPS = [Step("conv1", "k_conv", True), Step("to_nchw", None, False), Step("fc", "k_fc", True)]
 SEED = {"format": "kiln-profile/1", "model": "m", "profile": "ascend910b", "isa": "avx2", "threads": 2, "repeat": 3,
         "date": "2026-12-02T00:00:00Z", "total_cpu_ms": 3.5, "simulated_cycles": 1000.0,
-        "steps": [{"index": i, "name": s["name"], "kernel": s["kernel"], "cpu_ms": 1.0 + i,
-                   "simulated_cycles": 10.0 if s["kernel"] else None} for i, s in enumerate(STEPS)]}
+        "steps": [{"index": i, "name": s.name, "kernel": s.kernel, "cpu_ms": 1.0 + i,
+                   "simulated_cycles": 10.0 if s.kernel else None} for i, s in enumerate(STEPS)]}
 FUZZ = settings(max_examples=300, derandomize=True, deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 numbers = st.one_of(st.integers(-2 ** 70, 2 ** 70), st.floats(), st.just(1e308), st.just(-0.0))
