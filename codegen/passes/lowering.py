@@ -91,9 +91,6 @@ class _Lowerer:
         self.decisions: list[str] = []
         self.device: dict[str, str] = {}  # IR value -> device value holding it
         self.trans_b_values: set[str] = set()       # IR values held as B^T on the device
-        p = self.patterns  # (codegen/passes/patterns.py: what the patterns absorbed)
-        self.skip, self.bias_add, self.b_transposes = p.skip, p.bias_add, p.b_transposes
-        self.gelu_chain, self.gelu_input, self.layernorm_chain = p.gelu_chain, p.gelu_input, p.layernorm_chain
 
     def cube_dtype(self) -> dict:
         """The operand type attribute of a Cube op instance (none for fp16: its specs are as they always were)."""
@@ -238,8 +235,8 @@ class _Lowerer:
         if node.op_type == "Gemm" and node.attrs.get("transB", 0):
             b = b.T
         bias_value = node.inputs[2] if node.op_type == "Gemm" and len(node.inputs) > 2 and node.inputs[2] else None
-        if node.name in self.bias_add:
-            add = self.bias_add[node.name]
+        if node.name in self.patterns.bias_add:
+            add = self.patterns.bias_add[node.name]
             bias_value = next(i for i in add.inputs if i in self.g.initializers)
             self.decisions.append(f"{node.name}: {add.name} folded into the GEMM as its bias")
             node = Node(node.name, node.op_type, node.inputs, add.outputs, node.attrs,
@@ -397,7 +394,7 @@ class _Lowerer:
     def transpose(self, node: Node) -> None:
         x, perm = node.inputs[0], tuple(node.attrs["perm"])
         xs = self.shape(x)
-        if node.name in self.b_transposes:  # feeds a MatMul as B: store B^T = x.transpose(0,2,1,3)
+        if node.name in self.patterns.b_transposes:  # feeds a MatMul as B: store B^T = x.transpose(0,2,1,3)
             out = node.outputs[0]
             dv = self.new_value(f"{out}@bt", Storage("ND", (xs[0], xs[2], xs[1], xs[3])))
             self.device[out] = dv
@@ -432,10 +429,10 @@ class _Lowerer:
 
     def gelu(self, node: Node) -> None:
         """A GELU: the native op, or a decomposed chain matched by find_gelu_chains (node is its last op)."""
-        x = self.gelu_input.get(node.name, node.inputs[0])
+        x = self.patterns.gelu_input.get(node.name, node.inputs[0])
         dv = self.act(node, x, self.storage[self.device[x]].layout)
-        if node.name in self.gelu_chain:
-            node = Node(node.name, "Gelu", [x], node.outputs, {}, self.gelu_chain[node.name])
+        if node.name in self.patterns.gelu_chain:
+            node = Node(node.name, "Gelu", [x], node.outputs, {}, self.patterns.gelu_chain[node.name])
         self.kernel(node, "Gelu", {"shape": (prod(self.storage[dv].packed),), "activation": "", "bias": False},
                     [dv], self.storage[dv].layout)
 
@@ -447,7 +444,7 @@ class _Lowerer:
 
 
     def layernorm_decomposed(self, node: Node) -> None:
-        names, x, gamma, beta, eps = self.layernorm_chain[node.name]
+        names, x, gamma, beta, eps = self.patterns.layernorm_chain[node.name]
         xs = self.shape(x)
         fused = Node(node.name, "LayerNormalization", [x], node.outputs, {"epsilon": eps}, names)
         ins = [self.act(node, x, "ND"), self.weight(f"{node.name}.gamma", gamma.astype(np.float32)),
@@ -476,11 +473,11 @@ class _Lowerer:
             raise KilnError("lowering", self.model, f"no kernel yet for {len(unsupported)} node(s): {lines}. "
                             f"Lowered ops: {', '.join(sorted(self.LOWER))}")
         for n in g.nodes:
-            if n.name in self.skip:
+            if n.name in self.patterns.skip:
                 continue
-            if n.name in self.gelu_chain:
+            if n.name in self.patterns.gelu_chain:
                 self.gelu(n)
-            elif n.name in self.layernorm_chain:
+            elif n.name in self.patterns.layernorm_chain:
                 self.layernorm_decomposed(n)
             else:
                 self.LOWER[n.op_type](self, n)

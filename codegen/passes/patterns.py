@@ -39,10 +39,6 @@ class _Finder:
     def __init__(self, g: Graph):
         self.g = g
         self.found = Patterns()
-        p = self.found
-        self.skip, self.bias_add, self.b_transposes = p.skip, p.bias_add, p.b_transposes
-        self.gelu_chain, self.gelu_input, self.layernorm_chain = p.gelu_chain, p.gelu_input, p.layernorm_chain
-        self.decisions = p.decisions
 
     def shape(self, v: str) -> tuple[int, ...]:
         return tuple(self.g.values[v].shape)
@@ -64,8 +60,8 @@ class _Finder:
                     other = [i for i in cs[0].inputs if i != n.outputs[0]]
                     n_out = self.shape(n.outputs[0])[-1]
                     if len(other) == 1 and other[0] in g.initializers and g.initializers[other[0]].size == n_out:
-                        self.bias_add[n.name] = cs[0]
-                        self.skip.add(cs[0].name)
+                        self.found.bias_add[n.name] = cs[0]
+                        self.found.skip.add(cs[0].name)
             # Transpose feeding only a MatMul as B, whose perm with the last two axes swapped is 0,2,1,3
             if n.op_type == "Transpose":
                 perm = tuple(n.attrs["perm"])
@@ -74,7 +70,7 @@ class _Finder:
                         and n.outputs[0] not in outputs
                         and cs[0].op_type in ("MatMul", "Attention") and cs[0].inputs[1] == n.outputs[0]
                         and cs[0].inputs[0] != n.outputs[0]):
-                    self.b_transposes.add(n.name)
+                    self.found.b_transposes.add(n.name)
         self.find_layernorm_chains(consumers, outputs)
         self.find_gelu_chains(consumers, outputs)
 
@@ -109,11 +105,11 @@ class _Finder:
                            any(c not in chain for c in consumers.get(n.outputs[0], []))]
                 if leaving != [end] or not self.computes_gelu(chain, x):
                     continue
-                self.gelu_chain[end.name] = [n.name for n in chain]
-                self.gelu_input[end.name] = x
+                self.found.gelu_chain[end.name] = [n.name for n in chain]
+                self.found.gelu_input[end.name] = x
                 for n in chain[:-1]:
-                    self.skip.add(n.name)
-                self.decisions.append(f"{end.name}: {len(chain)} nodes ({', '.join(n.op_type for n in chain)}) "
+                    self.found.skip.add(n.name)
+                self.found.decisions.append(f"{end.name}: {len(chain)} nodes ({', '.join(n.op_type for n in chain)}) "
                                       f"compute GELU; one gelu kernel")
                 break
 
@@ -144,15 +140,15 @@ class _Finder:
                         needed.update(i for i in n.inputs if i and i != x and i not in g.initializers)
                 leaving = [n for n in chain if n.outputs[0] in outputs or
                            any(c not in chain for c in consumers.get(n.outputs[0], []))]
-                if first not in chain or leaving != [end] or any(n.name in self.skip for n in chain):
+                if first not in chain or leaving != [end] or any(n.name in self.found.skip for n in chain):
                     continue
                 params = self.layernorm_params(chain, x, L)
                 if params is None:
                     continue
-                self.layernorm_chain[end.name] = ([n.name for n in chain], x, *params)
+                self.found.layernorm_chain[end.name] = ([n.name for n in chain], x, *params)
                 for n in chain[:-1]:
-                    self.skip.add(n.name)
-                self.decisions.append(f"{end.name}: {len(chain)} nodes ({', '.join(n.op_type for n in chain)}) "
+                    self.found.skip.add(n.name)
+                self.found.decisions.append(f"{end.name}: {len(chain)} nodes ({', '.join(n.op_type for n in chain)}) "
                                       f"compute LayerNormalization (eps {params[2]:g}); one layernorm kernel")
                 break
 
