@@ -104,6 +104,7 @@ def build_package(root: Path, *defines: str) -> Path:
     _sh.copytree(REPO / "codegen", pkg / "codegen", ignore=_sh.ignore_patterns("__pycache__"))
     for so in build.glob("_core*"):
         _sh.copy(so, pkg)
-    if (build / "generated" / "models").is_dir():  # baked models' weight blobs (kiln.load reads them)
-        _sh.copytree(build / "generated" / "models", pkg / "models")
+    for sub in ("models", "opspecs"):  # as installed: weight blobs (kiln.load reads them), .opspec files
+        if (build / "generated" / sub).is_dir():
+            _sh.copytree(build / "generated" / sub, pkg / sub)
     return pkg.parent

@@ -3,6 +3,8 @@ one does not, the problem names the value, the dims and the reason kiln's own ru
 ones kiln computes with: float values; int64/int32/bool only where an op reads indices, a shape or a condition."""
 from __future__ import annotations
 
+import numpy as np
+
 from ..ir.graph import Graph, Node
 from .onnx_base import Problem, ShapeUnknown, Unsupported, has_input, is_static
 
@@ -99,4 +101,41 @@ def dtype_problems(g: Graph, ops: dict) -> list[Problem]:
                                 f"values ({', '.join(FLOAT_DTYPES)}); {'/'.join(INDEX_DTYPES)} are accepted only as "
                                 f"index, shape or condition operands (Gather indices, Where condition, Reshape "
                                 f"shape)", "op" if subject else "model"))
+    return problems
+
+
+def _bad_values(a: np.ndarray, allow_neg_inf: bool) -> str:
+    """What is wrong with the values of a float constant ('' when nothing): NaN, +inf, or -inf where not allowed."""
+    bad = np.isnan(a) | np.isposinf(a) | (np.isneginf(a) & (not allow_neg_inf))
+    if not bad.any():
+        return ""
+    first = np.unravel_index(int(np.argmax(bad)), a.shape) if a.ndim else ()
+    return (f"{int(bad.sum())} of its {a.size} values are non-finite (the first, at index {list(map(int, first))}, "
+            f"is {a[first] if a.ndim else a.item()})")
+
+
+def weight_problems(g: Graph, ops: dict) -> list[Problem]:
+    """Float constants that would bake as NaN/inf (a damaged or badly exported weight), and BatchNormalization
+    variances with var + epsilon <= 0 (a NaN scale), each naming the initializer and the node reading it. -inf is
+    accepted in an Add's operand: the additive attention mask's "masked" value."""
+    problems = []
+    for node in g.nodes:
+        entry = ops.get(node.op_type)
+        for i, name in enumerate(node.inputs):
+            a = g.initializers.get(name) if name else None
+            if a is None or a.dtype.kind != "f" or (entry is not None and i in entry.index_inputs):
+                continue
+            what = _bad_values(a, allow_neg_inf=node.op_type == "Add")
+            if what:
+                problems.append(Problem(node.name, node.op_type, f"constant '{name}' (input {i}): {what}; kiln "
+                                        f"bakes only finite weights", "op"))
+        if node.op_type == "BatchNormalization" and len(node.inputs) > 4 and node.inputs[4] in g.initializers:
+            var = g.initializers[node.inputs[4]].astype(np.float64)
+            eps = float(node.attrs.get("epsilon", 1e-5))
+            low = var + eps <= 0
+            if low.any():
+                c = int(np.argmax(low))
+                problems.append(Problem(node.name, node.op_type, f"variance '{node.inputs[4]}' + epsilon {eps:g} is "
+                                        f"<= 0 for {int(low.sum())} channel(s) (channel {c}: variance "
+                                        f"{var.reshape(-1)[c]}); a variance must be >= 0", "op"))
     return problems

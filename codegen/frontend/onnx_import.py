@@ -33,7 +33,7 @@ import numpy as np
 from .. import KilnError
 from ..ir.graph import Graph, Node, Value
 from .onnx_base import Problem, ShapeUnknown, Unsupported, copy_graph, has_input, is_static
-from .onnx_checks import dtype_problems, shape_problems
+from .onnx_checks import dtype_problems, shape_problems, weight_problems
 from .onnx_ops import OPS, OpEntry, supported_ops_text
 from .onnx_passes import PASSES
 from .onnx_read import bind_inputs, default_opset, infer_onnx_shapes, opset_problem, read_model, to_graph, upgrade_opset
@@ -126,6 +126,7 @@ def _finish(graph: Graph, problems: list[Problem]) -> Graph:
 
     problems += shape_problems(g, OPS)
     problems += dtype_problems(g, OPS)
+    problems += weight_problems(g, OPS)
     return g
 
 

@@ -203,6 +203,8 @@ def _bn_fold_blocker(g: Graph, bn: Node, conv: Node | None) -> str | None:
     if (check_batchnorm(bn, g) or const_input(g, conv, 1) is None
             or (has_input(conv, 2) and const_input(g, conv, 2) is None)):
         return "its parameters or the Conv's weights are not constants"
+    if np.any(g.initializers[bn.inputs[4]] + float(bn.attrs.get("epsilon", 1e-5)) <= 0):
+        return "a variance + epsilon is <= 0 (refused by the weight check, naming it)"
     return None
 
 

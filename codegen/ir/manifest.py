@@ -390,12 +390,15 @@ class ModelRecord:
 
 @dataclass(frozen=True)
 class Manifest:
-    """manifest.json: the build's profile and options, its kernels, models and generic kernels."""
+    """manifest.json: the build's profile and options, its kernels, models and generic kernels, and the CRC-32
+    of every installed file the runtime reads besides it (weights blobs, .opspec files), by path relative to
+    the package: loading checks them, so a damaged or swapped file is named instead of silently used."""
     profile: str
     options: Json
     kernels: tuple[KernelRecord, ...]
     models: tuple[ModelRecord, ...]
     generic_kernels: tuple[GenericKernelRecord, ...]
+    checksums: dict[str, int]
 
     def kernel(self, name: str) -> KernelRecord:
         """The kernel record of that symbol (KeyError when the build has none)."""
@@ -414,10 +417,10 @@ class Manifest:
     def to_json(self) -> Json:
         return {"profile": self.profile, "options": self.options, "kernels": [k.to_json() for k in self.kernels],
                 "models": [m.to_json() for m in self.models],
-                "generic_kernels": [g.to_json() for g in self.generic_kernels]}
+                "generic_kernels": [g.to_json() for g in self.generic_kernels], "checksums": dict(self.checksums)}
 
     @classmethod
     def from_json(cls, d: Mapping) -> Manifest:
         return cls(d["profile"], d["options"], tuple(KernelRecord.from_json(k) for k in d["kernels"]),
                    tuple(ModelRecord.from_json(m) for m in d["models"]),
-                   tuple(GenericKernelRecord.from_json(g) for g in d["generic_kernels"]))
+                   tuple(GenericKernelRecord.from_json(g) for g in d["generic_kernels"]), dict(d["checksums"]))

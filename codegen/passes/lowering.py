@@ -102,8 +102,20 @@ class _Lowerer:
     def shape(self, v: str) -> tuple[int, ...]:
         return tuple(self.g.values[v].shape)
 
-    def weight(self, name: str, arr: np.ndarray) -> str:
-        self.weights[name] = np.ascontiguousarray(arr)
+    def weight(self, name: str, arr: np.ndarray, masked_value_ok: bool = False) -> str:
+        """A packed constant of the blob. The frontend refused non-finite initializers, so a non-finite packed
+        value is an overflow of the packed type (fp16: |x| > 65504): stop, naming it (masked_value_ok: an additive
+        attention mask, whose -inf is its "masked" value)."""
+        arr = np.ascontiguousarray(arr)
+        if arr.dtype.kind == "f":
+            bad = ~np.isfinite(arr) & ~(masked_value_ok & np.isneginf(arr))
+            if bad.any():
+                node = name.rsplit(".", 1)[0]
+                raise KilnError("lowering", f"weight '{name}' of node '{node}' of {self.model}",
+                                f"{int(bad.sum())} of its {arr.size} values do not fit {arr.dtype} (beyond "
+                                f"+-{float(np.finfo(arr.dtype).max):g} once folded and packed); kiln bakes only "
+                                f"weights its device type holds: rescale the model's weights")
+        self.weights[name] = arr
         return name
 
     def const(self, node: Node, v: str) -> np.ndarray:
@@ -382,7 +394,8 @@ class _Lowerer:
                      activation="", bias=False)
         if attrs["mask"]:  # [batch, 1, 1, kv]: the same bytes as [batch, kv]
             m = node.inputs[3]
-            ins.append(self.weight(f"{node.name}.mask", self.const(node, m).reshape(b, kv).astype(np.float16))
+            ins.append(self.weight(f"{node.name}.mask", self.const(node, m).reshape(b, kv).astype(np.float16),
+                                   masked_value_ok=True)
                        if m in self.g.initializers else self.act(node, m, "ND"))
         out = self.out(node, "ND")
         self.steps.append(Step("kernel", node.name, list(node.source) or [node.name],
@@ -498,7 +511,8 @@ class _Lowerer:
 def lower(g: Graph, model: str, dtype: str = "fp16", patterns: Patterns | None = None) -> LoweredModel:
     """dtype: the Cube kernels' operand type (KILN_DTYPE), which their packed weights take; patterns: what
     find_patterns(g) found (found here when not given)."""
-    return _Lowerer(g, model, dtype, patterns).run()
+    with np.errstate(over="ignore", invalid="ignore"):  # overflow on packing is checked (and named) by weight()
+        return _Lowerer(g, model, dtype, patterns).run()
 
 
 def unsupported_nodes(g: Graph, model: str) -> list[Node]:

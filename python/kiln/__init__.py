@@ -14,6 +14,7 @@ from functools import lru_cache
 from . import _core
 from ._core import AlignmentError, BoundsError, CapacityError, EmulationError, SyncError
 from .codegen.ir.manifest import Manifest
+from .integrity import InstallError
 from .model import Model
 from .numerics import NumericsError, NumericsWarning
 from .runtime import Kernel
@@ -24,6 +25,7 @@ __all__ = [
     "CapacityError",
     "Core",
     "EmulationError",
+    "InstallError",
     "Kernel",
     "Model",
     "NumericsError",
@@ -130,7 +132,7 @@ def load(name: str) -> Model:
             raise KeyError(f"no baked model {name!r}; this build has: {', '.join(models()) or 'none'} "
                            f"(bake more with -Ccmake.define.KILN_MODELS=...)") from None
         rec = found[0]
-    return Model(rec, man.kernels_by_name())
+    return Model(rec, man.kernels_by_name(), man.checksums)
 
 
 def _spec_model_name(text: str) -> str | None:

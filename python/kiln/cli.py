@@ -331,6 +331,7 @@ def _opspec(args) -> int:
     from .codegen import KilnError
     from .codegen.emit.opspec_file import parse_opspec
     from .codegen.ir.profiles import get_profile
+    from .integrity import InstallError, check_file
     man = kiln.manifest_record()
     rec = next((m for m in man.models if m.name == args.model), None)
     if rec is None:
@@ -345,8 +346,10 @@ def _opspec(args) -> int:
         h = by_name[name].opspec
         path = resources.files("kiln") / "opspecs" / f"{h}.opspec"
         try:
-            parsed = parse_opspec(path.read_text(), profile, source=str(path))
-        except (OSError, UnicodeDecodeError, KilnError) as e:
+            data = path.read_bytes()
+            check_file(f"opspecs/{h}.opspec", data, man.checksums, shown_as=path)
+            parsed = parse_opspec(data.decode(), profile, source=str(path))
+        except (OSError, UnicodeDecodeError, KilnError, InstallError) as e:
             print(f"kiln opspec: {e}", file=sys.stderr)
             return 1
         rows.append({"hash": h, "kernel": name, "features": parsed["features"]})
@@ -612,8 +615,12 @@ def main(argv: list[str] | None = None) -> int:
     for add_parser in PARSERS:
         add_parser(sub)
     args = ap.parse_args(argv)
+    from .integrity import InstallError
     try:
         return args.fn(args)
+    except InstallError as e:  # an installed file damaged or swapped (kiln/integrity.py): named, never a traceback
+        print(f"kiln {args.cmd}: {e}", file=sys.stderr)
+        return 2
     except BrokenPipeError:  # `kiln ... | head`: the reader left; not an error of ours
         import os
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

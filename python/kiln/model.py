@@ -13,6 +13,7 @@ import numpy as np
 from . import _core, numerics
 from .codegen.ir.manifest import KernelRecord, ModelRecord
 from .dispatch import Dispatcher, describe, log_line
+from .integrity import InstallError, check_file
 from .steps import KernelStep, executor, kernel_steps
 
 __all__ = ["KernelStep", "Model"]
@@ -24,7 +25,7 @@ class Model:
     A model baked with KILN_SHAPE_BUCKETS also takes other input sizes (kiln/dispatch.py): `last_dispatch` says
     which path served the latest call, and `kernels` are the launches of that call's plan."""
 
-    def __init__(self, entry: ModelRecord, kernels: dict[str, KernelRecord]):
+    def __init__(self, entry: ModelRecord, kernels: dict[str, KernelRecord], checksums: dict[str, int]):
         self.entry = entry  # its manifest record (`record` is the same as JSON)
         self.name: str = entry.name
         self.inputs = [(i.name, tuple(i.shape)) for i in entry.inputs]
@@ -32,12 +33,7 @@ class Model:
         self.arena_bytes: int = entry.arena_bytes
         self.kernel_launches: int = entry.kernel_launches
         self._specs = kernels
-        path = resources.files("kiln") / entry.weights_file
-        with resources.as_file(path) as p:
-            weights = np.fromfile(p, dtype=np.uint8)
-        if weights.size != entry.weights_bytes:
-            raise RuntimeError(f"model {self.name}: weights file {path} has {weights.size} bytes, "
-                               f"expected {entry.weights_bytes}; reinstall kiln")
+        weights = _read_weights(entry, checksums)
         self._exec = executor(self.name, entry, weights)
         self.kernels = kernel_steps(entry)
         self.last_dispatch: dict | None = None  # {"path": baked|bucket|generic, "input_size": (H, W), "kernels", ...}
@@ -133,6 +129,22 @@ class Model:
     def simulated_cycles(self) -> float:
         """Sum over kernel launches of the last run (kernels run one after another)."""
         return sum(k.simulated_cycles or 0 for k in self.kernels)
+
+
+def _read_weights(entry: ModelRecord, checksums: dict[str, int]) -> np.ndarray:
+    """The model's weights blob, checked for size and CRC-32 against the manifest (kiln/integrity.py)."""
+    path = resources.files("kiln") / entry.weights_file
+    with resources.as_file(path) as p:
+        try:
+            weights = np.fromfile(p, dtype=np.uint8)
+        except OSError as e:
+            raise InstallError(f"model {entry.name}: cannot read its weights file {p}: {e.strerror or e}; "
+                               f"reinstall kiln") from None
+        if weights.size != entry.weights_bytes:
+            raise InstallError(f"model {entry.name}: weights file {p} has {weights.size} bytes, expected "
+                               f"{entry.weights_bytes} (truncated or replaced); reinstall kiln")
+        check_file(entry.weights_file, weights, checksums, shown_as=f"model {entry.name}: weights file {p}")
+    return weights
 
 
 def _as_input(model: str, name: str, x) -> np.ndarray:

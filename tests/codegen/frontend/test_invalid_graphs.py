@@ -128,3 +128,41 @@ def test_several_inputs_and_outputs_load_and_lower(tmp_path):
         ("r", (1, 32, 64)), ("m", (1, 32, 16))]
     stages = plan_model(g, "two_io", parse_options({"KILN_MODELS": ""}), OptLog(), memory=False)
     assert [name for name, _ in stages.lowered.graph_inputs] == ["a", "b"]
+
+
+def _conv_with_weight(tmp_path, w, name="w.onnx"):
+    nodes = [helper.make_node("Conv", ["x", "w"], ["y"], name="conv", kernel_shape=[1, 1])]
+    return save(tmp_path, nodes, [tensor("x", [1, 4, 4, 4])], [tensor("y", None)], [init("w", w)], name=name)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_a_non_finite_weight_is_refused_naming_the_initializer(tmp_path, bad):
+    w = np.ones((8, 4, 1, 1), np.float32)
+    w[3, 2, 0, 0] = bad
+    msg = refusal(_conv_with_weight(tmp_path, w))
+    assert "node 'conv' (Conv" in msg and "constant 'w' (input 1): 1 of its 32 values are non-finite" in msg
+    assert "index [3, 2, 0, 0]" in msg and "kiln bakes only finite weights" in msg
+
+
+def test_batchnorm_with_a_negative_variance_is_refused(tmp_path):
+    c = 4
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", kernel_shape=[1, 1]),
+             helper.make_node("BatchNormalization", ["c", "g", "b", "m", "v"], ["y"], name="bn", epsilon=1e-5)]
+    v = np.ones(c, np.float32)
+    v[2] = -0.5
+    inits = [init("w", np.ones((c, c, 1, 1), np.float32)), init("g", np.ones(c, np.float32)),
+             init("b", np.zeros(c, np.float32)), init("m", np.zeros(c, np.float32)), init("v", v)]
+    msg = refusal(save(tmp_path, nodes, [tensor("x", [1, c, 4, 4])], [tensor("y", None)], inits))
+    assert "node 'bn' (BatchNormalization" in msg and "variance 'v' + epsilon 1e-05 is <= 0 for 1 channel(s)" in msg
+    assert "channel 2: variance -0.5" in msg
+
+
+def test_a_weight_beyond_fp16_stops_lowering_naming_it(tmp_path):
+    from codegen.passes import lowering
+    w = np.ones((8, 4, 1, 1), np.float32)
+    w[0, 0, 0, 0] = 1e6  # finite in the file, beyond fp16's 65504 once packed
+    g = onnx_frontend.load_onnx(_conv_with_weight(tmp_path, w))
+    with pytest.raises(KilnError) as e:
+        lowering.lower(g, "big", "fp16")
+    msg = str(e.value)
+    assert "weight 'conv.w' of node 'conv'" in msg and "1 of its" in msg and "do not fit float16" in msg
