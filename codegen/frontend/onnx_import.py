@@ -36,7 +36,16 @@ from .onnx_base import Problem, ShapeUnknown, Unsupported, copy_graph, has_input
 from .onnx_checks import dtype_problems, shape_problems, weight_problems
 from .onnx_ops import OPS, OpEntry, supported_ops_text
 from .onnx_passes import PASSES
-from .onnx_read import bind_inputs, default_opset, infer_onnx_shapes, opset_problem, read_model, to_graph, upgrade_opset
+from .onnx_read import (
+    bind_inputs,
+    check_nodes_against_spec,
+    default_opset,
+    infer_onnx_shapes,
+    opset_problem,
+    read_model,
+    to_graph,
+    upgrade_opset,
+)
 
 # ---------------------------------------------------------------- check, normalise, finish
 
@@ -143,6 +152,8 @@ def build_graph(model, path: str | Path, batch: int = 1, log: list[str] | None =
     log = [] if log is None else log
     problems: list[Problem] = []
     source_opset = default_opset(model)
+    if opset_problem(source_opset) is None:
+        check_nodes_against_spec(model, str(path))
     model = upgrade_opset(model, str(path), log)
     opset = default_opset(model)
     reason = opset_problem(opset)
@@ -188,7 +199,12 @@ def load_onnx(path: str | Path, batch: int = 1, log: list[str] | None = None,
     """The ONNX file as a kiln Graph with static shapes, supported ops only and explicit attributes.
     `pinned` gives input shapes (the model spec's @x=1x3x224x224); decisions taken on the way are
     appended to `log` when given."""
-    model = read_model(path)
+    return load_model(read_model(path), path, batch, log, pinned)
+
+
+def load_model(model, path: str | Path, batch: int = 1, log: list[str] | None = None,
+               pinned: dict[str, tuple[int, ...]] | None = None) -> Graph:
+    """load_onnx on a parsed model (`path` names it in messages): a Graph, or a KilnError naming what is wrong."""
     reason = opset_problem(default_opset(model))
     if reason:  # nothing after this is meaningful for an opset kiln does not know
         raise KilnError("frontend", str(path), reason)

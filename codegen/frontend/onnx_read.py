@@ -292,9 +292,22 @@ def node_names(model) -> list[str]:
     return names
 
 
+def _initializer_array(t, path: str) -> np.ndarray:
+    """An initializer's values; one whose bytes do not fill its dims (or whose type has no NumPy reading) is
+    refused naming it."""
+    try:
+        return numpy_helper.to_array(t)
+    except Exception as e:  # ValueError (size vs dims), TypeError/KeyError (a data type NumPy cannot hold)
+        types = onnx.TensorProto.DataType
+        dtype = types.Name(t.data_type) if t.data_type in types.values() else t.data_type
+        raise KilnError("frontend", f"initializer '{t.name}' of {path}",
+                        f"its data does not match its dims {list(t.dims)} and type {dtype} "
+                        f"({type(e).__name__}: {e})") from None
+
+
 def to_graph(model, path: str, opset: int) -> Graph:
     g = model.graph
-    initializers = {t.name: numpy_helper.to_array(t) for t in g.initializer}
+    initializers = {t.name: _initializer_array(t, path) for t in g.initializer}
     values: dict[str, Value] = {}
     for vi in [*g.input, *g.value_info, *g.output]:
         values[vi.name] = _value_of(vi)
@@ -317,3 +330,25 @@ def to_graph(model, path: str, opset: int) -> Graph:
                  nodes=_sort_topologically(nodes, ready), values=values, initializers=initializers,
                  opset=opset, source_path=str(path))
 
+
+
+def check_nodes_against_spec(model, path: str) -> None:
+    """Each node of an op onnx knows checked against its operator schema at the model's opset (attribute names
+    and types, required inputs present, input and output counts): the one place a malformed node is caught,
+    before any rule reads its attributes. Ops onnx does not know are left to the op table's refusal."""
+    from onnx import checker, defs
+    ctx = checker.C.CheckerContext()
+    ctx.ir_version = model.ir_version or 8
+    ctx.opset_imports = {("" if imp.domain == "ai.onnx" else imp.domain): int(imp.version)
+                         for imp in model.opset_import}
+    lex = checker.C.LexicalScopeContext()
+    for i, node in enumerate(model.graph.node):
+        if node.domain not in _DEFAULT_DOMAINS or not defs.has(node.op_type):
+            continue
+        try:
+            checker.check_node(node, ctx, lex)
+        except Exception as e:  # onnx's ValidationError: its message says what the schema wants
+            name = node.name or f"#{i}"
+            why = str(e).split("\n\n==>")[0].strip()
+            raise KilnError("frontend", f"node '{name}' ({node.op_type}, opset {ctx.opset_imports.get('', '?')})",
+                            f"in {path}: not a valid {node.op_type} per the ONNX spec: {why}") from None

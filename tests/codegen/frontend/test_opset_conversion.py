@@ -14,11 +14,11 @@ from codegen.ir.optlog import REASONS  # noqa: E402
 
 
 def old_model(tmp_path, opset):
-    # opset-7-era spellings: Dropout with `ratio` (no training input), Reshape to a constant shape, Gemm with
-    # transB; converted they must compute what the file computes
+    # opset-7-era spellings: Dropout with `ratio` (an attribute up to opset 11, an input from 12), Reshape to a
+    # constant shape, Gemm with transB; converted they must compute what the file computes
     nodes = [helper.make_node("Gemm", ["x", "w", "b"], ["g"], name="gemm", transB=1),
              helper.make_node("Relu", ["g"], ["r"], name="relu"),
-             helper.make_node("Dropout", ["r"], ["d"], name="dropout", ratio=0.25),
+             helper.make_node("Dropout", ["r"], ["d"], name="dropout", **({"ratio": 0.25} if opset < 12 else {})),
              helper.make_node("Reshape", ["d", "shape"], ["y"], name="reshape")]
     rng = np.random.default_rng(0)
     inits = [init("w", rng.standard_normal((6, 4)).astype(np.float32)), init("b", np.zeros(6, np.float32)),
@@ -55,10 +55,16 @@ def test_conversion_is_an_opt_log_decision(tmp_path):
 
 def test_conversion_failure_names_the_node(tmp_path):
     # the version converter's Scan 8 -> 9 adapter takes only a Scan without sequence_lens (input 0): it fails on
-    # this node, and the error names it rather than the file
+    # this (valid) node, and the error names it rather than the file
+    body = helper.make_graph([helper.make_node("Add", ["s", "e"], ["s_out"]),
+                              helper.make_node("Identity", ["s_out"], ["y_e"])], "body",
+                             [tensor("s", [4]), tensor("e", [4])], [tensor("s_out", [4]), tensor("y_e", [4])])
     nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
-             helper.make_node("Scan", ["r"], ["y"], name="the_scan")]
-    path = save(tmp_path, nodes, [tensor("x", [1, 4])], [tensor("y", None)], opset=8)
+             helper.make_node("Scan", ["lens", "s0", "r"], ["s_final", "y"], name="the_scan", body=body,
+                              num_scan_inputs=1)]
+    inits = [init("lens", np.array([3], np.int64)), init("s0", np.zeros((1, 4), np.float32))]
+    path = save(tmp_path, nodes, [tensor("x", [1, 3, 4])], [tensor("s_final", None), tensor("y", None)], inits,
+                opset=8)
     with pytest.raises(KilnError) as e:
         onnx_frontend.load_onnx(path)
     assert "node 'the_scan' (Scan, opset 8)" in str(e.value) and "version converter cannot convert it" in str(e.value)
