@@ -8,9 +8,7 @@ so an unchanged kernel is not recompiled.
 from __future__ import annotations
 
 import json
-import os
 import sys
-import tempfile
 import time
 import zlib
 from collections.abc import Callable
@@ -24,6 +22,7 @@ from .. import KilnError
 from ..emit.opspec_file import features as opspec_features
 from ..emit.opspec_file import render_opspec, spec_hash
 from ..families.registry import FAMILIES
+from ..ir.files import write_atomic
 from ..ir.manifest import (
     GLUE_CODES,
     SPACE_ARENA,
@@ -351,14 +350,7 @@ def write_outputs(files: dict[str, str | bytes], out_dir: Path) -> list[str]:
         data = text.encode() if isinstance(text, str) else text
         if path.exists() and path.stat().st_size == len(data) and path.read_bytes() == data:
             continue
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_atomic(path, data, durable=False)
         changed.append(name)
     (out_dir / LOG_DIR).mkdir(exist_ok=True)  # installed as a directory, even when empty
     for sub, pattern in ((KERNEL_DIR, "*.cpp"), (OPSPEC_DIR, "*.opspec"), ("models", "*.weights.bin"),

@@ -38,8 +38,6 @@ build. ``python -m codegen.zoo resnet50 out.onnx`` writes one model.
 from __future__ import annotations
 
 import math
-import os
-import secrets
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,6 +47,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from .. import KilnError
+from ..ir.files import write_atomic
 
 ZOO = ("resnet50", "mobilenet_v2", "bert_layer")
 
@@ -413,17 +412,7 @@ def write(name: str, path, seed: int = 0) -> Path:
         path = path / f"{name}.onnx"
     data = build(name, seed).SerializeToString()
     path.parent.mkdir(parents=True, exist_ok=True)
-    # Not tempfile.mkstemp: its 0600 mode would survive the rename; a plain
-    # exclusive create gets the usual umask-based mode.
-    tmp = path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
-    try:
-        with open(tmp, "xb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return path
+    return write_atomic(path, data, durable=False)
 
 
 if __name__ == "__main__":

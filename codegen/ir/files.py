@@ -39,9 +39,11 @@ def check_output_path(path: str | os.PathLike, what: str = "") -> Path:
     return p
 
 
-def write_atomic(path: str | os.PathLike, data: str | bytes) -> Path:
+def write_atomic(path: str | os.PathLike, data: str | bytes, durable: bool = True) -> Path:
     """Writes `data` (text as UTF-8) to `path` through a temporary file beside it, renamed into place when
-    complete; on any failure the temporary file is removed and `path` is untouched."""
+    complete; on any failure the temporary file is removed and `path` is untouched. durable: fsync before the
+    rename (a user's file survives a crash whole; the build's generated files, remade by the next build,
+    skip it)."""
     p = Path(path)
     payload = data.encode("utf-8") if isinstance(data, str) else data
     # An exclusive create rather than tempfile.mkstemp: mkstemp's 0600 mode would survive the rename, and a
@@ -50,8 +52,9 @@ def write_atomic(path: str | os.PathLike, data: str | bytes) -> Path:
     try:
         with open(tmp, "xb") as f:
             f.write(payload)
-            f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                f.flush()
+                os.fsync(f.fileno())
         os.replace(tmp, p)
     except BaseException:
         tmp.unlink(missing_ok=True)
