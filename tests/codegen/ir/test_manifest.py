@@ -16,7 +16,10 @@ def test_render_writes_the_manifest_through_the_records(tmp_path):
     rec = manifest_record(pl)
     assert manifest(pl) == rec.to_json()
     assert Manifest.from_json(json.loads(json.dumps(rec.to_json(), indent=1))) == rec
-    assert list(rec.to_json()) == ["profile", "options", "kernels", "models", "generic_kernels"]
+    assert list(rec.to_json()) == ["profile", "options", "kernels", "models", "generic_kernels", "checksums"]
+    # no models: the checksums are the .opspec files', one per unique spec
+    assert all(p.startswith("opspecs/") for p in rec.checksums)
+    assert len(rec.checksums) == len({k.opspec for k in rec.kernels})
     for k in rec.kernels:  # each kernel record decodes into the spec it was planned from
         assert opspec_of_record(k) == next(p.spec for p in pl.kernels if p.symbol == k.name)
         assert opspec_of_record(k.to_json()) == opspec_of_record(k)
