@@ -105,3 +105,45 @@ def test_a_model_and_concurrent_calls_under_asan_and_ubsan(sanitized, tmp_path):
     r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=tmp_path)
     _no_report(r)
     assert r.stdout.startswith("ok"), r.stdout
+
+
+TSAN = "-fsanitize=thread -fno-omit-frame-pointer"
+
+
+@pytest.fixture(scope="module")
+def tsan(tmp_path_factory):
+    """An OpenMP-less ThreadSanitizer build: libgomp is not instrumented, so its internals would be reported as
+    races; without OpenMP each kernel runs its blocks on the calling thread, and the concurrency checked is the
+    executor's own: several Python threads (the module releases the GIL) running one model and two models."""
+    if not runtime("libtsan.so") or not runtime("libstdc++.so"):
+        pytest.skip("gcc's TSan runtime (libtsan.so) or libstdc++.so is not installed")
+    pytest.importorskip("onnx")
+    from test_fusion import small_cnn
+    root = tmp_path_factory.mktemp("tsan")
+    small_cnn(root / "small_fused.onnx")
+    kl = root / "k.toml"
+    kl.write_text('[[op]]\nlabel = "k"\ntype = "Relu"\nshape = [16]\n')
+    pkg = build_package(root, f"KILN_KERNEL_LIST={kl}", f"KILN_MODELS={root / 'small_fused.onnx'};bert_layer@1",
+                        "KILN_ISA=portable", "CMAKE_BUILD_TYPE=RelWithDebInfo", "CMAKE_DISABLE_FIND_PACKAGE_OpenMP=ON",
+                        f"CMAKE_CXX_FLAGS={TSAN}", f"CMAKE_MODULE_LINKER_FLAGS={TSAN}",
+                        f"CMAKE_SHARED_LINKER_FLAGS={TSAN}")
+    return dict(os.environ, PYTHONPATH=str(pkg), LD_PRELOAD=f"{runtime('libtsan.so')} {runtime('libstdc++.so')}",
+                TSAN_OPTIONS="halt_on_error=1:abort_on_error=1:report_signal_unsafe=0")
+
+
+def test_concurrent_models_under_tsan(tsan, tmp_path):
+    script = textwrap.dedent("""
+        from concurrent.futures import ThreadPoolExecutor
+        import numpy as np, kiln
+        models = [kiln.load("small_fused"), kiln.load("bert_layer")]
+        xs = [np.random.default_rng(i).standard_normal(m.inputs[0][1]).astype(np.float32) for i, m in enumerate(models)]
+        ref = [m.run(x) for m, x in zip(models, xs)]
+        with ThreadPoolExecutor(4) as ex:
+            got = list(ex.map(lambda i: models[i % 2].run(xs[i % 2]), range(8)))
+        assert all(np.array_equal(g, ref[i % 2]) for i, g in enumerate(got))
+        print("ok")
+    """)
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=tsan, cwd=tmp_path)
+    out = r.stdout + r.stderr
+    assert "WARNING: ThreadSanitizer" not in out, out[-8000:]
+    assert r.returncode == 0 and r.stdout.startswith("ok"), out[-6000:]
