@@ -394,7 +394,8 @@ _WINDOW = (f"auto_pad: {', '.join(_AUTO_PADS)}; strides, dilations: 2 values >= 
            f"(top, left, bottom, right)")
 ACCEPTED_ATTRIBUTES: dict[str, str] = {
     "Conv": f"group: 1, or = input channels = output channels (depthwise); weight and bias constant; {_WINDOW}",
-    "BatchNormalization": "training_mode: 0; scale, bias, mean, var constant; epsilon: any",
+    "BatchNormalization": "training_mode: 0; scale, bias, mean, var constant; epsilon: any; input 4-D NCHW or "
+                          "2-D (N, C) when no Conv absorbs it",
     "MaxPool": f"kernel_shape: 2-D; ceil_mode: 0, 1 (1 with explicit pads); dilations: 1; storage_order: 0; "
                f"Indices output unused; {_WINDOW}",
     "AveragePool": f"kernel_shape: 2-D; ceil_mode: 0, 1 (1 with explicit pads); dilations: 1; "
@@ -406,7 +407,8 @@ ACCEPTED_ATTRIBUTES: dict[str, str] = {
     "Softmax": "axis: any (negative counts from the end)",
     "LayerNormalization": "axis: any; epsilon: any; stash_type: any; Mean/InvStdDev outputs unused",
     "ReduceMean": "axes: constant (attribute, or input from opset 18), empty = all; keepdims: 0, 1; "
-                  "noop_with_empty_axes: 0, or 1 with axes",
+                  "noop_with_empty_axes: 0, or 1 with axes; kernels for axes 2, 3 of 4-D and the last axis of "
+                  "2-/3-D (other axes refused by the lowering)",
     "Reshape": "shape: constant after folding (0 copies a dim unless allowzero, one -1 inferred); allowzero: 0, 1",
     "Flatten": "axis: 0..rank (negative counts from the end)",
     "Transpose": "perm: any permutation (default: reversed axes)",

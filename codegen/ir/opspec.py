@@ -423,8 +423,10 @@ class AvgPool2dSpec(Pool2dSpec):
 
     def divisors(self, axis: int) -> list[int]:
         """Per output row (axis 0) or column (axis 1): how many of its window's taps the mean divides by."""
-        size, k, s, begin, end, extra, out = ((self.h, self.kh, self.sh, self.pt, self.pb, self.eb, self.ho) if axis == 0
-                                              else (self.w, self.kw, self.sw, self.pl, self.pr, self.er, self.wo))
+        if axis == 0:
+            size, k, s, begin, end, extra, out = self.h, self.kh, self.sh, self.pt, self.pb, self.eb, self.ho
+        else:
+            size, k, s, begin, end, extra, out = self.w, self.kw, self.sw, self.pl, self.pr, self.er, self.wo
         lo, hi = (-begin, size + end - extra) if self.count_pad else (0, size)
         return [min(o * s - begin + k, hi) - max(o * s - begin, lo) for o in range(out)]
 
@@ -577,8 +579,8 @@ class AttentionSpec:
         return 1 - useful / (c1(self.q) * c1(self.kv) * c1(self.d) * C0 ** 3)
 
 
-Opspec = (Conv2dSpec | DwConv2dSpec | GemmSpec | EltwiseSpec | Pool2dSpec | AvgPool2dSpec | RowSpec | BatchedGemmSpec | TransposeSpec
-          | AttentionSpec)
+Opspec = (Conv2dSpec | DwConv2dSpec | GemmSpec | EltwiseSpec | Pool2dSpec | RowSpec | BatchedGemmSpec | TransposeSpec
+          | AttentionSpec | AvgPool2dSpec)
 # kind -> its spec class (the one table a spec is rebuilt from: an .opspec file, a manifest record)
 SPEC_CLASSES: dict[str, type[Opspec]] = {
     "conv2d": Conv2dSpec, "dwconv2d": DwConv2dSpec, "gemm": GemmSpec, "eltwise": EltwiseSpec, "pool2d": Pool2dSpec,

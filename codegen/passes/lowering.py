@@ -19,9 +19,9 @@ from typing import ClassVar
 import numpy as np
 
 from .. import KilnError
+from ..frontend.onnx_rules import pool_pads
 from ..ir import layouts
 from ..ir.graph import Graph, Node, OpInstance
-from ..frontend.onnx_rules import pool_pads
 from .patterns import Patterns, find_patterns
 
 C0 = 16
@@ -338,12 +338,11 @@ class _Lowerer:
         self.kernel(node, node.op_type, attrs, dev, layout)
 
     def pool(self, node: Node) -> None:
-        x = node.inputs[0]
+        x, a = node.inputs[0], node.attrs
         xs = self.shape(x)
-        attrs = {"input": xs, "activation": "", "bias": False}
+        attrs: dict = {"input": xs, "activation": "", "bias": False}
         op_type = node.op_type
         if op_type in ("MaxPool", "AveragePool"):
-            a = node.attrs
             pads = pool_pads(a)
             attrs.update(kernel_shape=tuple(a["kernel_shape"]), strides=tuple(a["strides"]), pads=pads)
             if any(a.get("ceil_extra", (0, 0))):
@@ -351,7 +350,7 @@ class _Lowerer:
                                       f"pads {list(a['pads'])} read as {list(pads)}, the extra taps "
                                       f"{'-inf (never the max)' if op_type == 'MaxPool' else 'never counted'}")
         if op_type == "AveragePool":
-            if tuple(a["kernel_shape"]) == tuple(xs[2:]) and not any(attrs["pads"]):
+            if tuple(a["kernel_shape"]) == tuple(xs[2:]) and not any(pads):
                 op_type = "GlobalAveragePool"  # the window is the whole map: the global kernel's computation
                 self.decisions.append(f"{node.name}: AveragePool over the whole {xs[2]}x{xs[3]} map is a "
                                       f"GlobalAveragePool kernel")

@@ -2,7 +2,7 @@
 pads and strides, AveragePool's count_include_pad crossed with pads (and ceil_mode, auto_pad), ReduceMean's axes
 and keepdims, BatchNormalization that no Conv absorbs (4-D and 2-D). Channel counts are mostly not multiples of
 16. Output shapes are left to onnx's shape inference, except where it does not drop a ceil_mode window that would
-start in the end padding (ROUND_UP: 12 columns, k3/s3/p1 is 5 wide, not 6; ONNX Runtime and the spec drop it):
+start in the end padding (ROUND_UP: 14 rows, k3/s3/p1 give 5 rows, not 6; ONNX Runtime and the spec drop the sixth):
 there the case declares the spec's shape."""
 import numpy as np
 
