@@ -433,7 +433,7 @@ def unsupported_model(tmp_path):
     nodes = [helper.make_node("NonMaxSuppression", ["boxes", "scores"], ["picked"], name="nms"),
              helper.make_node("Conv", ["x", "w"], ["c"], name="grouped_conv", group=4, pads=[1, 1, 1, 1]),
              helper.make_node("MaxPool", ["c"], ["y"], name="pool", kernel_shape=[3, 3], strides=[2, 2],
-                              ceil_mode=1)]
+                              dilations=[2, 2])]
     inputs = [tensor("boxes", [1, 10, 4]), tensor("scores", [1, 1, 10]), tensor("x", ["batch", 32, 16, 16])]
     outputs = [helper.make_tensor_value_info("picked", TensorProto.INT64, None), tensor("y", None)]
     return save(tmp_path, nodes, inputs, outputs, [init("w", np.ones((32, 8, 3, 3), np.float32))])
