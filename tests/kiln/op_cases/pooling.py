@@ -96,3 +96,41 @@ BATCHNORM = [
 ]
 
 CASES = MAXPOOL + AVGPOOL + REDUCE_MEAN + BATCHNORM
+
+
+def _two_node_model(nodes, x_shape, outputs, consts):
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    graph = helper.make_graph(nodes, "two", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
+                              [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in outputs],
+                              [numpy_helper.from_array(v.astype(np.float32), k) for k, v in consts.items()])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    m = onnx.shape_inference.infer_shapes(m, strict_mode=True)
+    onnx.checker.check_model(m)
+    return m
+
+
+def _conv_bn_unfoldable():
+    """The Conv's output is also a graph output, so fold_batchnorm keeps the BN: a standalone BN after a Conv."""
+    from onnx import helper
+    rng = np.random.default_rng(5)
+    consts = {"w": rng.standard_normal((21, 8, 3, 3)) / 5, "scale": 1 + 0.2 * rng.standard_normal(21),
+              "bias": 0.3 * rng.standard_normal(21), "mean": 0.3 * rng.standard_normal(21), "var": 0.5 + rng.random(21)}
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("BatchNormalization", ["c", "scale", "bias", "mean", "var"], ["y"])]
+    return OpCase("conv_then_batchnorm_unfoldable", _two_node_model(nodes, [1, 8, 9, 9], ["c", "y"], consts),
+                  tol=8e-3)
+
+
+def _reduce_mean_then_gemm():
+    """ShuffleNetV2's head: ReduceMean over H, W (keepdims 0), then the classifier GEMM on the (N, C) result."""
+    from onnx import helper
+    rng = np.random.default_rng(6)
+    consts = {"fc_w": rng.standard_normal((10, 40)) / 6, "fc_b": rng.standard_normal(10)}
+    nodes = [helper.make_node("ReduceMean", ["x"], ["m"], axes=[2, 3], keepdims=0),
+             helper.make_node("Gemm", ["m", "fc_w", "fc_b"], ["y"], transB=1)]
+    return OpCase("reducemean_hw_then_gemm", _two_node_model(nodes, [2, 40, 7, 7], ["y"], consts), tol=8e-3)
+
+
+CASES += [_conv_bn_unfoldable(), _reduce_mean_then_gemm()]
