@@ -403,30 +403,38 @@ class _Lowerer:
 
     def batchnorm(self, node: Node) -> None:
         """A BatchNormalization no Conv absorbed (see fold_batchnorm): y = x * s + t per channel, with
-        s = gamma / sqrt(var + eps), t = beta - mean * s. On NCHW that is a depthwise 1x1 convolution with
-        weight s and bias t (the dwconv2d_vector kernel); on (N, C) a GEMM with diag(s) and bias t."""
+        s = gamma / sqrt(var + eps), t = beta - mean * s: a depthwise 1x1 convolution with weight s and bias t
+        (the dwconv2d_vector kernel) on NCHW, and on (N, C) with C a multiple of 16, whose bytes are those of
+        NC1HWC0 (N, C, 1, 1); on other (N, C) a GEMM with diag(s) and bias t."""
         x, xs = node.inputs[0], self.shape(node.inputs[0])
         gamma, beta, mean, var = (self.const(node, node.inputs[i]).astype(np.float64) for i in range(1, 5))
         scale = gamma / np.sqrt(var + float(node.attrs["epsilon"]))
-        shift = (beta - mean * scale).astype(np.float32)
+        shift = layouts.pad_bias((beta - mean * scale).astype(np.float32))
         c = int(scale.size)
-        if len(xs) == 4:
-            w = scale.astype(np.float32).reshape(c, 1, 1, 1)
-            attrs = dict(input=xs, weight=(c, 1, 1, 1), strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1),
+        if len(xs) == 4 or (len(xs) == 2 and c % C0 == 0):
+            shape4 = (xs[0], c, *xs[2:]) if len(xs) == 4 else (xs[0], c, 1, 1)
+            src = self.act(node, x, "NC1HWC0" if len(xs) == 4 else "ND")
+            if len(xs) == 2:  # (N, C1, 1, 1, 16) is byte-identical to (N, C)
+                src = self.new_value(f"{src}@nc1hwc0", Storage("NC1HWC0", shape4), alias_of=src)
+            w = self.weight(f"{node.name}.scale", layouts.dw_weight_to_c1hwc0(scale.astype(np.float32).reshape(
+                c, 1, 1, 1)))
+            out = self.new_value(f"{node.outputs[0]}@affine", Storage("NC1HWC0", shape4))
+            attrs = dict(input=shape4, weight=(c, 1, 1, 1), strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1),
                          group=c, bias=True, activation="")
-            ins = [self.act(node, x, "NC1HWC0"), self.weight(f"{node.name}.scale", layouts.dw_weight_to_c1hwc0(w)),
-                   self.weight(f"{node.name}.shift", layouts.pad_bias(shift))]
+            self.steps.append(Step("kernel", node.name, list(node.source) or [node.name], [node.op_type],
+                                   [src, w, self.weight(f"{node.name}.shift", shift)], out,
+                                   instance=OpInstance(node.name, "Conv", attrs)))
+            self.device[node.outputs[0]] = out if len(xs) == 4 else self.view(node, out)
             self.decisions.append(f"{node.name}: standalone BatchNormalization over {c} channels is a per-channel "
                                   f"scale and shift: a depthwise 1x1 convolution kernel")
-            self.kernel(node, "Conv", attrs, ins, "NC1HWC0")
             return
         if len(xs) == 2:
             ins = [self.act(node, x, "ND"), self.weight(f"{node.name}.scale",
                                                         layouts.kn_to_zn(np.diag(scale).astype(np.float32),
                                                                          self.dtype)),
-                   self.weight(f"{node.name}.shift", layouts.pad_bias(shift))]
-            self.decisions.append(f"{node.name}: standalone BatchNormalization of (N, {c}) is a per-column scale "
-                                  f"and shift: a GEMM with diag(scale) and the shift as its bias")
+                   self.weight(f"{node.name}.shift", shift)]
+            self.decisions.append(f"{node.name}: standalone BatchNormalization of (N, {c}), C not a multiple of 16, "
+                                  f"is a per-column scale and shift: a GEMM with diag(scale), the shift as its bias")
             self.kernel(node, "Gemm", dict(a=xs, b=(c, c), bias=True, activation="", **self.cube_dtype()), ins, "ND")
             return
         raise self.fail(node, f"standalone BatchNormalization of a {len(xs)}-D input {list(xs)}: only 4-D NCHW "
