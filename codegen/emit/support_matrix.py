@@ -54,9 +54,9 @@ _X2 = [("x", [16, 32])]
 EXAMPLES: dict[str, list[tuple[list, dict, dict]]] = {
     "Conv": [(_X4, {"w": _f(16, 16, 3, 3)}, {"pads": [1, 1, 1, 1]}),
              (_X4, {"w": _f(16, 1, 3, 3)}, {"pads": [1, 1, 1, 1], "group": 16})],
-    "BatchNormalization": [(_X4, {k: _f(16) for k in "sbmv"}, {})],
+    "BatchNormalization": [(_X4, {k: _f(16) for k in "sbmv"}, {}), ([("x", [4, 16])], {k: _f(16) for k in "sbmv"}, {})],
     "MaxPool": [(_X4, {}, {"kernel_shape": [2, 2], "strides": [2, 2]})],
-    "AveragePool": [(_X4, {}, {"kernel_shape": [2, 2], "strides": [2, 2]})],
+    "AveragePool": [(_X4, {}, {"kernel_shape": [2, 2], "strides": [2, 2]}), (_X4, {}, {"kernel_shape": [8, 8]})],
     "GlobalAveragePool": [(_X4, {}, {})],
     "Gemm": [(_X2, {"w": _f(64, 32), "b": _f(64)}, {"transB": 1})],
     "MatMul": [(_X2, {"w": _f(32, 64)}, {}), ([("x", [2, 16, 32]), ("z", [2, 32, 16])], {}, {})],
@@ -68,7 +68,7 @@ EXAMPLES: dict[str, list[tuple[list, dict, dict]]] = {
     "Flatten": [(_X4, {}, {})],
     "Transpose": [([("x", [1, 4, 16, 32])], {}, {"perm": [0, 2, 1, 3]})],
     "Concat": [(_X2 + [("z", [16, 32])], {}, {"axis": 1})],
-    "ReduceMean": [(_X2, {}, {"axes": [1]})],
+    "ReduceMean": [(_X2, {}, {"axes": [1]}), (_X4, {}, {"axes": [2, 3]})],
     "Identity": [(_X2, {}, {})],
     **{op: [(_X2, {}, {})] for op in ("Relu", "Sqrt", "Erf")},
     **{op: [(_X2 + [("z", [16, 32])], {}, {}), (_X2, {"c": np.array(2, np.float32)}, {})]

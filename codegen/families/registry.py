@@ -12,6 +12,7 @@ from .. import KilnError
 from ..ir.opspec import Opspec
 from . import (
     attention_flash,
+    avgpool2d_vector,
     batched_gemm_cube,
     conv2d_algorithm,
     conv2d_cube_img2col,
@@ -41,6 +42,7 @@ ORDER: tuple[Family, ...] = (
     eltwise_vector.FAMILY,
     gelu_vector.FAMILY,
     maxpool2d_vector.FAMILY,
+    avgpool2d_vector.FAMILY,
     global_avgpool_vector.FAMILY,
     softmax_vector.FAMILY,
     layernorm_vector.FAMILY,

@@ -14,6 +14,7 @@ from typing import Any, TypeGuard
 
 from .. import KilnError
 from ..ir.graph import OpInstance
+from .onnx_rules import ceil_extra
 
 SUPPORTED = {
     "Conv": ("2-D convolution, NCHW, group 1 or depthwise (group = C_in = C_out); optional bias; "
@@ -35,6 +36,7 @@ SUPPORTED = {
                  "'scale', 'mask' (true: an additive [batch, kv] input)",
     "MaxPool": "max pooling over NCHW, kernel_shape, strides, pads",
     "GlobalAveragePool": "mean over H and W of NCHW",
+    "AveragePool": "average pooling over NCHW, kernel_shape, strides, pads, count_include_pad (0/1), ceil_mode (0/1)",
 }
 ACTIVATIONS = ("", "Relu", "Clip")
 
@@ -162,6 +164,21 @@ def _parse_pool(entry: str, raw: dict[str, Any], a: dict[str, Any]) -> None:
             raise KilnError("frontend", entry, f"pads {list(a['pads'])} must be smaller than the kernel")
 
 
+def _parse_avgpool(entry: str, raw: dict[str, Any], a: dict[str, Any]) -> None:
+    """AveragePool: MaxPool's window, count_include_pad, and ceil_mode (its extra rows/columns as ceil_extra)."""
+    raw = {**raw, "type": "MaxPool"}
+    _parse_pool(entry, raw, a)
+    flags = {}
+    for key in ("count_include_pad", "ceil_mode"):
+        flags[key] = raw.get(key, 0)
+        if flags[key] not in (0, 1) or isinstance(flags[key], bool):
+            raise KilnError("frontend", entry, f"'{key}' must be 0 or 1, got {flags[key]!r}")
+    (_, _, h, w), (kh, kw), (sh, sw), (pt, pl, pb, pr) = a["input"], a["kernel_shape"], a["strides"], a["pads"]
+    extra = (ceil_extra(h, pt, pb, kh, sh), ceil_extra(w, pl, pr, kw, sw)) if flags["ceil_mode"] else (0, 0)
+    a.update(pads=(pt, pl, pb + extra[0], pr + extra[1]), count_include_pad=flags["count_include_pad"],
+             ceil_extra=extra)
+
+
 def _parse_elementwise(entry: str, raw: dict[str, Any], a: dict[str, Any]) -> None:
     """Relu, Clip, Add, Mul, Muls, Adds, Gelu: a 'shape' (and a 'scalar' for Muls/Adds)."""
     op = raw.get("type")
@@ -188,6 +205,7 @@ _PARSERS = {
     "LayerNormalization": _parse_rows,
     "MaxPool": _parse_pool,
     "GlobalAveragePool": _parse_pool,
+    "AveragePool": _parse_avgpool,
     "Relu": _parse_elementwise,
     "Clip": _parse_elementwise,
     "Add": _parse_elementwise,
@@ -201,7 +219,7 @@ assert set(_PARSERS) == set(SUPPORTED), "every supported op type needs its parse
 _TAKES_ACTIVATION = {"Conv": ("", "Relu", "Clip"), "Gemm": ("", "Relu"), "Add": ("", "Relu", "Clip")}
 _KNOWN_FIELDS = {"label", "type", "activation", "bias", "input", "weight", "strides", "pads", "dilations", "group",
                  "a", "b", "shape", "min", "max", "kernel_shape", "scalar", "trans_b", "epsilon", "residual",
-                 "algorithm", "tiling", "q", "kv", "scale", "mask"}
+                 "algorithm", "tiling", "q", "kv", "scale", "mask", "count_include_pad", "ceil_mode"}
 
 
 # ---------------------------------------------------------------- fields every op shares

@@ -132,26 +132,55 @@ def check_pool(node: Node, g: Graph) -> str | None:
     a = node.attrs
     if len(a.get("kernel_shape", ())) != 2:
         return f"kernel_shape={list(a.get('kernel_shape', ()))}: only 2-D pooling is supported"
-    if a.get("ceil_mode", 0):
-        return "ceil_mode=1 is not supported (output size rounds down only)"
+    if a.get("ceil_mode", 0) not in (0, 1):
+        return f"ceil_mode={a['ceil_mode']} is not 0 or 1"
+    if a.get("ceil_mode", 0) and a.get("auto_pad", "NOTSET") != "NOTSET":
+        return f"ceil_mode=1 with auto_pad={a['auto_pad']!r} is not supported (ceil_mode=1 only with explicit pads)"
     if any(d != 1 for d in a.get("dilations", ())):
         return f"dilations={list(a['dilations'])} are not supported (only 1)"
+    if node.op_type == "MaxPool" and a.get("storage_order", 0):
+        return "storage_order=1 is not supported (it orders only the Indices output, which is not supported)"
     if node.op_type == "MaxPool" and output_used(g, node, 1):
         return "the Indices output (output 1) is not supported"
+    if node.op_type == "AveragePool" and a.get("count_include_pad", 0) not in (0, 1):
+        return f"count_include_pad={a['count_include_pad']} is not 0 or 1"
     return _check_window(node)
+
+
+def ceil_extra(size: int, pad_begin: int, pad_end: int, k: int, s: int) -> int:
+    """ceil_mode=1: the rows (or columns) past the end padding the last window reaches. The output rounds up,
+    except that a window starting in the end padding is dropped (ONNX and PyTorch agree on that rule)."""
+    out = -(-(size + pad_begin + pad_end - k) // s) + 1
+    if (out - 1) * s >= size + pad_begin:
+        out -= 1
+    return max(0, (out - 1) * s + k - (size + pad_begin + pad_end))
 
 
 def normalise_pool(node: Node, g: Graph) -> dict[str, Any]:
     kernel = as_ints(node.attrs["kernel_shape"])
-    attrs = {"kernel_shape": kernel, **window_attrs(node, g, kernel), "ceil_mode": 0}
+    window = window_attrs(node, g, kernel)
+    ceil_mode = int(node.attrs.get("ceil_mode", 0))
+    attrs: dict[str, Any] = {"kernel_shape": kernel, **window, "ceil_mode": ceil_mode}
+    if ceil_mode:  # kept beside the ONNX pads: AveragePool never counts these taps, even with count_include_pad
+        x = shape_of(g, node.inputs[0])
+        pt, pl, pb, pr = window["pads"]
+        attrs["ceil_extra"] = (ceil_extra(x[2], pt, pb, kernel[0], window["strides"][0]),
+                               ceil_extra(x[3], pl, pr, kernel[1], window["strides"][1])) if len(x) == 4 else (0, 0)
     if node.op_type == "AveragePool":
         attrs["count_include_pad"] = int(node.attrs.get("count_include_pad", 0))
     return attrs
 
 
+def pool_pads(attrs: dict) -> tuple[int, int, int, int]:
+    """The pads the pooling kernel reads: the ONNX pads, bottom and right grown by ceil_mode's extra rows."""
+    pt, pl, pb, pr = attrs["pads"]
+    eb, er = attrs.get("ceil_extra", (0, 0))
+    return (pt, pl, pb + eb, pr + er)
+
+
 def infer_pool(node: Node, g: Graph, attrs: dict) -> list[tuple[int, ...]]:
     x = shape_of(g, node.inputs[0])
-    return [(x[0], x[1], *_window_output(x, attrs["kernel_shape"], attrs))]
+    return [(x[0], x[1], *_window_output(x, attrs["kernel_shape"], {**attrs, "pads": pool_pads(attrs)}))]
 
 
 def infer_global_pool(node: Node, g: Graph, attrs: dict) -> list[tuple[int, ...]]:
@@ -365,9 +394,12 @@ _WINDOW = (f"auto_pad: {', '.join(_AUTO_PADS)}; strides, dilations: 2 values >= 
            f"(top, left, bottom, right)")
 ACCEPTED_ATTRIBUTES: dict[str, str] = {
     "Conv": f"group: 1, or = input channels = output channels (depthwise); weight and bias constant; {_WINDOW}",
-    "BatchNormalization": "training_mode: 0; scale, bias, mean, var constant; epsilon: any",
-    "MaxPool": f"kernel_shape: 2-D; ceil_mode: 0; dilations: 1; Indices output unused; {_WINDOW}",
-    "AveragePool": f"kernel_shape: 2-D; ceil_mode: 0; dilations: 1; count_include_pad: 0, 1; {_WINDOW}",
+    "BatchNormalization": "training_mode: 0; scale, bias, mean, var constant; epsilon: any; input 4-D NCHW or "
+                          "2-D (N, C) when no Conv absorbs it",
+    "MaxPool": f"kernel_shape: 2-D; ceil_mode: 0, 1 (1 with explicit pads); dilations: 1; storage_order: 0; "
+               f"Indices output unused; {_WINDOW}",
+    "AveragePool": f"kernel_shape: 2-D; ceil_mode: 0, 1 (1 with explicit pads); dilations: 1; "
+                   f"count_include_pad: 0, 1; {_WINDOW}",
     "Gemm": "transA: 0; transB: 0, 1; alpha, beta: any; A and B 2-D",
     "MatMul": "operands rank >= 2 (1-D not supported); batch dims broadcast",
     "Clip": "min, max: constant scalars (input or attribute), either may be omitted",
@@ -375,7 +407,8 @@ ACCEPTED_ATTRIBUTES: dict[str, str] = {
     "Softmax": "axis: any (negative counts from the end)",
     "LayerNormalization": "axis: any; epsilon: any; stash_type: any; Mean/InvStdDev outputs unused",
     "ReduceMean": "axes: constant (attribute, or input from opset 18), empty = all; keepdims: 0, 1; "
-                  "noop_with_empty_axes: 0, or 1 with axes",
+                  "noop_with_empty_axes: 0, or 1 with axes; kernels for axes 2, 3 of 4-D and the last axis of "
+                  "2-/3-D (other axes refused by the lowering)",
     "Reshape": "shape: constant after folding (0 copies a dim unless allowzero, one -1 inferred); allowzero: 0, 1",
     "Flatten": "axis: 0..rank (negative counts from the end)",
     "Transpose": "perm: any permutation (default: reversed axes)",

@@ -406,6 +406,32 @@ class Pool2dSpec(_PerChannelWindow):
 
 
 @dataclass(frozen=True)
+class AvgPool2dSpec(Pool2dSpec):
+    """AveragePool with a window smaller than the map. pb, pr include ceil_mode's extra rows/columns (eb, er),
+    which are never counted; count_pad: the ONNX pads count in the divisor (count_include_pad=1) or not."""
+    count_pad: int = 0
+    eb: int = 0
+    er: int = 0
+    kind: ClassVar[Literal["avgpool2d"]] = "avgpool2d"  # type: ignore[assignment]
+
+    @property
+    def name(self) -> str:
+        win = _window(self.sh, self.sw, (self.pt, self.pl, self.pb, self.pr))
+        ceil = f"_ceil{self.eb}x{self.er}" if self.eb or self.er else ""
+        return (f"avgpool2d_{self.n}x{self.c}x{self.h}x{self.w}_k{self.kh}x{self.kw}_{win}"
+                f"{'_countpad' if self.count_pad else ''}{ceil}")
+
+    def divisors(self, axis: int) -> list[int]:
+        """Per output row (axis 0) or column (axis 1): how many of its window's taps the mean divides by."""
+        if axis == 0:
+            size, k, s, begin, end, extra, out = self.h, self.kh, self.sh, self.pt, self.pb, self.eb, self.ho
+        else:
+            size, k, s, begin, end, extra, out = self.w, self.kw, self.sw, self.pl, self.pr, self.er, self.wo
+        lo, hi = (-begin, size + end - extra) if self.count_pad else (0, size)
+        return [min(o * s - begin + k, hi) - max(o * s - begin, lo) for o in range(out)]
+
+
+@dataclass(frozen=True)
 class RowSpec:
     """Softmax or LayerNormalization over the last axis of `rows` contiguous rows of `length`."""
     op: Literal["softmax", "layernorm"]
@@ -554,12 +580,12 @@ class AttentionSpec:
 
 
 Opspec = (Conv2dSpec | DwConv2dSpec | GemmSpec | EltwiseSpec | Pool2dSpec | RowSpec | BatchedGemmSpec | TransposeSpec
-          | AttentionSpec)
+          | AttentionSpec | AvgPool2dSpec)
 # kind -> its spec class (the one table a spec is rebuilt from: an .opspec file, a manifest record)
 SPEC_CLASSES: dict[str, type[Opspec]] = {
     "conv2d": Conv2dSpec, "dwconv2d": DwConv2dSpec, "gemm": GemmSpec, "eltwise": EltwiseSpec, "pool2d": Pool2dSpec,
     "softmax": RowSpec, "layernorm": RowSpec, "bgemm": BatchedGemmSpec, "transpose": TransposeSpec,
-    "attention": AttentionSpec}
+    "attention": AttentionSpec, "avgpool2d": AvgPool2dSpec}
 
 
 CUBE_DTYPES = ("fp16", "bf16")
@@ -621,6 +647,9 @@ def opspec_of(op: OpInstance) -> Opspec:
         if op.type == "GlobalAveragePool":
             return Pool2dSpec("avg", n, c, h, w, h, w, 1, 1, 0, 0, 0, 0)
         (kh, kw), (sh, sw), (pt, pl, pb, pr) = a["kernel_shape"], a["strides"], a["pads"]
+        if op.type == "AveragePool":
+            return AvgPool2dSpec("avg", n, c, h, w, kh, kw, sh, sw, pt, pl, pb, pr, int(a["count_include_pad"]),
+                                 *a["ceil_extra"])
         return Pool2dSpec("max" if op.type == "MaxPool" else "avg", n, c, h, w, kh, kw, sh, sw, pt, pl, pb, pr)
     raise KilnError("opspec", op.label, f"no kernel for op type {op.type}")
 

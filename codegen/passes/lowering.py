@@ -19,6 +19,7 @@ from typing import ClassVar
 import numpy as np
 
 from .. import KilnError
+from ..frontend.onnx_rules import pool_pads
 from ..ir import layouts
 from ..ir.graph import Graph, Node, OpInstance
 from .patterns import Patterns, find_patterns
@@ -349,12 +350,107 @@ class _Lowerer:
         self.kernel(node, node.op_type, attrs, dev, layout)
 
     def pool(self, node: Node) -> None:
-        x = node.inputs[0]
-        attrs = {"input": self.shape(x), "activation": "", "bias": False}
-        if node.op_type == "MaxPool":
-            attrs.update(kernel_shape=tuple(node.attrs["kernel_shape"]), strides=tuple(node.attrs["strides"]),
-                         pads=tuple(node.attrs["pads"]))
-        self.kernel(node, node.op_type, attrs, [self.act(node, x, "NC1HWC0")], "NC1HWC0")
+        x, a = node.inputs[0], node.attrs
+        xs = self.shape(x)
+        attrs: dict = {"input": xs, "activation": "", "bias": False}
+        op_type = node.op_type
+        if op_type in ("MaxPool", "AveragePool"):
+            pads = pool_pads(a)
+            attrs.update(kernel_shape=tuple(a["kernel_shape"]), strides=tuple(a["strides"]), pads=pads)
+            if any(a.get("ceil_extra", (0, 0))):
+                self.decisions.append(f"{node.name}: ceil_mode=1 gives {list(self.shape(node.outputs[0])[2:])}: "
+                                      f"pads {list(a['pads'])} read as {list(pads)}, the extra taps "
+                                      f"{'-inf (never the max)' if op_type == 'MaxPool' else 'never counted'}")
+        if op_type == "AveragePool":
+            if tuple(a["kernel_shape"]) == tuple(xs[2:]) and not any(pads):
+                op_type = "GlobalAveragePool"  # the window is the whole map: the global kernel's computation
+                self.decisions.append(f"{node.name}: AveragePool over the whole {xs[2]}x{xs[3]} map is a "
+                                      f"GlobalAveragePool kernel")
+            else:
+                attrs.update(count_include_pad=int(a["count_include_pad"]),
+                             ceil_extra=tuple(a.get("ceil_extra", (0, 0))))
+        self.kernel(node, op_type, attrs, [self.act(node, x, "NC1HWC0")], "NC1HWC0")
+
+    def reduce_mean(self, node: Node) -> None:
+        """ReduceMean over H, W of a 4-D tensor is GlobalAveragePool's computation (its kernel); over the last
+        axis of a 2-/3-D tensor it is a GEMM with a constant column of 1/L (fp32 accumulation on the Cube)."""
+        x, axes, keep = node.inputs[0], tuple(node.attrs["axes"]), node.attrs["keepdims"]
+        xs = self.shape(x)
+        if len(xs) == 4 and axes == (2, 3):
+            n, c = xs[:2]
+            dv = self.new_value(f"{node.outputs[0]}@pooled", Storage("NC1HWC0", (n, c, 1, 1)))
+            self.steps.append(Step("kernel", node.name, list(node.source) or [node.name], [node.op_type],
+                                   [self.act(node, x, "NC1HWC0")], dv,
+                                   instance=OpInstance(node.name, "GlobalAveragePool",
+                                                       {"input": xs, "activation": "", "bias": False})))
+            self.decisions.append(f"{node.name}: ReduceMean over H, W is a GlobalAveragePool kernel")
+            self.device[node.outputs[0]] = dv if keep else self.view(node, self.act_of(node, dv, "ND"))
+            return
+        if len(xs) in (2, 3) and axes == (len(xs) - 1,):
+            m, length = prod(xs[:-1]), xs[-1]
+            column = np.full((length, 1), 1.0 / length, np.float32)
+            dv = self.new_value(f"{node.outputs[0]}@rows", Storage("ND", (m, 1)))
+            self.steps.append(Step("kernel", node.name, list(node.source) or [node.name], [node.op_type],
+                                   [self.act(node, x, "ND"), self.weight(f"{node.name}.mean_column",
+                                                                         layouts.kn_to_zn(column, self.dtype))],
+                                   dv, instance=OpInstance(node.name, "Gemm", dict(
+                                       a=(m, length), b=(length, 1), bias=False, activation="",
+                                       **self.cube_dtype()))))
+            self.decisions.append(f"{node.name}: ReduceMean over the last axis ({length}) is a GEMM with a "
+                                  f"column of 1/{length}")
+            self.device[node.outputs[0]] = self.view(node, dv)
+            return
+        raise self.fail(node, f"ReduceMean over axes {list(axes)} of {list(xs)} has no kernel yet (supported: "
+                              f"axes 2, 3 of a 4-D tensor; the last axis of a 2-D or 3-D tensor)")
+
+    def act_of(self, node: Node, dv: str, layout: str) -> str:
+        """Device value dv in `layout` (act() for a value no IR name holds yet)."""
+        self.device[f"{dv}@ir"] = dv
+        return self.act(node, f"{dv}@ir", layout)
+
+    def view(self, node: Node, dv: str) -> str:
+        """The node's output as an ND view of device value dv (same bytes, the output's shape)."""
+        v = node.outputs[0]
+        return self.new_value(v, Storage("ND", self.shape(v)), alias_of=dv)
+
+    def batchnorm(self, node: Node) -> None:
+        """A BatchNormalization no Conv absorbed (see fold_batchnorm): y = x * s + t per channel, with
+        s = gamma / sqrt(var + eps), t = beta - mean * s: a depthwise 1x1 convolution with weight s and bias t
+        (the dwconv2d_vector kernel) on NCHW, and on (N, C) with C a multiple of 16, whose bytes are those of
+        NC1HWC0 (N, C, 1, 1); on other (N, C) a GEMM with diag(s) and bias t."""
+        x, xs = node.inputs[0], self.shape(node.inputs[0])
+        gamma, beta, mean, var = (self.const(node, node.inputs[i]).astype(np.float64) for i in range(1, 5))
+        scale = gamma / np.sqrt(var + float(node.attrs["epsilon"]))
+        shift = layouts.pad_bias((beta - mean * scale).astype(np.float32))
+        c = int(scale.size)
+        if len(xs) == 4 or (len(xs) == 2 and c % C0 == 0):
+            shape4 = (xs[0], c, *xs[2:]) if len(xs) == 4 else (xs[0], c, 1, 1)
+            src = self.act(node, x, "NC1HWC0" if len(xs) == 4 else "ND")
+            if len(xs) == 2:  # (N, C1, 1, 1, 16) is byte-identical to (N, C)
+                src = self.new_value(f"{src}@nc1hwc0", Storage("NC1HWC0", shape4), alias_of=src)
+            w = self.weight(f"{node.name}.scale", layouts.dw_weight_to_c1hwc0(scale.astype(np.float32).reshape(
+                c, 1, 1, 1)))
+            out = self.new_value(f"{node.outputs[0]}@affine", Storage("NC1HWC0", shape4))
+            attrs = dict(input=shape4, weight=(c, 1, 1, 1), strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1),
+                         group=c, bias=True, activation="")
+            self.steps.append(Step("kernel", node.name, list(node.source) or [node.name], [node.op_type],
+                                   [src, w, self.weight(f"{node.name}.shift", shift)], out,
+                                   instance=OpInstance(node.name, "Conv", attrs)))
+            self.device[node.outputs[0]] = out if len(xs) == 4 else self.view(node, out)
+            self.decisions.append(f"{node.name}: standalone BatchNormalization over {c} channels is a per-channel "
+                                  f"scale and shift: a depthwise 1x1 convolution kernel")
+            return
+        if len(xs) == 2:
+            ins = [self.act(node, x, "ND"), self.weight(f"{node.name}.scale",
+                                                        layouts.kn_to_zn(np.diag(scale).astype(np.float32),
+                                                                         self.dtype)),
+                   self.weight(f"{node.name}.shift", shift)]
+            self.decisions.append(f"{node.name}: standalone BatchNormalization of (N, {c}), C not a multiple of 16, "
+                                  f"is a per-column scale and shift: a GEMM with diag(scale), the shift as its bias")
+            self.kernel(node, "Gemm", dict(a=xs, b=(c, c), bias=True, activation="", **self.cube_dtype()), ins, "ND")
+            return
+        raise self.fail(node, f"standalone BatchNormalization of a {len(xs)}-D input {list(xs)}: only 4-D NCHW "
+                              f"and 2-D (N, C) are supported")
 
     def reshape(self, node: Node) -> None:
         x = node.inputs[0]
@@ -453,7 +549,8 @@ class _Lowerer:
         "Conv": conv, "Gemm": gemm, "MatMul": gemm, "Relu": eltwise, "Clip": eltwise, "Add": eltwise,
         "Mul": eltwise, "Div": eltwise, "Sub": eltwise, "MaxPool": pool, "GlobalAveragePool": pool,
         "Flatten": reshape, "Reshape": reshape, "Transpose": transpose, "Softmax": row_op,
-        "LayerNormalization": row_op, "Gelu": gelu, "Attention": attention}
+        "LayerNormalization": row_op, "Gelu": gelu, "Attention": attention,
+        "AveragePool": pool, "ReduceMean": reduce_mean, "BatchNormalization": batchnorm}
 
 
     def layernorm_decomposed(self, node: Node) -> None:

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import kiln
+from codegen.ir.opspec import AvgPool2dSpec
 from kiln import reference as ref
 
 KERNELS = kiln.kernels()
@@ -56,7 +57,7 @@ def make_inputs(k: kiln.Kernel, seed: int):
         args = [a, b]
         if s["bias"]:
             args.append(rng.standard_normal(s["n"]).astype(np.float32))
-    elif kind == "pool2d":
+    elif kind in ("pool2d", "avgpool2d"):
         args = [rng.standard_normal((s["n"], s["c"], s["h"], s["w"]), np.float32)]
     elif kind in ("softmax", "layernorm"):
         args = [(2 * rng.standard_normal((s["rows"], s["length"]))).astype(np.float16)]
@@ -142,6 +143,23 @@ def reference(k: kiln.Kernel, args, absolute=False):
     return y
 
 
+def check_avgpool(s: dict, x: np.ndarray, y: np.ndarray) -> None:
+    """AveragePool: the window sums over zero padding divided per output pixel by its row and column divisors
+    (the spec's own rule, checked against ONNX Runtime by tests/kiln/op_cases/pooling.py). The kernel sums in
+    fp16: K - 1 roundings of the running sum, then the two scalings and their factors, so
+    |err| <= 2**-11 (K + 2) mean|x| per window (the same divisors)."""
+    spec = AvgPool2dSpec(**s)
+    div = np.outer(spec.divisors(0), spec.divisors(1))
+    window, stride, pads = (spec.kh, spec.kw), (spec.sh, spec.sw), (spec.pt, spec.pl, spec.pb, spec.pr)
+    taps = spec.kh * spec.kw
+    want = ref.pool2d_nchw(x, "avg", window, stride, pads) * taps / div
+    absmean = ref.pool2d_nchw(np.abs(x), "avg", window, stride, pads) * taps / div
+    bound = 2.0 ** -11 * (taps + 2) * absmean + 2.0 ** -24
+    assert y.shape == want.shape
+    assert np.all(np.abs(y - want) <= bound), np.abs(y - want).max()
+    assert np.count_nonzero(y) > 0.3 * y.size
+
+
 @pytest.mark.parametrize("k", KERNELS, ids=[k.name for k in KERNELS])
 def test_kernel_matches_reference(k):
     args = make_inputs(k, seed=1234)
@@ -178,6 +196,9 @@ def test_kernel_matches_reference(k):
                                                     (k.spec["sh"], k.spec["sw"]), (0, 0, 0, 0)),
                               k.record["features"]["reduction_length"])
             assert np.all(np.abs(y - want) <= bound), np.abs(y - want).max()
+        return
+    if kind == "avgpool2d":
+        check_avgpool(k.spec, ref.f16(args[0]), y)
         return
     want = reference(k, args)
     bound = ref.bound(want, reference(k, args, absolute=True), k.record["features"]["reduction_length"])

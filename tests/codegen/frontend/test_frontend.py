@@ -433,7 +433,7 @@ def unsupported_model(tmp_path):
     nodes = [helper.make_node("NonMaxSuppression", ["boxes", "scores"], ["picked"], name="nms"),
              helper.make_node("Conv", ["x", "w"], ["c"], name="grouped_conv", group=4, pads=[1, 1, 1, 1]),
              helper.make_node("MaxPool", ["c"], ["y"], name="pool", kernel_shape=[3, 3], strides=[2, 2],
-                              ceil_mode=1)]
+                              dilations=[2, 2])]
     inputs = [tensor("boxes", [1, 10, 4]), tensor("scores", [1, 1, 10]), tensor("x", ["batch", 32, 16, 16])]
     outputs = [helper.make_tensor_value_info("picked", TensorProto.INT64, None), tensor("y", None)]
     return save(tmp_path, nodes, inputs, outputs, [init("w", np.ones((32, 8, 3, 3), np.float32))])
@@ -447,7 +447,7 @@ def test_unsupported_nodes_are_all_listed(tmp_path):
     assert str(path) in msg and "3 node(s)" in msg
     assert "node 'nms' (NonMaxSuppression, opset 17): op type NonMaxSuppression is not supported" in msg
     assert "node 'grouped_conv' (Conv, opset 17): group=4 with 32 input and 32 output channels" in msg
-    assert "node 'pool' (MaxPool, opset 17): ceil_mode=1 is not supported" in msg
+    assert "node 'pool' (MaxPool, opset 17): dilations=[2, 2] are not supported" in msg
     assert msg.rstrip().splitlines()[-1].startswith("Supported ops: Add, AveragePool, BatchNormalization")
 
     problems = onnx_frontend.check_onnx(path)
