@@ -42,7 +42,8 @@ def refusal(path) -> str:
 ])
 def test_pool_attributes_refused_by_the_frontend(tmp_path, op, attrs, reason):
     shape = [1, 5, 9, 9, 9] if len(attrs["kernel_shape"]) == 3 else [1, 5, 9, 9]
-    assert reason in refusal(one_op(tmp_path, op, shape, **attrs))
+    opset = 19 if op == "AveragePool" and "dilations" in attrs else 17  # AveragePool has dilations from opset 19
+    assert reason in refusal(one_op(tmp_path, op, shape, opset=opset, **attrs))
 
 
 def lowering_error(path) -> str:
