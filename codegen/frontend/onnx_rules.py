@@ -9,6 +9,7 @@ import numpy as np
 
 from ..ir.graph import Graph, Node
 from .onnx_base import Unsupported, as_ints, const_input, has_input, output_used, shape_of
+from .onnx_structure import ACCEPTED_STRUCTURE
 
 
 def _axis(axis: int, rank: int, allow_end: bool = False) -> int:
@@ -380,9 +381,9 @@ ACCEPTED_ATTRIBUTES: dict[str, str] = {
     "Flatten": "axis: 0..rank (negative counts from the end)",
     "Transpose": "perm: any permutation (default: reversed axes)",
     "Concat": "axis: any; inputs equal outside the axis",
-    "Gather": "axis: any; indices int64/int32",
     "Mod": "fmod: 0 (integers, sign of the divisor), 1 (sign of the dividend)",
     "Shape": "start, end: any (opset 15)",
     "Cast": "to: any numeric type",
     "Range": "start, limit, delta: scalars, delta != 0",
+    **ACCEPTED_STRUCTURE,
 }
