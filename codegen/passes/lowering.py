@@ -506,10 +506,14 @@ class _Lowerer:
     def concat_offsets(self, node: Node, ins: list[str], axis: int, layout: str) -> tuple[list[int], str]:
         """Byte offsets of each input's range in the concat output, or the reason the inputs cannot be views."""
         shape = self.shape(node.outputs[0])
-        if layout == "NC1HWC0":
+        if layout == "NC1HWC0" and axis == 0:  # whole images, one after another
+            image = prod(self.storage[self.device[ins[0]]].packed[1:]) * 2
+            offsets = [sum(self.shape(v)[0] for v in ins[:i]) * image for i in range(len(ins))]
+        elif layout == "NC1HWC0":
             n, _, h, w = shape
             if axis != 1 or n != 1:
-                return [], f"NC1HWC0 inputs join in place only along channels of one image (axis {axis}, batch {n})"
+                return [], f"NC1HWC0 inputs join in place only along images or channels of one image (axis {axis}, " \
+                           f"batch {n})"
             unaligned = [self.shape(v)[1] for v in ins[:-1] if self.shape(v)[1] % C0]
             if unaligned:
                 return [], f"channel counts {unaligned} are not multiples of C0={C0}"
@@ -521,12 +525,12 @@ class _Lowerer:
             inner = prod(shape[axis + 1:])
             offsets = [sum(self.shape(v)[axis] for v in ins[:i]) * inner * 2 for i in range(len(ins))]
         viewed = set(self.aliases.values())
-        producers = {s.output for s in self.steps if s.kind == "kernel"}
+        producers = {s.output for s in self.steps}  # every step writes its output's whole byte range
         for v in ins:
             dv = self.device.get(v)
             if dv is None or dv not in producers or dv in self.aliases or dv in viewed or ins.count(v) > 1 \
                     or self.storage[dv].layout != layout:
-                return [], f"input {v} is not the {layout} output of a kernel that can write into the result"
+                return [], f"input {v} is not the {layout} output of a step that can write into the result"
         return offsets, ""
 
     def row_op(self, node: Node) -> None:
