@@ -4,7 +4,7 @@ a real model, so its producers can write into the output."""
 from __future__ import annotations
 
 import numpy as np
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 from . import OpCase, single_op
 
@@ -26,6 +26,25 @@ def _relu_concat(name: str, shapes: list[list[int]], axis: int) -> OpCase:
     return OpCase(name, model)
 
 
+def _fire_module(name: str, cin: int, squeeze: int, expand: int) -> OpCase:
+    """SqueezeNet's fire module: Concat of a 1x1 and a 3x3 expand conv (each + ReLU) of one squeeze conv."""
+    rng = np.random.default_rng(7)
+    weights = {"ws": rng.standard_normal((squeeze, cin, 1, 1)) / np.sqrt(cin),
+               "we1": rng.standard_normal((expand, squeeze, 1, 1)) / np.sqrt(squeeze),
+               "we3": rng.standard_normal((expand, squeeze, 3, 3)) / np.sqrt(9 * squeeze)}
+    nodes = [helper.make_node("Conv", ["x", "ws"], ["s"]), helper.make_node("Relu", ["s"], ["rs"]),
+             helper.make_node("Conv", ["rs", "we1"], ["e1"]), helper.make_node("Relu", ["e1"], ["r1"]),
+             helper.make_node("Conv", ["rs", "we3"], ["e3"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["e3"], ["r3"]),
+             helper.make_node("Concat", ["r1", "r3"], ["y"], axis=1)]
+    graph = helper.make_graph(nodes, name, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, cin, 6, 6])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2 * expand, 6, 6])],
+                              [numpy_helper.from_array(w.astype(np.float32), k) for k, w in weights.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return OpCase(name, model, tol=8e-3)
+
+
 def _slice(name: str, shape: list[int], starts, ends, axes=None, steps=None) -> OpCase:
     init = {"starts": _i64(*starts), "ends": _i64(*ends)}
     if axes is not None:
@@ -45,6 +64,7 @@ CASES: list[OpCase] = [
     _relu_concat("concat_c16_c16_c5", [[1, 16, 3, 3], [1, 16, 3, 3], [1, 5, 3, 3]], 1),
     _relu_concat("concat_axis_m3_c16_c16", [[1, 16, 3, 4], [1, 16, 3, 4]], -3),
     _relu_concat("concat_images", [[1, 5, 3, 3], [2, 5, 3, 3]], 0),
+    _fire_module("concat_fire_module", 7, 16, 16),
     _relu_concat("concat_nd_axis1_3in", [[1, 5, 7], [1, 3, 7], [1, 9, 7]], 1),
     # Slice: channels at C0-aligned bounds, negative and clamped indices, several axes, axes omitted
     _slice("slice_channels_16_48", [1, 48, 3, 5], [16], [48], [1]),
