@@ -28,6 +28,9 @@ def _why_unknown(node: Node, g: Graph, ops: dict) -> str:
         return (f"it depends on the values of {names}, which are computed at run time (only shapes are known at "
                 f"build time); pin the input shapes that determine them")
     if entry.infer is not None:
+        reason = entry.check(node, g)  # the rule's own check first: infer assumes what it checks (ranks, windows)
+        if reason:
+            return reason
         try:
             entry.infer(node, g, entry.normalise(node, g))
         except Unsupported as e:

@@ -12,6 +12,7 @@ import numpy as np
 
 from ..ir.graph import Graph, Node, Value
 from . import onnx_rules as rules
+from . import onnx_structure as structure
 from .onnx_base import as_ints
 
 try:
@@ -56,6 +57,16 @@ def _fold_slice(node: Node, args: list) -> list[np.ndarray]:
     for s, e, axis, step in zip(starts, ends, axes, steps):
         index[axis] = slice(s, e, step)  # Python slicing clamps out-of-range bounds the way ONNX does
     return [data[tuple(index)]]
+
+
+def _fold_split(node: Node, args: list) -> list[np.ndarray]:
+    axis = node.attrs.get("axis", 0)
+    if len(args) > 1 and args[1] is not None:
+        sizes = as_ints(args[1])
+    else:
+        part = -(-args[0].shape[axis] // len(node.outputs))
+        sizes = tuple(min(part, args[0].shape[axis] - i * part) for i in range(len(node.outputs)))
+    return list(np.split(args[0], np.cumsum(sizes)[:-1], axis=axis))
 
 
 def _fold_cast(node: Node, args: list) -> list[np.ndarray]:
@@ -200,16 +211,26 @@ OPS: dict[str, OpEntry] = {
     "Concat": OpEntry("concatenation along one axis", normalise=rules.normalise_concat, infer=rules.infer_concat,
                       fold=lambda node, args: [np.concatenate([a for a in args if a is not None],
                                                               axis=node.attrs["axis"])]),
+    # data movement on run-time values (onnx_structure); with constant inputs they fold at build time
+    "Slice": OpEntry("slice with step 1 (constant starts, ends, axes)", structure.check_slice,
+                     structure.normalise_slice, structure.infer_slice, _fold_slice, attr_inputs=(1, 2, 3, 4),
+                     shape_inputs=(1, 2, 3, 4), index_inputs=(1, 2, 3, 4)),
+    "Split": OpEntry("split along one axis into constant sizes", structure.check_split, structure.normalise_split,
+                     structure.infer_split, _fold_split, attr_inputs=(1,), shape_inputs=(1,), index_inputs=(1,)),
+    "Gather": OpEntry("indexing: a constant scalar index on a run-time value, any indices of a constant",
+                      structure.check_gather, structure.normalise_gather, structure.infer_gather,
+                      lambda node, args: [np.take(args[0], args[1], axis=node.attrs.get("axis", 0))],
+                      attr_inputs=(1,), index_inputs=(1,)),
+    "Unsqueeze": OpEntry("insert unit axes", structure.check_axes_input, structure.normalise_unsqueeze,
+                         structure.infer_unsqueeze, _fold_unsqueeze, attr_inputs=(1,), shape_inputs=(1,),
+                         index_inputs=(1,)),
+    "Squeeze": OpEntry("remove unit axes", structure.check_axes_input, structure.normalise_squeeze,
+                       structure.infer_squeeze, _fold_squeeze, attr_inputs=(1,), shape_inputs=(1,),
+                       index_inputs=(1,)),
     # shape arithmetic: evaluated at build time, never lowered
     "Constant": _build_time("a constant tensor (becomes an initializer)", _fold_constant),
     "Shape": _build_time("static shape of a tensor", None),  # folded from the input's shape, see onnx_passes._try_fold
-    "Gather": _build_time("indexing of a constant",
-                          lambda node, args: [np.take(args[0], args[1], axis=node.attrs.get("axis", 0))],
-                          index_inputs=(1,)),
-    "Unsqueeze": _build_time("insert unit axes", _fold_unsqueeze, shape_inputs=(1,)),
-    "Squeeze": _build_time("remove unit axes", _fold_squeeze, shape_inputs=(1,)),
     "Cast": _build_time("type conversion", _fold_cast),
-    "Slice": _build_time("slicing of a constant", _fold_slice, shape_inputs=(1, 2, 3, 4)),
     "Neg": _build_time("negation", _elementwise(np.negative)),
     "Mod": _build_time("remainder (fmod 0 or 1)", _fold_mod),
     "Equal": _build_time("elementwise equality", lambda node, args: [np.equal(args[0], args[1])]),

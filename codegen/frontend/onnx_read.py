@@ -347,8 +347,23 @@ def check_nodes_against_spec(model, path: str) -> None:
             continue
         try:
             checker.check_node(node, ctx, lex)
+            why = _empty_required_input(node, ctx.opset_imports.get("", 1))
         except Exception as e:  # onnx's ValidationError: its message says what the schema wants
-            name = node.name or f"#{i}"
             why = str(e).split("\n\n==>")[0].strip()
+        if why:
+            name = node.name or f"#{i}"
             raise KilnError("frontend", f"node '{name}' ({node.op_type}, opset {ctx.opset_imports.get('', '?')})",
-                            f"in {path}: not a valid {node.op_type} per the ONNX spec: {why}") from None
+                            f"in {path}: not a valid {node.op_type} per the ONNX spec: {why}")
+
+
+def _empty_required_input(node, opset: int) -> str:
+    """The checker lets an empty name stand for any input; only an optional one may be left out."""
+    from onnx import defs
+    formal = defs.get_schema(node.op_type, opset).inputs
+    for i, name in enumerate(node.input):
+        if name or not formal:
+            continue
+        param = formal[min(i, len(formal) - 1)]
+        if param.option != defs.OpSchema.FormalParameterOption.Optional:
+            return f"input {i} ('{param.name}') is empty, but it is required (only optional inputs may be left out)"
+    return ""

@@ -9,6 +9,7 @@ import numpy as np
 
 from ..ir.graph import Graph, Node
 from .onnx_base import Unsupported, as_ints, const_input, has_input, output_used, shape_of
+from .onnx_structure import ACCEPTED_STRUCTURE
 
 
 def _axis(axis: int, rank: int, allow_end: bool = False) -> int:
@@ -101,6 +102,9 @@ def check_conv(node: Node, g: Graph) -> str | None:
         return "the weight (input 1) is computed at run time; kiln bakes weights and needs it constant"
     if w.ndim != 4:
         return f"only 2-D convolution is supported (weight has rank {w.ndim})"
+    x = g.values[node.inputs[0]].shape if node.inputs[0] in g.values else None
+    if x is not None and len(x) != 4:
+        return f"the input '{node.inputs[0]}' has rank {len(x)}; a 2-D convolution reads an NCHW tensor (rank 4)"
     if has_input(node, 2) and const_input(g, node, 2) is None:
         return "the bias (input 2) is computed at run time; kiln needs it constant"
     group = node.attrs.get("group", 1)
@@ -413,9 +417,9 @@ ACCEPTED_ATTRIBUTES: dict[str, str] = {
     "Flatten": "axis: 0..rank (negative counts from the end)",
     "Transpose": "perm: any permutation (default: reversed axes)",
     "Concat": "axis: any; inputs equal outside the axis",
-    "Gather": "axis: any; indices int64/int32",
     "Mod": "fmod: 0 (integers, sign of the divisor), 1 (sign of the dividend)",
     "Shape": "start, end: any (opset 15)",
     "Cast": "to: any numeric type",
     "Range": "start, limit, delta: scalars, delta != 0",
+    **ACCEPTED_STRUCTURE,
 }

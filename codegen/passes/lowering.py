@@ -23,6 +23,7 @@ from ..frontend.onnx_rules import pool_pads
 from ..ir import layouts
 from ..ir.graph import Graph, Node, OpInstance
 from .patterns import Patterns, find_patterns
+from .views import as_swap_0213, canonical_transpose, contiguous_offset
 
 C0 = 16
 
@@ -515,9 +516,131 @@ class _Lowerer:
                                   f"(perm 0,2,1,3 and a transposed-B GEMM)")
             return
         if len(xs) != 4 or perm != (0, 2, 1, 3):
-            raise self.fail(node, f"Transpose perm {list(perm)} of {list(xs)} has no kernel yet (supported: 0,2,1,3)")
+            return self.transpose_canonical(node)
         self.kernel(node, "Transpose0213", {"input": xs, "activation": "", "bias": False}, [self.act(node, x, "ND")],
                     "ND")
+
+    def transpose_canonical(self, node: Node) -> None:
+        """Any permutation in its simplest form (unit axes dropped, neighbouring axes merged): none left is a view;
+        a swap of two neighbouring axis groups is the (0,2,1,3) transpose kernel on the merged dims."""
+        x, perm = node.inputs[0], tuple(node.attrs["perm"])
+        xs = self.shape(x)
+        dims, canon = canonical_transpose(xs, perm)
+        if canon == tuple(range(len(canon))):
+            self.decisions.append(f"{node.name}: Transpose perm {list(perm)} of {list(xs)} moves only unit axes")
+            return self.reshape(node)
+        swap = as_swap_0213(dims, canon)
+        if swap is None:
+            raise self.fail(node, f"Transpose perm {list(perm)} of {list(xs)} (canonical: perm {list(canon)} of "
+                                  f"{list(dims)}) has no kernel yet: supported are permutations that swap two "
+                                  f"neighbouring axis groups")
+        self.decisions.append(f"{node.name}: Transpose perm {list(perm)} of {list(xs)} is perm {list(canon)} of "
+                              f"{list(dims)}: the (0,2,1,3) kernel on {list(swap)}")
+        self.kernel(node, "Transpose0213", {"input": swap, "activation": "", "bias": False},
+                    [self.act(node, x, "ND")], "ND")
+
+    def slice_view(self, node: Node, out: str, begin: tuple[int, ...], end: tuple[int, ...]) -> None:
+        """Output `out` of `node` as the bytes [begin, end) of its input: an NC1HWC0 channel slice at C0-aligned
+        channels of a single image, or a contiguous range of a row-major value. Anything else is refused."""
+        x = node.inputs[0]
+        xs, dv = self.shape(x), self.device[x]
+        shape = tuple(e - b for b, e in zip(begin, end))
+        st = self.storage[dv]
+        if st.layout == "NC1HWC0" and len(shape) == 4:
+            c, h, w = xs[1:]
+            if shape[0] == 1 and shape[2:] == (h, w) and begin[1] % C0 == 0 and (end[1] % C0 == 0 or end[1] == c):
+                offset = (begin[0] * st.packed[1] + begin[1] // C0) * h * w * C0 * 2
+                self.device[out] = self.new_value(out, Storage("NC1HWC0", shape), alias_of=dv, offset=offset)
+                self.decisions.append(f"{node.name}: channels {begin[1]}..{end[1]} of {x} are a view (C0-aligned)")
+                return
+        src = self.act(node, x, "ND") if st.layout == "NC1HWC0" else dv
+        contiguous = contiguous_offset(xs, begin, end)
+        if contiguous is None:
+            raise self.fail(node, f"the slice {list(zip(begin, end))} of {list(xs)} is not one contiguous range "
+                                  f"and no copy kernel moves it yet")
+        self.device[out] = self.new_value(out, Storage("ND", shape), alias_of=src, offset=contiguous * 2)
+        self.decisions.append(f"{node.name}: {out} is a contiguous range of {x}: a view")
+
+    def slice_op(self, node: Node) -> None:
+        self.slice_view(node, node.outputs[0], tuple(node.attrs["begin"]), tuple(node.attrs["end"]))
+
+    def split(self, node: Node) -> None:
+        xs, axis, start = self.shape(node.inputs[0]), node.attrs["axis"], 0
+        for out, size in zip(node.outputs, node.attrs["sizes"]):
+            begin = tuple(start if i == axis else 0 for i in range(len(xs)))
+            end = tuple(start + size if i == axis else d for i, d in enumerate(xs))
+            if out:
+                self.slice_view(node, out, begin, end)
+            start += size
+
+    def gather(self, node: Node) -> None:
+        """A constant scalar index: the slice [index, index + 1) of the axis with that axis dropped."""
+        xs, axis, index = self.shape(node.inputs[0]), node.attrs["axis"], node.attrs["index"]
+        begin = tuple(index if i == axis else 0 for i in range(len(xs)))
+        end = tuple(index + 1 if i == axis else d for i, d in enumerate(xs))
+        out = node.outputs[0]
+        src = self.device[node.inputs[0]]
+        if self.storage[src].layout == "NC1HWC0":
+            src = self.act(node, node.inputs[0], "ND")
+        offset = contiguous_offset(xs, begin, end)
+        if offset is None:
+            raise self.fail(node, f"index {index} of axis {axis} of {list(xs)} is not one contiguous range and no "
+                                  f"copy kernel moves it yet")
+        self.device[out] = self.new_value(out, Storage("ND", self.shape(out)), alias_of=src, offset=offset * 2)
+        self.decisions.append(f"{node.name}: index {index} of axis {axis} of {node.inputs[0]} is a view")
+
+    def concat(self, node: Node) -> None:
+        """Concat with no copy: each input's producer writes its own sub-range of the output (the memory plan
+        places the output; the inputs are views of it). Needs each input's range contiguous: row-major with a
+        single outer index, or NC1HWC0 channels of one image at C0-aligned offsets."""
+        ins, axis, out = [i for i in node.inputs if i], node.attrs["axis"], node.outputs[0]
+        if len(ins) == 1:
+            return self.reshape(node)
+        shape = self.shape(out)
+        layouts_in = {self.storage[self.device[v]].layout for v in ins if v in self.device}
+        layout = "NC1HWC0" if layouts_in == {"NC1HWC0"} and len(shape) == 4 else "ND"
+        offsets, why = self.concat_offsets(node, ins, axis, layout)
+        if why:
+            raise self.fail(node, f"Concat along axis {axis} of {[list(self.shape(v)) for v in ins]} needs a copy "
+                                  f"({why}) and no copy kernel exists yet")
+        self.device[out] = self.new_value(out, Storage(layout, shape))
+        for v, offset in zip(ins, offsets):
+            dv = self.device[v]
+            self.aliases[dv] = out
+            if offset:
+                self.alias_offsets[dv] = offset
+        self.decisions.append(f"{node.name}: Concat in place: its {len(ins)} producers write {layout} sub-ranges "
+                              f"of {out} at byte offsets {offsets}")
+
+    def concat_offsets(self, node: Node, ins: list[str], axis: int, layout: str) -> tuple[list[int], str]:
+        """Byte offsets of each input's range in the concat output, or the reason the inputs cannot be views."""
+        shape = self.shape(node.outputs[0])
+        if layout == "NC1HWC0" and axis == 0:  # whole images, one after another
+            image = prod(self.storage[self.device[ins[0]]].packed[1:]) * 2
+            offsets = [sum(self.shape(v)[0] for v in ins[:i]) * image for i in range(len(ins))]
+        elif layout == "NC1HWC0":
+            n, _, h, w = shape
+            if axis != 1 or n != 1:
+                return [], f"NC1HWC0 inputs join in place only along images or channels of one image (axis {axis}, " \
+                           f"batch {n})"
+            unaligned = [self.shape(v)[1] for v in ins[:-1] if self.shape(v)[1] % C0]
+            if unaligned:
+                return [], f"channel counts {unaligned} are not multiples of C0={C0}"
+            starts = [sum(self.shape(v)[1] for v in ins[:i]) for i in range(len(ins))]
+            offsets = [s // C0 * h * w * C0 * 2 for s in starts]
+        else:
+            if prod(shape[:axis]) != 1:
+                return [], f"the row-major inputs interleave (dims {list(shape[:axis])} before the axis)"
+            inner = prod(shape[axis + 1:])
+            offsets = [sum(self.shape(v)[axis] for v in ins[:i]) * inner * 2 for i in range(len(ins))]
+        viewed = set(self.aliases.values())
+        producers = {s.output for s in self.steps}  # every step writes its output's whole byte range
+        for v in ins:
+            dv = self.device.get(v)
+            if dv is None or dv not in producers or dv in self.aliases or dv in viewed or ins.count(v) > 1 \
+                    or self.storage[dv].layout != layout:
+                return [], f"input {v} is not the {layout} output of a step that can write into the result"
+        return offsets, ""
 
     def row_op(self, node: Node) -> None:
         x = node.inputs[0]
@@ -550,7 +673,8 @@ class _Lowerer:
         "Mul": eltwise, "Div": eltwise, "Sub": eltwise, "MaxPool": pool, "GlobalAveragePool": pool,
         "Flatten": reshape, "Reshape": reshape, "Transpose": transpose, "Softmax": row_op,
         "LayerNormalization": row_op, "Gelu": gelu, "Attention": attention,
-        "AveragePool": pool, "ReduceMean": reduce_mean, "BatchNormalization": batchnorm}
+        "AveragePool": pool, "ReduceMean": reduce_mean, "BatchNormalization": batchnorm, "Squeeze": reshape,
+        "Unsqueeze": reshape, "Slice": slice_op, "Split": split, "Gather": gather, "Concat": concat}
 
 
     def layernorm_decomposed(self, node: Node) -> None:

@@ -84,6 +84,8 @@ def intervals(m: LoweredModel) -> tuple[dict[str, Interval], dict[str, str], lis
         if s.kind != "kernel" or s.kernel_op.type not in IN_PLACE_OPS or not s.inputs or s.inputs[0] not in m.storage:
             continue
         src, out = r(s.inputs[0]), s.output
+        if out in root:  # the output is a sub-range of another tensor (an in-place Concat): its bytes are fixed
+            continue
         if m.storage[src].nbytes != m.storage[out].nbytes or any(u > i for u in uses.get(src, [])):
             continue
         root[out] = src  # the output takes the input's bytes from here on

@@ -19,7 +19,7 @@ from codegen.frontend.onnx_read import read_model  # noqa: E402
 from codegen.passes import lowering  # noqa: E402
 
 REAL = ("squeezenet1_1.onnx", "mobilenet_v2.onnx", "mobilenet_v3_small.onnx", "bert_layer_torch.onnx")
-FUZZ = settings(max_examples=400, derandomize=True, deadline=None, database=None,
+FUZZ = settings(max_examples=1000, derandomize=True, deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
                                        HealthCheck.data_too_large])
 

@@ -1,0 +1,124 @@
+"""Data movement without copies: Concat producers writing sub-ranges of one arena tensor (the memory plan's
+view of it), slices/gathers/squeezes as views at an offset, transposes in canonical form; and the refusals of
+what has no kernel yet, naming the node and the reason."""
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from codegen import KilnError
+from codegen.frontend.onnx_import import check_onnx, load_onnx
+from codegen.passes import memory
+from codegen.passes.lowering import lower
+from codegen.passes.views import as_swap_0213, canonical_transpose, contiguous_offset
+
+
+def _model(tmp_path, nodes, inputs, outputs, inits=(), opset=17):
+    graph = helper.make_graph(nodes, "m", [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in inputs],
+                              [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in outputs],
+                              [numpy_helper.from_array(np.asarray(v), k) for k, v in inits])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 8
+    path = tmp_path / "m.onnx"
+    onnx.save(m, path)
+    return path
+
+
+def _relu_concat(tmp_path, channels, extra=()):
+    nodes = [helper.make_node("Relu", [f"x{i}"], [f"r{i}"]) for i in range(len(channels))]
+    nodes.append(helper.make_node("Concat", [f"r{i}" for i in range(len(channels))], ["y"], axis=1))
+    nodes += list(extra)
+    out = "z" if extra else "y"
+    return _model(tmp_path, nodes, [(f"x{i}", [1, c, 4, 4]) for i, c in enumerate(channels)],
+                  [(out, [1, sum(channels), 4, 4])])
+
+
+def test_concat_producers_write_c0_aligned_sub_ranges_of_one_arena_tensor(tmp_path):
+    low = lower(load_onnx(_relu_concat(tmp_path, [16, 32, 5], [helper.make_node("Relu", ["y"], ["z"])])), "m")
+    # r0, r1, r2 are views of y at channels 0, 16, 48 (C1 blocks of 4x4x16 fp16 = 512 bytes)
+    assert {v: low.aliases[v] for v in ("r0", "r1", "r2")} == {"r0": "y", "r1": "y", "r2": "y"}
+    assert [low.alias_offsets.get(v, 0) for v in ("r0", "r1", "r2")] == [0, 512, 3 * 512]
+    assert any("Concat in place" in d for d in low.decisions)
+    plan = memory.plan_arena(low)
+    assert {plan.roots[v] for v in ("r0", "r1", "r2", "y")} == {"y"}
+    assert not {"r0", "r1", "r2"} & set(plan.placements)  # only the concat output is placed
+    assert memory.overlaps(plan) == []
+    y = plan.placements["y"]
+    for v in ("r0", "r1", "r2"):  # every producer's bytes lie inside the output and it is alive when written
+        start = y.offset + low.alias_offsets.get(v, 0)
+        assert start + low.storage[v].nbytes <= y.offset + y.nbytes
+        producer = next(i for i, s in enumerate(low.steps) if s.output == v)
+        assert y.first <= producer <= y.last
+    # a Relu writing a sub-range never moves onto its (dying, equally sized) input: its bytes are fixed
+    assert not [out for out, _ in plan.in_place if out in ("r0", "r1", "r2")]
+
+
+def test_unaligned_channel_concat_is_refused_naming_the_node_and_c0(tmp_path):
+    with pytest.raises(KilnError, match=r"node 'n' \(Concat\).*channel counts \[58\] are not multiples of C0=16"):
+        path = _model(tmp_path, [helper.make_node("Relu", ["a"], ["ra"]), helper.make_node("Relu", ["b"], ["rb"]),
+                                 helper.make_node("Concat", ["ra", "rb"], ["y"], axis=1, name="n")],
+                      [("a", [1, 58, 2, 2]), ("b", [1, 58, 2, 2])], [("y", [1, 116, 2, 2])])
+        lower(load_onnx(path), "m")
+
+
+def test_slice_and_gather_are_views_at_their_byte_offset(tmp_path):
+    nodes = [helper.make_node("Slice", ["x", "s", "e", "a"], ["y"]),
+             helper.make_node("Gather", ["y", "i"], ["g"], axis=1)]
+    path = _model(tmp_path, nodes, [("x", [1, 6, 10])], [("g", [1, 10])],
+                  [("s", np.array([-4], np.int64)), ("e", np.array([1000], np.int64)), ("a", np.array([1], np.int64)),
+                   ("i", np.array(1, np.int64))])
+    low = lower(load_onnx(path), "m")
+    assert not [s for s in low.steps if s.kind == "kernel"]
+    assert low.alias_offsets["y"] == 2 * 10 * 2  # rows 2.. of the 6 x 10 fp16 value
+    assert low.alias_offsets["g"] == 3 * 10 * 2  # and row 1 of those
+
+
+@pytest.mark.parametrize("shape, begin, end, offset", [
+    ((1, 6, 10), (0, 2, 0), (1, 5, 10), 20),
+    ((4, 6, 10), (2, 1, 0), (3, 4, 10), 130),
+    ((4, 6, 10), (0, 1, 0), (4, 4, 10), None),  # rows of every outer index: not one range
+    ((2, 3), (0, 0), (2, 2), None),
+    ((2, 3), (1, 1), (2, 2), 4),
+])
+def test_contiguous_offset(shape, begin, end, offset):
+    assert contiguous_offset(shape, begin, end) == offset
+
+
+@pytest.mark.parametrize("shape, perm, canon, swap", [
+    ((1, 128, 1, 3, 768), (3, 1, 2, 0, 4), ((128, 3, 768), (1, 0, 2)), (1, 128, 3, 768)),  # BERT's packed QKV
+    ((1, 2, 58, 28, 28), (0, 2, 1, 3, 4), ((2, 58, 784), (1, 0, 2)), (1, 2, 58, 784)),  # channel shuffle
+    ((1, 12, 128, 64), (0, 1, 3, 2), ((12, 128, 64), (0, 2, 1)), (12, 128, 64, 1)),
+    ((1, 5, 1, 7), (2, 1, 0, 3), ((35,), (0,)), None),  # only unit axes move: a view
+    ((2, 3, 4), (2, 0, 1), ((6, 4), (1, 0)), (1, 6, 4, 1)),
+    ((2, 3, 4, 5), (3, 1, 2, 0), ((2, 12, 5), (2, 1, 0)), None),  # a three-group reversal: no kernel
+])
+def test_canonical_transpose(shape, perm, canon, swap):
+    assert canonical_transpose(shape, perm) == canon
+    assert as_swap_0213(*canon) == swap or canon[1] == (0,)
+
+
+def test_transpose_without_kernel_is_refused_naming_its_canonical_form(tmp_path):
+    path = _model(tmp_path, [helper.make_node("Transpose", ["x"], ["y"], perm=[3, 1, 2, 0], name="t")],
+                  [("x", [2, 3, 4, 5])], [("y", [5, 3, 4, 2])])
+    with pytest.raises(KilnError, match=r"node 't' \(Transpose\).*canonical: perm \[2, 1, 0\] of \[2, 12, 5\]"):
+        lower(load_onnx(path), "m")
+
+
+@pytest.mark.parametrize("node, inits, reason", [
+    (helper.make_node("Slice", ["x", "s", "e", "a", "st"], ["y"]),
+     [("s", [0]), ("e", [4]), ("a", [1]), ("st", [2])], "steps [2]: only step 1 is supported"),
+    (helper.make_node("Gather", ["x", "i"], ["y"]), [("i", [0, 1])],
+     "indices of shape [2]: only a constant scalar index is supported"),
+    (helper.make_node("Split", ["x", "s"], ["y", "z"], axis=1), [("s", [2, 3])],
+     "split [2, 3] does not divide axis 1 (size 6) into 2 non-empty parts"),
+])
+def test_frontend_refusals_name_the_attribute(tmp_path, node, inits, reason):
+    outs = [(o, None) for o in node.output]
+    graph = helper.make_graph([node], "m", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 6, 4])],
+                              [helper.make_tensor_value_info(o, TensorProto.FLOAT, s) for o, s in outs],
+                              [numpy_helper.from_array(np.array(v, np.int64), k) for k, v in inits])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.save(m, tmp_path / "m.onnx")
+    problems = check_onnx(tmp_path / "m.onnx")
+    assert [p["reason"] for p in problems if p["op_type"] == node.op_type] == [reason]
