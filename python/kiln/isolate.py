@@ -46,6 +46,9 @@ DEVICE_ONLY = {
     "nd": "an NC1HWC0 value read as rows through a view: the same values",
     "bt": "a MatMul's B operand stored transposed: the ONNX value with its last two axes swapped",
     "siblings": "sibling GEMMs' results side by side: the members' ONNX outputs stacked",
+    # ReduceMean lowered onto the GlobalAveragePool and GEMM kernels (issue 17's pooling work)
+    "pooled": "a ReduceMean over H, W held as NC1HWC0 (N, C, 1, 1): the same values",
+    "rows": "a ReduceMean over the last axis held as (M, 1) rows: the same values",
 }
 
 Perturb = Callable[[np.ndarray], np.ndarray]
