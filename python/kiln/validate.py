@@ -209,7 +209,7 @@ def read_inputs(model, directory, input_size: tuple[int, int] | None = None) -> 
 def _kernel_lines(rows: list[dict], gate: float) -> list[str]:
     """The per-kernel summary: the isolated check (its worst kernel, what failed, what was not gated) and the
     accumulated cosine beside it."""
-    checked = [k for k in rows if k.get("error_ratio") is not None]
+    checked = [k for k in rows if k["checked"]]
     lines = [f"  per kernel: {len(rows)} kernels, each alone on ONNX Runtime's inputs (|err| <= c u sqrt(K) max|ref|, "
              f"c = {isolate.C_BOUND:g})"]
     if checked:
