@@ -1,0 +1,263 @@
+"""`kiln validate --per-kernel`: every kernel checked on its own, as benchdnn checks a primitive.
+
+Comparing kiln's chained intermediates with ONNX Runtime's measures the divergence a kernel inherits from every
+kernel before it, not its own error: in ONNX Runtime itself, rounding a ResNet-50's input to fp16 moves layer4's
+cosine to 0.9994. So each kernel is run alone on ONNX Runtime's values of its inputs, rounded to fp16 and packed
+in the layouts it reads (the weights are the build's own packed blob), and its output is compared element by
+element with ONNX Runtime's value of the same tensor:
+
+    max |got - ref| <= C_BOUND * u * sqrt(K) * max |ref| + FLOOR
+
+u the unit roundoff of the kernel's operand type (fp16 2^-11, bf16 2^-8), K its reduction length (the spec's
+`reduction_length`: cin*kh*kw for a convolution, k for a GEMM, the row length for softmax and layernorm, 1 for
+an elementwise op). The chained (accumulated) cosine is reported beside it, as before.
+
+The walk keeps an "ideal arena": the plan's arena as it would be if every step before had been exact (ONNX
+Runtime's values, in the device layout and type). A kernel's packed inputs are read from it at the offsets its
+step reads, so views, slices and in-place outputs resolve as they do in the executor. Values that exist only on
+the device have their ONNX counterpart derived (DEVICE_ONLY); a value with none is said in the row's `note`,
+and the rows that read it are not gated (their error is not only their own).
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from importlib import resources
+
+import numpy as np
+
+from . import _core
+from .codegen.ir.manifest import SPACE_ARENA, SPACE_WEIGHTS, KernelRecord, ModelRecord, StepRecord
+from .model import _unpack
+from .runtime import Kernel
+
+# c (docs/numerics.md, "Isolated per-kernel check"): an elementwise op (K=1) rounds its inputs and its output, up
+# to 3u max|ref| when its operands are no larger than its result; measured, the largest err / (u sqrt(K) max|ref|)
+# was 1.45 (the zoo bert_layer's residual Add), the Cube and window kernels' at most 0.63. c = 3 covers the
+# elementwise worst case and still fails a 1% error in the output tile holding the largest value for K < 46.
+C_BOUND = 3.0
+UNIT_ROUNDOFF = {"fp16": 2.0 ** -11, "bf16": 2.0 ** -8}
+FLOOR = 2.0 ** -24  # fp16's smallest subnormal: an all-zero reference still allows the device's zero-rounding
+
+# The values a plan holds only on the device (named `<base>@<kind>`) and how their ONNX counterpart follows
+DEVICE_ONLY = {
+    "staged": "a graph input copied into its device layout: the input itself",
+    "nchw": "an NC1HWC0 value relaid out as rows (N, C*H*W): the same values",
+    "nd": "an NC1HWC0 value read as rows through a view: the same values",
+    "bt": "a MatMul's B operand stored transposed: the ONNX value with its last two axes swapped",
+    "siblings": "sibling GEMMs' results side by side: the members' ONNX outputs stacked",
+    # ReduceMean lowered onto the GlobalAveragePool and GEMM kernels (issue 17's pooling work)
+    "pooled": "a ReduceMean over H, W held as NC1HWC0 (N, C, 1, 1): the same values",
+    "rows": "a ReduceMean over the last axis held as (M, 1) rows: the same values",
+}
+
+Perturb = Callable[[np.ndarray], np.ndarray]
+
+
+class _Counterparts:
+    """ONNX Runtime's value of each device value of a plan (None where there is no counterpart)."""
+
+    def __init__(self, graph, values: dict[str, np.ndarray]):
+        self.values = values
+        self.node_outputs = {n.name: list(n.output) for n in graph.node}
+        self.consumers: dict[str, set[str]] = {}
+        for n in graph.node:
+            for i in n.input:
+                self.consumers.setdefault(i, set()).add(n.name)
+        self.graph_outputs = {o.name for o in graph.output}
+
+    def members(self, ops: tuple[str, ...]) -> list[str] | None:
+        """The outputs of a fused step's ONNX nodes that leave it (read outside `ops` or graph outputs), in op
+        order: a sibling GEMM's members' results."""
+        if any(o not in self.node_outputs for o in ops):
+            return None
+        inside = set(ops)
+        return [v for o in ops for v in self.node_outputs[o]
+                if v in self.graph_outputs or self.consumers.get(v, set()) - inside]
+
+    def base_names(self, value: str, ops: tuple[str, ...]) -> list[str]:
+        """The ONNX values `value`'s counterpart is made from."""
+        if "@" not in value:
+            return [value]
+        base, kind = value.rsplit("@", 1)
+        if kind == "siblings":
+            return self.members(ops) or []
+        return self.base_names(base, ops)
+
+    def natural(self, value: str, step: StepRecord) -> np.ndarray | None:
+        """The counterpart of the step's output value, in its device logical shape (step.shape), as fp32."""
+        arr = self._natural(value, step.ops, step.shape)
+        if arr is None or arr.size != math.prod(step.shape):
+            return None
+        return np.asarray(arr, np.float32).reshape(step.shape)
+
+    def _natural(self, value: str, ops: tuple[str, ...], shape: tuple[int, ...]) -> np.ndarray | None:
+        if value in self.values:
+            return self.values[value]
+        if "@" not in value:
+            return None
+        base, kind = value.rsplit("@", 1)
+        if kind == "siblings":
+            members = self.members(ops)
+            if not members or len(members) != shape[0] or any(m not in self.values for m in members):
+                return None
+            return np.stack([self.values[m].reshape(shape[1:]) for m in members])
+        if kind not in DEVICE_ONLY:
+            return None
+        b = self._natural(base, ops, shape)
+        return None if b is None else (np.swapaxes(b, -1, -2) if kind == "bt" else b)
+
+
+def device_bytes(values: np.ndarray, layout: str) -> np.ndarray:
+    """fp32 values in a device value's layout, as the fp16 bytes the arena holds (uint8)."""
+    x = np.ascontiguousarray(values, np.float32)
+    if layout == "NC1HWC0":
+        return np.frombuffer(_core.nchw_to_nc1hwc0(x).tobytes(), np.uint8)
+    return np.frombuffer(x.astype(np.float16).tobytes(), np.uint8)
+
+
+_NP_DTYPE = {"fp16": np.float16, "fp32": np.float32, "bf16": np.uint16}
+
+
+def _operand(src: np.ndarray, at: int, nbytes: int, desc) -> np.ndarray:
+    """The packed operand `desc` read from `nbytes` bytes of `src` at `at` (a copy: the emulator checks alignment)."""
+    dt = np.dtype(_NP_DTYPE[desc.dtype])
+    if nbytes != math.prod(desc.shape) * dt.itemsize:
+        raise ValueError(f"operand {desc.name}: the step reads {nbytes} bytes, the kernel takes "
+                         f"{math.prod(desc.shape) * dt.itemsize} ({list(desc.shape)} {desc.dtype})")
+    return src[at:at + nbytes].copy().view(dt).reshape(desc.shape)
+
+
+def bound_of(record: KernelRecord, ref: np.ndarray) -> float:
+    """C_BOUND * u * sqrt(K) * max|ref| + FLOOR for this kernel's output reference."""
+    u = UNIT_ROUNDOFF.get(record.spec.get("dtype", "fp16"), UNIT_ROUNDOFF["fp16"])
+    k = max(int(record.features.get("reduction_length") or 1), 1)
+    scale = float(np.abs(ref).max()) if ref.size else 0.0
+    return C_BOUND * u * math.sqrt(k) * scale + FLOOR
+
+
+def isolated_error(got: np.ndarray, ref: np.ndarray) -> tuple[float, int]:
+    """max |got - ref| over the elements both have finite, and the count where only one side is finite or they
+    differ in a non-finite value (each fails the check)."""
+    g, w = got.astype(np.float64).ravel(), ref.astype(np.float64).ravel()
+    both = np.isfinite(g) & np.isfinite(w)
+    same = (g == w) | (np.isnan(g) & np.isnan(w))
+    err = np.abs(g[both] - w[both])
+    return (float(err.max()) if err.size else 0.0), int(np.count_nonzero(~both & ~same))
+
+
+class _Walk:
+    """One pass over a plan's steps with the ideal arena; `rows` collects one dict per kernel launch."""
+
+    def __init__(self, rec: ModelRecord, weights: np.ndarray, kernels: Mapping[str, KernelRecord],
+                 cp: _Counterparts, captured: dict[str, np.ndarray], perturb: Mapping[str, Perturb]):
+        self.rec, self.weights, self.kernels, self.cp = rec, weights, kernels, cp
+        self.captured, self.perturb = captured, perturb
+        self.arena = np.zeros(rec.arena_bytes, np.uint8)
+        self.tainted: list[tuple[int, int, str]] = []  # arena ranges holding a value with no ONNX counterpart
+        self.rows: list[dict] = []
+
+    def run(self) -> list[dict]:
+        from .codegen.ir.manifest import GLUE_CODES
+        outputs = {GLUE_CODES["output_nd"], GLUE_CODES["output_nchw"]}
+        for step in self.rec.steps:
+            if step.is_kernel:
+                self.kernel_step(step)
+            elif step.glue not in outputs:
+                self.store(step, self.cp.natural(step.value, step), None)
+        return self.rows
+
+    def store(self, step: StepRecord, ideal: np.ndarray | None, fallback: np.ndarray | None) -> None:
+        """Writes the step's ideal output into the arena; without one, `fallback` (kiln's own bytes) and a taint."""
+        out = step.output
+        if out.space != SPACE_ARENA:
+            return
+        lo, hi = out.at, out.at + out.nbytes
+        self.tainted = [t for t in self.tainted if not (lo <= t[0] and t[1] <= hi)]  # overwritten
+        if ideal is not None:
+            data = device_bytes(ideal, step.layout)
+        else:
+            data = fallback if fallback is not None else np.zeros(out.nbytes, np.uint8)
+            self.tainted.append((lo, hi, step.value))
+        self.arena[lo:lo + min(out.nbytes, data.size)] = data[:out.nbytes]
+
+    def inherited(self, step: StepRecord) -> list[str]:
+        return sorted({v for r in step.inputs if r.space == SPACE_ARENA for lo, hi, v in self.tainted
+                       if lo < r.at + r.nbytes and r.at < hi})
+
+    def source(self, step: StepRecord, ref) -> np.ndarray:
+        """The bytes a kernel operand is read from: the ideal arena or the weights blob."""
+        if ref.space == SPACE_ARENA:
+            return self.arena
+        if ref.space == SPACE_WEIGHTS:
+            return self.weights
+        raise ValueError(f"step {step.name}: a kernel operand in space {ref.space} (kernels read the arena and "
+                         f"the weights; the glue steps read the call's inputs)")
+
+    def kernel_step(self, step: StepRecord) -> None:
+        row: dict = {"name": step.kernel, "step": step.name, "ops": list(step.ops), "value": step.value,
+                     "cosine": None, "error_ratio": None}
+        self.rows.append(row)
+        ref = self.cp.natural(step.value, step)
+        record = self.kernels.get(step.kernel or "")
+        if step.generic or record is None:
+            row.update(checked=False, passed=True, note="a generic kernel (runtime shapes): the isolated check runs "
+                       "baked kernels only")
+            self.store(step, ref, None)
+            return
+        arrays = [_operand(self.source(step, r), r.at, r.nbytes, desc) for r, desc in zip(step.inputs, record.inputs)]
+        packed = Kernel(record).run_packed(*arrays)
+        if step.name in self.perturb:  # fault injection (tests): what a broken kernel would have written
+            packed = self.perturb[step.name](packed)
+        got = _unpack(packed.ravel(), step.layout, list(step.shape))
+        self.compare(row, record, got, ref, self.inherited(step))
+        self.store(step, ref, np.frombuffer(np.ascontiguousarray(packed).tobytes(), np.uint8))
+
+    def compare(self, row: dict, record: KernelRecord, got: np.ndarray, ref: np.ndarray | None,
+                inherited: list[str]) -> None:
+        if ref is None:
+            row.update(checked=False, passed=True,
+                       note=f"its output {row['value']} has no ONNX counterpart (known device-only values: "
+                            f"{', '.join(sorted(DEVICE_ONLY))}); its result feeds the kernels after it")
+            return
+        from .validate import compare
+        err, nonfinite = isolated_error(got, ref)
+        bound = bound_of(record, ref)
+        scale = float(np.abs(ref).max()) if ref.size else 0.0
+        chained = self.captured.get(row["value"])
+        acc = compare(chained, ref) if chained is not None else None
+        row.update(checked=not inherited, max_abs_err=err, bound=bound, error_ratio=err / bound,
+                   reduction_length=int(record.features.get("reduction_length") or 1),
+                   ref_scale=scale, max_rel_err=err / (scale or 1.0), nonfinite=nonfinite,
+                   cosine=acc["cosine"] if acc else None)
+        row["passed"] = bool(err <= bound and not nonfinite) or bool(inherited)
+        if inherited:
+            row["note"] = (f"reads {', '.join(inherited)}, which has no ONNX counterpart: compared, not gated "
+                           f"(its error is not only its own)")
+
+
+def weights_of(rec: ModelRecord) -> np.ndarray:
+    """The plan's packed weights blob (installed beside the package)."""
+    with resources.as_file(resources.files("kiln") / rec.weights_file) as p:
+        return np.fromfile(p, dtype=np.uint8)
+
+
+def per_kernel(model, xs: list[np.ndarray], path, sess_factory, force_generic: bool = False,
+               perturb: Mapping[str, Perturb] | None = None) -> list[dict]:
+    """Every kernel launch of the plan serving `xs`, checked alone (module docstring), in launch order.
+    perturb: {step name: f(packed output) -> packed output}, fault injection for tests: the check must fail
+    exactly the kernels given."""
+    import onnx
+    _, captured = model.run_capture(*xs, force_generic=force_generic)
+    rec: ModelRecord = model.plan_entry
+    graph = onnx.load(str(path), load_external_data=False).graph
+    cp = _Counterparts(graph, {})
+    produced = {o for n in graph.node for o in n.output}
+    names = sorted({b for s in rec.steps for b in cp.base_names(s.value, s.ops) if b in produced})
+    sess = sess_factory(names)
+    feeds = dict(zip([i.name for i in sess.get_inputs()], xs))
+    cp.values = {**feeds, **dict(zip(names, sess.run(names, feeds)))}
+    from . import manifest_record
+    kernels = manifest_record().kernels_by_name()
+    return _Walk(rec, weights_of(rec), kernels, cp, captured, perturb or {}).run()
+

@@ -1,0 +1,63 @@
+"""The isolated per-kernel check's pieces that need no build (kiln/isolate.py): the ONNX counterpart of each
+device-only value, the bound, and the error count; the whole check runs in test_corpus.py and test_models.py."""
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+from onnx import TensorProto, helper  # noqa: E402
+
+from codegen.ir.manifest import Ref, StepRecord  # noqa: E402  (the source tree's: records are read by attribute)
+from kiln.isolate import C_BOUND, FLOOR, _Counterparts, bound_of, isolated_error  # noqa: E402
+
+
+def siblings_graph():
+    """x -> (MatMul+Add) x2, each read by its own Relu: two sibling GEMM members."""
+    nodes = [helper.make_node("MatMul", ["x", "w0"], ["m0"], name="q.MatMul"),
+             helper.make_node("Add", ["m0", "b0"], ["a0"], name="q.Add"),
+             helper.make_node("MatMul", ["x", "w1"], ["m1"], name="k.MatMul"),
+             helper.make_node("Add", ["m1", "b1"], ["a1"], name="k.Add"),
+             helper.make_node("Relu", ["a0"], ["r0"], name="r0"), helper.make_node("Relu", ["a1"], ["r1"], name="r1")]
+    vi = [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("x", "r0", "r1")]
+    return helper.make_graph(nodes, "g", vi[:1], vi[1:])
+
+
+def step(value: str, shape, ops=()) -> StepRecord:
+    return StepRecord("s", "kernel", tuple(ops), (), "k", None, (), (), Ref(0, 0, 0), value, "ND", tuple(shape), ())
+
+
+def test_device_only_values_get_their_onnx_counterpart():
+    rng = np.random.default_rng(0)
+    a0, a1, t = (rng.standard_normal(s).astype(np.float32) for s in ((4, 8), (4, 8), (1, 2, 8, 4)))
+    cp = _Counterparts(siblings_graph(), {"a0": a0, "a1": a1, "t": t, "x": a0})
+    np.testing.assert_array_equal(cp.natural("x@staged", step("x@staged", (4, 8))), a0)
+    np.testing.assert_array_equal(cp.natural("t@bt", step("t@bt", (1, 2, 4, 8))), np.swapaxes(t, -1, -2))
+    both = cp.natural("q.MatMul@siblings", step("q.MatMul@siblings", (2, 4, 8),
+                                                ("q.MatMul", "q.Add", "k.MatMul", "k.Add")))
+    np.testing.assert_array_equal(both, np.stack([a0, a1]))
+    assert cp.base_names("q.MatMul@siblings", ("q.MatMul", "q.Add", "k.MatMul", "k.Add")) == ["a0", "a1"]
+
+
+def test_a_value_without_counterpart_is_none_not_a_guess():
+    cp = _Counterparts(siblings_graph(), {"a0": np.zeros((4, 8), np.float32)})
+    assert cp.natural("a0@winograd", step("a0@winograd", (4, 8))) is None  # an unknown device-only kind
+    assert cp.natural("nowhere", step("nowhere", (4, 8))) is None
+    assert cp.natural("a0", step("a0", (5, 8))) is None  # a shape the value cannot take
+    # a sibling step whose ops are not in the graph (renamed nodes): no members, no counterpart
+    assert cp.natural("q@siblings", step("q@siblings", (2, 4, 8), ("gone",))) is None
+
+
+def test_error_counts_nonfinite_disagreement_and_ignores_agreeing_inf():
+    ref = np.array([1.0, np.inf, 2.0, 3.0], np.float32)
+    got = np.array([1.5, np.inf, np.nan, 3.0], np.float32)
+    err, nonfinite = isolated_error(got, ref)
+    assert err == 0.5 and nonfinite == 1
+
+
+def test_bound_scales_with_the_dtype_and_sqrt_of_the_reduction():
+    from types import SimpleNamespace
+    ref = np.array([[-2.0, 1.0]], np.float32)
+    fp16 = SimpleNamespace(spec={}, features={"reduction_length": 16})
+    bf16 = SimpleNamespace(spec={"dtype": "bf16"}, features={"reduction_length": 16})
+    assert bound_of(fp16, ref) == C_BOUND * 2.0 ** -11 * 4 * 2.0 + FLOOR
+    assert bound_of(bf16, ref) == C_BOUND * 2.0 ** -8 * 4 * 2.0 + FLOOR
+    assert bound_of(SimpleNamespace(spec={}, features={}), np.zeros(3, np.float32)) == FLOOR
