@@ -17,18 +17,13 @@ import pytest
 from conftest import build_package, minimal_kernel_list, model_file
 
 # (model file in shared/models, is a classifier): what the corpus build bakes
-CORPUS = [("mobilenet_v2.onnx", True)]
-# not baked on this branch yet, and why: each needs another helper's branch of issue 17 (corpus_status.py names what
-# the frontend still refuses). A trial merge of elt, struct and pool (0c0fef0, c4acfac, 32d814a) baked the first four
-# and passed this test with them in CORPUS (13 tests in 88 s); the lead moves them into CORPUS at merge.
+CORPUS = [("mobilenet_v2.onnx", True), ("squeezenet1_1.onnx", True), ("bert_layer_torch.onnx", False)]
+# not baked yet, and why (corpus_status.py names what the frontend still refuses)
 PENDING = {
-    "squeezenet1_1.onnx": (True, "MaxPool ceil_mode=1 (branch pool) and channel Concat (branch struct)"),
     "efficientnet_b0.onnx": (True, "Sigmoid (SiLU) and the squeeze-excite broadcasting Mul (branch elt)"),
     "mobilenet_v3_small.onnx": (True, "HardSwish, HardSigmoid and the squeeze-excite Mul (branch elt)"),
-    "bert_layer_torch.onnx": (False, "Gather/Squeeze/Unsqueeze on activations in the attention reshapes "
-                                     "(branch struct)"),
-    "shufflenet_v2_x1_0.onnx": (True, "the Concat copy kernel for 58+58 channels (branch struct; still refused in "
-                                      "the trial merge)"),
+    "shufflenet_v2_x1_0.onnx": (True, "a Concat of 58+58 channels (not C0-aligned) needs a copy kernel, and its "
+                                      "channel shuffle a channel-permutation kernel on NC1HWC0"),
 }
 SENSITIVITY_MIN = 1e-2  # ONNX Runtime's outputs for two seeds must differ by this much (relative) to gate on them
 
