@@ -194,6 +194,16 @@ def normalise_clip(node: Node, g: Graph) -> dict[str, Any]:
             "max": float(hi.reshape(-1)[0]) if hi is not None else math.inf}
 
 
+# HardSigmoid (the ONNX defaults made explicit), Sum
+
+def normalise_hardsigmoid(node: Node, g: Graph) -> dict[str, Any]:
+    return {"alpha": float(node.attrs.get("alpha", 0.2)), "beta": float(node.attrs.get("beta", 0.5))}
+
+
+def check_sum(node: Node, g: Graph) -> str | None:
+    return None if [i for i in node.inputs if i] else "Sum needs at least one input"
+
+
 # Gemm, MatMul
 
 def check_gemm(node: Node, g: Graph) -> str | None:
@@ -372,6 +382,8 @@ ACCEPTED_ATTRIBUTES: dict[str, str] = {
     "MatMul": "operands rank >= 2 (1-D not supported); batch dims broadcast",
     "Clip": "min, max: constant scalars (input or attribute), either may be omitted",
     "Gelu": "approximate: none, tanh",
+    "HardSigmoid": "alpha, beta: any (defaults 0.2, 0.5)",
+    "Sum": "1 or more inputs, broadcasting",
     "Softmax": "axis: any (negative counts from the end)",
     "LayerNormalization": "axis: any; epsilon: any; stash_type: any; Mean/InvStdDev outputs unused",
     "ReduceMean": "axes: constant (attribute, or input from opset 18), empty = all; keepdims: 0, 1; "

@@ -20,7 +20,9 @@ import numpy as np
 
 from .. import KilnError
 from ..ir import layouts
+from ..ir.eltwise_program import encode
 from ..ir.graph import Graph, Node, OpInstance
+from .eltwise_programs import CHAIN_OPS as PROGRAM_CHAIN_OPS  # lowered as elementwise programs
 from .patterns import Patterns, find_patterns
 
 C0 = 16
@@ -336,6 +338,35 @@ class _Lowerer:
             attrs.update(min=float(node.attrs.get("min", -65504.0)), max=float(node.attrs.get("max", 65504.0)))
         self.kernel(node, node.op_type, attrs, dev, layout)
 
+    def eltwise_program(self, node: Node) -> None:
+        """A chain of elementwise ops formed by codegen/passes/eltwise_programs.py: one kernel over the output's
+        layout (NC1HWC0 for 4-D, else ND); a per-channel input as its (n, c1) C0 blocks, constants packed."""
+        out_shape = self.shape(node.outputs[0])
+        forms = node.attrs["forms"]
+        full = [v for v, f in zip(node.inputs, forms) if f == "full" and v not in self.g.initializers]
+        layout = self.storage[self.device[full[0]]].layout if full else ("NC1HWC0" if len(out_shape) == 4 else "ND")
+        if len(out_shape) != 4:
+            layout = "ND"
+        if layout != "NC1HWC0" and any(f != "full" for f in forms):
+            raise self.fail(node, f"a per-channel operand needs the 4-D output {list(out_shape)} held as NC1HWC0")
+        ins = [self.program_operand(node, v, f, layout, out_shape) for v, f in zip(node.inputs, forms)]
+        attrs = {"shape": out_shape, "layout": layout, "forms": ",".join(forms),
+                 "program": encode(node.attrs["steps"]), "activation": "", "bias": False}
+        out = self.out(node, layout)
+        self.steps.append(Step("kernel", node.name, list(node.source) or [node.name], list(node.attrs["op_types"]),
+                               ins, out, instance=OpInstance(node.name, "EltwiseProgram", attrs)))
+
+    def program_operand(self, node: Node, v: str, form: str, layout: str, out_shape: tuple[int, ...]) -> str:
+        if v not in self.g.initializers:
+            return self.act(node, v, layout if form == "full" else "NC1HWC0")
+        c = np.asarray(self.g.initializers[v], np.float32)
+        if form == "full":
+            packed = layouts.nchw_to_nc1hwc0(c) if layout == "NC1HWC0" else c.astype(np.float16)
+        else:  # [1 or N, C, 1, 1] -> (1 or N, C1, C0), zero in the padded channels
+            c = c.reshape((1,) * (4 - c.ndim) + c.shape)
+            packed = layouts.nchw_to_nc1hwc0(c)
+        return self.weight(f"{node.name}.{v}", np.ascontiguousarray(packed.reshape(-1)))
+
     def pool(self, node: Node) -> None:
         x = node.inputs[0]
         attrs = {"input": self.shape(x), "activation": "", "bias": False}
@@ -440,7 +471,7 @@ class _Lowerer:
         "Conv": conv, "Gemm": gemm, "MatMul": gemm, "Relu": eltwise, "Clip": eltwise, "Add": eltwise,
         "Mul": eltwise, "Div": eltwise, "Sub": eltwise, "MaxPool": pool, "GlobalAveragePool": pool,
         "Flatten": reshape, "Reshape": reshape, "Transpose": transpose, "Softmax": row_op,
-        "LayerNormalization": row_op, "Gelu": gelu, "Attention": attention}
+        "LayerNormalization": row_op, "Gelu": gelu, "Attention": attention, "EltwiseProgram": eltwise_program}
 
 
     def layernorm_decomposed(self, node: Node) -> None:
@@ -454,7 +485,8 @@ class _Lowerer:
 
     def unsupported_nodes(self) -> list[Node]:
         """Nodes no rule lowers, after the patterns absorbed what they could."""
-        return [n for n in self.g.nodes if n.op_type not in self.LOWER and not self.patterns.absorbed(n.name)]
+        return [n for n in self.g.nodes if n.op_type not in self.LOWER and n.op_type not in PROGRAM_CHAIN_OPS
+                and not self.patterns.absorbed(n.name)]
 
     def run(self) -> LoweredModel:
         g = self.g
