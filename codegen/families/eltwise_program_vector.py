@@ -19,13 +19,13 @@ def ub_per_elem(spec: EltwiseProgramSpec) -> int:
     """UB bytes per tile element: fp16 ping-pong of each full input and of the output, the expanded fp16 tile of
     each broadcast input, one fp32 buffer per input and per step."""
     forms = spec.form_list
-    full = forms.count("full")
+    full = forms.count("full") + forms.count("row")
     return 4 * full + 4 + 2 * (len(forms) - full) + 4 * (len(forms) + len(spec.steps))
 
 
 def ub_fixed(spec: EltwiseProgramSpec) -> int:
     """The broadcast inputs' C0 blocks (ping-pong)."""
-    return sum(2 * C0 * 2 for f in spec.form_list if f != "full")
+    return sum(2 * C0 * 2 for f in spec.form_list if f not in ("full", "row"))
 
 
 def tile_of(spec: EltwiseProgramSpec, profile: Profile) -> int:
@@ -50,7 +50,7 @@ def program_rule(spec: EltwiseProgramSpec, profile: Profile, log: OptLog) -> Var
 
 def program_mte2(spec: EltwiseProgramSpec, v: Variant) -> int:
     chunks, _ = items(spec, v.params["tile_elems"])
-    return sum(spec.numel * 2 if f == "full" else spec.planes * chunks * C0 * 2 for f in spec.form_list)
+    return sum(spec.numel * 2 if f in ("full", "row") else spec.planes * chunks * C0 * 2 for f in spec.form_list)
 
 
 def replay_program(spec, params: dict, profile: Profile) -> Prediction:
@@ -69,12 +69,12 @@ def replay_program(spec, params: dict, profile: Profile) -> Prediction:
             s = inq.slot(it - i0)
             inq.acquire_for_write(s)
             for f in forms:
-                core.copy_gm(1, n if f == "full" else C0, 2, "UB")
+                core.copy_gm(1, n if f in ("full", "row") else C0, 2, "UB")
             inq.written(s)
             inq.acquire_for_read(s)
             outq.acquire_for_write(s)
             for f in forms:
-                if f != "full":
+                if f not in ("full", "row"):
                     core.vec_flat(n, 128, [("Copy", False)])
             core.vec_flat(n, 64, fp32_ops)
             if spec.c_tail and p % spec.c1 == spec.c1 - 1:

@@ -366,8 +366,9 @@ class EltwiseSpec:
 
 
 # The operand forms of an elementwise program (codegen/ir/eltwise_program.py): the output's own shape; one C0
-# block per (n, c1) of an NC1HWC0 output, broadcast over H*W ([N,C,1,1]); the same with one image ([1,C,1,1]).
-PROGRAM_FORMS = ("full", "channel", "channel1")
+# block per (n, c1) of an NC1HWC0 output, broadcast over H*W ([N,C,1,1]); the same with one image ([1,C,1,1]);
+# one row of a flat output's last axis, broadcast over the rows ([..., 1, L] over [..., M, L]).
+PROGRAM_FORMS = ("full", "channel", "channel1", "row")
 
 
 @dataclass(frozen=True)
@@ -388,8 +389,10 @@ class EltwiseProgramSpec:
         forms = self.forms.split(",")
         if any(f not in PROGRAM_FORMS for f in forms) or self.numel % self.plane:
             raise ValueError(f"forms {self.forms!r} (accepted: {PROGRAM_FORMS}) or plane {self.plane} of {self.numel}")
-        if "full" not in forms or (self.c1 == 0 and forms != ["full"] * len(forms)):
-            raise ValueError(f"forms {self.forms!r}: a broadcast input needs an NC1HWC0 output (c1 > 0)")
+        channel = any(f.startswith("channel") for f in forms)
+        if "full" not in forms or (self.c1 == 0 and channel) or (self.c1 > 0 and "row" in forms):
+            raise ValueError(f"forms {self.forms!r}: a per-channel input needs an NC1HWC0 output (c1 > 0), a row "
+                             f"input a flat one, and one input has the output's shape")
         decode(self.program, len(forms))
 
     @property
@@ -407,7 +410,7 @@ class EltwiseProgramSpec:
     @property
     def name(self) -> str:
         ops = "_".join(op for op, _, _ in self.steps)
-        forms = "".join({"full": "f", "channel": "c", "channel1": "k"}[f] for f in self.form_list)
+        forms = "".join({"full": "f", "channel": "c", "channel1": "k", "row": "r"}[f] for f in self.form_list)
         digest = hashlib.sha256(f"{self.program}/{self.forms}/{self.plane}/{self.c_tail}".encode()).hexdigest()[:6]
         return f"eltwise_program_{ops}_{forms}_{self.numel}_{digest}"
 
@@ -416,7 +419,7 @@ class EltwiseProgramSpec:
         return self.numel * len(vector_ops(self.steps))
 
     def input_numel(self, form: str) -> int:
-        return {"full": self.numel, "channel": self.planes * C0, "channel1": self.c1 * C0}[form]
+        return {"full": self.numel, "channel": self.planes * C0, "channel1": self.c1 * C0, "row": self.plane}[form]
 
     def inputs(self) -> list[Tensor]:
         return [Tensor(f"x{i}", (self.input_numel(f),), "fp16", "ND") for i, f in enumerate(self.form_list)]
@@ -703,7 +706,8 @@ def program_spec_of(op: OpInstance) -> EltwiseProgramSpec:
         plane = h * w * C0
         return EltwiseProgramSpec(n * c1(c) * plane, plane, c1(c), c % C0, a["forms"], a["program"])
     numel = prod(shape)
-    return EltwiseProgramSpec(numel, numel, 0, 0, a["forms"], a["program"])
+    plane = shape[-1] if "row" in a["forms"].split(",") else numel  # one item per row chunk: the row's slice
+    return EltwiseProgramSpec(numel, plane, 0, 0, a["forms"], a["program"])
 
 
 def bytes_moved(spec: Opspec) -> int:

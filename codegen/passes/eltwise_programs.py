@@ -183,10 +183,12 @@ class _Former:
         aligned = (1,) * (len(shape) - len(vs)) + vs
         if len(shape) == 4 and aligned[1:] == (shape[1], 1, 1) and aligned[0] in (1, shape[0]):
             return "channel" if aligned[0] == shape[0] else "channel1"
+        if len(shape) >= 2 and aligned[-1] == shape[-1] and set(aligned[:-1]) == {1}:
+            return "row"
         raise KilnError("lowering", f"node '{node.name}' ({node.op_type}) of {self.model}",
                         f"operand '{v}' of shape {list(vs)} broadcasts to {list(shape)} in a way no elementwise "
-                        f"kernel supports yet; supported: the same shape, a scalar constant, or per channel "
-                        f"([N,C,1,1] or [1,C,1,1] over a 4-D [N,C,H,W])")
+                        f"kernel supports yet; supported: the same shape, a scalar constant, per channel "
+                        f"([N,C,1,1] or [1,C,1,1] over a 4-D [N,C,H,W]), or a row ([1,..,L] over [..,M,L], not 4-D)")
 
 
 def _named(steps: list[FpStep], out: str) -> list[tuple]:

@@ -347,8 +347,11 @@ class _Lowerer:
         layout = self.storage[self.device[full[0]]].layout if full else ("NC1HWC0" if len(out_shape) == 4 else "ND")
         if len(out_shape) != 4:
             layout = "ND"
-        if layout != "NC1HWC0" and any(f != "full" for f in forms):
+        if layout != "NC1HWC0" and any(f.startswith("channel") for f in forms):
             raise self.fail(node, f"a per-channel operand needs the 4-D output {list(out_shape)} held as NC1HWC0")
+        if layout != "ND" and "row" in forms:
+            raise self.fail(node, f"a row operand (broadcast over the rows of the last axis) needs a flat output; "
+                                  f"{list(out_shape)} is held as {layout}")
         ins = [self.program_operand(node, v, f, layout, out_shape) for v, f in zip(node.inputs, forms)]
         attrs = {"shape": out_shape, "layout": layout, "forms": ",".join(forms),
                  "program": encode(node.attrs["steps"]), "activation": "", "bias": False}
@@ -358,9 +361,11 @@ class _Lowerer:
 
     def program_operand(self, node: Node, v: str, form: str, layout: str, out_shape: tuple[int, ...]) -> str:
         if v not in self.g.initializers:
-            return self.act(node, v, layout if form == "full" else "NC1HWC0")
+            return self.act(node, v, {"full": layout, "row": "ND"}.get(form, "NC1HWC0"))
         c = np.asarray(self.g.initializers[v], np.float32)
-        if form == "full":
+        if form == "row":
+            packed = c.reshape(-1).astype(np.float16)
+        elif form == "full":
             packed = layouts.nchw_to_nc1hwc0(c) if layout == "NC1HWC0" else c.astype(np.float16)
         else:  # [1 or N, C, 1, 1] -> (1 or N, C1, C0), zero in the padded channels
             c = c.reshape((1,) * (4 - c.ndim) + c.shape)

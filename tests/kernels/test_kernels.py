@@ -214,7 +214,9 @@ def check_eltwise_program(k, args, y):
     xs = []
     for a, f in zip(args, forms):
         a = ref.f16(a).reshape(-1)
-        if f != "full":  # one C0 block per plane (per channel block of one image for channel1)
+        if f == "row":  # one row, the same for every plane (a plane is one row)
+            a = np.tile(a, planes)
+        elif f != "full":  # one C0 block per plane (per channel block of one image for channel1)
             idx = np.arange(planes) if f == "channel" else np.arange(planes) % s["c1"]
             a = np.broadcast_to(a.reshape(-1, 16)[idx][:, None, :], (planes, per_plane, 16)).reshape(-1)
         xs.append(a)
