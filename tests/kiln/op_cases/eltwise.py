@@ -12,9 +12,10 @@ def _chain(name: str, nodes: list, inputs: list, outputs: list, inits: dict | No
     """A small multi-node model: nodes as (op, inputs, outputs, attrs); inputs/outputs as (name, shape)."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
+    made = [helper.make_node(op, ins, outs, name=f"{name}.{i}", **attrs)
+            for i, (op, ins, outs, attrs) in enumerate(nodes)]
     graph = helper.make_graph(
-        [helper.make_node(op, ins, outs, name=f"{name}.{i}", **attrs) for i, (op, ins, outs, attrs) in enumerate(nodes)],
-        name, [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in inputs],
+        made, name, [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in inputs],
         [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in outputs],
         [numpy_helper.from_array(np.asarray(v, np.float32), k) for k, v in (inits or {}).items()])
     m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
