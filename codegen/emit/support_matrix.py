@@ -76,7 +76,7 @@ EXAMPLES: dict[str, list[tuple[list, dict, dict]]] = {
     "Identity": [(_X2, {}, {})],
     **{op: [(_X2, {}, {})] for op in ("Relu", "Sqrt", "Erf", "Sigmoid", "HardSigmoid", "HardSwish")},
     "Sum": [(_X2 + [("z", [16, 32])], {}, {})],
-    **{op: [(_X2 + [("z", [16, 32])], {}, {}), (_X2, {"c": np.array(2, np.float32)}, {})]
+    **{op: [(_X2 + [("z", [16, 32])], {}, {}), (_X2, {"c": np.array(2, np.float32)}, {}), (_X2, {"c": _f(32)}, {})]
        for op in ("Add", "Sub", "Mul", "Div", "Pow")},
 }
 
