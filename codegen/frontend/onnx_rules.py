@@ -383,8 +383,7 @@ ACCEPTED_ATTRIBUTES: dict[str, str] = {
     "Clip": "min, max: constant scalars (input or attribute), either may be omitted",
     "Gelu": "approximate: none, tanh",
     "HardSigmoid": "alpha, beta: any (defaults 0.2, 0.5)",
-    **{op: "operands (either side): the same shape, a scalar constant, per channel ([N,C,1,1] or [1,C,1,1] of a "
-           "4-D output), a row ([..,1,L] of a non-4-D output)" for op in ("Add", "Sub", "Mul", "Div")},
+    **dict.fromkeys(("Add", "Sub", "Mul", "Div"), "operands (either side): the same shape, a scalar constant, per channel ([N,C,1,1] or [1,C,1,1] of a " "4-D output), a row ([..,1,L] of a non-4-D output)"),
     "Sum": "1 or more inputs, each in one of the operand forms of Add",
     "Softmax": "axis: any (negative counts from the end)",
     "LayerNormalization": "axis: any; epsilon: any; stash_type: any; Mean/InvStdDev outputs unused",
