@@ -373,6 +373,8 @@ def infer_concat(node: Node, g: Graph, attrs: dict) -> list[tuple[int, ...]]:
 # an op not listed takes no attributes or accepts every value of those it has.
 _WINDOW = (f"auto_pad: {', '.join(_AUTO_PADS)}; strides, dilations: 2 values >= 1; pads: 4 values >= 0 "
            f"(top, left, bottom, right)")
+_OPERAND_FORMS = ("operands (either side): the same shape, a scalar constant, per channel ([N,C,1,1] or [1,C,1,1] of "
+                  "a 4-D output), a row ([..,1,L] of a non-4-D output)")
 ACCEPTED_ATTRIBUTES: dict[str, str] = {
     "Conv": f"group: 1, or = input channels = output channels (depthwise); weight and bias constant; {_WINDOW}",
     "BatchNormalization": "training_mode: 0; scale, bias, mean, var constant; epsilon: any",
@@ -383,7 +385,7 @@ ACCEPTED_ATTRIBUTES: dict[str, str] = {
     "Clip": "min, max: constant scalars (input or attribute), either may be omitted",
     "Gelu": "approximate: none, tanh",
     "HardSigmoid": "alpha, beta: any (defaults 0.2, 0.5)",
-    **dict.fromkeys(("Add", "Sub", "Mul", "Div"), "operands (either side): the same shape, a scalar constant, per channel ([N,C,1,1] or [1,C,1,1] of a " "4-D output), a row ([..,1,L] of a non-4-D output)"),
+    **dict.fromkeys(("Add", "Sub", "Mul", "Div"), _OPERAND_FORMS),
     "Sum": "1 or more inputs, each in one of the operand forms of Add",
     "Softmax": "axis: any (negative counts from the end)",
     "LayerNormalization": "axis: any; epsilon: any; stash_type: any; Mean/InvStdDev outputs unused",
