@@ -12,7 +12,7 @@ Lowering rules are a table (LOWER): supporting one more op is one entry.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from math import prod
 from typing import ClassVar
 
@@ -343,14 +343,15 @@ class _Lowerer:
         layout (NC1HWC0 for 4-D, else ND); a per-channel input as its (n, c1) C0 blocks, constants packed."""
         out_shape = self.shape(node.outputs[0])
         forms = node.attrs["forms"]
+        named = replace(node, op_type="+".join(node.attrs["op_types"]))  # refusals name the source ops
         full = [v for v, f in zip(node.inputs, forms) if f == "full" and v not in self.g.initializers]
         layout = self.storage[self.device[full[0]]].layout if full else ("NC1HWC0" if len(out_shape) == 4 else "ND")
         if len(out_shape) != 4:
             layout = "ND"
         if layout != "NC1HWC0" and any(f.startswith("channel") for f in forms):
-            raise self.fail(node, f"a per-channel operand needs the 4-D output {list(out_shape)} held as NC1HWC0")
+            raise self.fail(named, f"a per-channel operand needs the 4-D output {list(out_shape)} held as NC1HWC0")
         if layout != "ND" and "row" in forms:
-            raise self.fail(node, f"a row operand (broadcast over the rows of the last axis) needs a flat output; "
+            raise self.fail(named, f"a row operand (broadcast over the rows of the last axis) needs a flat output; "
                                   f"{list(out_shape)} is held as {layout}")
         ins = [self.program_operand(node, v, f, layout, out_shape) for v, f in zip(node.inputs, forms)]
         attrs = {"shape": out_shape, "layout": layout, "forms": ",".join(forms),

@@ -94,3 +94,10 @@ def test_program_text_round_trips_and_references_are_the_onnx_definitions():
     assert np.allclose(evaluate((("hardswish", (0,), ()),), [x]), x * np.clip(x / 6 + 0.5, 0, 1))
     assert np.allclose(evaluate((("sigmoid", (0,), ()),), [x]), 1 / (1 + np.exp(-x)))
     assert all(e.depth == 1 for e in PROGRAM_OPS.values())
+
+
+def test_row_operand_of_a_blocked_output_is_refused_naming_the_source_op(tmp_path):
+    path = _model(tmp_path, [("Add", ["x", "r"], ["y"], {})], [("x", [1, 20, 4, 5]), ("r", [5])],
+                  [("y", [1, 20, 4, 5])])
+    with pytest.raises(KilnError, match=r"node 'n0' \(Add\).*row operand.*held as NC1HWC0"):
+        _plan(path)
