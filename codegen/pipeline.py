@@ -21,6 +21,7 @@ from .ir.opspec import Opspec, opspec_of
 from .ir.optlog import OptLog
 from .ir.profiles import get_profile
 from .options import ZOO_MODELS, Options
+from .passes.eltwise_programs import form_programs
 from .passes.fusion import FusionLimits, FusionResult, fuse
 from .passes.lowering import LoweredModel, lower
 from .passes.memory import MemoryPlan, plan_arena
@@ -62,7 +63,9 @@ def plan_model(graph: Graph, name: str, options: Options, log: OptLog, fusion_pr
     limits = FusionLimits.of(options, profile if fusion_profile is BUILD_PROFILE else fusion_profile,
                              attention_capacity)
     fusion = fuse(graph, name, limits, log)
-    lowered = lower(graph, name, options.kiln_dtype, find_patterns(graph))
+    patterns = find_patterns(graph)
+    patterns.decisions.extend(form_programs(graph, patterns, name, limits, log))
+    lowered = lower(graph, name, options.kiln_dtype, patterns)
     for d in lowered.decisions if log_lowering else ():
         node, _, detail = d.partition(":")
         log.add("lowering", f"{name}:{node}", "decision", "view_or_relayout", detail=detail.strip())

@@ -23,7 +23,16 @@ from math import ceil, prod
 from typing import Any
 
 from .. import KilnError
-from ..ir.opspec import SPEC_CLASSES, Conv2dSpec, EltwiseSpec, Opspec, Pool2dSpec, bytes_moved, spec_hash
+from ..ir.opspec import (
+    SPEC_CLASSES,
+    Conv2dSpec,
+    EltwiseProgramSpec,
+    EltwiseSpec,
+    Opspec,
+    Pool2dSpec,
+    bytes_moved,
+    spec_hash,
+)
 from ..ir.profiles import Profile
 
 FORMAT = "kiln-opspec/1"
@@ -49,6 +58,8 @@ def _fused_chain(spec: Opspec) -> str:
         chain = spec.op.capitalize()
     elif isinstance(spec, Pool2dSpec):
         chain = "MaxPool" if spec.op == "max" else "AvgPool"
+    elif isinstance(spec, EltwiseProgramSpec):
+        chain = "+".join(op.capitalize() for op, _, _ in spec.steps)
     else:
         chain = {"conv2d": "Conv", "dwconv2d": "DwConv", "gemm": "Gemm", "bgemm": "BatchedMatMul",
                  "softmax": "Softmax", "layernorm": "LayerNorm", "transpose": "Transpose",

@@ -16,7 +16,11 @@ from ..families.registry import ORDER
 from ..frontend.onnx_ops import OPS
 from ..frontend.onnx_rules import ACCEPTED_ATTRIBUTES
 from ..ir.opspec import opspec_of
+from ..ir.optlog import OptLog
+from ..passes.eltwise_programs import form_programs
+from ..passes.fusion import FusionLimits
 from ..passes.lowering import lower
+from ..passes.patterns import find_patterns
 
 HEADER = """# Operator support
 
@@ -75,8 +79,9 @@ EXAMPLES: dict[str, list[tuple[list, dict, dict]]] = {
     "Squeeze": [([("x", [1, 16, 32])], {"a": np.array([0], np.int64)}, {})],
     "Unsqueeze": [(_X2, {"a": np.array([0], np.int64)}, {})],
     "Identity": [(_X2, {}, {})],
-    **{op: [(_X2, {}, {})] for op in ("Relu", "Sqrt", "Erf")},
-    **{op: [(_X2 + [("z", [16, 32])], {}, {}), (_X2, {"c": np.array(2, np.float32)}, {})]
+    **{op: [(_X2, {}, {})] for op in ("Relu", "Sqrt", "Erf", "Sigmoid", "HardSigmoid", "HardSwish")},
+    "Sum": [(_X2 + [("z", [16, 32])], {}, {})],
+    **{op: [(_X2 + [("z", [16, 32])], {}, {}), (_X2, {"c": np.array(2, np.float32)}, {}), (_X2, {"c": _f(32)}, {})]
        for op in ("Add", "Sub", "Mul", "Div", "Pow")},
 }
 
@@ -96,7 +101,10 @@ def _families_of(op: str, work: Path) -> list[str]:
         path = work / f"{op}{i}.onnx"
         onnx.save(_one_op_model(op, ins, consts, attrs), path)
         try:
-            lowered = lower(load_onnx(path), op)
+            g = load_onnx(path)
+            patterns = find_patterns(g)
+            form_programs(g, patterns, op, FusionLimits(enable=False, max_depth=1), OptLog())
+            lowered = lower(g, op, patterns=patterns)
         except KilnError:  # accepted by the frontend, no kernel of its own
             continue
         lowered_any = True

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, TypeGuard
 
 from .. import KilnError
+from ..ir.eltwise_program import decode
 from ..ir.graph import OpInstance
 from .onnx_rules import ceil_extra
 
@@ -37,6 +38,9 @@ SUPPORTED = {
     "MaxPool": "max pooling over NCHW, kernel_shape, strides, pads",
     "GlobalAveragePool": "mean over H and W of NCHW",
     "AveragePool": "average pooling over NCHW, kernel_shape, strides, pads, count_include_pad (0/1), ceil_mode (0/1)",
+    "EltwiseProgram": "a fused elementwise program (codegen/ir/eltwise_program.py): output 'shape', 'layout' NC1HWC0 "
+                      "(4-D) or ND, 'forms' (one per input: full, channel, channel1), 'program' as text, e.g. "
+                      "'sigmoid(1);mul(0,2)'",
 }
 ACTIVATIONS = ("", "Relu", "Clip")
 
@@ -194,6 +198,21 @@ def _parse_elementwise(entry: str, raw: dict[str, Any], a: dict[str, Any]) -> No
         a["scalar"] = float(v)
 
 
+def _parse_eltwise_program(entry: str, raw: dict[str, Any], a: dict[str, Any]) -> None:
+    a["shape"] = _ints(entry, "shape", raw.get("shape"), None, lo=1)
+    layout, forms, program = raw.get("layout", "ND"), raw.get("forms"), raw.get("program")
+    if layout not in ("NC1HWC0", "ND") or (layout == "NC1HWC0" and len(a["shape"]) != 4):
+        raise KilnError("frontend", entry, f"'layout' must be NC1HWC0 (with a 4-D shape) or ND, got {layout!r}")
+    if not isinstance(forms, str) or not isinstance(program, str):
+        raise KilnError("frontend", entry, "'forms' and 'program' must be strings, e.g. forms = \"full,channel\", "
+                        "program = \"sigmoid(1);mul(0,2)\"")
+    try:
+        decode(program, len(forms.split(",")))
+    except ValueError as e:
+        raise KilnError("frontend", entry, f"'program': {e}") from None
+    a.update(layout=layout, forms=forms, program=program)
+
+
 _PARSERS = {
     "Conv": _parse_conv,
     "Gemm": _parse_matrix,
@@ -213,13 +232,15 @@ _PARSERS = {
     "Muls": _parse_elementwise,
     "Adds": _parse_elementwise,
     "Gelu": _parse_elementwise,
+    "EltwiseProgram": _parse_eltwise_program,
 }
 assert set(_PARSERS) == set(SUPPORTED), "every supported op type needs its parser"
 
 _TAKES_ACTIVATION = {"Conv": ("", "Relu", "Clip"), "Gemm": ("", "Relu"), "Add": ("", "Relu", "Clip")}
 _KNOWN_FIELDS = {"label", "type", "activation", "bias", "input", "weight", "strides", "pads", "dilations", "group",
                  "a", "b", "shape", "min", "max", "kernel_shape", "scalar", "trans_b", "epsilon", "residual",
-                 "algorithm", "tiling", "q", "kv", "scale", "mask", "count_include_pad", "ceil_mode"}
+                 "algorithm", "tiling", "q", "kv", "scale", "mask", "count_include_pad", "ceil_mode", "layout",
+                 "forms", "program"}
 
 
 # ---------------------------------------------------------------- fields every op shares

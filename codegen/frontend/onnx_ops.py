@@ -181,6 +181,14 @@ OPS: dict[str, OpEntry] = {
     "Relu": _unary("max(x, 0)", lambda x: np.maximum(x, 0)),
     "Clip": OpEntry("clamp; constant min/max inputs become attributes",
                     rules.check_clip, rules.normalise_clip, rules.same_shape, _fold_clip, attr_inputs=(1, 2)),
+    "Sigmoid": _unary("1 / (1 + exp(-x))", lambda x: 1 / (1 + np.exp(-x))),
+    "HardSigmoid": OpEntry("max(0, min(1, alpha x + beta))", normalise=rules.normalise_hardsigmoid,
+                           infer=rules.same_shape, fold=lambda node, args: [np.clip(
+                               node.attrs.get("alpha", 0.2) * args[0] + node.attrs.get("beta", 0.5), 0, 1)
+                               .astype(args[0].dtype)]),
+    "HardSwish": _unary("x * max(0, min(1, x/6 + 1/2))", lambda x: x * np.clip(x / 6 + 0.5, 0, 1)),
+    "Sum": OpEntry("n-ary x1 + x2 + ..., broadcasting", rules.check_sum, infer=rules.broadcast_shape,
+                   fold=lambda node, args: [np.asarray(sum(a for a in args if a is not None)).astype(args[0].dtype)]),
     "Sqrt": _unary("square root", np.sqrt),
     "Erf": _unary("error function", _erf),
     "Gelu": OpEntry("GELU, exact or tanh approximation (opset 20)",

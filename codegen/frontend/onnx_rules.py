@@ -227,6 +227,16 @@ def normalise_clip(node: Node, g: Graph) -> dict[str, Any]:
             "max": float(hi.reshape(-1)[0]) if hi is not None else math.inf}
 
 
+# HardSigmoid (the ONNX defaults made explicit), Sum
+
+def normalise_hardsigmoid(node: Node, g: Graph) -> dict[str, Any]:
+    return {"alpha": float(node.attrs.get("alpha", 0.2)), "beta": float(node.attrs.get("beta", 0.5))}
+
+
+def check_sum(node: Node, g: Graph) -> str | None:
+    return None if [i for i in node.inputs if i] else "Sum needs at least one input"
+
+
 # Gemm, MatMul
 
 def check_gemm(node: Node, g: Graph) -> str | None:
@@ -396,6 +406,8 @@ def infer_concat(node: Node, g: Graph, attrs: dict) -> list[tuple[int, ...]]:
 # an op not listed takes no attributes or accepts every value of those it has.
 _WINDOW = (f"auto_pad: {', '.join(_AUTO_PADS)}; strides, dilations: 2 values >= 1; pads: 4 values >= 0 "
            f"(top, left, bottom, right)")
+_OPERAND_FORMS = ("operands (either side): the same shape, a scalar constant, per channel ([N,C,1,1] or [1,C,1,1] of "
+                  "a 4-D output), a row ([..,1,L] of a non-4-D output)")
 ACCEPTED_ATTRIBUTES: dict[str, str] = {
     "Conv": f"group: 1, or = input channels = output channels (depthwise); weight and bias constant; {_WINDOW}",
     "BatchNormalization": "training_mode: 0; scale, bias, mean, var constant; epsilon: any; input 4-D NCHW or "
@@ -408,6 +420,9 @@ ACCEPTED_ATTRIBUTES: dict[str, str] = {
     "MatMul": "operands rank >= 2 (1-D not supported); batch dims broadcast",
     "Clip": "min, max: constant scalars (input or attribute), either may be omitted",
     "Gelu": "approximate: none, tanh",
+    "HardSigmoid": "alpha, beta: any (defaults 0.2, 0.5)",
+    **dict.fromkeys(("Add", "Sub", "Mul", "Div"), _OPERAND_FORMS),
+    "Sum": "1 or more inputs, each in one of the operand forms of Add",
     "Softmax": "axis: any (negative counts from the end)",
     "LayerNormalization": "axis: any; epsilon: any; stash_type: any; Mean/InvStdDev outputs unused",
     "ReduceMean": "axes: constant (attribute, or input from opset 18), empty = all; keepdims: 0, 1; "

@@ -15,6 +15,7 @@ from math import ceil, prod
 from typing import TYPE_CHECKING, ClassVar, Literal
 
 from .. import KilnError
+from .eltwise_program import decode, vector_ops
 from .graph import OpInstance
 
 C0 = 16  # fp16 channels per 32-byte block
@@ -364,6 +365,75 @@ class EltwiseSpec:
     channel_padding = 0.0
 
 
+# The operand forms of an elementwise program (codegen/ir/eltwise_program.py): the output's own shape; one C0
+# block per (n, c1) of an NC1HWC0 output, broadcast over H*W ([N,C,1,1]); the same with one image ([1,C,1,1]);
+# one row of a flat output's last axis, broadcast over the rows ([..., 1, L] over [..., M, L]).
+PROGRAM_FORMS = ("full", "channel", "channel1", "row")
+
+
+@dataclass(frozen=True)
+class EltwiseProgramSpec:
+    """A fused chain of elementwise ops (the program, as text) over `numel` fp16 output values. NC1HWC0 outputs
+    are `plane` = H*W*C0 values per (n, c1) (c1 blocks per image, c_tail real channels in the last block: the
+    padded lanes are written as zeros); a flat output is one plane and c1 = 0."""
+    numel: int
+    plane: int
+    c1: int
+    c_tail: int
+    forms: str    # comma-separated, one per input (PROGRAM_FORMS)
+    program: str  # eltwise_program.encode(steps)
+    kind: ClassVar[Literal["eltwise_program"]] = "eltwise_program"
+    natural_output: ClassVar[NaturalOutput] = "as_written"
+
+    def __post_init__(self) -> None:
+        forms = self.forms.split(",")
+        if any(f not in PROGRAM_FORMS for f in forms) or self.numel % self.plane:
+            raise ValueError(f"forms {self.forms!r} (accepted: {PROGRAM_FORMS}) or plane {self.plane} of {self.numel}")
+        channel = any(f.startswith("channel") for f in forms)
+        if "full" not in forms or (self.c1 == 0 and channel) or (self.c1 > 0 and "row" in forms):
+            raise ValueError(f"forms {self.forms!r}: a per-channel input needs an NC1HWC0 output (c1 > 0), a row "
+                             f"input a flat one, and one input has the output's shape")
+        decode(self.program, len(forms))
+
+    @property
+    def form_list(self) -> list[str]:
+        return self.forms.split(",")
+
+    @property
+    def steps(self) -> tuple:
+        return decode(self.program, len(self.form_list))
+
+    @property
+    def planes(self) -> int:
+        return self.numel // self.plane
+
+    @property
+    def name(self) -> str:
+        ops = "_".join(op for op, _, _ in self.steps)
+        forms = "".join({"full": "f", "channel": "c", "channel1": "k", "row": "r"}[f] for f in self.form_list)
+        digest = hashlib.sha256(f"{self.program}/{self.forms}/{self.plane}/{self.c_tail}".encode()).hexdigest()[:6]
+        return f"eltwise_program_{ops}_{forms}_{self.numel}_{digest}"
+
+    @property
+    def flops(self) -> int:
+        return self.numel * len(vector_ops(self.steps))
+
+    def input_numel(self, form: str) -> int:
+        return {"full": self.numel, "channel": self.planes * C0, "channel1": self.c1 * C0, "row": self.plane}[form]
+
+    def inputs(self) -> list[Tensor]:
+        return [Tensor(f"x{i}", (self.input_numel(f),), "fp16", "ND") for i, f in enumerate(self.form_list)]
+
+    def output(self) -> Tensor:
+        return Tensor("z", (self.numel,), "fp16", "ND")
+
+    reduction_length = 1
+
+    @property
+    def channel_padding(self) -> float:
+        return (C0 - self.c_tail) / (self.c1 * C0) if self.c_tail else 0.0
+
+
 @dataclass(frozen=True)
 class Pool2dSpec(_PerChannelWindow):
     """Max or average pooling over NC1HWC0; global pooling is kh=H, kw=W."""
@@ -580,12 +650,12 @@ class AttentionSpec:
 
 
 Opspec = (Conv2dSpec | DwConv2dSpec | GemmSpec | EltwiseSpec | Pool2dSpec | RowSpec | BatchedGemmSpec | TransposeSpec
-          | AttentionSpec | AvgPool2dSpec)
+          | AttentionSpec | AvgPool2dSpec | EltwiseProgramSpec)
 # kind -> its spec class (the one table a spec is rebuilt from: an .opspec file, a manifest record)
 SPEC_CLASSES: dict[str, type[Opspec]] = {
     "conv2d": Conv2dSpec, "dwconv2d": DwConv2dSpec, "gemm": GemmSpec, "eltwise": EltwiseSpec, "pool2d": Pool2dSpec,
     "softmax": RowSpec, "layernorm": RowSpec, "bgemm": BatchedGemmSpec, "transpose": TransposeSpec,
-    "attention": AttentionSpec, "avgpool2d": AvgPool2dSpec}
+    "attention": AttentionSpec, "avgpool2d": AvgPool2dSpec, "eltwise_program": EltwiseProgramSpec}
 
 
 CUBE_DTYPES = ("fp16", "bf16")
@@ -631,6 +701,8 @@ def opspec_of(op: OpInstance) -> Opspec:
         if op.type in ("Muls", "Adds"):
             return EltwiseSpec(op.type.lower(), numel, scalar=f32(a["scalar"]))
         return EltwiseSpec(op.type.lower(), numel, act, lo if act == "clip" else 0.0, hi if act == "clip" else 0.0)
+    if op.type == "EltwiseProgram":
+        return program_spec_of(op)
     if op.type in ("Softmax", "LayerNormalization"):
         rows, length = a["rows"], a["length"]
         if op.type == "Softmax":
@@ -652,6 +724,19 @@ def opspec_of(op: OpInstance) -> Opspec:
                                  *a["ceil_extra"])
         return Pool2dSpec("max" if op.type == "MaxPool" else "avg", n, c, h, w, kh, kw, sh, sw, pt, pl, pb, pr)
     raise KilnError("opspec", op.label, f"no kernel for op type {op.type}")
+
+
+def program_spec_of(op: OpInstance) -> EltwiseProgramSpec:
+    """An elementwise program over an output of logical `shape` held in `layout` (NC1HWC0 for 4-D, else ND)."""
+    a = op.attrs
+    shape = tuple(a["shape"])
+    if a["layout"] == "NC1HWC0":
+        n, c, h, w = shape
+        plane = h * w * C0
+        return EltwiseProgramSpec(n * c1(c) * plane, plane, c1(c), c % C0, a["forms"], a["program"])
+    numel = prod(shape)
+    plane = shape[-1] if "row" in a["forms"].split(",") else numel  # one item per row chunk: the row's slice
+    return EltwiseProgramSpec(numel, plane, 0, 0, a["forms"], a["program"])
 
 
 def bytes_moved(spec: Opspec) -> int:

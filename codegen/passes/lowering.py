@@ -12,7 +12,7 @@ Lowering rules are a table (LOWER): supporting one more op is one entry.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from math import prod
 from typing import ClassVar
 
@@ -21,7 +21,9 @@ import numpy as np
 from .. import KilnError
 from ..frontend.onnx_rules import pool_pads
 from ..ir import layouts
+from ..ir.eltwise_program import encode
 from ..ir.graph import Graph, Node, OpInstance
+from .eltwise_programs import CHAIN_OPS as PROGRAM_CHAIN_OPS  # lowered as elementwise programs
 from .patterns import Patterns, find_patterns
 from .views import as_swap_0213, canonical_transpose, contiguous_offset
 
@@ -350,6 +352,41 @@ class _Lowerer:
             attrs.update(min=float(node.attrs.get("min", -65504.0)), max=float(node.attrs.get("max", 65504.0)))
         self.kernel(node, node.op_type, attrs, dev, layout)
 
+    def eltwise_program(self, node: Node) -> None:
+        """A chain of elementwise ops formed by codegen/passes/eltwise_programs.py: one kernel over the output's
+        layout (NC1HWC0 for 4-D, else ND); a per-channel input as its (n, c1) C0 blocks, constants packed."""
+        out_shape = self.shape(node.outputs[0])
+        forms = node.attrs["forms"]
+        named = replace(node, op_type="+".join(node.attrs["op_types"]))  # refusals name the source ops
+        full = [v for v, f in zip(node.inputs, forms) if f == "full" and v not in self.g.initializers]
+        layout = self.storage[self.device[full[0]]].layout if full else ("NC1HWC0" if len(out_shape) == 4 else "ND")
+        if len(out_shape) != 4:
+            layout = "ND"
+        if layout != "NC1HWC0" and any(f.startswith("channel") for f in forms):
+            raise self.fail(named, f"a per-channel operand needs the 4-D output {list(out_shape)} held as NC1HWC0")
+        if layout != "ND" and "row" in forms:
+            raise self.fail(named, f"a row operand (broadcast over the rows of the last axis) needs a flat output; "
+                                  f"{list(out_shape)} is held as {layout}")
+        ins = [self.program_operand(node, v, f, layout, out_shape) for v, f in zip(node.inputs, forms)]
+        attrs = {"shape": out_shape, "layout": layout, "forms": ",".join(forms),
+                 "program": encode(node.attrs["steps"]), "activation": "", "bias": False}
+        out = self.out(node, layout)
+        self.steps.append(Step("kernel", node.name, list(node.source) or [node.name], list(node.attrs["op_types"]),
+                               ins, out, instance=OpInstance(node.name, "EltwiseProgram", attrs)))
+
+    def program_operand(self, node: Node, v: str, form: str, layout: str, out_shape: tuple[int, ...]) -> str:
+        if v not in self.g.initializers:
+            return self.act(node, v, {"full": layout, "row": "ND"}.get(form, "NC1HWC0"))
+        c = np.asarray(self.g.initializers[v], np.float32)
+        if form == "row":
+            packed = c.reshape(-1).astype(np.float16)
+        elif form == "full":
+            packed = layouts.nchw_to_nc1hwc0(c) if layout == "NC1HWC0" else c.astype(np.float16)
+        else:  # [1 or N, C, 1, 1] -> (1 or N, C1, C0), zero in the padded channels
+            c = c.reshape((1,) * (4 - c.ndim) + c.shape)
+            packed = layouts.nchw_to_nc1hwc0(c)
+        return self.weight(f"{node.name}.{v}", np.ascontiguousarray(packed.reshape(-1)))
+
     def pool(self, node: Node) -> None:
         x, a = node.inputs[0], node.attrs
         xs = self.shape(x)
@@ -674,7 +711,8 @@ class _Lowerer:
         "Flatten": reshape, "Reshape": reshape, "Transpose": transpose, "Softmax": row_op,
         "LayerNormalization": row_op, "Gelu": gelu, "Attention": attention,
         "AveragePool": pool, "ReduceMean": reduce_mean, "BatchNormalization": batchnorm, "Squeeze": reshape,
-        "Unsqueeze": reshape, "Slice": slice_op, "Split": split, "Gather": gather, "Concat": concat}
+        "Unsqueeze": reshape, "Slice": slice_op, "Split": split, "Gather": gather, "Concat": concat,
+        "EltwiseProgram": eltwise_program}
 
 
     def layernorm_decomposed(self, node: Node) -> None:
@@ -688,7 +726,8 @@ class _Lowerer:
 
     def unsupported_nodes(self) -> list[Node]:
         """Nodes no rule lowers, after the patterns absorbed what they could."""
-        return [n for n in self.g.nodes if n.op_type not in self.LOWER and not self.patterns.absorbed(n.name)]
+        return [n for n in self.g.nodes if n.op_type not in self.LOWER and n.op_type not in PROGRAM_CHAIN_OPS
+                and not self.patterns.absorbed(n.name)]
 
     def run(self) -> LoweredModel:
         g = self.g

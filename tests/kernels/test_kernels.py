@@ -68,6 +68,8 @@ def make_inputs(k: kiln.Kernel, seed: int):
         args = [rng.standard_normal(t["shape"]).astype(np.float16) for t in k.record["inputs"]]
     elif kind == "transpose":
         args = [rng.standard_normal(k.record["inputs"][0]["shape"]).astype(np.float16)]
+    elif kind == "eltwise_program":
+        args = [(2 * rng.standard_normal(t["shape"])).astype(np.float16) for t in k.record["inputs"]]
     else:
         args = [(3 * rng.standard_normal(s["numel"])).astype(np.float16) for _ in k.record["inputs"]]
     return args
@@ -171,6 +173,9 @@ def test_kernel_matches_reference(k):
     if kind in ("softmax", "layernorm", "bgemm", "attention") or (kind == "eltwise" and k.spec["op"] == "gelu"):
         check_fp32_math(k, args, y)
         return
+    if kind == "eltwise_program":
+        check_eltwise_program(k, args, y)
+        return
     if kind == "eltwise":
         # fp16 add, mul, scalar ops, ReLU and clip: one exact op then one rounding: bit-exact.
         s = k.spec
@@ -216,6 +221,38 @@ def test_kernel_matches_reference(k):
     worst = np.unravel_index(np.argmax(err - bound), err.shape)
     assert np.all(err <= bound), f"max excess at {worst}: got {y[worst]}, want {want[worst]}, bound {bound[worst]}"
     # The check must be able to fail: the result is not trivially zero.
+    assert np.count_nonzero(y) > 0.3 * y.size
+
+
+def check_eltwise_program(k, args, y):
+    """An elementwise program in the packed layout: each input expanded as the kernel broadcasts it, the
+    program in float64 (codegen/ir/eltwise_program.py). fp32 steps then one fp16 rounding: 2^-11 of the result
+    plus a few fp32 ulps of the largest value on the way; padded channel lanes exactly zero."""
+    from codegen.ir.eltwise_program import decode, evaluate_all
+    s = k.spec
+    forms = s["forms"].split(",")
+    planes, per_plane = s["numel"] // s["plane"], s["plane"] // 16
+    xs = []
+    for a, f in zip(args, forms):
+        a = ref.f16(a).reshape(-1)
+        if f == "row":  # one row, the same for every plane (a plane is one row)
+            a = np.tile(a, planes)
+        elif f != "full":  # one C0 block per plane (per channel block of one image for channel1)
+            idx = np.arange(planes) if f == "channel" else np.arange(planes) % s["c1"]
+            a = np.broadcast_to(a.reshape(-1, 16)[idx][:, None, :], (planes, per_plane, 16)).reshape(-1)
+        xs.append(a)
+    values = evaluate_all(decode(s["program"], len(forms)), xs)
+    want = values[-1]
+    scale = np.max(np.abs(np.stack(values)), axis=0)
+    pad = np.zeros(want.shape, bool)
+    if s["c_tail"]:
+        lanes = np.arange(want.size).reshape(planes, per_plane, 16)
+        pad = ((lanes % 16 >= s["c_tail"]) & (np.arange(planes) % s["c1"] == s["c1"] - 1)[:, None, None]).reshape(-1)
+    y = y.reshape(-1)
+    assert np.all(y[pad] == 0), "padded channel lanes must be written as zero"
+    tol = 2.0 ** -11 * np.abs(want) + 2.0 ** -18 * scale + 2.0 ** -24
+    err = np.abs(y - want)[~pad]
+    assert np.all(err <= tol[~pad]), f"max err {err.max()}, max err/tol {(err / tol[~pad]).max()}"
     assert np.count_nonzero(y) > 0.3 * y.size
 
 

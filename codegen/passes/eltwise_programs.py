@@ -1,0 +1,218 @@
+"""Elementwise programs: the one place chains of elementwise ops become one fused Vector kernel (instruction-level
+fusion; codegen/ir/eltwise_program.py holds the ops). Runs after fusion and the patterns finder, before lowering.
+
+Elementwise nodes (CHAIN_OPS) grow into groups along values read by one node only (and not graph outputs),
+within ENABLE_FUSION and MAX_FUSION_DEPTH (each program step counts as its PROGRAM_OPS entry says). A group
+becomes one EltwiseProgram node only when it holds an op the plain elementwise kernels (eltwise_vector) cannot
+run: Sigmoid, HardSigmoid, HardSwish, Sum, a broadcasting or non-scalar constant operand, Sub/Div of two
+tensors, a scalar minus or over a tensor. Every other group is left as it was, so those kernels stay as they
+were. Each decision is logged.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .. import KilnError
+from ..ir.eltwise_program import PROGRAM_OPS, f32
+from ..ir.graph import Graph, Node
+from ..ir.optlog import OptLog
+from .patterns import Patterns
+
+CHAIN_OPS = ("Sigmoid", "HardSigmoid", "HardSwish", "Relu", "Clip", "Add", "Sub", "Mul", "Div", "Sum")
+NEW_OPS = ("Sigmoid", "HardSigmoid", "HardSwish", "Sum")
+BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div"}
+FpStep = tuple[str, list[str], tuple[float, ...]]  # (program op, argument value names, params)
+
+
+@dataclass
+class _Group:
+    nodes: list[Node]
+    steps: list[tuple] = field(default_factory=list)  # (op, args, params, output value)
+    needs_program: bool = False
+
+    @property
+    def output(self) -> str:
+        return self.nodes[-1].outputs[0]
+
+    @property
+    def depth(self) -> int:
+        return sum(PROGRAM_OPS[s[0]].depth for s in self.steps)
+
+
+def _scalar(g: Graph, v: str) -> float | None:
+    if v in g.initializers and g.initializers[v].size == 1:
+        return float(np.asarray(g.initializers[v], np.float64).reshape(-1)[0])
+    return None
+
+
+def _binary_steps(g: Graph, n: Node, a: str, b: str) -> tuple[list[FpStep], bool]:
+    """A binary op's steps and whether eltwise_vector could not run it."""
+    op, ca, cb = n.op_type, _scalar(g, a), _scalar(g, b)
+    if cb is not None:
+        x, c = a, cb
+        step = {"Add": ("adds", c), "Sub": ("adds", -c), "Mul": ("muls", c), "Div": ("muls", 1.0 / c)}[op]
+        return [(step[0], [x], (step[1],))], False
+    if ca is not None:
+        step = {"Add": ("adds", ca), "Sub": ("rsubs", ca), "Mul": ("muls", ca), "Div": ("rdivs", ca)}[op]
+        return [(step[0], [b], (step[1],))], op in ("Sub", "Div")
+    same = tuple(g.values[a].shape) == tuple(g.values[b].shape)
+    plain = op in ("Add", "Mul") and same and a not in g.initializers and b not in g.initializers
+    return [(BINARY[op], [a, b], ())], not plain
+
+
+def node_steps(g: Graph, n: Node) -> tuple[list[FpStep], bool]:
+    """The program steps of one node (its fused activation included) and whether it needs a program."""
+    ins = [i for i in n.inputs if i]
+    a = n.attrs
+    if n.op_type in BINARY:
+        steps, new = _binary_steps(g, n, ins[0], ins[1])
+    elif n.op_type == "Sum":
+        steps, new = _sum_steps(g, ins), True
+    else:
+        params = {"HardSigmoid": (a.get("alpha", 0.2), a.get("beta", 0.5)),
+                  "Clip": (a.get("min", -math.inf), a.get("max", math.inf))}.get(n.op_type, ())
+        steps, new = [(n.op_type.lower(), [ins[0]], tuple(params))], n.op_type in NEW_OPS
+    act = n.fused.activation  # "@k": the node's own k-th step
+    if act == "Relu":
+        steps.append(("relu", [f"@{len(steps) - 1}"], ()))
+    elif act == "Clip":
+        assert n.fused.clip is not None
+        steps.append(("clip", [f"@{len(steps) - 1}"], tuple(n.fused.clip)))
+    return steps, new
+
+
+def _sum_steps(g: Graph, ins: list[str]) -> list[FpStep]:
+    """Sum as adds: the tensors pairwise, then each scalar constant; one tensor alone is + 0."""
+    tensors = [i for i in ins if _scalar(g, i) is None]
+    scalars = [c for i in ins if (c := _scalar(g, i)) is not None]
+    steps: list[FpStep] = []
+    acc = tensors[0]
+    for j, t in enumerate(tensors[1:]):
+        steps.append(("add", [acc, t], ()))
+        acc = f"@{j}"
+    steps += [("adds", [acc], (c,)) for c in scalars] or ([] if len(tensors) > 1 else [("adds", [acc], (0.0,))])
+    return steps
+
+
+def _capable(n: Node, patterns: Patterns, g: Graph) -> bool:
+    f = n.fused
+    plain = not (f.residual or f.second or f.chain_first or f.siblings) and len(f.ops) == (1 if f.activation else 0)
+    ins = [i for i in n.inputs if i]
+    tensors = [i for i in ins if i not in g.initializers]
+    return (n.op_type in CHAIN_OPS and plain and not patterns.absorbed(n.name) and len(n.outputs) == 1
+            and bool(tensors) and (n.op_type in ("Sum",) or len(ins) == (2 if n.op_type in BINARY else 1)
+                                   or n.op_type == "Clip"))
+
+
+def _readers(g: Graph) -> tuple[dict[str, set[str]], set[str]]:
+    """value -> names of the nodes reading it (fused operands included); the graph outputs."""
+    readers: dict[str, set[str]] = {}
+    for n in g.nodes:
+        second = n.fused.second
+        for i in list(n.inputs) + [n.fused.residual] + (list(second.inputs[:1]) if second else []):
+            if i:
+                readers.setdefault(i, set()).add(n.name)
+    return readers, {v.name for v in g.outputs}
+
+
+class _Former:
+    def __init__(self, g: Graph, patterns: Patterns, model: str, limits, log: OptLog):
+        self.g, self.patterns, self.model, self.limits, self.log = g, patterns, model, limits, log
+        self.readers, self.outputs = _readers(g)
+        self.group_of: dict[str, _Group] = {}  # a group's output value -> the group
+
+    def grow(self) -> list[_Group]:
+        groups: list[_Group] = []
+        for n in self.g.nodes:
+            if not _capable(n, self.patterns, self.g):
+                continue
+            steps, new = node_steps(self.g, n)
+            group = _Group([n], _named(steps, n.outputs[0]), new)
+            for v in dict.fromkeys(i for i in n.inputs if i in self.group_of):
+                producer = self.group_of[v]
+                if self.joins(producer, group, v, n):
+                    group = _Group(producer.nodes + group.nodes, producer.steps + group.steps,
+                                   producer.needs_program or group.needs_program)
+                    groups.remove(producer)
+                    del self.group_of[v]
+            groups.append(group)
+            self.group_of[n.outputs[0]] = group
+        return groups
+
+    def joins(self, producer: _Group, group: _Group, v: str, n: Node) -> bool:
+        """Whether the group producing v joins n's: logged when either side needs a program."""
+        if self.readers.get(v, set()) != {n.name} or v in self.outputs:
+            return False
+        ok, reason, detail = True, "vector_chain", "one Vector pass over UB"
+        if not self.limits.enable:
+            ok, reason, detail = False, "fusion_off", "ENABLE_FUSION=OFF"
+        elif producer.depth + group.depth > self.limits.max_depth:
+            ok, reason = False, "depth_limit"
+            detail = f"depth {producer.depth + group.depth} > MAX_FUSION_DEPTH={self.limits.max_depth}"
+        if producer.needs_program or group.needs_program:
+            label = "+".join(m.op_type for m in producer.nodes + group.nodes)
+            self.log.add("fusion", f"{self.model}:{n.name}",
+                         f"EltwiseProgram({label})" + ("" if ok else ":rejected"), reason, detail=detail)
+        return ok
+
+    def program_node(self, group: _Group) -> Node:
+        """One EltwiseProgram node for the group: its external inputs, operand forms and numbered steps."""
+        out = group.output
+        shape = tuple(self.g.values[out].shape)
+        names = {s[3] for s in group.steps}
+        external = list(dict.fromkeys(a for s in group.steps for a in s[1] if a not in names))
+        forms = [self.form(group.nodes[-1], v, shape) for v in external]
+        index = {v: i for i, v in enumerate(external)}
+        index.update({s[3]: len(external) + j for j, s in enumerate(group.steps)})
+        steps = tuple((op, tuple(index[a] for a in args), tuple(f32(p) for p in params))
+                      for op, args, params, _ in group.steps)
+        source = [o for m in group.nodes for o in (list(m.source) or [m.name])]
+        last = group.nodes[-1]
+        return Node(last.name, "EltwiseProgram", external, [out],
+                    {"steps": steps, "forms": tuple(forms), "op_types": tuple(m.op_type for m in group.nodes)},
+                    source)
+
+    def form(self, node: Node, v: str, shape: tuple[int, ...]) -> str:
+        """How input v broadcasts to the program's output shape (refused naming the node otherwise)."""
+        vs = tuple(self.g.values[v].shape)
+        if vs == shape:
+            return "full"
+        aligned = (1,) * (len(shape) - len(vs)) + vs
+        if len(shape) == 4 and aligned[1:] == (shape[1], 1, 1) and aligned[0] in (1, shape[0]):
+            return "channel" if aligned[0] == shape[0] else "channel1"
+        if len(shape) >= 2 and aligned[-1] == shape[-1] and set(aligned[:-1]) == {1}:
+            return "row"
+        raise KilnError("lowering", f"node '{node.name}' ({node.op_type}) of {self.model}",
+                        f"operand '{v}' of shape {list(vs)} broadcasts to {list(shape)} in a way no elementwise "
+                        f"kernel supports yet; supported: the same shape, a scalar constant, per channel "
+                        f"([N,C,1,1] or [1,C,1,1] over a 4-D [N,C,H,W]), or a row ([1,..,L] over [..,M,L], not 4-D)")
+
+
+def _named(steps: list[FpStep], out: str) -> list[tuple]:
+    """Steps with their output value: the node's output for the last, '<out>#k' before; '@k' resolved."""
+    names = [f"{out}#{k}" for k in range(len(steps) - 1)] + [out]
+    return [(op, [names[int(a[1:])] if a.startswith("@") else a for a in args], params, names[k])
+            for k, (op, args, params) in enumerate(steps)]
+
+
+def form_programs(g: Graph, patterns: Patterns, model: str, limits, log: OptLog) -> list[str]:
+    """Rewrite `g` (in place): each group needing a program becomes one EltwiseProgram node at its last node's
+    place. limits: the fusion limits (enable, max_depth). Returns the lowering decisions it explains."""
+    former = _Former(g, patterns, model, limits, log)
+    replaced: dict[str, Node] = {}
+    removed: set[str] = set()
+    decisions = []
+    for group in former.grow():
+        if not group.needs_program:
+            continue
+        node = former.program_node(group)
+        replaced[group.nodes[-1].name] = node
+        removed.update(m.name for m in group.nodes[:-1])
+        ops = ", ".join(m.op_type for m in group.nodes)
+        decisions.append(f"{node.name}: {len(group.nodes)} elementwise node(s) ({ops}) as one "
+                         f"eltwise_program kernel, inputs {', '.join(node.attrs['forms'])}")
+    g.nodes = [replaced.get(n.name, n) for n in g.nodes if n.name not in removed]
+    return decisions

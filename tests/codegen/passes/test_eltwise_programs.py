@@ -1,0 +1,103 @@
+"""The elementwise-program pass (codegen/passes/eltwise_programs.py): which chains become one program kernel,
+what stays with eltwise_vector, the MAX_FUSION_DEPTH and ENABLE_FUSION limits, and the refusals."""
+import numpy as np
+import pytest
+
+pytest.importorskip("onnx")
+
+from codegen import KilnError
+from codegen.frontend.onnx_import import load_onnx
+from codegen.ir.eltwise_program import PROGRAM_OPS, decode, encode, evaluate
+from codegen.ir.optlog import OptLog
+from codegen.options import parse_options
+from codegen.pipeline import plan_model
+
+
+def _model(tmp_path, nodes, inputs, outputs, inits=None):
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    graph = helper.make_graph(
+        [helper.make_node(op, ins, outs, name=f"n{i}", **attrs) for i, (op, ins, outs, attrs) in enumerate(nodes)],
+        "g", [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in inputs],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in outputs],
+        [numpy_helper.from_array(np.asarray(v, np.float32), k) for k, v in (inits or {}).items()])
+    path = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+def _plan(path, **options):
+    log = OptLog()
+    stages = plan_model(load_onnx(path), "m", parse_options({"KILN_MODELS": "", **options}), log, memory=False)
+    return stages, log
+
+
+SE = [("Sigmoid", ["x"], ["s"], {}), ("Mul", ["x", "s"], ["m"], {}),
+      ("HardSigmoid", ["g"], ["h"], {"alpha": 1 / 6, "beta": 0.5}), ("Mul", ["m", "h"], ["y"], {})]
+SE_IO = ([("x", [1, 20, 4, 4]), ("g", [1, 20, 1, 1])], [("y", [1, 20, 4, 4])])
+
+
+def test_silu_and_se_scale_are_one_kernel(tmp_path):
+    stages, log = _plan(_model(tmp_path, SE, *SE_IO))
+    (spec,) = stages.specs.values()
+    # the SE gate's group joined last, so it comes first; inputs in the order the steps read them
+    assert [op for op, _, _ in spec.steps] == ["hardsigmoid", "sigmoid", "mul", "mul"]
+    assert spec.kind == "eltwise_program" and spec.forms == "channel,full"
+    assert spec.c1 == 2 and spec.c_tail == 4  # 20 channels: the last block has 4 real lanes
+    assert sum("EltwiseProgram(" in line and "reason=vector_chain" in line for line in log.lines) == 3
+
+
+def test_depth_limit_splits_the_chain_and_is_logged(tmp_path):
+    stages, log = _plan(_model(tmp_path, SE, *SE_IO), MAX_FUSION_DEPTH="2")
+    assert [len(s.steps) for s in stages.specs.values()] == [2, 2]
+    assert any(":rejected reason=depth_limit" in line for line in log.lines)
+
+
+def test_fusion_off_gives_one_kernel_per_node(tmp_path):
+    stages, log = _plan(_model(tmp_path, SE, *SE_IO), ENABLE_FUSION="OFF")
+    kinds = [s.kind for s in stages.specs.values()]
+    assert kinds.count("eltwise_program") == 3 and kinds.count("eltwise") == 1  # the first Mul: x * s, same shape
+    assert any("reason=fusion_off" in line for line in log.lines)
+
+
+def test_plain_chains_stay_with_eltwise_vector(tmp_path):
+    nodes = [("Add", ["a", "b"], ["c"], {}), ("Relu", ["c"], ["d"], {}), ("Mul", ["d", "k"], ["y"], {})]
+    path = _model(tmp_path, nodes, [("a", [1, 16, 4, 4]), ("b", [1, 16, 4, 4])], [("y", [1, 16, 4, 4])],
+                  {"k": np.float32(2.0)})
+    stages, _ = _plan(path)
+    assert {s.kind for s in stages.specs.values()} == {"eltwise"}
+
+
+def test_a_value_read_twice_or_stored_ends_the_chain(tmp_path):
+    nodes = [("Sigmoid", ["x"], ["s"], {}), ("Mul", ["x", "s"], ["m"], {}), ("Add", ["m", "s"], ["y"], {})]
+    stages, _ = _plan(_model(tmp_path, nodes, [("x", [2, 24])], [("y", [2, 24])]))
+    # s is read by two nodes: it is stored, Sigmoid is a program of its own, Mul and Add stay plain
+    assert [s.kind for s in stages.specs.values()] == ["eltwise_program", "eltwise", "eltwise"]
+    nodes = [("Sigmoid", ["x"], ["s"], {}), ("Mul", ["x", "s"], ["y"], {})]
+    stages, _ = _plan(_model(tmp_path, nodes, [("x", [2, 24])], [("y", [2, 24]), ("s", [2, 24])]))
+    assert [s.kind for s in stages.specs.values()] == ["eltwise_program", "eltwise"]  # s is a graph output
+
+
+def test_unsupported_broadcast_is_refused_naming_the_node(tmp_path):
+    path = _model(tmp_path, [("Sigmoid", ["x"], ["s"], {}), ("Mul", ["s", "m"], ["y"], {})],
+                  [("x", [1, 20, 4, 4]), ("m", [1, 1, 4, 4])], [("y", [1, 20, 4, 4])])
+    with pytest.raises(KilnError, match=r"node 'n1' \(Mul\).*operand 'm' of shape \[1, 1, 4, 4\].*per channel"):
+        _plan(path)
+
+
+def test_program_text_round_trips_and_references_are_the_onnx_definitions():
+    steps = (("hardsigmoid", (0,), (0.2, 0.5)), ("mul", (0, 1), ()), ("rdivs", (2,), (3.0,)))
+    assert decode(encode(steps), 1) == tuple((op, a, tuple(np.float32(p) for p in ps)) for op, a, ps in steps)
+    with pytest.raises(ValueError, match="step 1"):
+        decode("relu(0);mul(0,5)", 1)
+    x = np.linspace(-6, 6, 25)
+    assert np.allclose(evaluate((("hardswish", (0,), ()),), [x]), x * np.clip(x / 6 + 0.5, 0, 1))
+    assert np.allclose(evaluate((("sigmoid", (0,), ()),), [x]), 1 / (1 + np.exp(-x)))
+    assert all(e.depth == 1 for e in PROGRAM_OPS.values())
+
+
+def test_row_operand_of_a_blocked_output_is_refused_naming_the_source_op(tmp_path):
+    path = _model(tmp_path, [("Add", ["x", "r"], ["y"], {})], [("x", [1, 20, 4, 5]), ("r", [5])],
+                  [("y", [1, 20, 4, 5])])
+    with pytest.raises(KilnError, match=r"node 'n0' \(Add\).*row operand.*held as NC1HWC0"):
+        _plan(path)
