@@ -128,6 +128,26 @@ def _operand(src: np.ndarray, at: int, nbytes: int, desc) -> np.ndarray:
     return src[at:at + nbytes].copy().view(dt).reshape(desc.shape)
 
 
+def compare(got: np.ndarray, want: np.ndarray) -> dict:
+    """Cosine and errors over the elements both engines computed finite; `nonfinite` counts the elements where
+    kiln's value is NaN or inf and ONNX Runtime's is not the same (any such element fails validation: the errors
+    of the rest say nothing about it, and NaN would otherwise compare as no error at all)."""
+    g, w = got.astype(np.float64).ravel(), want.astype(np.float64).ravel()
+    both = np.isfinite(g) & np.isfinite(w)
+    same = (g == w) | (np.isnan(g) & np.isnan(w))  # the same inf, or NaN on both sides, is agreement
+    nonfinite = int(np.count_nonzero(~both & ~same))
+    g, w = g[both], w[both]
+    denom = np.linalg.norm(g) * np.linalg.norm(w)
+    cosine = float(g @ w / denom) if denom > 0 else float(np.array_equal(g, w))
+    if nonfinite:
+        cosine = min(cosine, 0.0)  # fails every gate, in a number JSON can carry
+    scale = float(np.abs(w).max()) if w.size else 0.0
+    err = np.abs(g - w)
+    max_abs = float(err.max()) if err.size else 0.0
+    return {"cosine": cosine, "max_abs_err": max_abs, "max_rel_err": max_abs / (scale or 1.0),
+            "nonfinite": nonfinite}
+
+
 def bound_of(record: KernelRecord, ref: np.ndarray) -> float:
     """C_BOUND * u * sqrt(K) * max|ref| + FLOOR for this kernel's output reference."""
     u = UNIT_ROUNDOFF.get(record.spec.get("dtype", "fp16"), UNIT_ROUNDOFF["fp16"])
@@ -220,7 +240,6 @@ class _Walk:
                        note=f"its output {row['value']} has no ONNX counterpart (known device-only values: "
                             f"{', '.join(sorted(DEVICE_ONLY))}); its result feeds the kernels after it")
             return
-        from .validate import compare
         err, nonfinite = isolated_error(got, ref)
         bound = bound_of(record, ref)
         scale = float(np.abs(ref).max()) if ref.size else 0.0

@@ -16,6 +16,7 @@ import numpy as np
 
 from . import isolate
 from .codegen.ir.manifest import ModelRecord
+from .isolate import compare
 
 COSINE_MIN = 0.999
 # bf16 Cube operands round at 2^-8, 8x fp16's unit roundoff, and 1 - cosine grows with the square of the relative
@@ -44,26 +45,6 @@ def onnx_path_of(record: ModelRecord) -> Path:
             zoo.write(record.name, out, seed=ZOO_SEED)
         return out
     raise FileNotFoundError(f"model {record.name}: its ONNX file {p} no longer exists")
-
-
-def compare(got: np.ndarray, want: np.ndarray) -> dict:
-    """Cosine and errors over the elements both engines computed finite; `nonfinite` counts the elements where
-    kiln's value is NaN or inf and ONNX Runtime's is not the same (any such element fails validation: the errors
-    of the rest say nothing about it, and NaN would otherwise compare as no error at all)."""
-    g, w = got.astype(np.float64).ravel(), want.astype(np.float64).ravel()
-    both = np.isfinite(g) & np.isfinite(w)
-    same = (g == w) | (np.isnan(g) & np.isnan(w))  # the same inf, or NaN on both sides, is agreement
-    nonfinite = int(np.count_nonzero(~both & ~same))
-    g, w = g[both], w[both]
-    denom = np.linalg.norm(g) * np.linalg.norm(w)
-    cosine = float(g @ w / denom) if denom > 0 else float(np.array_equal(g, w))
-    if nonfinite:
-        cosine = min(cosine, 0.0)  # fails every gate, in a number JSON can carry
-    scale = float(np.abs(w).max()) if w.size else 0.0
-    err = np.abs(g - w)
-    max_abs = float(err.max()) if err.size else 0.0
-    return {"cosine": cosine, "max_abs_err": max_abs, "max_rel_err": max_abs / (scale or 1.0),
-            "nonfinite": nonfinite}
 
 
 def ort_session(path: Path, extra_outputs: list[str] | None = None, threads: int = 2,
