@@ -752,8 +752,11 @@ class _Lowerer:
                 self.gelu(n)
             elif n.name in self.patterns.layernorm_chain:
                 self.layernorm_decomposed(n)
-            else:
+            elif n.op_type in self.LOWER:
                 self.LOWER[n.op_type](self, n)
+            else:  # a chain op (PROGRAM_CHAIN_OPS) that no elementwise program took: the pipeline forms them first
+                raise self.fail(n, "lowers only inside an elementwise program (codegen/passes/eltwise_programs.py), "
+                                   "and none was formed for it")
         outs = []
         for v in g.outputs:
             dv = self.device[v.name]

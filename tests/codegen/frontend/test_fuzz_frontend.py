@@ -1,7 +1,8 @@
-"""Fuzzing the ONNX frontend and lowering (issue 18): real exports from shared/models and small generated graphs,
-mutated field by field (dims, attributes, element types, node wiring, op types, truncated bytes). Every input
-gives a KilnError (naming what is wrong) or a graph that lowers, or a KilnError from lowering; never another
-exception. Fixed seed, bounded budget: the examples run here are the CI's executions."""
+"""Fuzzing the ONNX frontend and the model stages (issue 18): real exports from shared/models and a small generated
+graph, mutated field by field (dims, attributes, element types, node wiring, op types, truncated bytes). Every
+input gives a KilnError naming what is wrong, or a graph the build's model stages plan (fusion, patterns,
+elementwise programs, lowering, specs, arena) or refuse with a KilnError; never another exception. Fixed seed,
+bounded budget: the examples run here are the CI's executions."""
 import copy
 
 import numpy as np
@@ -16,7 +17,11 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 from codegen import KilnError  # noqa: E402
 from codegen.frontend import onnx_import as onnx_frontend  # noqa: E402
 from codegen.frontend.onnx_read import read_model  # noqa: E402
-from codegen.passes import lowering  # noqa: E402
+from codegen.ir.optlog import OptLog  # noqa: E402
+from codegen.options import parse_options  # noqa: E402
+from codegen.pipeline import plan_model  # noqa: E402
+
+OPTIONS = parse_options({"KILN_MODELS": ""})
 
 REAL = ("squeezenet1_1.onnx", "mobilenet_v2.onnx", "mobilenet_v3_small.onnx", "bert_layer_torch.onnx")
 FUZZ = settings(max_examples=1000, derandomize=True, deadline=None, database=None,
@@ -137,7 +142,7 @@ def check(model, path):
         event("frontend: KilnError")
         return
     try:
-        lowering.lower(g, "fuzzed")
+        plan_model(g, "fuzzed", OPTIONS, OptLog())  # fusion, patterns, programs, lowering, specs, arena
         event("lowered")
     except KilnError:
         event("lowering: KilnError")
