@@ -84,8 +84,10 @@ class _Finder:
             if last.op_type != "Reshape":
                 continue
             t = self.producer(last.inputs[0])
-            first = self.producer(t.inputs[0]) if t is not None and t.op_type == "Transpose" else None
-            if first is None or first.op_type != "Reshape" or tuple(t.attrs["perm"]) != (0, 2, 1, 3, 4):
+            if t is None or t.op_type != "Transpose" or tuple(t.attrs["perm"]) != (0, 2, 1, 3, 4):
+                continue
+            first = self.producer(t.inputs[0])
+            if first is None or first.op_type != "Reshape":
                 continue
             x = first.inputs[0]
             xs, mid, ys = self.shape(x), self.shape(first.outputs[0]), self.shape(last.outputs[0])
