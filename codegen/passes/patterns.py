@@ -22,7 +22,14 @@ class Patterns:
     gelu_input: dict[str, str] = field(default_factory=dict)    # last node of a GELU chain -> its input
     layernorm_chain: dict[str, tuple] = field(default_factory=dict)  # last node -> (names, x, gamma, beta, eps)
     channel_shuffle: dict[str, tuple[str, int]] = field(default_factory=dict)  # last Reshape -> (x, groups)
+    shuffle_channels: dict[str, int] = field(default_factory=dict)  # last Reshape -> channels of x
     decisions: list[str] = field(default_factory=list)
+
+    def shuffle_sources(self, name: str) -> list[tuple[str, int]]:
+        """(value, channel) of each output channel of a channel shuffle: j = c * groups + g reads g * C/g + c."""
+        x, groups = self.channel_shuffle[name]
+        per = self.shuffle_channels[name] // groups
+        return [(x, (j % groups) * per + j // groups) for j in range(per * groups)]
 
     def absorbed(self, name: str) -> bool:
         """Whether lowering handles this node through a pattern rather than by its op type."""
@@ -96,6 +103,7 @@ class _Finder:
                     or mid[3:] != xs[2:] or any(v in outputs or len(consumers.get(v, [])) != 1 for v in inner)):
                 continue
             self.found.channel_shuffle[last.name] = (x, mid[1])
+            self.found.shuffle_channels[last.name] = xs[1]
             self.found.skip.update((first.name, t.name))
             self.found.decisions.append(f"{first.name}, {t.name}, {last.name}: channel shuffle of {list(xs)} in "
                                         f"{mid[1]} groups, one channel permutation")
