@@ -71,9 +71,12 @@ EXAMPLES: dict[str, list[tuple[list, dict, dict]]] = {
     "Reshape": [(_X2, {"shape": np.array([32, 16], np.int64)}, {})],
     "Flatten": [(_X4, {}, {})],
     "Transpose": [([("x", [1, 4, 16, 32])], {}, {"perm": [0, 2, 1, 3]})],
-    "Concat": [(_X2 + [("z", [16, 32])], {}, {"axis": 0})],
+    "Concat": [(_X2 + [("z", [16, 32])], {}, {"axis": 0}),
+               ([("x", [1, 5, 4, 4]), ("z", [1, 7, 4, 4])], {}, {"axis": 1})],  # unaligned channels: a copy
     "ReduceMean": [(_X2, {}, {"axes": [1]}), (_X4, {}, {"axes": [2, 3]})],
-    "Slice": [(_X2, {"s": np.array([4], np.int64), "e": np.array([12], np.int64), "a": np.array([0], np.int64)}, {})],
+    "Slice": [(_X2, {"s": np.array([4], np.int64), "e": np.array([12], np.int64), "a": np.array([0], np.int64)}, {}),
+              ([("x", [1, 21, 4, 4])], {"s": np.array([5], np.int64), "e": np.array([13], np.int64),
+                                        "a": np.array([1], np.int64)}, {})],  # unaligned channels: a copy
     "Split": [(_X2, {"s": np.array([16], np.int64)}, {"axis": 0})],
     "Gather": [(_X2, {"i": np.array(3, np.int64)}, {})],
     "Squeeze": [([("x", [1, 16, 32])], {"a": np.array([0], np.int64)}, {})],
@@ -96,7 +99,7 @@ def _families_of(op: str, work: Path) -> list[str]:
 
     from ..frontend.onnx_import import load_onnx
     names: list[str] = []
-    lowered_any = False
+    lowered_any = viewed = False
     for i, (ins, consts, attrs) in enumerate(EXAMPLES.get(op, [])):
         path = work / f"{op}{i}.onnx"
         onnx.save(_one_op_model(op, ins, consts, attrs), path)
@@ -108,12 +111,13 @@ def _families_of(op: str, work: Path) -> list[str]:
         except KilnError:  # accepted by the frontend, no kernel of its own
             continue
         lowered_any = True
+        viewed |= not any(step.kind == "kernel" for step in lowered.steps)
         for step in lowered.steps:
             if step.kind != "kernel":
                 continue
             spec = opspec_of(step.kernel_op)
             names += [f.name for f in ORDER if f.kind == spec.kind and f.matches(spec) and f.name not in names]
-    return names if names or not lowered_any else [VIEW]
+    return names + ([VIEW] if viewed and names else []) if names or not lowered_any else [VIEW]
 
 
 def _row(op: str, families: list[str] | None) -> str:
@@ -126,7 +130,7 @@ def _row(op: str, families: list[str] | None) -> str:
     elif families == [VIEW]:
         served = VIEW
     else:
-        served = ", ".join(f"`{f}`" for f in families)
+        served = ", ".join(f if f == VIEW else f"`{f}`" for f in families)
     return f"| {op} | {entry.summary} | {attrs} | {served} |"
 
 

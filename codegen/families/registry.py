@@ -14,6 +14,7 @@ from . import (
     attention_flash,
     avgpool2d_vector,
     batched_gemm_cube,
+    channel_gather_mte,
     conv2d_algorithm,
     conv2d_cube_img2col,
     conv2d_vector,
@@ -49,6 +50,7 @@ ORDER: tuple[Family, ...] = (
     softmax_vector.FAMILY,
     layernorm_vector.FAMILY,
     transpose_mte.FAMILY,
+    channel_gather_mte.FAMILY,
     attention_flash.FAMILY,
 )
 

@@ -38,6 +38,8 @@ SUPPORTED = {
     "MaxPool": "max pooling over NCHW, kernel_shape, strides, pads",
     "GlobalAveragePool": "mean over H and W of NCHW",
     "AveragePool": "average pooling over NCHW, kernel_shape, strides, pads, count_include_pad (0/1), ceil_mode (0/1)",
+    "ChannelGather": "NC1HWC0 channels gathered from inputs: 'input' = [n, h, w], 'in_channels' (one per input), and "
+                     "'table' (\"t:c\" per output channel), 'shuffle' = groups (one input), or neither (a Concat)",
     "EltwiseProgram": "a fused elementwise program (codegen/ir/eltwise_program.py): output 'shape', 'layout' NC1HWC0 "
                       "(4-D) or ND, 'forms' (one per input: full, channel, channel1), 'program' as text, e.g. "
                       "'sigmoid(1);mul(0,2)'",
@@ -133,6 +135,27 @@ def _parse_transpose0213(entry: str, raw: dict[str, Any], a: dict[str, Any]) -> 
     a["input"] = _ints(entry, "input", raw.get("input"), 4, lo=1)
 
 
+def gather_table(in_channels: list[int], shuffle: int = 0) -> str:
+    """The ChannelGather table of a channel Concat of the inputs, or (shuffle = groups) of one input's channel
+    shuffle: output channel j = c * groups + g reads input channel g * (C / groups) + c."""
+    if shuffle:
+        per = in_channels[0] // shuffle
+        return ",".join(f"0:{(j % shuffle) * per + j // shuffle}" for j in range(in_channels[0]))
+    return ",".join(f"{t}:{c}" for t, n in enumerate(in_channels) for c in range(n))
+
+
+def _parse_channel_gather(entry: str, raw: dict[str, Any], a: dict[str, Any]) -> None:
+    a["n"], a["h"], a["w"] = _ints(entry, "input", raw.get("input"), 3, lo=1)
+    chans = _ints(entry, "in_channels", raw.get("in_channels"), None, lo=1)
+    table, shuffle = raw.get("table"), raw.get("shuffle", 0)
+    if shuffle and (len(chans) != 1 or not isinstance(shuffle, int) or shuffle < 1 or chans[0] % shuffle):
+        raise KilnError("frontend", entry, f"'shuffle' (groups) must divide the one input's {chans} channels")
+    if table is not None and not isinstance(table, str):
+        raise KilnError("frontend", entry, "'table' must be a string of \"input:channel\" per output channel")
+    a["in_channels"] = ",".join(str(c) for c in chans)
+    a["table"] = table if table is not None else gather_table(list(chans), shuffle)
+
+
 def _parse_attention(entry: str, raw: dict[str, Any], a: dict[str, Any]) -> None:
     b, h, sq, d = _ints(entry, "q", raw.get("q"), 4, lo=1)
     kv = raw.get("kv")
@@ -219,6 +242,7 @@ _PARSERS = {
     "MatMul": _parse_matrix,
     "BatchedMatMul": _parse_batched_matmul,
     "Transpose0213": _parse_transpose0213,
+    "ChannelGather": _parse_channel_gather,
     "Attention": _parse_attention,
     "Softmax": _parse_rows,
     "LayerNormalization": _parse_rows,
@@ -240,7 +264,7 @@ _TAKES_ACTIVATION = {"Conv": ("", "Relu", "Clip"), "Gemm": ("", "Relu"), "Add": 
 _KNOWN_FIELDS = {"label", "type", "activation", "bias", "input", "weight", "strides", "pads", "dilations", "group",
                  "a", "b", "shape", "min", "max", "kernel_shape", "scalar", "trans_b", "epsilon", "residual",
                  "algorithm", "tiling", "q", "kv", "scale", "mask", "count_include_pad", "ceil_mode", "layout",
-                 "forms", "program"}
+                 "forms", "program", "in_channels", "table", "shuffle"}
 
 
 # ---------------------------------------------------------------- fields every op shares

@@ -11,35 +11,19 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, fields
-from math import ceil, prod
+from math import prod
 from typing import TYPE_CHECKING, ClassVar, Literal
 
 from .. import KilnError
+from .channel_gather_spec import ChannelGatherSpec
 from .eltwise_program import decode, vector_ops
 from .graph import OpInstance
-
-C0 = 16  # fp16 channels per 32-byte block
-
-
-def c1(c: int) -> int:
-    return ceil(c / C0)
-
+from .tensor import C0, Tensor, c1
 
 # How a kernel's output becomes the natural-layout array a caller of kiln.kernel(...) gets back: NC1HWC0 to NCHW
 # with the spec's out_channels, reshaped like the first operand (elementwise and row-wise ops), or as written.
 NaturalOutput = Literal["nchw", "like_input", "as_written"]
 
-
-@dataclass(frozen=True)
-class Tensor:
-    name: str
-    shape: tuple[int, ...]
-    dtype: str    # fp16 | bf16 | fp32
-    layout: str   # NC1HWC0, FRACTAL_Z, ZN, C1HWC0, ND
-
-    @property
-    def nbytes(self) -> int:
-        return prod(self.shape) * (4 if self.dtype == "fp32" else 2)
 
 
 def _dtype(dtype: str) -> str:
@@ -650,12 +634,13 @@ class AttentionSpec:
 
 
 Opspec = (Conv2dSpec | DwConv2dSpec | GemmSpec | EltwiseSpec | Pool2dSpec | RowSpec | BatchedGemmSpec | TransposeSpec
-          | AttentionSpec | AvgPool2dSpec | EltwiseProgramSpec)
+          | AttentionSpec | AvgPool2dSpec | EltwiseProgramSpec | ChannelGatherSpec)
 # kind -> its spec class (the one table a spec is rebuilt from: an .opspec file, a manifest record)
 SPEC_CLASSES: dict[str, type[Opspec]] = {
     "conv2d": Conv2dSpec, "dwconv2d": DwConv2dSpec, "gemm": GemmSpec, "eltwise": EltwiseSpec, "pool2d": Pool2dSpec,
     "softmax": RowSpec, "layernorm": RowSpec, "bgemm": BatchedGemmSpec, "transpose": TransposeSpec,
-    "attention": AttentionSpec, "avgpool2d": AvgPool2dSpec, "eltwise_program": EltwiseProgramSpec}
+    "attention": AttentionSpec, "avgpool2d": AvgPool2dSpec, "eltwise_program": EltwiseProgramSpec,
+    "channel_gather": ChannelGatherSpec}
 
 
 CUBE_DTYPES = ("fp16", "bf16")
@@ -712,6 +697,8 @@ def opspec_of(op: OpInstance) -> Opspec:
         return BatchedGemmSpec(a["batch"], a["m"], a["k"], a["n"], bool(a["trans_b"]), cube_dtype(op))
     if op.type == "Transpose0213":
         return TransposeSpec(*a["input"])
+    if op.type == "ChannelGather":
+        return ChannelGatherSpec(a["n"], a["h"], a["w"], a["in_channels"], a["table"])
     if op.type == "Attention":
         return AttentionSpec(a["batch"], a["heads"], a["q"], a["kv"], a["d"], f32(a["scale"]), bool(a.get("mask")))
     if op.type in ("MaxPool", "AveragePool", "GlobalAveragePool"):

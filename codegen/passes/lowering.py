@@ -590,6 +590,8 @@ class _Lowerer:
                 self.device[out] = self.new_value(out, Storage("NC1HWC0", shape), alias_of=dv, offset=offset)
                 self.decisions.append(f"{node.name}: channels {begin[1]}..{end[1]} of {x} are a view (C0-aligned)")
                 return
+            if shape[0] == xs[0] and shape[2:] == (h, w):
+                return self.channel_gather(node, [(x, c) for c in range(begin[1], end[1])], out, "unaligned slice")
         src = self.act(node, x, "ND") if st.layout == "NC1HWC0" else dv
         contiguous = contiguous_offset(xs, begin, end)
         if contiguous is None:
@@ -626,6 +628,18 @@ class _Lowerer:
         self.device[out] = self.new_value(out, Storage("ND", self.shape(out)), alias_of=src, offset=offset * 2)
         self.decisions.append(f"{node.name}: index {index} of axis {axis} of {node.inputs[0]} is a view")
 
+    def channel_gather(self, node: Node, sources: list[tuple[str, int]], out: str = "", why: str = "") -> None:
+        ins, out = list(dict.fromkeys(v for v, _ in sources)), out or node.outputs[0]
+        self.decisions += [f"{node.name}: {why}: a channel_gather copy kernel"] if why else []
+        n, _, h, w = self.shape(ins[0])
+        attrs = {"n": n, "h": h, "w": w, "in_channels": ",".join(str(self.shape(v)[1]) for v in ins),
+                 "table": ",".join(f"{ins.index(v)}:{c}" for v, c in sources), "activation": "", "bias": False}
+        self.device[out] = self.new_value(out, Storage("NC1HWC0", (n, len(sources), h, w)))
+        name = node.name if out == node.outputs[0] else f"{node.name}/{out}"  # a Split: one kernel per output
+        self.steps.append(Step("kernel", name, list(node.source) or [node.name], [node.op_type],
+                               [self.act(node, v, "NC1HWC0") for v in ins], out,
+                               instance=OpInstance(name, "ChannelGather", attrs)))
+
     def concat(self, node: Node) -> None:
         """Concat with no copy: each input's producer writes its own sub-range of the output (the memory plan
         places the output; the inputs are views of it). Needs each input's range contiguous: row-major with a
@@ -637,6 +651,8 @@ class _Lowerer:
         layouts_in = {self.storage[self.device[v]].layout for v in ins if v in self.device}
         layout = "NC1HWC0" if layouts_in == {"NC1HWC0"} and len(shape) == 4 else "ND"
         offsets, why = self.concat_offsets(node, ins, axis, layout)
+        if why and layout == "NC1HWC0" and axis in (1, -3):
+            return self.channel_gather(node, [(v, c) for v in ins for c in range(self.shape(v)[1])], why=why)
         if why:
             raise self.fail(node, f"Concat along axis {axis} of {[list(self.shape(v)) for v in ins]} needs a copy "
                                   f"({why}) and no copy kernel exists yet")
@@ -752,6 +768,8 @@ class _Lowerer:
                 self.gelu(n)
             elif n.name in self.patterns.layernorm_chain:
                 self.layernorm_decomposed(n)
+            elif n.name in self.patterns.channel_shuffle:  # one permutation (patterns.py logged it)
+                self.channel_gather(n, self.patterns.shuffle_sources(n.name))
             elif n.op_type in self.LOWER:
                 self.LOWER[n.op_type](self, n)
             else:  # a chain op (PROGRAM_CHAIN_OPS) that no elementwise program took: the pipeline forms them first

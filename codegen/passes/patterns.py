@@ -21,11 +21,20 @@ class Patterns:
     gelu_chain: dict[str, list[str]] = field(default_factory=dict)  # last node of a GELU chain -> its nodes
     gelu_input: dict[str, str] = field(default_factory=dict)    # last node of a GELU chain -> its input
     layernorm_chain: dict[str, tuple] = field(default_factory=dict)  # last node -> (names, x, gamma, beta, eps)
+    channel_shuffle: dict[str, tuple[str, int]] = field(default_factory=dict)  # last Reshape -> (x, groups)
+    shuffle_channels: dict[str, int] = field(default_factory=dict)  # last Reshape -> channels of x
     decisions: list[str] = field(default_factory=list)
+
+    def shuffle_sources(self, name: str) -> list[tuple[str, int]]:
+        """(value, channel) of each output channel of a channel shuffle: j = c * groups + g reads g * C/g + c."""
+        x, groups = self.channel_shuffle[name]
+        per = self.shuffle_channels[name] // groups
+        return [(x, (j % groups) * per + j // groups) for j in range(per * groups)]
 
     def absorbed(self, name: str) -> bool:
         """Whether lowering handles this node through a pattern rather than by its op type."""
-        return name in self.skip or name in self.gelu_chain or name in self.layernorm_chain
+        return (name in self.skip or name in self.gelu_chain or name in self.layernorm_chain
+                or name in self.channel_shuffle)
 
 
 def find_patterns(g: Graph) -> Patterns:
@@ -71,8 +80,36 @@ class _Finder:
                         and cs[0].op_type in ("MatMul", "Attention") and cs[0].inputs[1] == n.outputs[0]
                         and cs[0].inputs[0] != n.outputs[0]):
                     self.found.b_transposes.add(n.name)
+        self.find_channel_shuffles(consumers, outputs)
         self.find_layernorm_chains(consumers, outputs)
         self.find_gelu_chains(consumers, outputs)
+
+    def find_channel_shuffles(self, consumers, outputs) -> None:
+        """ShuffleNet's channel shuffle: Reshape (N,C,H,W) -> (N,g,C/g,H,W), Transpose (0,2,1,3,4), Reshape back
+        to (N,C,H,W), neither intermediate used elsewhere: one channel permutation of x."""
+        for last in self.g.nodes:
+            if last.op_type != "Reshape":
+                continue
+            t = self.producer(last.inputs[0])
+            if t is None or t.op_type != "Transpose" or tuple(t.attrs["perm"]) != (0, 2, 1, 3, 4):
+                continue
+            first = self.producer(t.inputs[0])
+            if first is None or first.op_type != "Reshape":
+                continue
+            x = first.inputs[0]
+            xs, mid, ys = self.shape(x), self.shape(first.outputs[0]), self.shape(last.outputs[0])
+            inner = [first.outputs[0], t.outputs[0]]
+            if (len(xs) != 4 or ys != xs or len(mid) != 5 or mid[0] != xs[0] or mid[1] * mid[2] != xs[1]
+                    or mid[3:] != xs[2:] or any(v in outputs or len(consumers.get(v, [])) != 1 for v in inner)):
+                continue
+            self.found.channel_shuffle[last.name] = (x, mid[1])
+            self.found.shuffle_channels[last.name] = xs[1]
+            self.found.skip.update((first.name, t.name))
+            self.found.decisions.append(f"{first.name}, {t.name}, {last.name}: channel shuffle of {list(xs)} in "
+                                        f"{mid[1]} groups, one channel permutation")
+
+    def producer(self, v: str) -> Node | None:
+        return next((n for n in self.g.nodes if v in n.outputs), None)
 
     def find_gelu_chains(self, consumers, outputs) -> None:
         """Decomposed GELU (exporters write x*0.5*(1+erf(x/sqrt 2)) in several orders): the elementwise

@@ -40,6 +40,9 @@ def natural_shapes(record: dict) -> list[tuple[str, tuple[int, ...] | str]]:
         return [("a", (s["m"], s["k"])), ("b", (s["k"], s["n"]))] + ([("bias", (s["n"],))] if s["bias"] else [])
     if kind == "eltwise":
         return [(t["name"], ANY_SHAPE) for t in inputs]
+    if kind == "channel_gather":  # NCHW inputs of their own channel counts
+        chans = [int(c) for c in s["in_channels"].split(",")]
+        return [(t["name"], (s["n"], c, s["h"], s["w"])) for t, c in zip(inputs, chans)]
     if kind in ("softmax", "layernorm"):  # rows of `length`: any leading shape with as many rows
         return [(inputs[0]["name"], ROWS)] + [(t["name"], tuple(t["shape"])) for t in inputs[1:]]
     return [(t["name"], tuple(t["shape"])) for t in inputs]  # softmax, layernorm, transpose, attention, bgemm

@@ -68,6 +68,9 @@ def make_inputs(k: kiln.Kernel, seed: int):
         args = [rng.standard_normal(t["shape"]).astype(np.float16) for t in k.record["inputs"]]
     elif kind == "transpose":
         args = [rng.standard_normal(k.record["inputs"][0]["shape"]).astype(np.float16)]
+    elif kind == "channel_gather":
+        chans = [int(c) for c in s["in_channels"].split(",")]
+        args = [rng.standard_normal((s["n"], c, s["h"], s["w"])).astype(np.float16) for c in chans]
     elif kind == "eltwise_program":
         args = [(2 * rng.standard_normal(t["shape"])).astype(np.float16) for t in k.record["inputs"]]
     else:
@@ -169,6 +172,11 @@ def test_kernel_matches_reference(k):
     kind = k.record["features"]["kind"]
     if kind == "transpose":
         np.testing.assert_array_equal(y, args[0].transpose(0, 2, 1, 3).astype(np.float64))
+        return
+    if kind == "channel_gather":  # pure data movement: each output channel is its source channel, bit for bit
+        sources = [tuple(int(v) for v in e.split(":")) for e in k.spec["table"].split(",")]
+        want = np.stack([args[t][:, c] for t, c in sources], axis=1)
+        np.testing.assert_array_equal(y, want.astype(np.float64))
         return
     if kind in ("softmax", "layernorm", "bgemm", "attention") or (kind == "eltwise" and k.spec["op"] == "gelu"):
         check_fp32_math(k, args, y)
@@ -337,7 +345,7 @@ def test_pipe_counters_match_tiling(k):
         assert st["cube_macs"] == 0
         moved = st["pipes"]["MTE3"]["bytes"]
         assert moved == math.prod(k.record["output"]["shape"]) * 2  # every output byte stored once
-        if kind != "transpose":
+        if kind not in ("transpose", "channel_gather"):
             assert st["pipes"]["V"]["instructions"] > 0
     assert st["cycles"] > 0
     if k.record.get("algorithm") == "vector_direct":  # its epilogue is already on the Vector unit

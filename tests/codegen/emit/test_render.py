@@ -95,6 +95,9 @@ def test_default_variants_fit_every_profile(profile, tmp_path):
     for k in pl.kernels:
         for pos, used in k.variant.buffers.items():
             assert used <= prof.capacity[pos], (k.symbol, pos)
+        if k.spec.kind == "channel_gather":  # a copy reads the channels it moves, not the inputs' padding or rest
+            assert k.mte2_bytes == k.spec.output().nbytes * k.spec.out_channels // (k.spec.output().shape[1] * 16)
+            continue
         assert k.mte2_bytes >= sum(t.nbytes for t in k.spec.inputs()), k.symbol  # every input read at least once
 
 

@@ -53,11 +53,24 @@ def test_concat_producers_write_c0_aligned_sub_ranges_of_one_arena_tensor(tmp_pa
     assert not [out for out, _ in plan.in_place if out in ("r0", "r1", "r2")]
 
 
-def test_unaligned_channel_concat_is_refused_naming_the_node_and_c0(tmp_path):
-    with pytest.raises(KilnError, match=r"node 'n' \(Concat\).*channel counts \[58\] are not multiples of C0=16"):
+def test_unaligned_channel_concat_is_one_channel_gather_kernel(tmp_path):
+    """58 + 58 channels (ShuffleNet): no C0-aligned sub-ranges, so a copy: one kernel reading both inputs."""
+    path = _model(tmp_path, [helper.make_node("Relu", ["a"], ["ra"]), helper.make_node("Relu", ["b"], ["rb"]),
+                             helper.make_node("Concat", ["ra", "rb"], ["y"], axis=1, name="n")],
+                  [("a", [1, 58, 2, 2]), ("b", [1, 58, 2, 2])], [("y", [1, 116, 2, 2])])
+    low = lower(load_onnx(path), "m")
+    (step,) = [s for s in low.steps if s.kind == "kernel" and s.kernel_op.type == "ChannelGather"]
+    a = step.kernel_op.attrs
+    assert (step.inputs, a["in_channels"]) == (["ra", "rb"], "58,58")
+    assert a["table"].split(",") == [f"0:{c}" for c in range(58)] + [f"1:{c}" for c in range(58)]
+    assert any("channel counts [58] are not multiples of C0=16" in d for d in low.decisions)
+
+
+def test_concat_along_rows_of_nc1hwc0_is_refused_naming_the_node(tmp_path):
+    with pytest.raises(KilnError, match=r"node 'n' \(Concat\).*along axis 2.*no copy kernel exists yet"):
         path = _model(tmp_path, [helper.make_node("Relu", ["a"], ["ra"]), helper.make_node("Relu", ["b"], ["rb"]),
-                                 helper.make_node("Concat", ["ra", "rb"], ["y"], axis=1, name="n")],
-                      [("a", [1, 58, 2, 2]), ("b", [1, 58, 2, 2])], [("y", [1, 116, 2, 2])])
+                                 helper.make_node("Concat", ["ra", "rb"], ["y"], axis=2, name="n")],
+                      [("a", [1, 16, 2, 2]), ("b", [1, 16, 3, 2])], [("y", [1, 16, 5, 2])])
         lower(load_onnx(path), "m")
 
 
