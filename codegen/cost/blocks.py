@@ -73,6 +73,26 @@ def rows_load2d(core: SimCore, m: int):
     return load
 
 
+def pingpong_tile(core: SimCore, inq: PingPongSim, outq: PingPongSim, slot: int, n: int, copies: list[int],
+                  vector: list[tuple[int, int, list[tuple[str, bool]]]]) -> None:
+    """One tile of the Vector kernels' CopyIn -> Compute -> CopyOut loop on ping-pong slot `slot`: a GM->UB copy
+    of each count in `copies` (fp16 elements), each (elements, lanes, ops) of `vector` as one vec_flat, then one
+    UB->GM copy of `n` fp16 values."""
+    inq.acquire_for_write(slot)
+    for count in copies:
+        core.copy_gm(1, count, 2, "UB")
+    inq.written(slot)
+    inq.acquire_for_read(slot)
+    outq.acquire_for_write(slot)
+    for elems, lanes, ops in vector:
+        core.vec_flat(elems, lanes, ops)
+    inq.released(slot)
+    outq.written(slot)
+    outq.acquire_for_read(slot)
+    core.copy_ub_to_gm(1, n, 2)
+    outq.released(slot)
+
+
 def stream(profile: Profile, numel: int, tile: int, blocks: int, inputs: int, ops: list[tuple[str, bool]],
             lanes: int = 128) -> Prediction:
     """Tiles of a flat tensor split over `blocks` Vector cores; per tile: `inputs` GM->UB copies, the ops
@@ -84,19 +104,7 @@ def stream(profile: Profile, numel: int, tile: int, blocks: int, inputs: int, op
         inq, outq = PingPongSim(core, "MTE2", "V", 0), PingPongSim(core, "V", "MTE3", 2)
         for t in range(t0, t1):
             n = min(tile, numel - t * tile)
-            s = inq.slot(t - t0)
-            inq.acquire_for_write(s)
-            for _ in range(inputs):
-                core.copy_gm(1, n, 2, "UB")
-            inq.written(s)
-            inq.acquire_for_read(s)
-            outq.acquire_for_write(s)
-            core.vec_flat(n, lanes, ops)
-            inq.released(s)
-            outq.written(s)
-            outq.acquire_for_read(s)
-            core.copy_ub_to_gm(1, n, 2)
-            outq.released(s)
+            pingpong_tile(core, inq, outq, inq.slot(t - t0), n, [n] * inputs, [(n, lanes, ops)])
         inq.drain()
         outq.drain()
 

@@ -13,7 +13,7 @@ from ..cost.model import PingPongSim, Prediction, SimCore, launch
 from ..ir.opspec import AvgPool2dSpec, c1
 from ..ir.optlog import OptLog
 from ..ir.profiles import Profile
-from .base import Family, Variant, fits, r32, register, splits
+from .base import Family, Variant, fits, r32, register, row_band_mte2, row_band_variant, splits
 
 
 def column_runs(spec: AvgPool2dSpec) -> list[tuple[int, int, float]]:
@@ -48,26 +48,11 @@ def avgpool_buffers(spec: AvgPool2dSpec, rows_per_block: int) -> dict[str, int]:
 def avgpool_rule(spec: AvgPool2dSpec, profile: Profile, log: OptLog) -> Variant:
     if min(spec.divisors(0) + spec.divisors(1)) < 1:
         raise KilnError("tiling", spec.name, "a window covers no counted pixel (pads as large as the window)")
-    cores = profile.cores_for("vector")
-    planes = spec.n * c1(spec.c)
-    rpb = ceil(spec.ho / max(1, ceil(cores / planes)))
-    while rpb > 1 and fits(profile, avgpool_buffers(spec, rpb)):
-        rpb = ceil(rpb / 2)
-    limit = fits(profile, avgpool_buffers(spec, rpb))
-    if limit:
-        raise KilnError("tiling", spec.name, f"one output row does not fit {limit} of {profile.name}")
-    return Variant("avgpool2d_vector", {"rows_per_block": rpb}, planes * ceil(spec.ho / rpb),
-                   avgpool_buffers(spec, rpb))
+    return row_band_variant("avgpool2d_vector", spec, profile, avgpool_buffers)
 
 
 def avgpool_mte2(spec: AvgPool2dSpec, v: Variant) -> int:
-    rpb, total = v.params["rows_per_block"], 0
-    for r0 in range(0, spec.ho, rpb):
-        rows_out = min(rpb, spec.ho - r0)
-        lo = r0 * spec.sh - spec.pt
-        hi = lo + (rows_out - 1) * spec.sh + spec.kh
-        total += max(0, min(hi, spec.h) - max(lo, 0)) * spec.w * 32
-    return total * spec.n * c1(spec.c)
+    return row_band_mte2(spec, v.params["rows_per_block"])
 
 
 def replay_avgpool(spec, params: dict, profile: Profile) -> Prediction:

@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 from math import ceil
 from typing import Any
 
+from .. import KilnError
 from ..cost import model as cost
-from ..ir.opspec import Opspec
+from ..ir.opspec import Opspec, c1
 from ..ir.optlog import OptLog
 from ..ir.profiles import Profile
 
@@ -143,6 +144,32 @@ def fits(profile: Profile, buffers: dict[str, int]) -> str | None:
         if used > profile.capacity[pos]:
             return pos
     return None
+
+
+def row_band_variant(family: str, spec, profile: Profile, buffers: Callable[[Any, int], dict[str, int]]) -> Variant:
+    """A window kernel's rule tiling over bands of output rows per (n, c1) plane (the pooling families): enough
+    bands to give every Vector core one, halved while the band's buffers overflow; refused when one row does not
+    fit."""
+    cores = profile.cores_for("vector")
+    planes = spec.n * c1(spec.c)
+    rpb = ceil(spec.ho / max(1, ceil(cores / planes)))
+    while rpb > 1 and fits(profile, buffers(spec, rpb)):
+        rpb = ceil(rpb / 2)
+    limit = fits(profile, buffers(spec, rpb))
+    if limit:
+        raise KilnError("tiling", spec.name, f"one output row does not fit {limit} of {profile.name}")
+    return Variant(family, {"rows_per_block": rpb}, planes * ceil(spec.ho / rpb), buffers(spec, rpb))
+
+
+def row_band_mte2(spec, rows_per_block: int) -> int:
+    """GM bytes a row-band window kernel reads: each band's input rows (padding rows not read), per plane."""
+    total = 0
+    for r0 in range(0, spec.ho, rows_per_block):
+        rows_out = min(rows_per_block, spec.ho - r0)
+        lo = r0 * spec.sh - spec.pt
+        hi = lo + (rows_out - 1) * spec.sh + spec.kh
+        total += max(0, min(hi, spec.h) - max(lo, 0)) * spec.w * 32
+    return total * spec.n * c1(spec.c)
 
 
 def r16(x: int) -> int:

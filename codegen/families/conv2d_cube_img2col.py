@@ -8,7 +8,7 @@ from collections.abc import Callable
 from math import ceil
 
 from .. import KilnError
-from ..cost.blocks import cube_drain, cube_k_loop, rows_load2d
+from ..cost.blocks import cube_drain, cube_k_loop, pingpong_tile, rows_load2d
 from ..cost.model import PingPongSim, Prediction, SimCore, launch, then
 from ..ir.opspec import C0, Conv2dSpec, c1
 from ..ir.optlog import OptLog
@@ -368,20 +368,8 @@ def img2col_epilogue(spec: Conv2dSpec, params: dict, profile: Profile) -> Predic
         inq, outq = PingPongSim(core, "MTE2", "V", 0), PingPongSim(core, "V", "MTE3", 2)
         for t in range(t0, t1):
             n = min(tile, numel - t * tile)
-            s = inq.slot(t - t0)
-            inq.acquire_for_write(s)
-            core.copy_gm(1, n, 2, "UB")
-            if spec.residual:
-                core.copy_gm(1, n, 2, "UB")
-            inq.written(s)
-            inq.acquire_for_read(s)
-            outq.acquire_for_write(s)
-            core.vec_flat(n, 128, per_elem)
-            inq.released(s)
-            outq.written(s)
-            outq.acquire_for_read(s)
-            core.copy_ub_to_gm(1, n, 2)
-            outq.released(s)
+            pingpong_tile(core, inq, outq, inq.slot(t - t0), n, [n] * (2 if spec.residual else 1),
+                          [(n, 128, per_elem)])
         inq.drain()
         outq.drain()
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from math import ceil
 
+from ..cost.blocks import pingpong_tile
 from ..cost.model import PingPongSim, Prediction, SimCore, launch
 from ..ir.eltwise_program import BINARY_VECOPS, PROGRAM_OPS, scalar_of, vector_ops
 from ..ir.opspec import C0, EltwiseProgramSpec
@@ -66,24 +67,11 @@ def replay_program(spec, params: dict, profile: Profile) -> Prediction:
         for it in range(i0, i1):
             p, off0 = it // chunks, (it % chunks) * tile
             n = min(tile, spec.plane - off0)
-            s = inq.slot(it - i0)
-            inq.acquire_for_write(s)
-            for f in forms:
-                core.copy_gm(1, n if f in ("full", "row") else C0, 2, "UB")
-            inq.written(s)
-            inq.acquire_for_read(s)
-            outq.acquire_for_write(s)
-            for f in forms:
-                if f not in ("full", "row"):
-                    core.vec_flat(n, 128, [("Copy", False)])
-            core.vec_flat(n, 64, fp32_ops)
-            if spec.c_tail and p % spec.c1 == spec.c1 - 1:
-                core.vec_flat(n, 128, [("Dup", False)])
-            inq.released(s)
-            outq.written(s)
-            outq.acquire_for_read(s)
-            core.copy_ub_to_gm(1, n, 2)
-            outq.released(s)
+            spread = [(n, 128, [("Copy", False)])] * sum(f not in ("full", "row") for f in forms)  # C0 blocks
+            pad_lanes = [(n, 128, [("Dup", False)])] if spec.c_tail and p % spec.c1 == spec.c1 - 1 else []
+            pingpong_tile(core, inq, outq, inq.slot(it - i0), n,
+                          [n if f in ("full", "row") else C0 for f in forms],
+                          spread + [(n, 64, fp32_ops)] + pad_lanes)
         inq.drain()
         outq.drain()
 

@@ -3,13 +3,12 @@ from __future__ import annotations
 
 from math import ceil
 
-from .. import KilnError
 from ..cost.blocks import store_row, window_block_prologue
 from ..cost.model import PingPongSim, Prediction, SimCore, launch
 from ..ir.opspec import Pool2dSpec, c1
 from ..ir.optlog import OptLog
 from ..ir.profiles import Profile
-from .base import Family, GenericForm, Variant, fits, r32, register, splits
+from .base import Family, GenericForm, Variant, fits, r32, register, row_band_mte2, row_band_variant, splits
 
 # ---------------------------------------------------------------- pooling (Vector)
 
@@ -20,26 +19,11 @@ def maxpool_buffers(spec: Pool2dSpec, rows_per_block: int) -> dict[str, int]:
 
 
 def maxpool_rule(spec: Pool2dSpec, profile: Profile, log: OptLog) -> Variant:
-    cores = profile.cores_for("vector")
-    planes = spec.n * c1(spec.c)
-    rpb = ceil(spec.ho / max(1, ceil(cores / planes)))
-    while rpb > 1 and fits(profile, maxpool_buffers(spec, rpb)):
-        rpb = ceil(rpb / 2)
-    limit = fits(profile, maxpool_buffers(spec, rpb))
-    if limit:
-        raise KilnError("tiling", spec.name, f"one output row does not fit {limit} of {profile.name}")
-    return Variant("maxpool2d_vector", {"rows_per_block": rpb}, planes * ceil(spec.ho / rpb),
-                   maxpool_buffers(spec, rpb))
+    return row_band_variant("maxpool2d_vector", spec, profile, maxpool_buffers)
 
 
 def maxpool_mte2(spec: Pool2dSpec, v: Variant) -> int:
-    rpb, total = v.params["rows_per_block"], 0
-    for r0 in range(0, spec.ho, rpb):
-        rows_out = min(rpb, spec.ho - r0)
-        lo = r0 * spec.sh - spec.pt
-        hi = lo + (rows_out - 1) * spec.sh + spec.kh
-        total += max(0, min(hi, spec.h) - max(lo, 0)) * spec.w * 32
-    return total * spec.n * c1(spec.c)
+    return row_band_mte2(spec, v.params["rows_per_block"])
 
 
 def replay_maxpool(spec, params: dict, profile: Profile) -> Prediction:
