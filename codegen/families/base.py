@@ -22,7 +22,7 @@ from ..ir.profiles import Profile
 # One letter per tiling parameter, for variant tags (a parameter keeps its letter in every family).
 PARAM_LETTER = {"base_m": "m", "base_n": "n", "base_k1": "k", "c1_step": "c", "slab_rows": "r", "k1_step": "s",
                 "rows_per_block": "r", "tile_elems": "t", "chunk_pixels": "p", "rows_per_tile": "r",
-                "planes_per_block": "p",
+                "planes_per_block": "p", "items_per_block": "g",
                 "epi_tile": "e", "tile": "f", "tile_batch": "b", "c1_block": "i", "co1_block": "o", "on_chip": "u",
                 "base_n2": "q", "base_k2": "j", "n_split": "z",
                 "l1_buffers": "d", "base_q": "x", "base_kv": "y", "vec_split": "w"}

@@ -19,6 +19,7 @@ from . import (
     conv2d_cube_img2col,
     conv2d_vector,
     conv2d_winograd,
+    copy_mte,
     dwconv2d_vector,
     eltwise_program_vector,
     eltwise_vector,
@@ -51,6 +52,7 @@ ORDER: tuple[Family, ...] = (
     layernorm_vector.FAMILY,
     transpose_mte.FAMILY,
     channel_gather_mte.FAMILY,
+    copy_mte.FAMILY,
     attention_flash.FAMILY,
 )
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, TypeGuard
 
 from .. import KilnError
+from ..ir.copy_spec import concat_copy, transpose_copy
 from ..ir.eltwise_program import decode
 from ..ir.graph import OpInstance
 from .onnx_rules import ceil_extra
@@ -40,6 +41,8 @@ SUPPORTED = {
     "AveragePool": "average pooling over NCHW, kernel_shape, strides, pads, count_include_pad (0/1), ceil_mode (0/1)",
     "ChannelGather": "NC1HWC0 channels gathered from inputs: 'input' = [n, h, w], 'in_channels' (one per input), and "
                      "'table' (\"t:c\" per output channel), 'shuffle' = groups (one input), or neither (a Concat)",
+    "Copy": "fp16 data movement as one copy_mte kernel: a transpose of row-major 'input' by 'perm' (any permutation), "
+            "or a concat of row-major 'inputs' (a list of shapes) along 'axis'",
     "EltwiseProgram": "a fused elementwise program (codegen/ir/eltwise_program.py): output 'shape', 'layout' NC1HWC0 "
                       "(4-D) or ND, 'forms' (one per input: full, channel, channel1), 'program' as text, e.g. "
                       "'sigmoid(1);mul(0,2)'",
@@ -133,6 +136,27 @@ def _parse_batched_matmul(entry: str, raw: dict[str, Any], a: dict[str, Any]) ->
 
 def _parse_transpose0213(entry: str, raw: dict[str, Any], a: dict[str, Any]) -> None:
     a["input"] = _ints(entry, "input", raw.get("input"), 4, lo=1)
+
+
+def _parse_copy(entry: str, raw: dict[str, Any], a: dict[str, Any]) -> None:
+    """A Transpose (input, perm) or a Concat (inputs, axis) as one copy_mte kernel over row-major fp16."""
+    if "perm" in raw:
+        shape = _ints(entry, "input", raw.get("input"), None, lo=1)
+        perm = _ints(entry, "perm", raw.get("perm"), len(shape), lo=0)
+        if sorted(perm) != list(range(len(shape))):
+            raise KilnError("frontend", entry, f"'perm' {list(perm)} is not a permutation of {len(shape)} axes")
+        spec = transpose_copy(tuple(shape), tuple(perm))
+    else:
+        shapes = raw.get("inputs")
+        if not isinstance(shapes, list) or not shapes:
+            raise KilnError("frontend", entry, "a Copy needs 'input' and 'perm' (a transpose) or 'inputs' (a list "
+                            "of shapes) and 'axis' (a concat)")
+        dims = [_ints(entry, "inputs", s, len(shapes[0]), lo=1) for s in shapes]
+        axis = _ints(entry, "axis", [raw.get("axis")], 1, lo=0)[0]
+        if axis >= len(dims[0]) or any(d[:axis] + d[axis + 1:] != dims[0][:axis] + dims[0][axis + 1:] for d in dims):
+            raise KilnError("frontend", entry, f"inputs {[list(d) for d in dims]} do not concatenate along {axis}")
+        spec = concat_copy([tuple(d) for d in dims], axis)
+    a.update(out_numel=spec.out_numel, moves=spec.moves)
 
 
 def gather_table(in_channels: list[int], shuffle: int = 0) -> str:
@@ -243,6 +267,7 @@ _PARSERS = {
     "BatchedMatMul": _parse_batched_matmul,
     "Transpose0213": _parse_transpose0213,
     "ChannelGather": _parse_channel_gather,
+    "Copy": _parse_copy,
     "Attention": _parse_attention,
     "Softmax": _parse_rows,
     "LayerNormalization": _parse_rows,
@@ -264,7 +289,7 @@ _TAKES_ACTIVATION = {"Conv": ("", "Relu", "Clip"), "Gemm": ("", "Relu"), "Add": 
 _KNOWN_FIELDS = {"label", "type", "activation", "bias", "input", "weight", "strides", "pads", "dilations", "group",
                  "a", "b", "shape", "min", "max", "kernel_shape", "scalar", "trans_b", "epsilon", "residual",
                  "algorithm", "tiling", "q", "kv", "scale", "mask", "count_include_pad", "ceil_mode", "layout",
-                 "forms", "program", "in_channels", "table", "shuffle"}
+                 "forms", "program", "in_channels", "table", "shuffle", "perm", "inputs", "axis"}
 
 
 # ---------------------------------------------------------------- fields every op shares

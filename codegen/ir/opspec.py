@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, ClassVar, Literal
 
 from .. import KilnError
 from .channel_gather_spec import ChannelGatherSpec
+from .copy_spec import CopySpec
 from .eltwise_program import decode, vector_ops
 from .graph import OpInstance
 from .tensor import C0, Tensor, c1
@@ -634,13 +635,13 @@ class AttentionSpec:
 
 
 Opspec = (Conv2dSpec | DwConv2dSpec | GemmSpec | EltwiseSpec | Pool2dSpec | RowSpec | BatchedGemmSpec | TransposeSpec
-          | AttentionSpec | AvgPool2dSpec | EltwiseProgramSpec | ChannelGatherSpec)
+          | AttentionSpec | AvgPool2dSpec | EltwiseProgramSpec | ChannelGatherSpec | CopySpec)
 # kind -> its spec class (the one table a spec is rebuilt from: an .opspec file, a manifest record)
 SPEC_CLASSES: dict[str, type[Opspec]] = {
     "conv2d": Conv2dSpec, "dwconv2d": DwConv2dSpec, "gemm": GemmSpec, "eltwise": EltwiseSpec, "pool2d": Pool2dSpec,
     "softmax": RowSpec, "layernorm": RowSpec, "bgemm": BatchedGemmSpec, "transpose": TransposeSpec,
     "attention": AttentionSpec, "avgpool2d": AvgPool2dSpec, "eltwise_program": EltwiseProgramSpec,
-    "channel_gather": ChannelGatherSpec}
+    "channel_gather": ChannelGatherSpec, "copy": CopySpec}
 
 
 CUBE_DTYPES = ("fp16", "bf16")
@@ -699,6 +700,8 @@ def opspec_of(op: OpInstance) -> Opspec:
         return TransposeSpec(*a["input"])
     if op.type == "ChannelGather":
         return ChannelGatherSpec(a["n"], a["h"], a["w"], a["in_channels"], a["table"])
+    if op.type == "Copy":
+        return CopySpec(a["out_numel"], a["moves"])
     if op.type == "Attention":
         return AttentionSpec(a["batch"], a["heads"], a["q"], a["kv"], a["d"], f32(a["scale"]), bool(a.get("mask")))
     if op.type in ("MaxPool", "AveragePool", "GlobalAveragePool"):

@@ -12,7 +12,7 @@ Lowering rules are a table (LOWER): supporting one more op is one entry.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from math import prod
 from typing import ClassVar
 
@@ -23,63 +23,13 @@ from ..frontend.onnx_rules import pool_pads
 from ..ir import layouts
 from ..ir.eltwise_program import encode
 from ..ir.graph import Graph, Node, OpInstance
+from . import copy_rules
 from .eltwise_programs import CHAIN_OPS as PROGRAM_CHAIN_OPS  # lowered as elementwise programs
+from .lowered import LoweredModel, Step, Storage
 from .patterns import Patterns, find_patterns
 from .views import as_swap_0213, canonical_transpose, contiguous_offset
 
 C0 = 16
-
-
-@dataclass(frozen=True)
-class Storage:
-    """How a value is held in device memory."""
-    layout: str               # NC1HWC0 | ND
-    logical: tuple[int, ...]  # the ONNX shape
-    dtype: str = "fp16"
-
-    @property
-    def packed(self) -> tuple[int, ...]:
-        if self.layout == "NC1HWC0":
-            n, c, h, w = self.logical
-            return (n, -(-c // C0), h, w, C0)
-        return self.logical
-
-    @property
-    def nbytes(self) -> int:
-        return prod(self.packed) * (2 if self.dtype == "fp16" else 4)
-
-
-@dataclass
-class Step:
-    kind: str                      # kernel | glue
-    name: str                      # the node (or nodes) it comes from
-    ops: list[str]                 # source ONNX node names
-    op_types: list[str]
-    inputs: list[str]              # value or weight names
-    output: str
-    instance: OpInstance | None = None   # kernel steps
-    glue: str = ""                       # glue steps: input_nchw, input_nd, to_nchw, output_nd, output_nchw
-    params: list[int] = field(default_factory=list)
-
-    @property
-    def kernel_op(self) -> OpInstance:
-        """A kernel step's op instance (a glue step has none)."""
-        assert self.instance is not None, f"step {self.name} is not a kernel"
-        return self.instance
-
-
-@dataclass
-class LoweredModel:
-    name: str
-    source: str
-    graph_inputs: list[tuple[str, tuple[int, ...]]]
-    graph_outputs: list[tuple[str, tuple[int, ...]]]
-    steps: list[Step]
-    storage: dict[str, Storage]     # every device value (staged inputs, intermediates, outputs)
-    aliases: dict[str, str]         # view value -> the value whose bytes it shares
-    weights: dict[str, np.ndarray]  # packed, in first-use order
-    decisions: list[str] = field(default_factory=list)
-    alias_offsets: dict[str, int] = field(default_factory=dict)  # view value -> byte offset in its root (slices)
 
 
 class _Lowerer:
@@ -438,8 +388,7 @@ class _Lowerer:
                                   f"column of 1/{length}")
             self.device[node.outputs[0]] = self.view(node, dv)
             return
-        raise self.fail(node, f"ReduceMean over axes {list(axes)} of {list(xs)} has no kernel yet (supported: "
-                              f"axes 2, 3 of a 4-D tensor; the last axis of a 2-D or 3-D tensor)")
+        copy_rules.reduce_mean(self, node)  # any other axes: moved last by a copy, then the GEMM
 
     def act_of(self, node: Node, dv: str, layout: str) -> str:
         """Device value dv in `layout` (act() for a value no IR name holds yet)."""
@@ -567,10 +516,8 @@ class _Lowerer:
             self.decisions.append(f"{node.name}: Transpose perm {list(perm)} of {list(xs)} moves only unit axes")
             return self.reshape(node)
         swap = as_swap_0213(dims, canon)
-        if swap is None:
-            raise self.fail(node, f"Transpose perm {list(perm)} of {list(xs)} (canonical: perm {list(canon)} of "
-                                  f"{list(dims)}) has no kernel yet: supported are permutations that swap two "
-                                  f"neighbouring axis groups")
+        if swap is None or copy_rules.blocked_transpose_wanted(self, node):  # the general copy kernel
+            return copy_rules.transpose(self, node)
         self.decisions.append(f"{node.name}: Transpose perm {list(perm)} of {list(xs)} is perm {list(canon)} of "
                               f"{list(dims)}: the (0,2,1,3) kernel on {list(swap)}")
         self.kernel(node, "Transpose0213", {"input": swap, "activation": "", "bias": False},
@@ -650,23 +597,20 @@ class _Lowerer:
         shape = self.shape(out)
         layouts_in = {self.storage[self.device[v]].layout for v in ins if v in self.device}
         layout = "NC1HWC0" if layouts_in == {"NC1HWC0"} and len(shape) == 4 else "ND"
-        offsets, why = self.concat_offsets(node, ins, axis, layout)
-        if why and layout == "NC1HWC0" and axis in (1, -3):
+        plan, why = self.concat_offsets(node, ins, axis, layout)
+        if why and layout == "NC1HWC0" and axis in (1, -3) and any(self.shape(v)[1] % C0 for v in ins[:-1]):
             return self.channel_gather(node, [(v, c) for v in ins for c in range(self.shape(v)[1])], why=why)
-        if why:
-            raise self.fail(node, f"Concat along axis {axis} of {[list(self.shape(v)) for v in ins]} needs a copy "
-                                  f"({why}) and no copy kernel exists yet")
+        if why:  # a copy kernel: any axis, any layout
+            return copy_rules.concat(self, node, ins, axis, layout, why)
         self.device[out] = self.new_value(out, Storage(layout, shape))
-        for v, offset in zip(ins, offsets):
-            dv = self.device[v]
-            self.aliases[dv] = out
-            if offset:
-                self.alias_offsets[dv] = offset
-        self.decisions.append(f"{node.name}: Concat in place: its {len(ins)} producers write {layout} sub-ranges "
-                              f"of {out} at byte offsets {offsets}")
+        for dv, offset in plan:
+            copy_rules.attach(self, dv, out, offset)
+        self.decisions.append(f"{node.name}: Concat in place: {[dv for dv, _ in plan]} are {layout} sub-ranges "
+                              f"of {out} at byte offsets {[o for _, o in plan]}")
 
-    def concat_offsets(self, node: Node, ins: list[str], axis: int, layout: str) -> tuple[list[int], str]:
-        """Byte offsets of each input's range in the concat output, or the reason the inputs cannot be views."""
+    def concat_offsets(self, node: Node, ins: list[str], axis: int, layout: str) -> tuple[list[tuple[str, int]], str]:
+        """(device value, byte offset) to place in the concat output (copy_rules.inplace_plan), or the reason the
+        inputs cannot be views."""
         shape = self.shape(node.outputs[0])
         if layout == "NC1HWC0" and axis == 0:  # whole images, one after another
             image = prod(self.storage[self.device[ins[0]]].packed[1:]) * 2
@@ -686,14 +630,7 @@ class _Lowerer:
                 return [], f"the row-major inputs interleave (dims {list(shape[:axis])} before the axis)"
             inner = prod(shape[axis + 1:])
             offsets = [sum(self.shape(v)[axis] for v in ins[:i]) * inner * 2 for i in range(len(ins))]
-        viewed = set(self.aliases.values())
-        producers = {s.output for s in self.steps}  # every step writes its output's whole byte range
-        for v in ins:
-            dv = self.device.get(v)
-            if dv is None or dv not in producers or dv in self.aliases or dv in viewed or ins.count(v) > 1 \
-                    or self.storage[dv].layout != layout:
-                return [], f"input {v} is not the {layout} output of a step that can write into the result"
-        return offsets, ""
+        return copy_rules.inplace_plan(self, ins, offsets, layout)
 
     def row_op(self, node: Node) -> None:
         x = node.inputs[0]

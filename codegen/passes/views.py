@@ -46,3 +46,26 @@ def as_swap_0213(dims: tuple[int, ...], perm: tuple[int, ...]) -> tuple[int, int
     if perm == (0, 2, 1, 3):
         return (dims[0], dims[1], dims[2], dims[3])
     return None
+
+
+def blocked_transpose(shape: tuple[int, ...], perm: tuple[int, ...], in_blocked: bool,
+                      out_blocked: bool) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(dims, output strides) of `perm` on `shape` as a move of stored bytes: the input held row-major, or
+    NC1HWC0 (in_blocked: axis 1 of a 4-D shape split into C1 blocks and C0 lanes, the lanes last), the output
+    row-major or NC1HWC0 over its own axis 1 (out_blocked). A split axis needs whole C0 blocks; each axis held
+    split on one side only is split on the other too (row-major, the split is the same bytes)."""
+    split = ({1} if in_blocked else set()) | ({perm[1]} if out_blocked else set())
+    size = {(a, ""): shape[a] for a in range(len(shape))}
+    for a in split:
+        assert shape[a] % 16 == 0, f"axis {a} of {shape} is not whole C0 blocks"
+        size[(a, "hi")], size[(a, "lo")] = shape[a] // 16, 16
+
+    def order(axes: tuple[int, ...], blocked: bool) -> list[tuple[int, str]]:
+        out = [t for i, a in enumerate(axes)
+               for t in ([(a, "hi")] if blocked and i == 1 else [(a, "hi"), (a, "lo")] if a in split else [(a, "")])]
+        return out + ([(axes[1], "lo")] if blocked else [])
+
+    src, dst = order(tuple(range(len(shape))), in_blocked), order(perm, out_blocked)
+    dst_dims = [size[t] for t in dst]
+    stride = {t: prod(dst_dims[i + 1:]) for i, t in enumerate(dst)}
+    return tuple(size[t] for t in src), tuple(stride[t] for t in src)

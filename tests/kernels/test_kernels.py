@@ -64,10 +64,8 @@ def make_inputs(k: kiln.Kernel, seed: int):
         if kind == "layernorm":
             args += [1 + 0.1 * rng.standard_normal(s["length"]).astype(np.float32),
                      0.1 * rng.standard_normal(s["length"]).astype(np.float32)]
-    elif kind in ("bgemm", "attention"):
+    elif kind in ("bgemm", "attention", "transpose", "copy"):
         args = [rng.standard_normal(t["shape"]).astype(np.float16) for t in k.record["inputs"]]
-    elif kind == "transpose":
-        args = [rng.standard_normal(k.record["inputs"][0]["shape"]).astype(np.float16)]
     elif kind == "channel_gather":
         chans = [int(c) for c in s["in_channels"].split(",")]
         args = [rng.standard_normal((s["n"], c, s["h"], s["w"])).astype(np.float16) for c in chans]
@@ -172,6 +170,15 @@ def test_kernel_matches_reference(k):
     kind = k.record["features"]["kind"]
     if kind == "transpose":
         np.testing.assert_array_equal(y, args[0].transpose(0, 2, 1, 3).astype(np.float64))
+        return
+    if kind == "copy":  # pure data movement: each input's elements at their output strides, bit for bit
+        want = np.full(k.spec["out_numel"], np.nan)
+        for x, move in zip(args, k.spec["moves"].split(";")):
+            dims, strides, base = (part.split("x") for part in move.split(":"))
+            view = np.lib.stride_tricks.as_strided(want[int(base[0]):], [int(d) for d in dims],
+                                                   [int(st) * 8 for st in strides], writeable=True)
+            view[...] = x.reshape([int(d) for d in dims])
+        np.testing.assert_array_equal(y.reshape(-1), want)
         return
     if kind == "channel_gather":  # pure data movement: each output channel is its source channel, bit for bit
         sources = [tuple(int(v) for v in e.split(":")) for e in k.spec["table"].split(",")]
@@ -345,7 +352,7 @@ def test_pipe_counters_match_tiling(k):
         assert st["cube_macs"] == 0
         moved = st["pipes"]["MTE3"]["bytes"]
         assert moved == math.prod(k.record["output"]["shape"]) * 2  # every output byte stored once
-        if kind not in ("transpose", "channel_gather"):
+        if kind not in ("transpose", "channel_gather", "copy"):
             assert st["pipes"]["V"]["instructions"] > 0
     assert st["cycles"] > 0
     if k.record.get("algorithm") == "vector_direct":  # its epilogue is already on the Vector unit

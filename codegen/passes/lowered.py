@@ -1,0 +1,65 @@
+"""The lowering's output types: how a device value is held (Storage), one step of the model (Step), the lowered
+model (LoweredModel). Their own module so the rule modules beside lowering.py (copy_rules) build steps without
+importing the lowerer."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from math import prod
+
+import numpy as np
+
+from ..ir.graph import OpInstance
+
+C0 = 16
+
+
+@dataclass(frozen=True)
+class Storage:
+    """How a value is held in device memory."""
+    layout: str               # NC1HWC0 | ND
+    logical: tuple[int, ...]  # the ONNX shape
+    dtype: str = "fp16"
+
+    @property
+    def packed(self) -> tuple[int, ...]:
+        if self.layout == "NC1HWC0":
+            n, c, h, w = self.logical
+            return (n, -(-c // C0), h, w, C0)
+        return self.logical
+
+    @property
+    def nbytes(self) -> int:
+        return prod(self.packed) * (2 if self.dtype == "fp16" else 4)
+
+
+@dataclass
+class Step:
+    kind: str                      # kernel | glue
+    name: str                      # the node (or nodes) it comes from
+    ops: list[str]                 # source ONNX node names
+    op_types: list[str]
+    inputs: list[str]              # value or weight names
+    output: str
+    instance: OpInstance | None = None   # kernel steps
+    glue: str = ""                       # glue steps: input_nchw, input_nd, to_nchw, output_nd, output_nchw
+    params: list[int] = field(default_factory=list)
+
+    @property
+    def kernel_op(self) -> OpInstance:
+        """A kernel step's op instance (a glue step has none)."""
+        assert self.instance is not None, f"step {self.name} is not a kernel"
+        return self.instance
+
+
+@dataclass
+class LoweredModel:
+    name: str
+    source: str
+    graph_inputs: list[tuple[str, tuple[int, ...]]]
+    graph_outputs: list[tuple[str, tuple[int, ...]]]
+    steps: list[Step]
+    storage: dict[str, Storage]     # every device value (staged inputs, intermediates, outputs)
+    aliases: dict[str, str]         # view value -> the value whose bytes it shares
+    weights: dict[str, np.ndarray]  # packed, in first-use order
+    decisions: list[str] = field(default_factory=list)
+    alias_offsets: dict[str, int] = field(default_factory=dict)  # view value -> byte offset in its root (slices)
