@@ -70,10 +70,12 @@ EXAMPLES: dict[str, list[tuple[list, dict, dict]]] = {
     "Clip": [(_X2, {"lo": np.array(0, np.float32), "hi": np.array(6, np.float32)}, {})],
     "Reshape": [(_X2, {"shape": np.array([32, 16], np.int64)}, {})],
     "Flatten": [(_X4, {}, {})],
-    "Transpose": [([("x", [1, 4, 16, 32])], {}, {"perm": [0, 2, 1, 3]})],
+    "Transpose": [([("x", [1, 4, 16, 32])], {}, {"perm": [0, 2, 1, 3]}), ([("x", [2, 3, 4])], {}, {"perm": [2, 1, 0]})],
     "Concat": [(_X2 + [("z", [16, 32])], {}, {"axis": 0}),
-               ([("x", [1, 5, 4, 4]), ("z", [1, 7, 4, 4])], {}, {"axis": 1})],  # unaligned channels: a copy
-    "ReduceMean": [(_X2, {}, {"axes": [1]}), (_X4, {}, {"axes": [2, 3]})],
+               ([("x", [1, 5, 4, 4]), ("z", [1, 7, 4, 4])], {}, {"axis": 1}),  # unaligned channels: a copy
+               ([("x", [2, 3, 4]), ("z", [2, 5, 4])], {}, {"axis": 1})],  # interleaved rows: a copy
+    "ReduceMean": [(_X2, {"a": np.array([1], np.int64)}, {}), (_X4, {"a": np.array([2, 3], np.int64)}, {}),
+                   ([("x", [1, 32, 4, 4])], {"a": np.array([1], np.int64)}, {})],  # opset 20: axes as an input
     "Slice": [(_X2, {"s": np.array([4], np.int64), "e": np.array([12], np.int64), "a": np.array([0], np.int64)}, {}),
               ([("x", [1, 21, 4, 4])], {"s": np.array([5], np.int64), "e": np.array([13], np.int64),
                                         "a": np.array([1], np.int64)}, {})],  # unaligned channels: a copy

@@ -426,12 +426,15 @@ ACCEPTED_ATTRIBUTES: dict[str, str] = {
     "Softmax": "axis: any (negative counts from the end)",
     "LayerNormalization": "axis: any; epsilon: any; stash_type: any; Mean/InvStdDev outputs unused",
     "ReduceMean": "axes: constant (attribute, or input from opset 18), empty = all; keepdims: 0, 1; "
-                  "noop_with_empty_axes: 0, or 1 with axes; kernels for axes 2, 3 of 4-D and the last axis of "
-                  "2-/3-D (other axes refused by the lowering)",
+                  "noop_with_empty_axes: 0, or 1 with axes; any axes: H, W of 4-D is a global average pool, the "
+                  "last axis a GEMM with a column of 1/L, others move the reduced axes last (a copy) first; at most "
+                  "16384 reduced values in fp16 builds",
     "Reshape": "shape: constant after folding (0 copies a dim unless allowzero, one -1 inferred); allowzero: 0, 1",
     "Flatten": "axis: 0..rank (negative counts from the end)",
-    "Transpose": "perm: any permutation (default: reversed axes)",
-    "Concat": "axis: any; inputs equal outside the axis",
+    "Transpose": "perm: any permutation (default: reversed axes), at most 6 axes once neighbours that stay "
+                 "neighbours are merged",
+    "Concat": "axis: any; inputs equal outside the axis; in place where the inputs can be views of the result "
+              "(a Concat of Concats included), a copy otherwise",
     "Mod": "fmod: 0 (integers, sign of the divisor), 1 (sign of the dividend)",
     "Shape": "start, end: any (opset 15)",
     "Cast": "to: any numeric type",

@@ -147,6 +147,10 @@ def reduce_mean(lw: _Lowerer, node: Node) -> None:
     xs = lw.shape(x)
     kept = tuple(a for a in range(len(xs)) if a not in axes)
     rows, length = prod(xs[a] for a in kept), prod(xs[a] for a in axes)
+    if length > 2 ** 14 and lw.dtype == "fp16":
+        raise lw.fail(node, f"ReduceMean over {length} values (axes {list(axes)} of {list(xs)}): 1/{length} is "
+                            f"below fp16's normal range, so the mean's weight column would lose precision; "
+                            f"supported: at most 16384 reduced values")
     moved = permuted(lw, node, x, kept + axes, f"{node.outputs[0]}@reduced_last", False)
     flat = lw.new_value(f"{moved}@rows", Storage("ND", (rows, length)), alias_of=moved)
     column = np.full((length, 1), 1.0 / length, np.float32)
