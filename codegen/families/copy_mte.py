@@ -1,15 +1,15 @@
 """copy_mte: every input moved to its place in the output by strided MTE copies through UB
 (templates/copy_mte.cpp.j2): a Transpose of any permutation, a Concat that needs a copy (any axis, NC1HWC0 rows
-or row-major), their blocked forms. Each item (a chunk of input rows) comes GM->UB in one burst and goes back
-UB->GM as one strided burst per row, or one burst per element where the input's last axis scatters in the
-output; ping-pong over items. Pure data movement."""
+or row-major), their blocked forms. Each item (a chunk of input rows) comes GM->UB as one burst per row (rows at
+a 32-byte pitch in UB) and goes back UB->GM as one strided burst per row, or one burst per element where the
+input's last axis scatters in the output; ping-pong over items. Pure data movement."""
 from __future__ import annotations
 
 from math import ceil, prod
 
 from .. import KilnError
 from ..cost.model import PingPongSim, Prediction, SimCore, launch
-from ..ir.copy_spec import CopySpec, Move
+from ..ir.copy_spec import CopySpec, Move, pitch
 from ..ir.optlog import OptLog
 from ..ir.profiles import Profile
 from .base import Family, Variant, register, splits
@@ -36,7 +36,7 @@ def item_table(spec: CopySpec, cap: int) -> list[dict]:
 
 def buffer_elems(spec: CopySpec, cap: int) -> int:
     """Elements of each of the two UB buffers: the largest item, in whole 32-byte blocks."""
-    return max(ceil(e["chunk_rows"] * e["piece"] / 16) * 16 for e in item_table(spec, cap))
+    return max(e["chunk_rows"] * pitch(e["piece"]) for e in item_table(spec, cap))
 
 
 def total_items(spec: CopySpec, cap: int) -> int:
@@ -84,7 +84,7 @@ def replay_copy(spec, params: dict, profile: Profile) -> Prediction:
             _, _, rows, length = item_walk(entry, i - entry["first"])
             s = q.slot(i - b * ipb)
             q.acquire_for_write(s)
-            core.copy_gm(1, rows * length, 2, "UB")
+            core.copy_gm(rows, length, 2, "UB")
             q.written(s)
             q.acquire_for_read(s)
             if entry["move"].strides[-1] == 1:
@@ -112,7 +112,8 @@ def template_moves(spec: CopySpec, cap: int) -> list[dict]:
         if len(outer) > 4:
             raise KilnError("tiling", spec.name, f"a move of {len(m.dims)} axes (at most 6 after merging)")
         out.append({**e, "outer": outer, "rows": m.dims[-2], "length": m.dims[-1], "row_stride": m.strides[-2],
-                    "elem_stride": m.strides[-1], "base": m.base, "units": prod(m.dims[:-2])})
+                    "elem_stride": m.strides[-1], "base": m.base, "units": prod(m.dims[:-2]),
+                    "pitch": pitch(e["piece"])})
     return out
 
 

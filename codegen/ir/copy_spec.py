@@ -26,12 +26,19 @@ def canonical_move(dims: tuple[int, ...], strides: tuple[int, ...]) -> tuple[tup
     return tuple(d for d, _ in merged), tuple(s for _, s in merged)
 
 
+def pitch(length: int) -> int:
+    """UB elements a row of `length` fp16 elements takes: every row starts on a 32-byte block, as a Vector or MTE
+    operand in UB must."""
+    return ceil(length / 16) * 16
+
+
 @dataclass(frozen=True)
 class Move:
     """One input's move in canonical form: the input row-major over `dims`, its axis a written at output stride
     strides[a] from element `base`. The kernel moves it as items: a chunk of consecutive input rows of the last
-    axis (or a piece of one row when a row exceeds a buffer), read in one burst, written as one strided burst per
-    row (contiguous rows: strides[-1] == 1) or one burst per element (the last axis scatters)."""
+    axis (or a piece of one row when a row exceeds a buffer), read as one burst per row into rows of whole 32-byte
+    blocks, written as one strided burst per row (contiguous rows: strides[-1] == 1) or one burst per element
+    (the last axis scatters)."""
     dims: tuple[int, ...]
     strides: tuple[int, ...]
     base: int
@@ -41,10 +48,11 @@ class Move:
         return prod(self.dims)
 
     def layout(self, capacity: int) -> tuple[int, int, int, int]:
-        """(rows per chunk, piece length, row chunks, pieces per row) for buffers of `capacity` elements."""
+        """(rows per chunk, piece length, row chunks, pieces per row) for buffers of `capacity` elements (a
+        multiple of 16), each row at a pitch of whole 32-byte blocks (pitch())."""
         rows, length = self.dims[-2], self.dims[-1]
         piece = min(length, capacity)
-        chunk_rows = max(1, min(rows, capacity // piece)) if piece == length else 1
+        chunk_rows = max(1, min(rows, capacity // pitch(piece))) if piece == length else 1
         return chunk_rows, piece, ceil(rows / chunk_rows), ceil(length / piece)
 
     def items(self, capacity: int) -> int:

@@ -92,6 +92,13 @@ def concat(lw: _Lowerer, node: Node, ins: list[str], axis: int, layout: str, why
     lw.decisions.append(f"{node.name}: Concat along axis {axis} copies ({why}): a copy_mte kernel over {layout}")
 
 
+def same_bytes(lw: _Lowerer, node: Node, x: str) -> None:
+    """The node's output is its input x, held as x is (a Concat of one input)."""
+    dv, out = lw.device[x], node.outputs[0]
+    lw.device[out] = lw.new_value(out, Storage(lw.storage[dv].layout, lw.shape(out)), alias_of=dv)
+    lw.decisions.append(f"{node.name}: {node.op_type} of one input is a view of {dv}")
+
+
 def attach(lw: _Lowerer, dv: str, root: str, offset: int) -> None:
     """Device value dv (and every view of it) becomes the bytes of `root` from `offset` on."""
     for k, r in list(lw.aliases.items()):
@@ -154,7 +161,7 @@ def reduce_mean(lw: _Lowerer, node: Node) -> None:
     moved = permuted(lw, node, x, kept + axes, f"{node.outputs[0]}@reduced_last", False)
     flat = lw.new_value(f"{moved}@rows", Storage("ND", (rows, length)), alias_of=moved)
     column = np.full((length, 1), 1.0 / length, np.float32)
-    dv = lw.new_value(f"{node.outputs[0]}@mean", Storage("ND", (rows, 1)))
+    dv = lw.new_value(f"{node.outputs[0]}@rows", Storage("ND", (rows, 1)))  # isolate.py: the same values
     lw.steps.append(Step("kernel", node.name, list(node.source) or [node.name], [node.op_type],
                          [flat, lw.weight(f"{node.name}.mean_column", layouts.kn_to_zn(column, lw.dtype))], dv,
                          instance=OpInstance(node.name, "Gemm", dict(a=(rows, length), b=(length, 1), bias=False,

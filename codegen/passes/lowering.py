@@ -592,8 +592,8 @@ class _Lowerer:
         places the output; the inputs are views of it). Needs each input's range contiguous: row-major with a
         single outer index, or NC1HWC0 channels of one image at C0-aligned offsets."""
         ins, axis, out = [i for i in node.inputs if i], node.attrs["axis"], node.outputs[0]
-        if len(ins) == 1:
-            return self.reshape(node)
+        if len(ins) == 1:  # the input itself (DenseNet's first layer): a view in its own layout
+            return copy_rules.same_bytes(self, node, ins[0])
         shape = self.shape(out)
         layouts_in = {self.storage[self.device[v]].layout for v in ins if v in self.device}
         layout = "NC1HWC0" if layouts_in == {"NC1HWC0"} and len(shape) == 4 else "ND"
