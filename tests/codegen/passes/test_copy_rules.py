@@ -134,7 +134,7 @@ def test_reduce_mean_moves_the_reduced_axes_last_then_a_gemm(tmp_path, axes, ker
     assert _kernels(low) == kernels
     gemm = next(s for s in low.steps if s.kind == "kernel" and s.kernel_op.type == "Gemm")
     reduced = int(np.prod([[2, 20, 3, 4][a] for a in axes]))
-    assert gemm.kernel_op.attrs["a"] == (240 // reduced, reduced)
+    assert gemm.kernel_op.attrs["a"] == (480 // reduced, reduced)  # 2 x 20 x 3 x 4 values
 
 
 def _dense_block(tmp_path, layers: int):
