@@ -14,6 +14,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -78,6 +80,7 @@ def tune(model: str, out: str, k: int = 3, build_dir: str | None = None, progres
     from .codegen.select.tuning import write_records
 
     rec, profile, kernels = baked_model(model)
+    _source_tree()  # before the search: a KILN_SOURCE_DIR that is no checkout stops here
     used = [kernels[n] for n in dict.fromkeys(s.kernel for s in rec.steps if s.kernel)]
     todo = [kr for kr in used if kr.family in tuned_families()]
     lines, cands = [], {}
@@ -91,11 +94,10 @@ def tune(model: str, out: str, k: int = 3, build_dir: str | None = None, progres
         progress(f"[{i + 1}/{len(todo)}] {kr.name}: {len(top)} candidates")
     if not lines:
         raise ValueError(f"nothing to tune in {model}: it has no direct convolution or GEMM kernel")
-    work = Path(build_dir) if build_dir else Path(tempfile.mkdtemp(prefix=f"kiln-tune-{model}-"))
-    work.mkdir(parents=True, exist_ok=True)
-    (work / "candidates.toml").write_text("".join(lines))
     from . import build_info
-    measured = _build_and_run(work, profile.name, progress, build_info()["dtype"])
+    with scratch_dir(build_dir, f"kiln-tune-{model}-") as work:
+        (work / "candidates.toml").write_text("".join(lines))
+        measured = _build_and_run(work, profile.name, progress, build_info()["dtype"])
     records = []
     for h, (kr, top) in cands.items():
         runs = [(measured[f"{h}#{j}"]["cycles"], j, top[j][1]) for j in range(len(top))]
@@ -106,7 +108,26 @@ def tune(model: str, out: str, k: int = 3, build_dir: str | None = None, progres
                                         "predicted_cycles": top[j][0]} for c, j, p in runs]})
     write_records(out, profile, records)
     progress(f"wrote {len(records)} records to {out}")
-    return {"records": len(records), "file": out, "build_dir": str(work)}
+    return {"records": len(records), "file": out, "build_dir": build_dir}
+
+
+@contextmanager
+def scratch_dir(build_dir: str | None, prefix: str) -> Iterator[Path]:
+    """The scratch build directory: --build-dir as given (created, and kept for the next run), else a temporary
+    directory removed afterwards, whatever happens (a scratch build is hundreds of MB)."""
+    if not build_dir:
+        with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+            yield Path(tmp)
+        return
+    p = Path(build_dir)
+    if p.exists() and not p.is_dir():
+        raise RuntimeError(f"--build-dir {build_dir}: exists and is not a directory; give a directory (it is created "
+                           f"if missing)")
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise RuntimeError(f"--build-dir {build_dir}: cannot create it ({e.strerror or e})") from None
+    yield p
 
 
 def _build_and_run(work: Path, target: str, progress, dtype: str = "fp16") -> dict:
@@ -141,6 +162,9 @@ def _source_tree() -> Path:
     """kiln's source tree (CMakeLists.txt, codegen/, templates/, kernels/): KILN_SOURCE_DIR, or the checkout
     this package was installed from if it is still there."""
     env = os.environ.get("KILN_SOURCE_DIR")
+    if env and not ((Path(env) / "CMakeLists.txt").is_file() and (Path(env) / "codegen").is_dir()):
+        raise RuntimeError(f"KILN_SOURCE_DIR={env!r} is not kiln's source tree (expected the checkout: the directory "
+                           f"with CMakeLists.txt and codegen/)")
     cands = [Path(env)] if env else []
     from importlib import resources
     recorded = resources.files("kiln") / "kiln_source_dir.txt"  # written by the build that installed this package
