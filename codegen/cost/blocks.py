@@ -5,6 +5,7 @@ from math import ceil
 
 from ..ir.profiles import Profile
 from .model import _VEC_INDEX, PingPongSim, Prediction, SimCore, launch
+from .steady import steady_loop
 
 
 def program_ops(terms: list[tuple[int, list[tuple[int, float]]]]) -> list[list[tuple[str, bool]]]:
@@ -93,6 +94,22 @@ def pingpong_tile(core: SimCore, inq: PingPongSim, outq: PingPongSim, slot: int,
     outq.released(slot)
 
 
+def tile_loop(core: SimCore, numel: int, tile: int, t0: int, t1: int, inputs: int,
+              ops: list[tuple[str, bool]], lanes: int) -> None:
+    """Tiles t0..t1-1 of a flat tensor through pingpong_tile: `inputs` GM->UB copies, the ops, one UB->GM copy;
+    identical tiles costed once (cost/steady.py)."""
+    inq, outq = PingPongSim(core, "MTE2", "V", 0), PingPongSim(core, "V", "MTE3", 2)
+    sizes = [min(tile, numel - t * tile) for t in range(t0, t1)]
+
+    def one(c: SimCore, i: int) -> None:
+        n = sizes[i]
+        pingpong_tile(c, inq, outq, i % 2, n, [n] * inputs, [(n, lanes, ops)])
+
+    steady_loop(core, [(i % 2, n) for i, n in enumerate(sizes)], one)
+    inq.drain()
+    outq.drain()
+
+
 def stream(profile: Profile, numel: int, tile: int, blocks: int, inputs: int, ops: list[tuple[str, bool]],
             lanes: int = 128) -> Prediction:
     """Tiles of a flat tensor split over `blocks` Vector cores; per tile: `inputs` GM->UB copies, the ops
@@ -100,13 +117,7 @@ def stream(profile: Profile, numel: int, tile: int, blocks: int, inputs: int, op
     ntiles = ceil(numel / tile)
 
     def block(core: SimCore, b: int) -> None:
-        t0, t1 = ntiles * b // blocks, ntiles * (b + 1) // blocks
-        inq, outq = PingPongSim(core, "MTE2", "V", 0), PingPongSim(core, "V", "MTE3", 2)
-        for t in range(t0, t1):
-            n = min(tile, numel - t * tile)
-            pingpong_tile(core, inq, outq, inq.slot(t - t0), n, [n] * inputs, [(n, lanes, ops)])
-        inq.drain()
-        outq.drain()
+        tile_loop(core, numel, tile, ntiles * b // blocks, ntiles * (b + 1) // blocks, inputs, ops, lanes)
 
     return launch(profile, "vector", blocks, block)
 

@@ -188,9 +188,11 @@ class PingPongSim:
 class ReplayMode:
     """How launch() replays while a family's replay runs (set by run()/run_recorded() around that one call).
     sample: replay only the first core and the one with the last block (a ranking estimate). record: launch()
-    appends (unit, cycles, {core: SimCore.trace}) to this list."""
+    appends (unit, cycles, {core: SimCore.trace}) to this list. every_block: identical blocks are replayed one by
+    one rather than added once steady (cost/steady.py; the reference its tests compare with)."""
     sample: bool = False
     record: list | None = None
+    every_block: bool = False
 
 
 # A context variable, not module state: the mode belongs to the replay call that set it (threads and nested
@@ -213,8 +215,11 @@ def _replaying(mode: ReplayMode) -> Iterator[None]:
         _MODE.reset(token)
 
 
-def launch(profile: Profile, unit: str, blocks: int, body) -> Prediction:
-    """Blocks over the unit's cores as kiln::emu::launch does (block b on core b % cores)."""
+def launch(profile: Profile, unit: str, blocks: int, body, signature=None) -> Prediction:
+    """Blocks over the unit's cores as kiln::emu::launch does (block b on core b % cores). signature(b): everything
+    block b's instructions depend on besides the core's state; with it, identical blocks are costed once steady
+    (cost/steady.py), with the same result."""
+    from .steady import CheckedCore, Memo, replay_blocks  # steady builds on SimCore: imported here
     cores = max(1, min(blocks, profile.cores_for(unit)))
     pipes = {p: PipeCount() for p in PIPES}
     cycles, macs, useful = 0.0, 0, 0
@@ -222,11 +227,15 @@ def launch(profile: Profile, unit: str, blocks: int, body) -> Prediction:
     mode = current_mode()
     recording = mode.record
     traces: dict[int, list] | None = {} if recording is not None else None
+    checked = recording is None and not mode.every_block  # cores whose identical blocks and loops may be skipped
+    memo = Memo()
     for v in (sorted({0, (blocks - 1) % cores}) if mode.sample else range(cores)):
-        core = SimCore(profile)
+        core = CheckedCore(profile) if checked else SimCore(profile)
         if traces is not None:
             core.trace = traces[v] = []
-        for b in range(v, blocks, cores):
+        if checked and signature is not None:
+            replay_blocks(core, body, range(v, blocks, cores), signature, memo)
+        for b in range(v, blocks, cores) if not (checked and signature is not None) else ():
             body(core, b)
             core.blocks += 1
         cycles = max(cycles, core.end_cycle())
@@ -299,10 +308,10 @@ def then(*phases: Prediction) -> Prediction:
                       [c for ph in phases for c in ph.phases])
 
 
-def run(replay, spec, params: dict, profile: Profile, sample: bool = False) -> Prediction:
+def run(replay, spec, params: dict, profile: Profile, sample: bool = False, every_block: bool = False) -> Prediction:
     """One family's replay (codegen/families/) of `params` for `spec`. sample=True replays two cores per launch:
-    cycles for ranking candidates, not per-pipe totals."""
-    with _replaying(ReplayMode(sample=sample)):
+    cycles for ranking candidates, not per-pipe totals. every_block: no block added by multiplicity (tests)."""
+    with _replaying(ReplayMode(sample=sample, every_block=every_block)):
         return replay(spec, params, profile)
 
 
