@@ -71,6 +71,11 @@ struct Profile {
   // Vector cycles per 256-byte repeat, fp16 and fp32 operands.
   double vec_cpr_f16[kNumVecOps];
   double vec_cpr_f32[kNumVecOps];
+  // The memory system (issue 22 point 1): L2 capacity, a core's GM -> L1 / UB rates on an L2 hit (the
+  // gm_to_* rates above are those of a miss), the chip-wide HBM and L2 bandwidths in GB/s.
+  std::uint64_t l2_bytes;
+  double l2_to_l1_bpc, l2_to_ub_bpc;
+  double hbm_read_gbps, hbm_write_gbps, hbm_mixed_gbps, l2_gbps;
 };
 
 // Base of every error the emulator raises; the message names the kernel.
