@@ -5,32 +5,28 @@ over any axes (its reduced axes moved last, then the GEMM with a column of 1/L).
 from __future__ import annotations
 
 from math import prod
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..ir import layouts
 from ..ir.copy_spec import CopySpec, concat_copy, format_moves, parse_moves
 from ..ir.graph import Node, OpInstance
-from .lowered import Step, Storage
+from .lowered import LowererState, Step, Storage
 from .views import blocked_transpose
-
-if TYPE_CHECKING:
-    from .lowering import _Lowerer
 
 C0 = 16
 # ops whose kernels read a 4-D activation as NC1HWC0: a Transpose feeding one writes that layout when it can
 BLOCKED_CONSUMERS = {"Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "BatchNormalization"}
 
 
-def copy_step(lw: _Lowerer, node: Node, spec: CopySpec, ins: list[str], out: str, name: str = "") -> None:
+def copy_step(lw: LowererState, node: Node, spec: CopySpec, ins: list[str], out: str, name: str = "") -> None:
     lw.steps.append(Step("kernel", name or node.name, list(node.source) or [node.name], [node.op_type], ins, out,
                          instance=OpInstance(name or node.name, "Copy", {"out_numel": spec.out_numel,
                                                                          "moves": spec.moves, "activation": "",
                                                                          "bias": False})))
 
 
-def permuted(lw: _Lowerer, node: Node, x: str, perm: tuple[int, ...], out: str, out_blocked: bool) -> str:
+def permuted(lw: LowererState, node: Node, x: str, perm: tuple[int, ...], out: str, out_blocked: bool) -> str:
     """Device value `out` holding IR value x transposed by `perm` (NC1HWC0 when out_blocked, else row-major): a
     copy_mte kernel reading x's stored bytes (NC1HWC0 ones directly when its channels are whole C0 blocks), or a
     view when the permutation moves no byte."""
@@ -52,7 +48,7 @@ def permuted(lw: _Lowerer, node: Node, x: str, perm: tuple[int, ...], out: str, 
     return out
 
 
-def blocked_out(lw: _Lowerer, node: Node) -> bool:
+def blocked_out(lw: LowererState, node: Node) -> bool:
     """The Transpose's 4-D result, of whole C0 blocks of channels, has a consumer that reads NC1HWC0."""
     v = node.outputs[0]
     shape = lw.shape(v)
@@ -60,14 +56,14 @@ def blocked_out(lw: _Lowerer, node: Node) -> bool:
         v in n.inputs for n in lw.g.nodes if n.op_type in BLOCKED_CONSUMERS)
 
 
-def blocked_transpose_wanted(lw: _Lowerer, node: Node) -> bool:
+def blocked_transpose_wanted(lw: LowererState, node: Node) -> bool:
     """A swap of two axis groups goes to copy_mte too when it reads or writes NC1HWC0 bytes as they are held."""
     x = node.inputs[0]
     blocked_in = lw.storage[lw.device[x]].layout == "NC1HWC0" and lw.shape(x)[1] % C0 == 0
     return blocked_in or blocked_out(lw, node)
 
 
-def transpose(lw: _Lowerer, node: Node) -> None:
+def transpose(lw: LowererState, node: Node) -> None:
     """A Transpose that is not a swap of two axis groups (or touches NC1HWC0 bytes): one copy_mte kernel. A 4-D
     result with whole C0 blocks of channels is written as NC1HWC0 when a consumer reads that layout (a Conv after
     NHWC -> NCHW)."""
@@ -75,7 +71,7 @@ def transpose(lw: _Lowerer, node: Node) -> None:
     lw.device[v] = permuted(lw, node, node.inputs[0], tuple(node.attrs["perm"]), v, blocked_out(lw, node))
 
 
-def concat(lw: _Lowerer, node: Node, ins: list[str], axis: int, layout: str, why: str) -> None:
+def concat(lw: LowererState, node: Node, ins: list[str], axis: int, layout: str, why: str) -> None:
     """A Concat whose inputs cannot be views of the result (`why`): one copy_mte kernel, over the NC1HWC0 stored
     bytes (images, H or W; channels of whole C0 blocks) or row-major."""
     out, shape = node.outputs[0], lw.shape(node.outputs[0])
@@ -92,14 +88,14 @@ def concat(lw: _Lowerer, node: Node, ins: list[str], axis: int, layout: str, why
     lw.decisions.append(f"{node.name}: Concat along axis {axis} copies ({why}): a copy_mte kernel over {layout}")
 
 
-def same_bytes(lw: _Lowerer, node: Node, x: str) -> None:
+def same_bytes(lw: LowererState, node: Node, x: str) -> None:
     """The node's output is its input x, held as x is (a Concat of one input)."""
     dv, out = lw.device[x], node.outputs[0]
     lw.device[out] = lw.new_value(out, Storage(lw.storage[dv].layout, lw.shape(out)), alias_of=dv)
     lw.decisions.append(f"{node.name}: {node.op_type} of one input is a view of {dv}")
 
 
-def attach(lw: _Lowerer, dv: str, root: str, offset: int) -> None:
+def attach(lw: LowererState, dv: str, root: str, offset: int) -> None:
     """Device value dv (and every view of it) becomes the bytes of `root` from `offset` on."""
     for k, r in list(lw.aliases.items()):
         if r == dv:
@@ -110,14 +106,15 @@ def attach(lw: _Lowerer, dv: str, root: str, offset: int) -> None:
         lw.alias_offsets[dv] = offset
 
 
-def members(lw: _Lowerer, root: str) -> list[str]:
+def members(lw: LowererState, root: str) -> list[str]:
     """The step outputs an in-place Concat result `root` is made of, by offset."""
     producers = {s.output for s in lw.steps}
     found = [k for k, r in lw.aliases.items() if r == root and k in producers]
     return sorted(found, key=lambda k: lw.alias_offsets.get(k, 0))
 
 
-def inplace_plan(lw: _Lowerer, ins: list[str], offsets: list[int], layout: str) -> tuple[list[tuple[str, int]], str]:
+def inplace_plan(lw: LowererState, ins: list[str], offsets: list[int],
+                 layout: str) -> tuple[list[tuple[str, int]], str]:
     """(device value, byte offset) to attach to the Concat result per run of inputs, or the reason it cannot be in
     place. An input is a step's output (it writes its own range), or an earlier in-place Concat's result, or the
     first of that result's members when the next inputs are exactly its other members at the same relative
@@ -146,7 +143,7 @@ def inplace_plan(lw: _Lowerer, ins: list[str], offsets: list[int], layout: str) 
     return plan, ""
 
 
-def reduce_mean(lw: _Lowerer, node: Node) -> None:
+def reduce_mean(lw: LowererState, node: Node) -> None:
     """ReduceMean over any axes: the kept axes first and the reduced ones last (a copy_mte kernel, or a view when
     they already are), then the [kept, reduced] rows times a column of 1/L on the Cube (fp32 accumulation); the
     result, with or without the unit axes, is a view of the GEMM's column."""

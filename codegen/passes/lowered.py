@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from math import prod
+from typing import Protocol
 
 import numpy as np
 
-from ..ir.graph import OpInstance
+from .. import KilnError
+from ..ir.graph import Graph, Node, OpInstance
 
 C0 = 16
 
@@ -63,3 +65,24 @@ class LoweredModel:
     weights: dict[str, np.ndarray]  # packed, in first-use order
     decisions: list[str] = field(default_factory=list)
     alias_offsets: dict[str, int] = field(default_factory=dict)  # view value -> byte offset in its root (slices)
+
+
+class LowererState(Protocol):
+    """What the rule modules beside lowering.py (copy_rules) read and extend of the lowerer: typed here so they
+    need not import lowering.py (which imports them)."""
+    g: Graph
+    dtype: str
+    steps: list[Step]
+    storage: dict[str, Storage]
+    aliases: dict[str, str]
+    alias_offsets: dict[str, int]
+    decisions: list[str]
+    device: dict[str, str]
+
+    def cube_dtype(self) -> dict: ...
+    def fail(self, node: Node, why: str) -> KilnError: ...
+    def shape(self, v: str) -> tuple[int, ...]: ...
+    def weight(self, name: str, arr: np.ndarray, masked_value_ok: bool = False) -> str: ...
+    def act(self, node: Node, v: str, layout: str) -> str: ...
+    def new_value(self, name: str, st: Storage, alias_of: str | None = None, offset: int = 0) -> str: ...
+    def view(self, node: Node, dv: str) -> str: ...

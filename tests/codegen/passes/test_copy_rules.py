@@ -5,9 +5,9 @@ Concat and ReduceMean to it; Concats of Concats in place (DenseNet), in the memo
 import itertools
 
 import numpy as np
-import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper
+from onnx_files import model_file as _model
 
 from codegen import KilnError
 from codegen.families.copy_mte import capacity, item_table, item_walk, total_items
@@ -89,15 +89,6 @@ def test_buffers_leave_work_for_every_core_and_fit_ub():
     assert total_items(big, capacity(big, prof)) >= prof.cores_for("vector")
 
 
-def _model(tmp_path, nodes, inputs, outputs, inits=(), opset=17):
-    graph = helper.make_graph(nodes, "m", [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in inputs],
-                              [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in outputs],
-                              [numpy_helper.from_array(np.asarray(v), k) for k, v in inits])
-    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    m.ir_version = 8
-    path = tmp_path / "m.onnx"
-    onnx.save(m, path)
-    return path
 
 
 def _kernels(low) -> list[str]:

@@ -5,22 +5,12 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+from onnx_files import model_file as _model
 
 from codegen.frontend.onnx_import import check_onnx, load_onnx
 from codegen.passes import memory
 from codegen.passes.lowering import lower
 from codegen.passes.views import as_swap_0213, canonical_transpose, contiguous_offset
-
-
-def _model(tmp_path, nodes, inputs, outputs, inits=(), opset=17):
-    graph = helper.make_graph(nodes, "m", [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in inputs],
-                              [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in outputs],
-                              [numpy_helper.from_array(np.asarray(v), k) for k, v in inits])
-    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    m.ir_version = 8
-    path = tmp_path / "m.onnx"
-    onnx.save(m, path)
-    return path
 
 
 def _relu_concat(tmp_path, channels, extra=()):
