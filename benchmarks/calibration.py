@@ -6,16 +6,16 @@ large square GEMM) simulated by the cost model (codegen/cost/ and the families' 
 which equal the emulator exactly) with kiln's own instructions and kernels at the same shapes: no build, no
 device. Ratio = simulated / published time (> 1: kiln predicts slower than the chip measured).
 
-Every case is marked "fit" (the calibration of issue 22 may tune constants on it) or "check" (held out: it
-judges the fitted constants). Curve cases are instruction/copy figures (goal after calibration: within 15%),
-kernel cases whole launches (goal: within 25%). Sources are cited by key and line; the keys are resolved
-below the table and in docs/ascend-model.md (section 10).
+Every case is marked "fit" (the calibration of issue 22 tuned constants on it) or "check" (held out: it
+judges the fitted constants). Curve cases are instruction/copy figures (goal: within 15%), kernel cases whole
+launches (goal: within 25%); OUTSIDE_GOAL names the cases the model cannot bring there and why. Sources are
+cited by key and line; the keys are resolved below the table and in docs/ascend-model.md (section 10).
 
     python benchmarks/calibration.py                  # print the table (runs the tiling search: minutes)
     python benchmarks/calibration.py --recorded       # the search's recorded tilings instead (seconds)
     python benchmarks/calibration.py --write          # also replace the section in benchmarks/RESULTS.md
 
-tests/benchmarks/test_calibration.py holds every ratio within a band of today's value.
+tests/benchmarks/test_calibration.py holds the cases to the goal (OUTSIDE_GOAL: to their recorded ratio).
 """
 from __future__ import annotations
 
@@ -74,12 +74,17 @@ def variant(base: Profile, aic: int, aiv: int) -> Profile:
     return dataclasses.replace(base, name=f"{base.name}-{aic}aic-{aiv}aiv", cube_cores=aic, vector_cores=aiv)
 
 
+BURST = 1024  # instructions per simulated curve point: mskpp times 1024 back-to-back copies (KPP L24)
+
+
 def one_instruction(issue: Callable[[SimCore], None]) -> Callable[[Profile, bool], float]:
-    """Cycles of one instruction on an idle core: what the cost model charges it (head + body)."""
+    """Cycles per instruction of BURST back-to-back instructions on an idle core, as the tables were measured:
+    each instruction's body, and the pipe's head (its latency) once for the whole burst."""
     def run(base: Profile, search: bool) -> float:
         core = SimCore(base)
-        issue(core)
-        return core.end_cycle()
+        for _ in range(BURST):
+            issue(core)
+        return core.end_cycle() / BURST
     return run
 
 
@@ -107,7 +112,7 @@ COPY_CURVES: list[tuple[str, str, Copier, list[tuple[float, float, int, str]]]] 
      [(1, 286.91, 481, "fit"), (4, 389.92, 484, "check"), (16, 427.31, 496, "check"), (64, 437.55, 520, "fit")]),
     ("l1_l0b", "L1->L0B (load2d)", lambda c, b: c.load2d(b // 512, "L0B"),
      [(1, 174.08, 533, "fit"), (4, 206.94, 536, "check"), (16, 216.99, 548, "check"), (64, 219.64, 572, "fit")]),
-    ("l0c_gm", "L0C->GM (Fixpipe, fp32 L0C bytes)", lambda c, b: c.fixpipe(b // 4),
+    ("l0c_gm", "L0C->GM (Fixpipe, fp32 out)", lambda c, b: c.fixpipe(b // 4, 4),
      [(1, 20.78, 328, "fit"), (4, 85.79, 331, "check"), (16, 203.25, 343, "check"), (128, 196.84, 392, "fit")]),
     ("l1_bt", "L1->BiasTable", lambda c, b: c.load_bias_table(b // 4),
      [(0.0625, 35.75, 441, "fit"), (0.25, 55.0, 444, "check"), (1, 55.1, 456, "fit")]),
@@ -267,6 +272,9 @@ def kernel_cases() -> list[Case]:
              "aiv_time 178.49 us; kiln: rule tile"),
         Case("add 48aiv vec", "the same, Vector instruction time per core (aiv_vec_time)", "kernel", "check",
              6.954, "us", "ADD L461", "ascend910b", add_kernel(48, None, vector_time=True), "V busy / cores"),
+        Case("add 48aiv vec conflicts", "Vector Add as case 5 (UB bank conflicts), aiv_vec_time", "kernel", "check",
+             12.846, "us", "ADD L384", "ascend910b", add_kernel(48, None, vector_time=True),
+             "V busy / cores; kiln's UB buffers are laid out as case 5's"),
         Case("add 1aiv", "Vector Add fp16 8192x8192, one AIV, 4096-element copies (case 1)", "kernel", "check",
              6909.6, "us", "ADD L141", "ascend910b-24aic-1aiv", add_kernel(1, 4096),
              "kiln double-buffers, case 1 does not"),
@@ -301,6 +309,28 @@ def kernel_cases() -> list[Case]:
 
 CASES = curve_cases() + kernel_cases()
 
+_HBM = ("MTE2 reads GM at kiln's per-core HBM share (32 B/cycle); the measured copies hit L2: the L2 rate is issue "
+        "22 point 1")
+_NO_L2 = "MTE2-bound at the per-core HBM share with no L2 and no chip-wide HBM limit (issue 22 point 1)"
+# Cases the model cannot bring within the goal (GOAL in the test), and why: the table prints the reason, the test
+# holds these at their recorded ratio and fails if one of them reaches the goal (then it leaves this list).
+OUTSIDE_GOAL = {
+    **{f"gm_l1 {k}K": _HBM + " (the two-point fit of KPP L24/L59: 167 cycles + 164 B/cycle)"
+       for k in (1, 4, 16, 64, 256, 512)},
+    **{f"gm_ub {k}K": _HBM + " (fit: 215 cycles + 51 B/cycle)" for k in (8, 32, 128)},
+    "ub_gm 16K": "UB->GM at 64 B/cycle (PTOK ub_to_l2) against 77 fitted (KPP L617/L680): a GM rate, issue 22 "
+                 "point 1",
+    "ub_gm 64K": "as UB->GM 16 KiB",
+    "Add.f16 r1": "the row is twice VSUB's and VMAX's fp16 r1 and VADD fp32's r1 (3.0-3.1 cycles) of the same "
+                  "table; kiln charges the 3-cycle floor those show",
+    "add 48aiv": "no chip-wide HBM limit: each AIV streams at its 32 B/cycle share (issue 22 point 1)",
+    "add 48aiv vec": "case 6 staggers its UB buffers across bank groups (1.2 cycles per repeat); kiln's buffers "
+                     "conflict as case 5's do (2 cycles, the next row)",
+    **dict.fromkeys(("catlass m1024 default", "catlass m1024 tuned", "catlass m1024 search",
+                               "catlass m20 default", "catlass m20 tuned", "catlass m20 search",
+                               "catlass m160 swizzle", "catlass m160 search", "gemm 6144 search"), _NO_L2),
+}
+
 
 def simulate(base: Profile | None = None, search: bool = False,
              cases: list[Case] | None = None) -> list[tuple[Case, float, float]]:
@@ -329,15 +359,18 @@ def markdown(rows: list[tuple[Case, float, float]], how: str) -> str:
              f"Produced by `python benchmarks/calibration.py --write{how}` on {date}, commit {commit}: every figure "
              "is simulated by the cost model (no build, no device) on the profile named per row (ascend910b, or "
              "its variant with other core counts). Ratio = simulated / published time. \"fit\": a case the "
-             "calibration may tune constants on; \"check\": held out. Goals after calibration: within 15% for "
-             "curves (one instruction or copy on one core), 25% for kernels; before it (this table) the test "
-             "holds each ratio within a band of today's value (`tests/benchmarks/test_calibration.py`).")
+             "calibration tuned constants on; \"check\": held out. A curve point is the cycles per instruction of "
+             f"{BURST} back-to-back instructions on one core (the pipe's latency paid once, as mskpp timed them). "
+             "Goal: within 15% for curves, 25% for kernels; `tests/benchmarks/test_calibration.py` holds every case "
+             "that reaches it to the goal, and the others (the note says why) to their ratio here.")
     lines = [HEADING, "", intro, "",
              "| case | kind | fit/check | profile | published | simulated | ratio | source | note |",
              "|---|---|---|---|---|---|---|---|---|"]
     for case, sim, ratio in rows:
+        note = "; ".join(filter(None, [case.note, OUTSIDE_GOAL.get(case.key, "") and
+                                       "outside the goal: " + OUTSIDE_GOAL[case.key]]))
         lines.append(f"| {case.label} | {case.kind} | {case.role} | {case.profile} | {_fmt(case.published)} "
-                     f"{case.unit} | {_fmt(sim)} {case.unit} | {ratio:.2f} | {case.source} | {case.note} |")
+                     f"{case.unit} | {_fmt(sim)} {case.unit} | {ratio:.2f} | {case.source} | {note} |")
     lines += ["", _para("Sources (file at the commit named; line numbers of the row cited; details and the "
                         "conversions in [docs/ascend-model.md](../docs/ascend-model.md), section 10):"), ""]
     lines += [f"- {key}: {text}" for key, text in SOURCES.items()]

@@ -4,7 +4,7 @@ from __future__ import annotations
 from math import ceil
 
 from ..ir.profiles import Profile
-from .model import _VEC_INDEX, PingPongSim, Prediction, SimCore, launch
+from .model import PingPongSim, Prediction, SimCore, launch, vec_body
 
 
 def program_ops(terms: list[tuple[int, list[tuple[int, float]]]]) -> list[list[tuple[str, bool]]]:
@@ -165,8 +165,8 @@ def activate_and_store(core: SimCore, spec, outq: PingPongSim, ro: int, row: int
 
 
 def vec_flat_cycles(profile: Profile, n: int, lanes: int, op: str, fp32: bool) -> float:
-    """V-pipe cycles of SimCore.vec_flat(n, lanes, [(op, fp32)]), without running it."""
-    cpr = (profile.vec_cpr_f32 if fp32 else profile.vec_cpr_f16)[_VEC_INDEX[op]]
+    """V-pipe busy cycles of SimCore.vec_flat(n, lanes, [(op, fp32)]), without running it."""
     full, tail = divmod(n, lanes)
-    instrs = ceil(full / 255) + (1 if tail else 0)
-    return instrs * profile.vec_head + cpr * (full + (1 if tail else 0))
+    whole, rest = divmod(full, 255)
+    return (whole * vec_body(profile, op, fp32, 255) + (vec_body(profile, op, fp32, rest) if rest else 0.0)
+            + (vec_body(profile, op, fp32, 1) if tail else 0.0))

@@ -51,12 +51,20 @@ class Prediction:
         return self.pipes[pipe].busy / (cores * self.cycles) if self.cycles else 0.0
 
 
+def vec_body(profile: Profile, op: str, fp32: bool, times: int) -> float:
+    """Cycles a Vector instruction of `times` repeats occupies the V pipe (Core::vec_cost): its cycles per repeat,
+    and at least vec_min_cycles (a short instruction takes as long as three repeats, KPP-res)."""
+    cpr = (profile.vec_cpr_f32 if fp32 else profile.vec_cpr_f16)[_VEC_INDEX[op]]
+    return max(profile.vec_min_cycles, cpr * times)
+
+
 class SimCore:
     """One AI core's timeline: the emulator's issue/flag rules, with costs from the profile."""
 
     def __init__(self, profile: Profile):
         self.p = profile
-        self.free_at = dict.fromkeys(PIPES, 0.0)
+        self.free_at = dict.fromkeys(PIPES, 0.0)     # when the pipe takes its next instruction
+        self.done_at = dict.fromkeys(PIPES, 0.0)     # when every result issued on the pipe is ready
         self.wait_until = dict.fromkeys(PIPES, 0.0)
         self.flags: dict[tuple[str, str, int], deque] = {}
         self.count = {p: PipeCount() for p in PIPES}
@@ -66,53 +74,62 @@ class SimCore:
         self.trace: list | None = None  # set by record(): (pipe, instr, bytes, start, end) per instruction
 
     # ---- timeline
-    def issue(self, pipe: str, cycles: float, nbytes: int, instr: str = "") -> None:
+    def issue(self, pipe: str, head: float, body: float, nbytes: int, instr: str = "") -> None:
+        """Core::issue: the instruction occupies the pipe for `body` cycles and its result is ready `head` cycles
+        (the pipe's latency) later, so back-to-back instructions pay one head per burst and whatever waits on
+        the pipe (a flag, a barrier, the core's end) sees the last one's."""
         start = max(self.free_at[pipe], self.wait_until[pipe])
-        self.free_at[pipe] = start + cycles
+        end = self.free_at[pipe] = start + body
+        self.done_at[pipe] = max(self.done_at[pipe], end + head)
         if self.trace is not None:
-            self.trace.append((pipe, instr, nbytes, start, start + cycles))
+            self.trace.append((pipe, instr, nbytes, start, end))
         c = self.count[pipe]
         c.instrs += 1
         c.bytes += nbytes
-        c.busy += cycles
+        c.busy += body
 
     def set_flag(self, src: str, dst: str, ev: int) -> None:
-        self.flags.setdefault((src, dst, ev), deque()).append(self.free_at[src])
+        self.flags.setdefault((src, dst, ev), deque()).append(self.done_at[src])
 
     def wait_flag(self, src: str, dst: str, ev: int) -> None:
         self.wait_until[dst] = max(self.wait_until[dst], self.flags[(src, dst, ev)].popleft())
 
     def end_cycle(self) -> float:
-        return max(self.free_at.values())
+        return max(self.done_at.values())
 
     # ---- instructions (costs as in core.hpp)
     def copy_gm(self, nburst: int, burst: int, esize: int, to: str) -> None:
         if nburst == 0 or burst == 0:
             return
         nbytes = nburst * burst * esize
-        rate = self.p.gm_to_l1_bpc if to == "L1" else self.p.gm_to_ub_bpc
-        self.issue("MTE2", self.p.mte2_head + nbytes / rate, nbytes, "copy_gm_to_l1" if to == "L1" else "copy_gm_to_ub")
+        p = self.p
+        rate, copy = (p.gm_to_l1_bpc, p.gm_to_l1_copy) if to == "L1" else (p.gm_to_ub_bpc, p.gm_to_ub_copy)
+        self.issue("MTE2", p.mte2_head, copy + nbytes / rate, nbytes,
+                   "copy_gm_to_l1" if to == "L1" else "copy_gm_to_ub")
 
     def copy_ub_to_gm(self, nburst: int, burst: int, esize: int) -> None:
         if nburst == 0 or burst == 0:
             return
         nbytes = nburst * burst * esize
-        self.issue("MTE3", self.p.mte3_head + nbytes / self.p.ub_to_gm_bpc, nbytes, "copy_ub_to_gm")
+        self.issue("MTE3", self.p.mte3_head, self.p.ub_to_gm_copy + nbytes / self.p.ub_to_gm_bpc, nbytes,
+                   "copy_ub_to_gm")
 
     def load2d(self, repeat: int, to: str) -> None:
         if not repeat:
             return
         nbytes = repeat * 512
         rate = self.p.l1_to_l0a_bpc if to == "L0A" else self.p.l1_to_l0b_bpc
-        self.issue("MTE1", self.p.mte1_head + nbytes / rate, nbytes,
+        self.issue("MTE1", self.p.mte1_head, self.p.mte1_issue + nbytes / rate, nbytes,
                    "load2d_to_l0a" if to == "L0A" else "load2d_to_l0b")
 
-    def load3d(self, m1: int, k1: int) -> None:
+    def load3d(self, m1: int, k1: int, kh: int, stride_w: int) -> None:
+        """img2col of m1 x k1 fractals for a kh-row kernel at stride_w (its rate: Profile.load3d_rate)."""
         nbytes = m1 * k1 * 512
-        self.issue("MTE1", self.p.load3d_head + nbytes / self.p.load3d_bpc, nbytes, "load3d_img2col")
+        self.issue("MTE1", self.p.load3d_head, self.p.mte1_issue + nbytes / self.p.load3d_rate(kh, stride_w), nbytes,
+                   "load3d_img2col")
 
     def load_bias_table(self, n: int) -> None:
-        self.issue("MTE1", self.p.bt_head + n * 4.0 / self.p.l1_to_bt_bpc, n * 4, "load_bias_table")
+        self.issue("MTE1", self.p.bt_head, self.p.bt_issue + n * 4.0 / self.p.l1_to_bt_bpc, n * 4, "load_bias_table")
 
     def mmad(self, m: int, n: int, k: int) -> None:
         # One 16x16x16 fractal per cycle for either 16-bit operand type: docs/ascend-model.md §2, "Per-cycle
@@ -122,28 +139,37 @@ class SimCore:
         fractals = ceil(m / 16) * ceil(n / 16) * ceil(k / 16)
         self.cube_macs += fractals * 4096
         self.useful_macs += m * n * k
-        self.issue("M", self.p.mmad_head + fractals, 0, "mmad")
+        self.issue("M", self.p.mmad_head, self.p.mmad_issue + fractals, 0, "mmad")
+
+    def _fixpipe(self, elems: int, fp32_out: bool, to_gm: bool, instr: str) -> None:
+        """Core::fixpipe_cost: 16-bit or fp32 results at their rate; to GM at least fix_gm_min_cycles, on chip
+        fix_local_issue more."""
+        p = self.p
+        move = elems / (p.fix_f32_elems_pc if fp32_out else p.fix_elems_pc)
+        body = max(p.fix_gm_min_cycles, move) if to_gm else p.fix_local_issue + move
+        self.issue("FIX", p.fix_head, body, elems * (4 if fp32_out else 2), instr)
 
     def fixpipe(self, elems: int, esize: int = 2) -> None:
-        self.issue("FIX", self.p.fix_head + elems / self.p.fix_elems_pc, elems * esize, "fixpipe")
+        """L0C -> GM: fp16 out (esize 2) or fp32 out (esize 4)."""
+        self._fixpipe(elems, esize == 4, True, "fixpipe")
 
     def fixpipe_to_l1(self, count: int) -> None:
-        self.issue("FIX", self.p.fix_head + count / self.p.fix_elems_pc, count * 2, "fixpipe_nz_to_l1")
+        self._fixpipe(count, False, False, "fixpipe_nz_to_l1")
 
     def fixpipe_to_ub(self, count: int) -> None:
-        self.issue("FIX", self.p.fix_head + count / self.p.fix_elems_pc, count * 4, "fixpipe_to_ub")
+        self._fixpipe(count, True, False, "fixpipe_to_ub")
 
     def barrier_all(self) -> None:
-        t = max(self.free_at.values())
+        """Every pipe waits for every result (the drain of each pipe's latency); each then starts a new burst."""
+        t = max(self.done_at.values())
         self.wait_until = dict.fromkeys(PIPES, t)
 
     def vec(self, op: str, fp32: bool, times: int) -> None:
-        cpr = (self.p.vec_cpr_f32 if fp32 else self.p.vec_cpr_f16)[_VEC_INDEX[op]]
-        self.issue("V", self.p.vec_head + cpr * times, times * 256,
+        self.issue("V", self.p.vec_head, vec_body(self.p, op, fp32, times), times * 256,
                    (op + (".f32" if fp32 else ".f16")) if self.trace is not None else "")
 
     def scalar_read(self, esize: int = 4) -> None:
-        self.issue("S", 1, esize, "scalar_read")
+        self.issue("S", 0, 1, esize, "scalar_read")
 
     def vec_flat(self, n: int, lanes: int, ops: list[tuple[str, bool]]) -> None:
         """ops over n contiguous elements split as kiln::emu::vec_flat does (full repeats, a masked tail)."""
@@ -236,23 +262,21 @@ def launch(profile: Profile, unit: str, blocks: int, body) -> Prediction:
             pipes[p].busy += core.count[p].busy
         macs += core.cube_macs
         useful += core.useful_macs
+    cycles += profile.launch_cycles  # kiln::emu::add_launch_overhead
     if recording is not None:
         recording.append((unit, cycles, traces))
     return Prediction(cycles, pipes, macs, useful, cores, [cycles])
 
 
-CROSS_CORE_CYCLES = 100  # kiln::emu::kCrossCoreCycles (kernels/kiln/ops.hpp)
-
-
 class CrossFlagSim:
     """kiln::emu::CrossFlag: a flag between two cores' timelines (no latency when both are one core)."""
 
-    def __init__(self, same_core: bool):
-        self.latency = 0.0 if same_core else CROSS_CORE_CYCLES
+    def __init__(self, same_core: bool, profile: Profile):
+        self.latency = 0.0 if same_core else profile.cross_core_cycles
         self.times: deque = deque()
 
     def set(self, core: SimCore, src: str) -> None:
-        self.times.append(core.free_at[src] + self.latency)
+        self.times.append(core.done_at[src] + self.latency)
 
     def wait(self, core: SimCore, dst: str) -> None:
         core.wait_until[dst] = max(core.wait_until[dst], self.times.popleft())
@@ -285,6 +309,7 @@ def launch_group(profile: Profile, blocks: int, body) -> Prediction:
                 pipes[p].busy += core.count[p].busy
             macs += core.cube_macs
             useful += core.useful_macs
+    cycles += profile.launch_cycles + (0.0 if profile.coupled else profile.mixed_launch_cycles)
     if recording is not None:
         recording.append(("cube", cycles, traces))
     return Prediction(cycles, pipes, macs, useful, groups if profile.coupled else 3 * groups, [cycles])

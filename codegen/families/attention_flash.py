@@ -89,7 +89,8 @@ def attention_mte2(spec: AttentionSpec, v: Variant) -> int:
 class _VectorSide:  # one Vector core's rows of the block and its flags with the Cube
     def __init__(self, core: SimCore, rows: int, same: bool):
         self.v, self.rows = core, rows
-        self.x = {n: CrossFlagSim(same) for n in ("s_ready", "s_free", "p_ready", "p_free", "o_ready", "o_free")}
+        self.x = {n: CrossFlagSim(same, core.p)
+                  for n in ("s_ready", "s_free", "p_ready", "p_free", "o_ready", "o_free")}
 
 
 class _AttentionReplay:

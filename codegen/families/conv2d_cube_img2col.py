@@ -285,8 +285,14 @@ class _Img2colReplay:
             for c1a in range(0, c1(self.second.cin), self.step):
                 c1n = min(self.step, c1(self.second.cin) - c1a)
                 chunks.append((c1n, ([(c1n, rows2 * self.second.w * 16)] if rows2 > 0 else []) + [(c1n, n1_cnt * 256)]))
+        # The Load3D rate depends on the source's kernel height and stride (the second source is a 1x1): one
+        # (kh, stride_w) per A load, in the order cube_k_loop issues them (per chunk, per BASE_K1 slice).
+        main = sum(1 for c1a in range(0, self.C1, self.step))
+        sources = [self.spec] * main + [self.second or self.spec] * (len(chunks) - main)
+        geoms = iter([(src.kh, src.sw) for src, (k1n, _) in zip(sources, chunks) for _ in range(ceil(k1n / self.bk1))])
         cube_k_loop(core, m, n1_cnt * 16, chunks, self.bk1,
-                    (lambda kc: core.load3d(m1, kc), lambda kc, k1n: [kc * n1_cnt]), self.params.get("l1_buffers", 2))
+                    (lambda kc: core.load3d(m1, kc, *next(geoms)), lambda kc, k1n: [kc * n1_cnt]),
+                    self.params.get("l1_buffers", 2))
         if self.params.get("on_chip"):
             on_chip_epilogue(core, self.spec, m, n1_cnt)
         else:
@@ -309,7 +315,9 @@ class _Img2colReplay:
             c1n = min(self.step, self.C1 - c1a)
             slab = [(c1n, rows * self.spec.w * 16)] if rows > 0 else []
             chunks.append((c1n * self.taps, slab + [(c1n * self.taps, mid1 * 256)]))
-        cube_k_loop(core, m, mid1 * 16, chunks, self.bk1, (lambda kc: core.load3d(m1, kc), lambda kc, k1n: [kc * mid1]))
+        kh, sw = self.spec.kh, self.spec.sw
+        cube_k_loop(core, m, mid1 * 16, chunks, self.bk1,
+                    (lambda kc: core.load3d(m1, kc, kh, sw), lambda kc, k1n: [kc * mid1]))
         core.set_flag("M", "FIX", 0)
         core.wait_flag("M", "FIX", 0)
         if later:

@@ -52,6 +52,32 @@ class Profile:
     vec_cpr_f16: tuple[float, ...] = field(default=())
     vec_cpr_f32: tuple[float, ...] = field(default=())
     gm_alignment: int = 128  # bytes; arena offsets (GM bursts split at 128/256/512 B, AD-HC)
+    # ---- instruction costs (issue 22 points 2 and 3; sources in docs/ascend-model.md section 0). An instruction
+    # occupies its pipe for its body: the per-instruction cost below + bytes / rate (or fractals, or repeats).
+    # The *_head fields above are each pipe's latency: a burst of back-to-back instructions pays it once, and
+    # whatever waits on the pipe (a flag, a barrier, the kernel's end) sees it after the burst's last body.
+    gm_to_l1_copy: float = 167.0    # cycles per GM->L1 copy (MTE2); the bandwidth is gm_to_l1_bpc
+    gm_to_ub_copy: float = 215.0    # cycles per GM->UB copy (MTE2)
+    ub_to_gm_copy: float = 137.0    # cycles per UB->GM copy (MTE3)
+    mte1_issue: float = 2.0         # cycles per LoadData 2D/3D (MTE1)
+    bt_issue: float = 1.0           # cycles per L1->BiasTable copy (MTE1)
+    mmad_issue: float = 2.9         # cycles per mmad beyond its fractals
+    fix_gm_min_cycles: float = 83.0  # a Fixpipe to GM takes at least this (a write latency its transfer hides)
+    fix_local_issue: float = 2.0    # cycles per Fixpipe to L1 or UB (on chip)
+    fix_f32_elems_pc: float = 32.0  # Fixpipe elements per cycle with fp32 output (fix_elems_pc: 16-bit output)
+    vec_min_cycles: float = 3.0     # a Vector instruction's body is at least this, whatever its repeats
+    launch_cycles: float = 10850.0  # per kernel launch (the whole launch waits for it)
+    mixed_launch_cycles: float = 1800.0  # added to a launch of Cube and Vector cores together (split profiles)
+    cross_core_cycles: float = 500.0     # a cross-core flag (AIC <-> AIV through GM), after the setting pipe
+    vector_only_cores: int = 0      # standalone Vector cores beside coupled AI cores (310P: 7); not used yet
+
+    def load3d_rate(self, kh: int, stride_w: int) -> float:
+        """Load3D (img2col) L1->L0A bytes per cycle for a kh-row kernel at stride_w (AD-API table 4)."""
+        if stride_w == 1:
+            return self.load3d_bpc if kh == 1 else max(32.0, float(512 // (kh + 2)))
+        if stride_w in (2, 4, 8):
+            return max(32.0, float(512 // (2 * stride_w + (kh if kh > 1 else 0))))
+        return 32.0
 
     def cores_for(self, unit: str) -> int:
         """AI cores a kernel on `unit` ("cube" or "vector") can be split over."""
@@ -60,14 +86,15 @@ class Profile:
         return self.vector_cores
 
 
-# Measured cycles per 256-byte repeat on 910B1 (KPP-res): Relu/Cast ~1, Add/Mul/Max ~2,
-# Exp fp16 4 / fp32 2, MulAdd 6, ReduceSum fp16 7 / fp32 3. Transpose (TransDataTo5HD) and Brcb have no
-# figure in our sources: costed as data movement, like Copy (1 cycle per 256-byte repeat; a 16x16 fp16
-# transpose is two repeats).
-_VEC_F16 = _vec_cycles({"Relu": 1, "Cast": 1, "Copy": 1, "Dup": 1, "Abs": 1, "Reciprocal": 1, "Exp": 4, "Div": 4,
-                        "Transpose": 1, "Brcb": 1, "MulAddDst": 6, "ReduceSum": 7, "ReduceMax": 7}, 2)
-_VEC_F32 = _vec_cycles({"Relu": 1, "Cast": 1, "Copy": 1, "Dup": 1, "Abs": 1, "Reciprocal": 1, "Exp": 2, "Div": 4,
-                        "Transpose": 1, "Brcb": 1, "MulAddDst": 6, "ReduceSum": 3, "ReduceMax": 3}, 2)
+# Cycles per 256-byte repeat, measured on 910B1 (KPP-res; rows in docs/ascend-model.md section 0): the
+# single-operand and scalar-operand ops (Relu, Cast, Copy, Dup, Abs, Reciprocal, Adds, Muls, Maxs, Mins) 1;
+# the tensor-tensor ops 2 (mskpp's operands share UB bank groups, as kiln's unstaggered buffers do; 1.2 without
+# the conflicts, AD-add case 6); Exp fp16 4 / fp32 2; Div 4; MulAdd 6; ReduceSum fp16 7 / fp32 3; ReduceMax 7.
+# Transpose (TransDataTo5HD) has no figure: costed as data movement, like Copy (a 16x16 fp16 tile is two repeats).
+_ONE = dict.fromkeys(("Relu", "Cast", "Copy", "Dup", "Abs", "Reciprocal", "Transpose", "Brcb",
+                      "Adds", "Muls", "Maxs", "Mins"), 1)
+_VEC_F16 = _vec_cycles({**_ONE, "Exp": 4, "Div": 4, "MulAddDst": 6, "ReduceSum": 7, "ReduceMax": 7}, 2)
+_VEC_F32 = _vec_cycles({**_ONE, "Exp": 2, "Div": 4, "MulAddDst": 6, "ReduceSum": 3, "ReduceMax": 7}, 2)
 _ALIGN = {"GM": 1, "L1": 32, "L0A": 512, "L0B": 512, "L0C": 64, "UB": 32, "BT": 64}
 
 PROFILES: dict[str, Profile] = {
@@ -80,22 +107,24 @@ PROFILES: dict[str, Profile] = {
         alignment=_ALIGN,
         # GM reads at the per-core HBM share (ddr_rate 32 B/cycle, AD-stub) rather than the
         # 256 B/cycle pipe peak: with all 24 cores streaming HBM is the limit.
-        gm_to_l1_bpc=32, gm_to_ub_bpc=32, l1_to_l0a_bpc=256, l1_to_l0b_bpc=128, load3d_bpc=128,
-        l1_to_bt_bpc=32, ub_to_gm_bpc=64, fix_elems_pc=64,
+        gm_to_l1_bpc=32, gm_to_ub_bpc=32, l1_to_l0a_bpc=256, l1_to_l0b_bpc=128, load3d_bpc=256,
+        l1_to_bt_bpc=34, ub_to_gm_bpc=64, fix_elems_pc=64,
         mte2_head=30, mte1_head=28, load3d_head=50, bt_head=20, fix_head=20, mmad_head=21, mte3_head=30,
         vec_head=2, vec_cpr_f16=_VEC_F16, vec_cpr_f32=_VEC_F32,
     ),
     "ascend310p": Profile(
         name="ascend310p",
-        sources="AD-stub (buffer sizes, 8 AI cores), rates assumed equal to 910B where no 310P figure exists",
-        cube_cores=8, vector_cores=8, coupled=True, clock_ghz=1.0,
+        sources="CANN Ascend310P3.ini (8 AI cores, 7 Vector cores), AD-stub (buffers, DDR rate); clock derived "
+                "from 70 TFLOPS fp16 (assumed); instruction costs assumed equal to 910B's (no 310P tables)",
+        cube_cores=8, vector_cores=8, coupled=True, clock_ghz=1.07,
         capacity={"GM": 0, "L1": 1024 * KB, "L0A": 64 * KB, "L0B": 64 * KB, "L0C": 256 * KB, "UB": 256 * KB,
                   "BT": 1 * KB},
         alignment=_ALIGN,
-        gm_to_l1_bpc=17, gm_to_ub_bpc=17, l1_to_l0a_bpc=256, l1_to_l0b_bpc=128, load3d_bpc=128,
-        l1_to_bt_bpc=32, ub_to_gm_bpc=64, fix_elems_pc=64,
+        gm_to_l1_bpc=17, gm_to_ub_bpc=17, l1_to_l0a_bpc=256, l1_to_l0b_bpc=128, load3d_bpc=256,
+        l1_to_bt_bpc=34, ub_to_gm_bpc=64, fix_elems_pc=64,
         mte2_head=30, mte1_head=28, load3d_head=50, bt_head=20, fix_head=20, mmad_head=21, mte3_head=30,
         vec_head=2, vec_cpr_f16=_VEC_F16, vec_cpr_f32=_VEC_F32,
+        vector_only_cores=7,
     ),
 }
 

@@ -3,6 +3,7 @@
 // Profile *values* are generated from codegen/ir/profiles.py (kiln_profiles.hpp in
 // the build directory) so the cost model and the emulator share one table.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -71,7 +72,22 @@ struct Profile {
   // Vector cycles per 256-byte repeat, fp16 and fp32 operands.
   double vec_cpr_f16[kNumVecOps];
   double vec_cpr_f32[kNumVecOps];
+  // Instruction costs (codegen/ir/profiles.py): an instruction occupies its pipe for its body (these
+  // per-instruction cycles + bytes / rate); the heads above are pipe latencies, paid once per burst.
+  double gm_to_l1_copy, gm_to_ub_copy, ub_to_gm_copy, mte1_issue, bt_issue, mmad_issue, fix_gm_min_cycles,
+      fix_local_issue, fix_f32_elems_pc, vec_min_cycles;
+  double launch_cycles, mixed_launch_cycles, cross_core_cycles;  // per launch; added for AIC+AIV; per flag
+  int vector_only_cores;                                         // 310P's standalone Vector cores (unused)
 };
+
+// Load3D (img2col) L1 -> L0A bytes per cycle for a kh-row kernel at stride_w (asc-devkit's Cube performance
+// table 4; codegen/ir/profiles.py Profile.load3d_rate).
+inline double load3d_rate(const Profile& p, int kh, int stride_w) {
+  if (stride_w == 1) return kh == 1 ? p.load3d_bpc : std::max(32.0, double(512 / (kh + 2)));
+  if (stride_w == 2 || stride_w == 4 || stride_w == 8)
+    return std::max(32.0, double(512 / (2 * stride_w + (kh > 1 ? kh : 0))));
+  return 32.0;
+}
 
 // Base of every error the emulator raises; the message names the kernel.
 class EmulationError : public std::runtime_error {

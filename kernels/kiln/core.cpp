@@ -54,12 +54,13 @@ void Core::start(const char* kernel, int core_id) {
   top_.fill(0);
   free_at_.fill(0);
   wait_until_.fill(0);
+  done_at_.fill(0);
   for (auto& q : flags_) q.clear();
   stats_ = CoreStats{};
 }
 
 const CoreStats& Core::finish() {
-  for (int p = 0; p < kNumPipes; ++p) stats_.end_cycle = std::max(stats_.end_cycle, free_at_[p]);
+  for (int p = 0; p < kNumPipes; ++p) stats_.end_cycle = std::max(stats_.end_cycle, done_at_[p]);
   // flags_ needs no check here: a set without a wait is legal, the flag just stays set.
   return stats_;
 }
@@ -213,7 +214,7 @@ void Core::vec_apply(const Repeat& rp, Mask mask, F&& f, unsigned lanes) {
 template <class T>
 void Core::vec_cost(VecOp op, const Repeat& rp) {
   const double cpr = sizeof(T) == 2 ? prof_.vec_cpr_f16[static_cast<int>(op)] : prof_.vec_cpr_f32[static_cast<int>(op)];
-  issue(Pipe::V, prof_.vec_head + cpr * rp.times, std::uint64_t(rp.times) * 256);
+  issue(Pipe::V, prof_.vec_head, std::max(prof_.vec_min_cycles, cpr * rp.times), std::uint64_t(rp.times) * 256);
 }
 
 // ---- MTE2: GM -> L1 / UB -------------------------------------------------
@@ -232,8 +233,9 @@ void Core::copy_gm_to_local(Local<T> dst, std::size_t doff, Global<const T> src,
   for (std::size_t b = 0; b < nburst; ++b)
     std::memcpy(dst.ptr + doff + b * dst_stride, src.ptr + soff + b * src_stride, burst * sizeof(T));
   const std::uint64_t bytes = nburst * burst * sizeof(T);
-  const double rate = dst.pos == Pos::L1 ? prof_.gm_to_l1_bpc : prof_.gm_to_ub_bpc;
-  issue(Pipe::MTE2, prof_.mte2_head + bytes / rate, bytes);
+  const bool l1 = dst.pos == Pos::L1;
+  const double rate = l1 ? prof_.gm_to_l1_bpc : prof_.gm_to_ub_bpc;
+  issue(Pipe::MTE2, prof_.mte2_head, (l1 ? prof_.gm_to_l1_copy : prof_.gm_to_ub_copy) + bytes / rate, bytes);
 }
 
 // A Cube operand held in GM as fp16 (an activation) -> L1 as `as`: bf16 rounds each value on the way, at the
@@ -272,7 +274,7 @@ void Core::copy_gm_to_l1_nd2nz(Local<f16> dst, std::size_t doff, Global<const f1
     if (as == CubeIn::BF16) simd::f16_to_bf16_inplace(blk, full * 16);  // zero padding is zero in both formats
   }
   const std::uint64_t bytes = rows * cols * sizeof(f16);
-  issue(Pipe::MTE2, prof_.mte2_head + bytes / prof_.gm_to_l1_bpc, bytes);
+  issue(Pipe::MTE2, prof_.mte2_head, prof_.gm_to_l1_copy + bytes / prof_.gm_to_l1_bpc, bytes);
 }
 
 // ---- MTE3: UB -> GM ------------------------------------------------------
@@ -286,7 +288,7 @@ void Core::copy_ub_to_gm(Global<T> dst, std::size_t doff, Local<T> src, std::siz
   for (std::size_t b = 0; b < nburst; ++b)
     std::memcpy(dst.ptr + doff + b * dst_stride, src.ptr + soff + b * src_stride, burst * sizeof(T));
   const std::uint64_t bytes = nburst * burst * sizeof(T);
-  issue(Pipe::MTE3, prof_.mte3_head + bytes / prof_.ub_to_gm_bpc, bytes);
+  issue(Pipe::MTE3, prof_.mte3_head, prof_.ub_to_gm_copy + bytes / prof_.ub_to_gm_bpc, bytes);
 }
 
 // ---- MTE1: L1 -> L0A / L0B / BT ------------------------------------------
@@ -313,7 +315,7 @@ void Core::load2d(Local<f16> dst, std::size_t doff, Local<f16> src, std::size_t 
   }
   const std::uint64_t bytes = repeat * 512;
   const double rate = dst.pos == Pos::L0A ? prof_.l1_to_l0a_bpc : prof_.l1_to_l0b_bpc;
-  issue(Pipe::MTE1, prof_.mte1_head + bytes / rate, bytes);
+  issue(Pipe::MTE1, prof_.mte1_head, prof_.mte1_issue + bytes / rate, bytes);
 }
 
 // img2col on the way L1 -> L0A: writes m1_count x k1_count fractals in ZZ order
@@ -425,7 +427,7 @@ void Core::load3d(Local<f16> dst, std::size_t doff, Local<f16> fm, std::size_t f
     }
   }
   const std::uint64_t bytes = std::uint64_t(m1_count) * k1_count * 512;
-  issue(Pipe::MTE1, prof_.load3d_head + bytes / prof_.load3d_bpc, bytes);
+  issue(Pipe::MTE1, prof_.load3d_head, prof_.mte1_issue + bytes / load3d_rate(prof_, g.kh, g.stride_w), bytes);
 }
 
 void Core::load_bias_table(Local<float> dst, std::size_t doff, Local<float> src, std::size_t soff, std::size_t n) {
@@ -433,7 +435,7 @@ void Core::load_bias_table(Local<float> dst, std::size_t doff, Local<float> src,
   check_local(src, soff, n, "load_bias_table", "src");
   check_local(dst, doff, n, "load_bias_table", "dst");
   std::memcpy(dst.ptr + doff, src.ptr + soff, n * sizeof(float));
-  issue(Pipe::MTE1, prof_.bt_head + n * 4.0 / prof_.l1_to_bt_bpc, n * 4);
+  issue(Pipe::MTE1, prof_.bt_head, prof_.bt_issue + n * 4.0 / prof_.l1_to_bt_bpc, n * 4);
 }
 
 // ---- Cube ----------------------------------------------------------------
@@ -517,7 +519,7 @@ void Core::mmad(Local<float> c, std::size_t coff, Local<f16> a, std::size_t aoff
   const std::uint64_t fractals = std::uint64_t(M1) * N1 * K1;
   stats_.cube_macs += fractals * 4096;
   stats_.cube_useful_macs += std::uint64_t(m) * n * k;
-  issue(Pipe::M, prof_.mmad_head + double(fractals), 0);
+  issue(Pipe::M, prof_.mmad_head, prof_.mmad_issue + double(fractals), 0);
 }
 
 // ---- Fixpipe: L0C -> UB (coupled profiles only) ----------------------------
@@ -536,7 +538,7 @@ void Core::fixpipe_to_ub(Local<float> dst, std::size_t doff, Local<float> c, std
     const float v = c.ptr[coff + i];
     dst.ptr[doff + i] = relu && v < 0.f ? 0.f : v;  // NaN kept, as ONNX Relu (docs/numerics.md)
   }
-  issue(Pipe::FIX, prof_.fix_head + double(count) / prof_.fix_elems_pc, count * sizeof(float));
+  fixpipe_cost(count, true, false);
 }
 
 // ---- Fixpipe: L0C -> GM --------------------------------------------------
@@ -566,7 +568,7 @@ void Core::fixpipe_nz_to_nd(Global<f16> dst, std::size_t doff, std::size_t ld, L
     if (full < N1)
       simd::f32_to_f16_run(src + std::size_t(full) * m1_stride * 256, out + full * 16, n - full * 16, relu);
   }
-  fixpipe_cost(std::uint64_t(m) * n);
+  fixpipe_cost(std::uint64_t(m) * n, false, true);
 }
 
 void Core::fixpipe_nz_to_nd_f32(Global<float> dst, std::size_t doff, std::size_t ld, Local<float> c, std::size_t coff,
@@ -584,8 +586,7 @@ void Core::fixpipe_nz_to_nd_f32(Global<float> dst, std::size_t doff, std::size_t
       std::memcpy(out + j1 * 16, src + std::size_t(j1) * m1_stride * 256,
                   std::size_t(std::min(16, n - j1 * 16)) * sizeof(float));
   }
-  issue(Pipe::FIX, prof_.fix_head + double(std::uint64_t(m) * n) / prof_.fix_elems_pc,
-        std::uint64_t(m) * n * sizeof(float));
+  fixpipe_cost(std::uint64_t(m) * n, true, true);
 }
 
 // Channel-blocked out: the NZ tile (n1_count channel blocks x m pixels) maps to
@@ -602,7 +603,7 @@ void Core::fixpipe_nz_to_nc1hwc0(Global<f16> dst, std::size_t doff, std::size_t 
   for (int n1 = 0; n1 < n1_count; ++n1)
     simd::f32_to_f16_run(c.ptr + coff + std::size_t(n1) * m1_stride * 256, dst.ptr + doff + n1 * plane,
                          std::size_t(m) * 16, relu);
-  fixpipe_cost(std::uint64_t(m) * n1_count * 16);
+  fixpipe_cost(std::uint64_t(m) * n1_count * 16, false, true);
 }
 
 // L0C -> L1, fp16 in NZ order (see core.hpp): a chained Cube stage's A operand, kept on chip.
@@ -613,7 +614,7 @@ void Core::fixpipe_nz_to_l1(Local<f16> dst, std::size_t doff, Local<float> c, st
   check_local(dst, doff, count, "fixpipe_nz_to_l1", "dst");
   if (as == CubeIn::BF16) simd::f32_to_bf16_run(c.ptr + coff, dst.ptr + doff, count, relu);
   else simd::f32_to_f16_run(c.ptr + coff, dst.ptr + doff, count, relu);
-  fixpipe_cost(count);
+  fixpipe_cost(count, false, false);
 }
 
 // Channel-blocked fp32 out (a GM workspace that a Vector pass reads back): block n1, row i of the NZ
@@ -628,8 +629,7 @@ void Core::fixpipe_nz_to_blocked_f32(Global<float> dst, std::size_t doff, std::s
   for (int n1 = 0; n1 < n1_count; ++n1)  // an NZ block's rows are already 16 contiguous channels
     std::memcpy(dst.ptr + doff + n1 * plane, c.ptr + coff + std::size_t(n1) * m1_stride * 256,
                 std::size_t(m) * 16 * sizeof(float));
-  issue(Pipe::FIX, prof_.fix_head + double(std::uint64_t(m) * n1_count * 16) / prof_.fix_elems_pc,
-        std::uint64_t(m) * n1_count * 16 * sizeof(float));
+  fixpipe_cost(std::uint64_t(m) * n1_count * 16, true, true);
 }
 
 // ---- Vector (UB only) ----------------------------------------------------
@@ -822,7 +822,7 @@ float Core::scalar_read(Local<T> src, std::size_t idx) {
   // GetValue reads any element: the tensor's start is checked (alignment), the element only for bounds
   check_local(src, 0, 1, "scalar_read", "src");
   if (idx >= src.count) out_of_range("scalar_read", "src", src.name, pos_name(src.pos), idx, 1, src.count);
-  issue(Pipe::S, 1, sizeof(T));
+  issue(Pipe::S, 0, 1, sizeof(T));
   return load(src.ptr[idx]);
 }
 

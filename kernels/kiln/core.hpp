@@ -161,12 +161,13 @@ class Core {
 
   // ---- synchronisation -----------------------------------------------------
   // set_flag(src, dst, id): the flag rises when every src instruction issued so
-  // far has finished. wait_flag(src, dst, id): dst instructions issued after it
-  // start no earlier than that. Counters are up to 15 deep, as on hardware.
+  // far has finished (its result ready: the pipe's latency after its body).
+  // wait_flag(src, dst, id): dst instructions issued after it start no earlier
+  // than that. Counters are up to 15 deep, as on hardware.
   void set_flag(Pipe src, Pipe dst, int id) {
     auto& q = flag(src, dst, id);
     if (q.size() >= 15) flag_overflow(src, dst, id);
-    q.push_back(free_at_[static_cast<int>(src)]);
+    q.push_back(done_at_[static_cast<int>(src)]);
   }
   void wait_flag(Pipe src, Pipe dst, int id) {
     auto& q = flag(src, dst, id);
@@ -177,14 +178,15 @@ class Core {
   }
   // Cross-core synchronisation (CrossCoreSetFlag / WaitFlag, kiln/ops.hpp CrossFlag) needs the two halves of
   // a flag on two cores' timelines: when `src` has finished everything issued so far, and a wait of `dst`.
-  double pipe_done(Pipe src) const { return free_at_[static_cast<int>(src)]; }
+  double pipe_done(Pipe src) const { return done_at_[static_cast<int>(src)]; }
   void wait_until(Pipe dst, double t) {
     double& w = wait_until_[static_cast<int>(dst)];
     w = std::max(w, t);
   }
-  // All pipes wait for all pipes (PipeBarrier<PIPE_ALL>).
+  // All pipes wait for all pipes (PipeBarrier<PIPE_ALL>): for every result, so the barrier drains each pipe's
+  // latency, and the next instruction of every pipe starts a new burst.
   void barrier_all() {
-    const double t = *std::max_element(free_at_.begin(), free_at_.end());
+    const double t = *std::max_element(done_at_.begin(), done_at_.end());
     wait_until_.fill(t);
   }
 
@@ -351,19 +353,28 @@ class Core {
     return flags_[(static_cast<int>(s) * kNumPipes + static_cast<int>(d)) * 8 + id];
   }
 
-  double issue(Pipe p, double cycles, std::uint64_t bytes) {
+  // An instruction occupies pipe p for `body` cycles and its result is ready `head` cycles (the pipe's
+  // latency) after that: back-to-back instructions overlap their heads, so a burst pays one head, and a
+  // flag, barrier or the core's end waits for the results (done_at_). codegen/cost/model.py SimCore.issue.
+  double issue(Pipe p, double head, double body, std::uint64_t bytes) {
     const int i = static_cast<int>(p);
     const double start = std::max(free_at_[i], wait_until_[i]);
-    free_at_[i] = start + cycles;
+    free_at_[i] = start + body;
+    done_at_[i] = std::max(done_at_[i], free_at_[i] + head);
     auto& pc = stats_.pipe[i];
     pc.instrs += 1;
     pc.bytes += bytes;
-    pc.busy += cycles;
-    return free_at_[i];
+    pc.busy += body;
+    return done_at_[i];
   }
 
-  void fixpipe_cost(std::uint64_t elems) {
-    issue(Pipe::FIX, prof_.fix_head + double(elems) / prof_.fix_elems_pc, elems * sizeof(f16));
+  // Fixpipe of elems results: 16-bit outputs at fix_elems_pc, fp32 at fix_f32_elems_pc (elements per cycle);
+  // to GM it takes at least fix_gm_min_cycles (the write's latency, hidden by a long transfer), to L1/UB it pays
+  // fix_local_issue on top of the transfer.
+  void fixpipe_cost(std::uint64_t elems, bool fp32_out, bool to_gm) {
+    const double move = double(elems) / (fp32_out ? prof_.fix_f32_elems_pc : prof_.fix_elems_pc);
+    issue(Pipe::FIX, prof_.fix_head, to_gm ? std::max(prof_.fix_gm_min_cycles, move) : prof_.fix_local_issue + move,
+          elems * (fp32_out ? sizeof(float) : sizeof(f16)));
   }
 
   // Operand checks and the lane walker of the instructions (core.cpp).
@@ -393,6 +404,7 @@ class Core {
   std::array<std::uint32_t, kNumPos> top_{};
   std::array<double, kNumPipes> free_at_{};
   std::array<double, kNumPipes> wait_until_{};
+  std::array<double, kNumPipes> done_at_{};  // when every result issued so far on the pipe is ready
   std::array<std::deque<double>, kNumPipes * kNumPipes * 8> flags_{};
   CoreStats stats_{};
   std::vector<float> scratch_a_, scratch_b_;

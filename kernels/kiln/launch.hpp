@@ -97,6 +97,13 @@ inline void sum_cores(KernelStats& ks) {
   ks.total.end_cycle = ks.cycles;
 }
 
+// A launch's fixed cost (scheduling the kernel onto the cores and collecting its end, the profile's
+// launch_cycles; more when Cube and Vector cores start together): the kernel's time, not any pipe's.
+inline void add_launch_overhead(KernelStats& ks, double cycles) {
+  ks.cycles += cycles;
+  ks.total.end_cycle = ks.cycles;
+}
+
 template <class Body>
 KernelStats launch(const Profile& p, CoreKind kind, const char* kernel, int blocks, Body&& body) {
   KernelStats ks;
@@ -117,6 +124,7 @@ KernelStats launch(const Profile& p, CoreKind kind, const char* kernel, int bloc
     ks.per_core[v] = core.finish();
   });
   sum_cores(ks);
+  add_launch_overhead(ks, p.launch_cycles);
   return ks;
 }
 
@@ -154,6 +162,7 @@ KernelStats launch_group(const Profile& p, const char* kernel, int blocks, Body&
     }
   });
   sum_cores(ks);
+  add_launch_overhead(ks, p.launch_cycles + (p.coupled ? 0.0 : p.mixed_launch_cycles));
   return ks;
 }
 

@@ -35,14 +35,12 @@ class PingPong {
 
 // A flag between two cores (CrossCoreSetFlag / CrossCoreWaitFlag): on split profiles (910B) the Cube core
 // (AIC) and a Vector core (AIV) hand tiles over through GM and signal each other this way; the signal
-// arrives kCrossCoreCycles after the setting pipe is done (an assumption, no published figure: the order of
-// an L2 round trip). On coupled profiles both sides are one core and it is an ordinary flag (no latency).
-// Counters are up to 15 deep, as on hardware.
-constexpr double kCrossCoreCycles = 100;
-
+// arrives the profile's cross_core_cycles after the setting pipe is done (docs/ascend-model.md: half of a
+// fitted Cube <-> Vector tile round trip). On coupled profiles both sides are one core and it is an ordinary
+// flag (no latency). Counters are up to 15 deep, as on hardware.
 class CrossFlag {
  public:
-  explicit CrossFlag(bool same_core) : latency_(same_core ? 0.0 : kCrossCoreCycles) {}
+  CrossFlag(bool same_core, const Profile& p) : latency_(same_core ? 0.0 : p.cross_core_cycles) {}
   void set(Core& from, Pipe src) {
     if (times_.size() >= 15) from.raise_sync("cross-core flag set more than 15 times without a wait");
     times_.push_back(from.pipe_done(src) + latency_);

@@ -1,14 +1,12 @@
-"""benchmarks/calibration.py on the cost model only (no build): every published measurement it simulates keeps
-its ratio (simulated / published time) within BAND of the ratio recorded in TODAY.
+"""benchmarks/calibration.py on the cost model only (no build): every published measurement it simulates is held
+to the calibration goal of issue 22 (GOAL: the ratio simulated / published within 15% of 1 for instruction and
+copy curves, 25% for whole kernels), except the cases calibration.OUTSIDE_GOAL names with the reason the model
+cannot get there; those keep their recorded ratio (RECORDED, within BAND), so a change to them is deliberate.
 
-The model is not calibrated yet (issue 22): TODAY is today's ratio of each case, not the goal, so the test
-fails when a cost constant, a replay or a case changes a simulated figure, and the change must then be
-deliberate (regenerate the table with `python benchmarks/calibration.py --write --recorded` and these
-expectations with `--expect --recorded`). The calibration work replaces TODAY by the goal of issue 22: every ratio
-within 15% of 1 for the instruction and copy curves and within 25% for whole kernels (GOAL), or a reason in the
-table where the model cannot get there. The searched GEMM cases use the tilings recorded in the cases (the search
-itself takes minutes at these shapes); `python benchmarks/calibration.py` runs it and says when it now picks
-another tiling."""
+When a cost constant, a replay or a case changes a figure: regenerate the table with
+`python benchmarks/calibration.py --write --recorded` and RECORDED with `--expect --recorded`. The searched GEMM
+cases use the tilings recorded in the cases (the search itself takes minutes at these shapes);
+`python benchmarks/calibration.py` runs it and says when it now picks another tiling."""
 from __future__ import annotations
 
 import dataclasses
@@ -21,35 +19,29 @@ from benchmarks import calibration as cal
 from codegen.ir.profiles import PROFILES
 
 BAND = 0.01  # relative; the model is deterministic, so this only absorbs the 4 significant digits below
-GOAL = {"curve": 0.15, "kernel": 0.25}  # what the calibration must reach (not tested yet)
+GOAL = {"curve": 0.15, "kernel": 0.25}
 BASE = PROFILES["ascend910b"]
 
-# Ratios on the uncalibrated model (the profiles of commit beebbcb), from `--expect --recorded`.
-TODAY = {
-    "gm_l1 1K": 0.3587, "gm_l1 4K": 0.675, "gm_l1 16K": 1.839, "gm_l1 64K": 3.334, "gm_l1 256K": 4.89,
-    "gm_l1 512K": 4.89,
-    "gm_ub 1K": 0.2635, "gm_ub 8K": 0.8902, "gm_ub 32K": 1.481, "gm_ub 128K": 1.474,
-    "ub_gm 1K": 0.3053, "ub_gm 4K": 0.519, "ub_gm 16K": 0.9044, "ub_gm 64K": 1.062,
-    "l1_l0a 1K": 5.348, "l1_l0a 4K": 2.499, "l1_l0a 16K": 1.431, "l1_l0a 64K": 1.131,
-    "l1_l0b 1K": 3.651, "l1_l0b 4K": 1.808, "l1_l0b 16K": 1.232, "l1_l0b 64K": 1.08,
-    "l0c_gm 1K": 0.2905, "l0c_gm 4K": 0.4498, "l0c_gm 16K": 0.6216, "l0c_gm 128K": 0.4766,
-    "l1_bt 0.0625K": 7.331, "l1_bt 0.25K": 3.588, "l1_bt 1K": 1.669,
-    "mmad m32k16n16": 4.731, "mmad m32k16n128": 2.049, "mmad m32k16n512": 1.268, "mmad m32k16n1024": 1.145,
-    "Add.f16 r1": 0.6603, "Add.f16 r8": 1.121, "Add.f32 r8": 1.123, "Sub.f16 r8": 1.122, "Mul.f16 r8": 1.121,
-    "Mul.f32 r8": 1.123, "Max.f16 r8": 1.123,
-    "Adds.f16 r1": 1.339, "Adds.f16 r8": 2.295, "Adds.f32 r8": 2.242, "Muls.f32 r8": 2.241, "Maxs.f16 r8": 2.235,
-    "Mins.f32 r8": 2.242,
-    "Relu.f16 r1": 0.9915, "Relu.f16 r8": 1.246, "Relu.f32 r8": 1.245, "Abs.f16 r8": 1.246,
-    "Reciprocal.f32 r8": 1.245, "Cast.f16 r8": 1.275, "Dup.f32 r8": 1.245, "Copy.f16 r8": 1.246,
-    "Brcb.f16 r8": 1.246,
-    "Exp.f16 r8": 1.089, "Exp.f32 r8": 1.122, "Div.f16 r8": 0.9423, "Div.f32 r8": 1.061,
-    "MulAddDst.f16 r8": 1.041, "MulAddDst.f32 r8": 1.041, "ReduceSum.f16 r8": 1.034, "ReduceSum.f32 r8": 1.081,
-    "ReduceMax.f16 r8": 1.063, "ReduceMax.f32 r8": 0.464,
-    "add 48aiv": 0.5482, "add 48aiv vec": 1.759, "add 1aiv": 0.7535,
-    "catlass m1024 default": 2.325, "catlass m1024 tuned": 1.748, "catlass m1024 search": 1.747,
-    "catlass m20 default": 1.764, "catlass m20 tuned": 1.421, "catlass m20 search": 1.77,
-    "catlass m160 swizzle": 2.249, "catlass m160 search": 2.199,
-    "gemm 6144 search": 2.674,
+# Ratios on the calibrated profiles (issue 22 points 2 and 3), from `--expect --recorded`.
+RECORDED = {
+    'gm_l1 1K': 1.152, 'gm_l1 4K': 1.26, 'gm_l1 16K': 2.304, 'gm_l1 64K': 3.554, 'gm_l1 256K': 4.971,
+    'gm_l1 512K': 4.931, 'gm_ub 1K': 1.05, 'gm_ub 8K': 1.466, 'gm_ub 32K': 1.741, 'gm_ub 128K': 1.54,
+    'ub_gm 1K': 1.016, 'ub_gm 4K': 1.11, 'ub_gm 16K': 1.243, 'ub_gm 64K': 1.169, 'l1_l0a 1K': 1.007,
+    'l1_l0a 4K': 1.024, 'l1_l0a 16K': 1.027, 'l1_l0a 64K': 1.028, 'l1_l0b 1K': 1.017, 'l1_l0b 4K': 1.026,
+    'l1_l0b 16K': 1.027, 'l1_l0b 64K': 1.028, 'l0c_gm 1K': 1.005, 'l0c_gm 4K': 1.037, 'l0c_gm 16K': 0.9474,
+    'l0c_gm 128K': 0.9174, 'l1_bt 0.0625K': 0.9669, 'l1_bt 0.25K': 1.096, 'l1_bt 1K': 0.9994, 'mmad m32k16n16': 1.012,
+    'mmad m32k16n128': 1.048, 'mmad m32k16n512': 0.998, 'mmad m32k16n1024': 1.006, 'Add.f16 r1': 0.4956,
+    'Add.f16 r8': 0.9965, 'Add.f32 r8': 0.9982, 'Sub.f16 r8': 0.9978, 'Mul.f16 r8': 0.9965, 'Mul.f32 r8': 0.998,
+    'Max.f16 r8': 0.9983, 'Adds.f16 r1': 1.005, 'Adds.f16 r8': 1.02, 'Adds.f32 r8': 0.9967, 'Muls.f32 r8': 0.9962,
+    'Maxs.f16 r8': 0.9935, 'Mins.f32 r8': 0.9967, 'Relu.f16 r1': 0.9921, 'Relu.f16 r8': 0.9968, 'Relu.f32 r8': 0.9964,
+    'Abs.f16 r8': 0.9968, 'Reciprocal.f32 r8': 0.9964, 'Cast.f16 r8': 1.02, 'Dup.f32 r8': 0.9965,
+    'Copy.f16 r8': 0.9969, 'Brcb.f16 r8': 0.9967, 'Exp.f16 r8': 1.025, 'Exp.f32 r8': 0.9977, 'Div.f16 r8': 0.887,
+    'Div.f32 r8': 0.9989, 'MulAddDst.f16 r8': 0.9992, 'MulAddDst.f32 r8': 0.9994, 'ReduceSum.f16 r8': 0.9982,
+    'ReduceSum.f32 r8': 0.9982, 'ReduceMax.f16 r8': 1.026, 'ReduceMax.f32 r8': 0.9994, 'add 48aiv': 0.6772,
+    'add 48aiv vec': 1.745, 'add 48aiv vec conflicts': 0.9448, 'add 1aiv': 1.242, 'catlass m1024 default': 2.503,
+    'catlass m1024 tuned': 1.935, 'catlass m1024 search': 2.015, 'catlass m20 default': 1.903,
+    'catlass m20 tuned': 1.603, 'catlass m20 search': 1.983, 'catlass m160 swizzle': 2.504,
+    'catlass m160 search': 2.446, 'gemm 6144 search': 2.76,
 }
 
 
@@ -65,27 +57,43 @@ def within(ratio: float, expected: float) -> bool:
 def test_every_case_has_an_expectation_and_a_role():
     keys = [c.key for c in cal.CASES]
     assert len(keys) == len(set(keys)), "case keys must be unique"
-    assert set(keys) == set(TODAY), (sorted(set(keys) - set(TODAY)), sorted(set(TODAY) - set(keys)))
+    assert set(keys) == set(RECORDED), (sorted(set(keys) - set(RECORDED)), sorted(set(RECORDED) - set(keys)))
     assert {c.role for c in cal.CASES} == {"fit", "check"} and {c.kind for c in cal.CASES} == set(GOAL)
     for kind in GOAL:  # both kinds have cases to fit on and cases held out
         assert {c.role for c in cal.CASES if c.kind == kind} == {"fit", "check"}, kind
     assert all(re.fullmatch(r"[A-Z]+ L\d+", c.source) and c.source.split()[0] in cal.SOURCES for c in cal.CASES)
 
 
-@pytest.mark.parametrize("key", sorted(TODAY))
-def test_ratio_holds_today(rows, key):
+def in_goal(case: cal.Case, ratio: float) -> bool:
+    return abs(ratio - 1) <= GOAL[case.kind]
+
+
+@pytest.mark.parametrize("key", sorted(RECORDED))
+def test_ratio_within_the_goal_or_explained(rows, key):
     case, sim, ratio = rows[key]
-    assert within(ratio, TODAY[key]), (f"{case.label} on {case.profile}: simulated {sim:.4g} {case.unit} against "
-                                       f"{case.published:.4g} published, ratio {ratio:.4g}, expected "
-                                       f"{TODAY[key]} +- {BAND:.0%}")
+    what = f"{case.label} on {case.profile}: simulated {sim:.4g} {case.unit} against {case.published:.4g} published"
+    if key in cal.OUTSIDE_GOAL:
+        assert not in_goal(case, ratio), f"{what} now reaches the goal: take {key!r} out of OUTSIDE_GOAL"
+    else:
+        assert in_goal(case, ratio), f"{what}, ratio {ratio:.4g}: outside the {GOAL[case.kind]:.0%} goal"
+    assert within(ratio, RECORDED[key]), (f"{what}, ratio {ratio:.4g}, recorded {RECORDED[key]} +- {BAND:.0%}: "
+                                          "regenerate the table and RECORDED if the change is meant")
 
 
-# One constant of every kind the cases read, nudged: each must move some case out of its band.
+def test_outside_goal_names_cases():
+    assert set(cal.OUTSIDE_GOAL) <= set(RECORDED) and all(cal.OUTSIDE_GOAL.values())
+
+
+# One constant of every kind the cases read, nudged: each must move some case out of its recorded band. The heads
+# are pipe latencies, paid once per burst: the curves (bursts of cal.BURST) do not see them; tests/codegen/cost/
+# test_bursts.py holds them. mixed_launch_cycles, cross_core_cycles and fix_local_issue: no case reads them.
 NUDGES = {name: {name: getattr(BASE, name) + 1} for name in
-          ("mmad_head", "mte2_head", "mte1_head", "bt_head", "fix_head", "mte3_head", "vec_head")}
+          ("mte1_issue", "bt_issue", "mmad_issue", "vec_min_cycles")}
 NUDGES.update({name: {name: getattr(BASE, name) * 1.05} for name in
-               ("gm_to_l1_bpc", "gm_to_ub_bpc", "l1_to_l0a_bpc", "l1_to_l0b_bpc", "l1_to_bt_bpc", "ub_to_gm_bpc",
-                "fix_elems_pc", "clock_ghz")})
+               ("gm_to_l1_copy", "gm_to_ub_copy", "ub_to_gm_copy", "fix_gm_min_cycles", "gm_to_l1_bpc",
+                "gm_to_ub_bpc", "l1_to_l0a_bpc", "l1_to_l0b_bpc", "l1_to_bt_bpc", "ub_to_gm_bpc", "fix_f32_elems_pc",
+                "clock_ghz")})
+NUDGES["launch_cycles"] = {"launch_cycles": BASE.launch_cycles * 1.5}
 NUDGES["vec_cpr"] = {"vec_cpr_f16": tuple(c * 1.05 for c in BASE.vec_cpr_f16),
                      "vec_cpr_f32": tuple(c * 1.05 for c in BASE.vec_cpr_f32)}
 CHEAP = [c for c in cal.CASES if c.kind == "curve" or c.key in ("add 48aiv", "catlass m1024 tuned")]
@@ -94,7 +102,7 @@ CHEAP = [c for c in cal.CASES if c.kind == "curve" or c.key in ("add 48aiv", "ca
 @pytest.mark.parametrize("nudge", sorted(NUDGES))
 def test_a_changed_constant_fails_the_band(nudge):
     moved = [case.key for case, _, ratio in cal.simulate(dataclasses.replace(BASE, **NUDGES[nudge]), cases=CHEAP)
-             if not within(ratio, TODAY[case.key])]
+             if not within(ratio, RECORDED[case.key])]
     assert moved, f"{nudge} changed and no case left its band"
 
 

@@ -33,7 +33,9 @@ def conv(label, cin, h, w, cout, k=3, pad=1, stride=1, algorithm=""):
     """) + (f'algorithm = "{algorithm}"\n' if algorithm else "")
 
 
-# a 1x1 conv of one channel on a 4x4 map: the Cube's fixed costs outweigh 16 multiply-adds per pixel
+# a 1x1 conv of one channel on a 4x4 map: fixed costs decide. On the calibrated costs (issue 22: a GM->UB copy
+# costs 215 cycles, a GM->L1 copy 167) the Cube's three copies, one mmad and one Fixpipe beat the Vector unit's
+# copies and its twenty-odd instructions by about 1%, so the Vector conv is now weighed and rejected here too.
 TINY = conv("v.tiny", 1, 4, 4, 1, k=1, pad=0)
 SMALL_RGB = conv("v.rgb", 3, 20, 21, 5)          # small map, few channels: still the Cube on ascend910b
 RESNET_3X3 = conv("v.resnet", 64, 56, 56, 64)    # the Vector unit's multiply-adds alone outlast the Cube
@@ -55,17 +57,16 @@ def test_the_cost_model_decides_between_cube_and_vector(tmp_path):
     ks, log = planned(tmp_path, TINY + SMALL_RGB + RESNET_3X3)
     tiny, rgb, resnet = ks["v.tiny"], ks["v.rgb"], ks["v.resnet"]
     # the choice follows the predicted cycles, both of which the log line gives
-    assert tiny.variant.family == "conv2d_vector"
-    compared = tiny.variant.notes["compared_cycles"]
-    assert compared["vector_direct"] < compared["direct_img2col"]
-    line = next(x for x in algorithm_lines(log, tiny.spec.name) if "reason=cost_model" in x)
-    assert " vector_direct " in line and "vector_direct_cycles=" in line and "direct_img2col_cycles=" in line
-    for k in (rgb, resnet):
+    for k in (tiny, rgb, resnet):
         assert k.variant.family == "conv2d_cube_img2col"
         rejected = next(x for x in algorithm_lines(log, k.spec.name) if "vector_direct:rejected" in x)
         assert "reason=vector_slower" in rejected and "best=direct_img2col" in rejected
-    # the small map was replayed exactly; the ResNet conv was ruled out by the Vector unit's work alone
-    assert "vector_cycles=" in next(x for x in algorithm_lines(log, rgb.spec.name) if "vector_direct:rejected" in x)
+        facts = dict(f.split("=", 1) for f in rejected.split() if "=" in f)
+        vector = float(facts.get("vector_cycles", facts.get("vector_cycles_at_least", "nan")))
+        assert vector > float(facts["best_cycles"]), rejected
+    # the small maps were replayed exactly; the ResNet conv was ruled out by the Vector unit's work alone
+    for k in (tiny, rgb):
+        assert "vector_cycles=" in next(x for x in algorithm_lines(log, k.spec.name) if "vector_direct:rejected" in x)
     assert "vector_cycles_at_least=" in next(x for x in algorithm_lines(log, resnet.spec.name)
                                              if "vector_direct:rejected" in x)
 
