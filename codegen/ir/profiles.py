@@ -8,6 +8,10 @@ docs/ascend-model.md; keys used below:
   CAT-arch catlass include/catlass/arch/arch.hpp (A2 buffer sizes)
   KPP-res  mskpp csrc/prof_data/resource910b.cpp (measured vector cycles per repeat)
   PTOK     pto-kernels skills.md quoting Ascend910B2.ini (core counts, ub_to_l2 64 B/cycle)
+  AD-API   asc-devkit docs/zh/api/附录/Cube指令理论性能汇总.md (LoadData, Load3D, Fixpipe rates)
+  ADD      asc-devkit add_high_performance README_en.md (launch overhead, Vector Add with/without bank conflicts)
+  PTO-fam  pto-isa flash_atten/scripts/fa_cost_model.py (launch overhead, Cube <-> Vector tile sync)
+Section 0 of docs/ascend-model.md gives every field its source (file and line) or says "assumed" and why.
 """
 from __future__ import annotations
 
