@@ -39,8 +39,8 @@ RECORDED = {
     'Div.f32 r8': 0.9989, 'MulAddDst.f16 r8': 0.9992, 'MulAddDst.f32 r8': 0.9994, 'ReduceSum.f16 r8': 0.9982,
     'ReduceSum.f32 r8': 0.9982, 'ReduceMax.f16 r8': 1.026, 'ReduceMax.f32 r8': 0.9994, 'add 48aiv': 0.6772,
     'add 48aiv vec': 1.745, 'add 48aiv vec conflicts': 0.9448, 'add 1aiv': 1.242, 'catlass m1024 default': 2.503,
-    'catlass m1024 tuned': 1.935, 'catlass m1024 search': 2.015, 'catlass m20 default': 1.903,
-    'catlass m20 tuned': 1.603, 'catlass m20 search': 1.983, 'catlass m160 swizzle': 2.504,
+    'catlass m1024 tuned': 1.935, 'catlass m1024 search': 1.934, 'catlass m20 default': 1.903,
+    'catlass m20 tuned': 1.603, 'catlass m20 search': 1.889, 'catlass m160 swizzle': 2.504,
     'catlass m160 search': 2.446, 'gemm 6144 search': 2.76,
 }
 
