@@ -27,6 +27,7 @@ from .passes.lowering import LoweredModel, lower
 from .passes.memory import MemoryPlan, plan_arena
 from .passes.patterns import find_patterns
 from .select import search_cache
+from .select.launches import attach_launches
 from .select.plan import KernelPlan, KernelRequest, ModelPlan, Plan
 from .select.tuning import load_records
 from .shapes import buckets as shape_buckets
@@ -247,7 +248,7 @@ def _merge_kernels(kernels: list[KernelPlan]) -> tuple[list[KernelPlan], list[Ke
     return list(seen.values()), became
 
 
-def _model_plan(m: _Model, planned: dict[KernelRequest, KernelPlan], log: OptLog) -> ModelPlan:
+def _model_plan(m: _Model, planned: dict[KernelRequest, KernelPlan], options: Options, log: OptLog) -> ModelPlan:
     mem = m.stages.memory
     assert mem is not None  # the build plans every model's arena
     for out, src in mem.in_place:
@@ -255,7 +256,9 @@ def _model_plan(m: _Model, planned: dict[KernelRequest, KernelPlan], log: OptLog
     log.add("memory", m.name, f"arena={mem.arena_bytes}", "memory_plan", lower_bound=mem.lower_bound_bytes,
             naive=mem.naive_bytes, strategy=mem.strategy, **{f"tried_{k}": v for k, v in mem.strategies.items()})
     steps = {i: planned[r] for i, r in m.steps.items()}
-    return ModelPlan(m.name, str(m.path), m.stages.lowered, mem, steps, m.stages.fusion)
+    plan = ModelPlan(m.name, str(m.path), m.stages.lowered, mem, steps, m.stages.fusion)
+    attach_launches(plan, get_profile(options.kiln_target), log)  # the L2 plan and each step's predicted launch
+    return plan
 
 
 def plan(options: Options, source_dir: Path, work_dir: Path | None = None, progress=None, jobs: int = 1,
@@ -278,6 +281,6 @@ def plan(options: Options, source_dir: Path, work_dir: Path | None = None, progr
                                      search_cache.SearchSetup(search_cache_dir, jobs, progress))
     unique, became = _merge_kernels(chosen)
     planned = dict(zip(requests, became))
-    model_plans = [_model_plan(m, planned, log) for m in models]
+    model_plans = [_model_plan(m, planned, options, log) for m in models]
     model_plans, generic_kernels = shape_buckets.attach(model_plans, bucketed, profile, options, log, plan_model)
     return Plan(options, profile, unique, log, model_plans, generic_kernels)

@@ -6,6 +6,7 @@
 
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "kiln/baked.hpp"  // not kiln_kernel_table.hpp: see there
@@ -77,6 +78,15 @@ py::dict stats_dict(const KernelStats& ks) {
   d["cores_available"] = ks.cores_available;
   d["cycles"] = ks.cycles;
   d["simulated_us"] = ks.cycles / (ks.profile->clock_ghz * 1e3);
+  // The memory system: the slowest cores' cycles without the chip's bound, what set each launch's cycles, and
+  // the GM traffic (reads served by L2, reads from HBM, writes).
+  d["core_cycles"] = ks.core_cycles;
+  py::list limits;
+  for (const char* l : ks.limits) limits.append(l);
+  d["limits"] = limits;
+  d["l2_hit_bytes"] = ks.total.l2_hit_bytes;
+  d["hbm_read_bytes"] = ks.total.hbm_read_bytes;
+  d["gm_write_bytes"] = ks.total.gm_write_bytes;
   d["cube_macs"] = ks.total.cube_macs;
   d["cube_useful_macs"] = ks.total.cube_useful_macs;
   d["vector_repeats"] = ks.total.vec_repeats;
@@ -127,7 +137,10 @@ RuntimeShape parse_runtime_shape(const std::string& where, const GenericKernelEn
   return rs;
 }
 
-py::dict run_kernel(const std::string& name, const std::vector<py::array>& inputs, py::array out) {
+// l2_hits: a model step's L2 plan for these inputs (one per input), as the executor applies it; none: the
+// kernel called on its own, every GM read misses L2.
+py::dict run_kernel(const std::string& name, const std::vector<py::array>& inputs, py::array out,
+                    const std::optional<std::vector<bool>>& l2_hits) {
   const KernelEntry& k = find_kernel(name);
   if (inputs.size() != k.inputs.size())
     throw py::value_error("kernel '" + name + "' takes " + std::to_string(k.inputs.size()) + " inputs, got " +
@@ -140,9 +153,22 @@ py::dict run_kernel(const std::string& name, const std::vector<py::array>& input
   check_arg(k, k.output, out);
   if (!out.writeable()) throw py::value_error("kernel '" + name + "': output array is read-only");
   void* optr = out.mutable_data();
+  L2View view;
+  if (l2_hits) {
+    if (l2_hits->size() != inputs.size())
+      throw py::value_error("kernel '" + name + "': l2_hits needs one entry per input (" +
+                            std::to_string(inputs.size()) + "), got " + std::to_string(l2_hits->size()));
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      const auto* p = static_cast<const std::uint8_t*>(ptrs[i]);
+      view.regions.push_back({p, p + inputs[i].nbytes(), (*l2_hits)[i]});
+    }
+    const auto* o = static_cast<const std::uint8_t*>(optr);
+    view.regions.push_back({o, o + out.nbytes(), true});
+  }
   KernelStats ks;
   {
     py::gil_scoped_release release;
+    L2Scope scope(l2_hits ? &view : nullptr);
     ks = k.fn(ptrs.data(), optr);
   }
   return stats_dict(ks);
@@ -352,7 +378,8 @@ class InteractiveCore {
     ks.blocks = 0;
     CoreStats cs = core_->finish();
     ks.total = cs;
-    ks.cycles = cs.end_cycle;
+    ks.cycles = ks.core_cycles = cs.end_cycle;
+    ks.limits = {"cores"};
     ks.per_core = {cs};
     return stats_dict(ks);
   }
@@ -401,6 +428,14 @@ class PyExecutor {
         if (t.size() != 2 || t[0] + t[1] > arena_bytes)
           throw py::value_error("model '" + model + "', step '" + s.name + "': freed region out of the arena");
         s.frees.emplace_back(t[0], t[1]);
+      }
+      if (d.contains("l2_hits") && !d["l2_hits"].is_none()) {  // the build's L2 plan for this step's inputs
+        s.l2_hits = d["l2_hits"].cast<std::vector<bool>>();
+        if (s.l2_hits.size() != s.inputs.size())
+          throw py::value_error("model '" + model + "', step '" + s.name + "': l2_hits has " +
+                                std::to_string(s.l2_hits.size()) + " entries for " + std::to_string(s.inputs.size()) +
+                                " inputs");
+        s.has_l2 = true;
       }
       if (!d["kernel"].is_none() && d.contains("runtime_shape")) {  // a generic kernel at this step's size
         s.generic = &find_generic(d["kernel"].cast<std::string>());
@@ -522,8 +557,9 @@ PYBIND11_MODULE(_core, m) {
     for (const auto& k : kernels::baked_generic_table()) out.emplace_back(k.name);
     return out;
   });
-  m.def("run", &run_kernel, py::arg("name"), py::arg("inputs"), py::arg("out"),
-        "Run a baked kernel on packed inputs, writing `out`; returns the simulated statistics.");
+  m.def("run", &run_kernel, py::arg("name"), py::arg("inputs"), py::arg("out"), py::arg("l2_hits") = py::none(),
+        "Run a baked kernel on packed inputs, writing `out`; returns the simulated statistics. l2_hits: one bool "
+        "per input, a model step's L2 plan (default: every GM read misses L2).");
   m.def("build_info", [] {
     py::dict d;
     d["isa"] = KILN_ISA_NAME;

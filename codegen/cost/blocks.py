@@ -26,19 +26,19 @@ def run_program(core: SimCore, ops: list[list[tuple[str, bool]]], length: int) -
         core.vec_flat(length, 64, term_ops)
 
 
-def cube_k_loop(core: SimCore, m: int, n_cols: int, chunks: list[tuple[int, list[tuple[int, int]]]], bk1: int,
-                loads: tuple, l1_depth: int = 2) -> None:
-    """The Cube main loop every Cube template shares: per L1 chunk its GM->L1 copies ((nburst, burst) in fp16
-    elements, ping-pong), then per BASE_K1 slice the L0A loads a_load(kc), the L0B loads b_loads(kc, k1n)
-    (load2d repeats), one mmad (ping-pong)."""
+def cube_k_loop(core: SimCore, m: int, n_cols: int, chunks: list[tuple[int, list[tuple[int, int, int]]]],
+                bk1: int, loads: tuple, l1_depth: int = 2) -> None:
+    """The Cube main loop every Cube template shares: per L1 chunk its GM->L1 copies ((nburst, burst, source) in
+    fp16 elements, the source an input index or OUT/WORKSPACE; ping-pong), then per BASE_K1 slice the L0A loads
+    a_load(kc), the L0B loads b_loads(kc, k1n) (load2d repeats), one mmad (ping-pong)."""
     a_load, b_loads = loads
     l1, l0 = PingPongSim(core, "MTE2", "MTE1", 0, l1_depth), PingPongSim(core, "MTE1", "M", 2)
     it = 0
     for ci, (k1n, copies) in enumerate(chunks):
         s = l1.slot(ci)
         l1.acquire_for_write(s)
-        for nburst, burst in copies:
-            core.copy_gm(nburst, burst, 2, "L1")
+        for nburst, burst, src in copies:
+            core.copy_gm(nburst, burst, 2, "L1", src=src)
         l1.written(s)
         l1.acquire_for_read(s)
         for kb in range(0, k1n, bk1):
@@ -73,14 +73,14 @@ def rows_load2d(core: SimCore, m: int):
     return load
 
 
-def pingpong_tile(core: SimCore, inq: PingPongSim, outq: PingPongSim, slot: int, n: int, copies: list[int],
-                  vector: list[tuple[int, int, list[tuple[str, bool]]]]) -> None:
+def pingpong_tile(core: SimCore, inq: PingPongSim, outq: PingPongSim, slot: int, n: int,
+                  copies: list[tuple[int, int]], vector: list[tuple[int, int, list[tuple[str, bool]]]]) -> None:
     """One tile of the Vector kernels' CopyIn -> Compute -> CopyOut loop on ping-pong slot `slot`: a GM->UB copy
-    of each count in `copies` (fp16 elements), each (elements, lanes, ops) of `vector` as one vec_flat, then one
-    UB->GM copy of `n` fp16 values."""
+    of each (count in fp16 elements, source) in `copies`, each (elements, lanes, ops) of `vector` as one
+    vec_flat, then one UB->GM copy of `n` fp16 values."""
     inq.acquire_for_write(slot)
-    for count in copies:
-        core.copy_gm(1, count, 2, "UB")
+    for count, src in copies:
+        core.copy_gm(1, count, 2, "UB", src=src)
     inq.written(slot)
     inq.acquire_for_read(slot)
     outq.acquire_for_write(slot)
@@ -104,7 +104,7 @@ def stream(profile: Profile, numel: int, tile: int, blocks: int, inputs: int, op
         inq, outq = PingPongSim(core, "MTE2", "V", 0), PingPongSim(core, "V", "MTE3", 2)
         for t in range(t0, t1):
             n = min(tile, numel - t * tile)
-            pingpong_tile(core, inq, outq, inq.slot(t - t0), n, [n] * inputs, [(n, lanes, ops)])
+            pingpong_tile(core, inq, outq, inq.slot(t - t0), n, [(n, i) for i in range(inputs)], [(n, lanes, ops)])
         inq.drain()
         outq.drain()
 
@@ -138,7 +138,7 @@ def window_block_prologue(core: SimCore, spec, rows_out: int, r0: int, dilation_
         core.set_flag("V", "MTE2", 0)
         core.wait_flag("V", "MTE2", 0)
     if hi > lo:
-        core.copy_gm(hi - lo, spec.w * 16, 2, "UB")
+        core.copy_gm(hi - lo, spec.w * 16, 2, "UB", src=0)
 
 
 def store_row(core: SimCore, outq: PingPongSim, ro: int, fill, row: int) -> None:

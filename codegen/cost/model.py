@@ -8,6 +8,11 @@ It needs no data and no compiled code, so the codegen can rank variants before a
 tests hold its per-pipe instruction and byte counts equal to the emulator's and its cycles to the
 emulator's simulated cycles.
 
+The memory system (docs/ascend-model.md section 12): a GM read is an L2 hit or a miss, as the build's L2
+plan recorded for the step and operand (codegen/passes/l2.py; a kernel called on its own misses on every
+read), and streams at the profile's hit or miss rate on its core; a launch ends no earlier than the chip's
+HBM and L2 can carry all its cores' GM traffic (`chip_cycles`).
+
 Every kernel family has a replay; `predict` returns None for an unknown family.
 """
 from __future__ import annotations
@@ -23,6 +28,12 @@ from ..ir.profiles import VEC_OPS, Profile
 
 PIPES = ("S", "V", "M", "MTE1", "MTE2", "MTE3", "FIX")
 _VEC_INDEX = {op: i for i, op in enumerate(VEC_OPS)}
+# Bumped whenever a cost rule or the meaning of a prediction changes: search-cache entries and tuning records
+# made under another version are never reused (codegen/select/search_cache.py, codegen/select/tuning.py).
+COST_MODEL_VERSION = "kiln-cost/2"
+# GM sources of a read besides the kernel's inputs (0, 1, ...): its own output, read back in the same call, and a
+# GM workspace it wrote itself. Both were just written by this kernel: hits whenever the call has an L2 plan.
+OUT, WORKSPACE = -1, -2
 
 
 @dataclass
@@ -30,6 +41,45 @@ class PipeCount:
     instrs: int = 0
     bytes: int = 0
     busy: float = 0.0
+
+
+@dataclass
+class MemCount:
+    """A launch's GM traffic: reads served by L2, reads from HBM (L2 misses), writes (every write reaches HBM:
+    charged to the launch that writes it, as a write-through would)."""
+    l2_hit_bytes: int = 0
+    hbm_read_bytes: int = 0
+    write_bytes: int = 0
+
+    def add(self, o: MemCount) -> None:
+        self.l2_hit_bytes += o.l2_hit_bytes
+        self.hbm_read_bytes += o.hbm_read_bytes
+        self.write_bytes += o.write_bytes
+
+    @property
+    def hbm_bytes(self) -> int:
+        return self.hbm_read_bytes + self.write_bytes
+
+
+def chip_cycles(profile: Profile, reads: float, writes: float, hits: float) -> tuple[float, float]:
+    """(HBM, L2) cycles the chip needs for a launch's GM traffic: HBM reads alone, writes alone and both
+    together each have a chip-wide rate; all traffic (hits, misses, writes) passes the L2. kiln::emu::chip_cycles."""
+    p = profile
+    hbm = 0.0
+    if p.hbm_mixed_gbps:
+        hbm = max(reads / p.chip_bpc(p.hbm_read_gbps), writes / p.chip_bpc(p.hbm_write_gbps),
+                  (reads + writes) / p.chip_bpc(p.hbm_mixed_gbps))
+    l2 = (hits + reads + writes) / p.chip_bpc(p.l2_gbps) if p.l2_gbps else 0.0
+    return hbm, l2
+
+
+def bounded(profile: Profile, core_cycles: float, mem: MemCount, scale: float = 1.0) -> tuple[float, str]:
+    """A launch's cycles, max(slowest core, the chip's HBM, its L2), and which of "cores", "HBM", "L2" set them.
+    scale: the traffic of all cores over that of the replayed ones (sampled ranking replays)."""
+    hbm, l2 = chip_cycles(profile, mem.hbm_read_bytes * scale, mem.write_bytes * scale, mem.l2_hit_bytes * scale)
+    if core_cycles >= hbm and core_cycles >= l2:
+        return core_cycles, "cores"
+    return (hbm, "HBM") if hbm >= l2 else (l2, "L2")
 
 
 @dataclass
@@ -41,10 +91,18 @@ class Prediction:
     useful_macs: int = 0       # m*n*k as asked
     cores: int = 0             # most cores any phase used
     phases: list[float] = field(default_factory=list)  # cycles of each chained launch
+    mem: MemCount = field(default_factory=MemCount)  # GM traffic, all launches
+    core_cycles: float = 0.0   # the slowest core of each launch, summed: the time without the chip's memory limit
+    limits: list[str] = field(default_factory=list)  # per launch: "cores", "HBM" or "L2" (what set its cycles)
 
     def bound_unit(self) -> str:
-        """The pipe with the most busy cycles per core: what limits the kernel."""
-        return max(self.pipes, key=lambda p: self.pipes[p].busy)
+        """What limits the kernel: "HBM" or "L2" where the chip's memory set most of its cycles, else the pipe with
+        the most busy cycles per core."""
+        by_limit: dict[str, float] = {}
+        for c, lim in zip(self.phases, self.limits):
+            by_limit[lim] = by_limit.get(lim, 0.0) + c
+        top = max(by_limit, key=lambda k: by_limit[k]) if by_limit else "cores"
+        return top if top != "cores" else max(self.pipes, key=lambda p: self.pipes[p].busy)
 
     def utilization(self, pipe: str, cores: int) -> float:
         """Busy share of `pipe` over `cores` cores for the whole kernel time."""
@@ -61,8 +119,10 @@ def vec_body(profile: Profile, op: str, fp32: bool, times: int) -> float:
 class SimCore:
     """One AI core's timeline: the emulator's issue/flag rules, with costs from the profile."""
 
-    def __init__(self, profile: Profile):
+    def __init__(self, profile: Profile, l2: tuple[bool, ...] | None = None):
         self.p = profile
+        self.l2 = l2  # per kernel input: an L2 hit? (the step's L2 plan; None: called alone, every read misses)
+        self.mem = MemCount()
         self.free_at = dict.fromkeys(PIPES, 0.0)     # when the pipe takes its next instruction
         self.done_at = dict.fromkeys(PIPES, 0.0)     # when every result issued on the pipe is ready
         self.wait_until = dict.fromkeys(PIPES, 0.0)
@@ -98,12 +158,25 @@ class SimCore:
         return max(self.done_at.values())
 
     # ---- instructions (costs as in core.hpp)
-    def copy_gm(self, nburst: int, burst: int, esize: int, to: str) -> None:
+    def hits(self, src: int) -> bool:
+        """Does a read of `src` (an input's index, OUT or WORKSPACE) hit L2? Core::l2_hit."""
+        if self.l2 is None:
+            return False
+        return src < 0 or self.l2[src]
+
+    def copy_gm(self, nburst: int, burst: int, esize: int, to: str, *, src: int) -> None:
+        """GM -> L1/UB, reading operand `src`: at the L2 rate on a hit, the per-core HBM share on a miss."""
         if nburst == 0 or burst == 0:
             return
         nbytes = nburst * burst * esize
         p = self.p
-        rate, copy = (p.gm_to_l1_bpc, p.gm_to_l1_copy) if to == "L1" else (p.gm_to_ub_bpc, p.gm_to_ub_copy)
+        if self.hits(src):
+            self.mem.l2_hit_bytes += nbytes
+            rate = p.l2_to_l1_bpc if to == "L1" else p.l2_to_ub_bpc
+        else:
+            self.mem.hbm_read_bytes += nbytes
+            rate = p.gm_to_l1_bpc if to == "L1" else p.gm_to_ub_bpc
+        copy = p.gm_to_l1_copy if to == "L1" else p.gm_to_ub_copy
         self.issue("MTE2", p.mte2_head, copy + nbytes / rate, nbytes,
                    "copy_gm_to_l1" if to == "L1" else "copy_gm_to_ub")
 
@@ -111,6 +184,7 @@ class SimCore:
         if nburst == 0 or burst == 0:
             return
         nbytes = nburst * burst * esize
+        self.mem.write_bytes += nbytes
         self.issue("MTE3", self.p.mte3_head, self.p.ub_to_gm_copy + nbytes / self.p.ub_to_gm_bpc, nbytes,
                    "copy_ub_to_gm")
 
@@ -150,7 +224,9 @@ class SimCore:
         self.issue("FIX", p.fix_head, body, elems * (4 if fp32_out else 2), instr)
 
     def fixpipe(self, elems: int, esize: int = 2) -> None:
-        """L0C -> GM: fp16 out (esize 2) or fp32 out (esize 4)."""
+        """L0C -> GM: fp16 out (esize 2) or fp32 out (esize 4); the writes of Core::fixpipe_nz_to_nd, _nd_f32,
+        _nc1hwc0, _blocked_f32."""
+        self.mem.write_bytes += elems * esize
         self._fixpipe(elems, esize == 4, True, "fixpipe")
 
     def fixpipe_to_l1(self, count: int) -> None:
@@ -214,9 +290,10 @@ class PingPongSim:
 class ReplayMode:
     """How launch() replays while a family's replay runs (set by run()/run_recorded() around that one call).
     sample: replay only the first core and the one with the last block (a ranking estimate). record: launch()
-    appends (unit, cycles, {core: SimCore.trace}) to this list."""
+    appends (unit, cycles, {core: SimCore.trace}) to this list. l2: the cores' L2 hits (SimCore.l2)."""
     sample: bool = False
     record: list | None = None
+    l2: tuple[bool, ...] | None = None  # the step's L2 plan: per kernel input, a hit? (None: every read misses)
 
 
 # A context variable, not module state: the mode belongs to the replay call that set it (threads and nested
@@ -243,13 +320,14 @@ def launch(profile: Profile, unit: str, blocks: int, body) -> Prediction:
     """Blocks over the unit's cores as kiln::emu::launch does (block b on core b % cores)."""
     cores = max(1, min(blocks, profile.cores_for(unit)))
     pipes = {p: PipeCount() for p in PIPES}
-    cycles, macs, useful = 0.0, 0, 0
+    cycles, macs, useful, replayed = 0.0, 0, 0, 0
+    mem = MemCount()
     # Core 0 holds the most blocks; the core with the last block holds the tail: a quick estimate for ranking.
     mode = current_mode()
     recording = mode.record
     traces: dict[int, list] | None = {} if recording is not None else None
     for v in (sorted({0, (blocks - 1) % cores}) if mode.sample else range(cores)):
-        core = SimCore(profile)
+        core = SimCore(profile, mode.l2)
         if traces is not None:
             core.trace = traces[v] = []
         for b in range(v, blocks, cores):
@@ -262,10 +340,13 @@ def launch(profile: Profile, unit: str, blocks: int, body) -> Prediction:
             pipes[p].busy += core.count[p].busy
         macs += core.cube_macs
         useful += core.useful_macs
-    cycles += profile.launch_cycles  # kiln::emu::add_launch_overhead
+        mem.add(core.mem)
+        replayed += core.blocks
+    total, limit = bounded(profile, cycles, mem, max(1, blocks) / max(1, replayed))
+    total += profile.launch_cycles  # kiln::emu::add_launch_overhead
     if recording is not None:
-        recording.append((unit, cycles, traces))
-    return Prediction(cycles, pipes, macs, useful, cores, [cycles])
+        recording.append((unit, total, traces))
+    return Prediction(total, pipes, macs, useful, cores, [total], mem, cycles, [limit])
 
 
 class CrossFlagSim:
@@ -287,13 +368,14 @@ def launch_group(profile: Profile, blocks: int, body) -> Prediction:
     body(aic, aiv0, aiv1, block)."""
     groups = max(1, min(blocks, profile.cube_cores))
     pipes = {p: PipeCount() for p in PIPES}
-    cycles, macs, useful = 0.0, 0, 0
+    cycles, macs, useful, replayed = 0.0, 0, 0, 0
+    mem = MemCount()
     mode = current_mode()
     recording = mode.record
     traces: dict[int, list] | None = {} if recording is not None else None
     for v in (sorted({0, (blocks - 1) % groups}) if mode.sample else range(groups)):
-        aic = SimCore(profile)
-        aivs = [aic, aic] if profile.coupled else [SimCore(profile), SimCore(profile)]
+        aic = SimCore(profile, mode.l2)
+        aivs = [aic, aic] if profile.coupled else [SimCore(profile, mode.l2), SimCore(profile, mode.l2)]
         if traces is not None:
             aic.trace = traces[v] = []
             if not profile.coupled:
@@ -309,25 +391,34 @@ def launch_group(profile: Profile, blocks: int, body) -> Prediction:
                 pipes[p].busy += core.count[p].busy
             macs += core.cube_macs
             useful += core.useful_macs
-    cycles += profile.launch_cycles + (0.0 if profile.coupled else profile.mixed_launch_cycles)
+            mem.add(core.mem)
+        replayed += aic.blocks
+    total, limit = bounded(profile, cycles, mem, max(1, blocks) / max(1, replayed))
+    total += profile.launch_cycles + (0.0 if profile.coupled else profile.mixed_launch_cycles)
     if recording is not None:
-        recording.append(("cube", cycles, traces))
-    return Prediction(cycles, pipes, macs, useful, groups if profile.coupled else 3 * groups, [cycles])
+        recording.append(("cube", total, traces))
+    return Prediction(total, pipes, macs, useful, groups if profile.coupled else 3 * groups, [total], mem, cycles,
+                      [limit])
 
 
 def then(*phases: Prediction) -> Prediction:
     """Launches that run one after another: cycles add up, counters are summed."""
     pipes = {p: PipeCount(sum(ph.pipes[p].instrs for ph in phases), sum(ph.pipes[p].bytes for ph in phases),
                           sum(ph.pipes[p].busy for ph in phases)) for p in PIPES}
+    mem = MemCount()
+    for ph in phases:
+        mem.add(ph.mem)
     return Prediction(sum(ph.cycles for ph in phases), pipes, sum(ph.cube_macs for ph in phases),
                       sum(ph.useful_macs for ph in phases), max(ph.cores for ph in phases),
-                      [c for ph in phases for c in ph.phases])
+                      [c for ph in phases for c in ph.phases], mem, sum(ph.core_cycles for ph in phases),
+                      [lim for ph in phases for lim in ph.limits])
 
 
-def run(replay, spec, params: dict, profile: Profile, sample: bool = False) -> Prediction:
+def run(replay, spec, params: dict, profile: Profile, sample: bool = False,
+        l2: tuple[bool, ...] | None = None) -> Prediction:
     """One family's replay (codegen/families/) of `params` for `spec`. sample=True replays two cores per launch:
-    cycles for ranking candidates, not per-pipe totals."""
-    with _replaying(ReplayMode(sample=sample)):
+    cycles for ranking candidates, not per-pipe totals. l2: the step's L2 hits per input (None: called alone)."""
+    with _replaying(ReplayMode(sample=sample, l2=l2)):
         return replay(spec, params, profile)
 
 

@@ -47,7 +47,7 @@ from ..ir.manifest import (
 )
 from ..ir.opspec import features
 from ..ir.profiles import POSITIONS, PROFILES, VEC_OPS
-from ..select.plan import KernelPlan, ModelPlan, Plan
+from ..select.plan import KernelPlan, ModelPlan, Plan, step_inputs, weight_transform
 from ..select.tiling import algorithm_of
 from .modes import BAKED_MODE
 
@@ -92,22 +92,6 @@ def model_log(plan: Plan, m: ModelPlan) -> str:
 WEIGHT_ALIGN = 64
 
 
-def _weight_transform(k: KernelPlan | None):
-    """(blob-name suffix, transform) where the kernel's family reads its weight in another layout, else None."""
-    if k is None:
-        return None
-    f = FAMILIES[k.variant.family]
-    return f.weight_transform(k.spec, k.variant) if f.weight_transform else None
-
-
-def step_inputs(m: ModelPlan, i: int) -> list[str]:
-    """The values step i reads; a Winograd kernel reads its weight transformed (its family's weight_transform)."""
-    s, t = m.lowered.steps[i], _weight_transform(m.step_kernels.get(i))
-    if t is None:
-        return list(s.inputs)
-    return [s.inputs[0], s.inputs[1] + t[0], *s.inputs[2:]]
-
-
 def packed_weights(m: ModelPlan) -> dict[str, np.ndarray]:
     """The model's weights in the layouts its chosen kernels read: lowering packs FRACTAL_Z, and a conv whose
     variant is Winograd gets its weights transformed (G g G^T) here, once, at build time. With shape buckets
@@ -125,7 +109,7 @@ def packed_weights(m: ModelPlan) -> dict[str, np.ndarray]:
         for i in range(len(p.lowered.steps)):
             read.update(step_inputs(p, i))
         for i, k in p.step_kernels.items():
-            t = _weight_transform(k)
+            t = weight_transform(k)
             if t is not None:
                 name = p.lowered.steps[i].inputs[1]
                 transformed[name + t[0]] = (name, t[1])
@@ -183,7 +167,8 @@ def model_record(m: ModelPlan, kernel_symbols: dict[int, str], windex: dict[str,
             s.name, s.kind, tuple(s.ops), tuple(s.op_types), kernel_symbols.get(i), GLUE_CODES.get(s.glue),
             tuple(s.params), tuple(ref(v) for v in step_inputs(m, i)), ref(s.output),
             # the ONNX value this step produces, as held on the device (for per-kernel checks)
-            s.output, st.layout, tuple(st.logical), tuple(sorted(frees.get(i, [])))))
+            s.output, st.layout, tuple(st.logical), tuple(sorted(frees.get(i, []))),
+            l2_hits=m.l2_hits.get(i), launch=m.launches.get(i)))
     memory = MemoryRecord(
         mem.lower_bound_bytes, mem.naive_bytes, mem.strategy, mem.strategies, round(mem.fragmentation, 6),
         mem.alignment, tuple(InPlace(o, i) for o, i in mem.in_place),

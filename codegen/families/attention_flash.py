@@ -5,7 +5,7 @@ from __future__ import annotations
 from math import ceil
 
 from .. import KilnError
-from ..cost.model import CrossFlagSim, Prediction, SimCore, launch_group
+from ..cost.model import WORKSPACE, CrossFlagSim, Prediction, SimCore, launch_group
 from ..ir.opspec import AttentionSpec, c1
 from ..ir.optlog import OptLog
 from ..ir.profiles import Profile
@@ -136,7 +136,7 @@ class _AttentionReplay:
         n = min(self.bkv, self.spec.kv - j * self.bkv)
         n1 = ceil(n / 16)
         c.wait_flag("MTE1", "MTE2", 1)
-        c.copy_gm(1, n * self.spec.d, 2, "L1")
+        c.copy_gm(1, n * self.spec.d, 2, "L1", src=1)
         c.set_flag("MTE2", "MTE1", 1)
         c.wait_flag("MTE2", "MTE1", 1)
         c.wait_flag("M", "MTE1", 1)
@@ -147,10 +147,10 @@ class _AttentionReplay:
         n = min(self.bkv, self.spec.kv - j * self.bkv)
         n1, m1 = ceil(n / 16), ceil(m / 16)
         c.wait_flag("MTE1", "MTE2", 2)
-        c.copy_gm(1, n * self.spec.d, 2, "L1")
+        c.copy_gm(1, n * self.spec.d, 2, "L1", src=2)
         for sd in sides:
             sd.x["p_ready"].wait(c, "MTE2")
-        c.copy_gm(1, m * n, 2, "L1")
+        c.copy_gm(1, m * n, 2, "L1", src=WORKSPACE)
         for sd in sides:
             sd.x["p_free"].set(c, "MTE2")
         c.set_flag("MTE2", "MTE1", 2)
@@ -173,7 +173,7 @@ class _AttentionReplay:
         tile = rows * self.kvp
         if self.spec.mask:
             v.wait_flag("V", "MTE2", 3)
-            v.copy_gm(1, n, 2, "UB")
+            v.copy_gm(1, n, 2, "UB", src=3)
             v.set_flag("MTE2", "V", 3)
         if self.on_chip:
             x["s_ready"].wait(v, "V")
@@ -183,7 +183,7 @@ class _AttentionReplay:
         else:
             v.wait_flag("V", "MTE2", 1)
             x["s_ready"].wait(v, "MTE2")
-            v.copy_gm(1, tile, 4, "UB")
+            v.copy_gm(1, tile, 4, "UB", src=WORKSPACE)
             x["s_free"].set(v, "MTE2")
             v.set_flag("MTE2", "V", 1)
             v.wait_flag("MTE2", "V", 1)
@@ -230,7 +230,7 @@ class _AttentionReplay:
         else:
             v.wait_flag("V", "MTE2", 2)
             x["o_ready"].wait(v, "MTE2")
-            v.copy_gm(1, rows * self.d16, 4, "UB")
+            v.copy_gm(1, rows * self.d16, 4, "UB", src=WORKSPACE)
             x["o_free"].set(v, "MTE2")
             v.set_flag("MTE2", "V", 2)
             v.wait_flag("MTE2", "V", 2)
@@ -301,7 +301,7 @@ class _AttentionReplay:
             c.set_flag("MTE1", "MTE2", ev)
             c.set_flag("M", "MTE1", ev)
             c.set_flag("FIX", "M", ev)
-        c.copy_gm(1, m * self.spec.d, 2, "L1")
+        c.copy_gm(1, m * self.spec.d, 2, "L1", src=0)
         c.set_flag("MTE2", "MTE1", 0)
         c.wait_flag("MTE2", "MTE1", 0)
         for _ in range(m1):

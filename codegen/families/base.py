@@ -99,11 +99,13 @@ def tag_of(family: str, params: dict) -> str:
     return family + "_" + "".join(f"{PARAM_LETTER[k]}{v}" for k, v in params.items())
 
 
-def predict(spec, family: str, params: dict, profile: Profile, sample: bool = False) -> cost.Prediction | None:
+def predict(spec, family: str, params: dict, profile: Profile, sample: bool = False,
+            l2: tuple[bool, ...] | None = None) -> cost.Prediction | None:
     """Predicted execution of `family` with `params` for `spec` (None for an unknown family). sample=True
-    replays two cores per launch: cycles for ranking candidates, not per-pipe totals."""
+    replays two cores per launch: cycles for ranking candidates, not per-pipe totals. l2: a model step's L2 hits
+    per kernel input (codegen/passes/l2.py); None, the kernel called on its own: every GM read misses."""
     f = FAMILIES.get(family)
-    return None if f is None else cost.run(f.replay, spec, params, profile, sample)
+    return None if f is None else cost.run(f.replay, spec, params, profile, sample, l2)
 
 
 def predicted_cycles(spec, family: str, params: dict, profile: Profile, sample: bool = False) -> float:

@@ -67,7 +67,7 @@ def replay_bgemm(spec, params: dict, profile: Profile) -> Prediction:
         for k1a in range(0, K1, step):
             k1n = min(step, K1 - k1a)
             cols = min(k1n * 16, spec.k - k1a * 16)
-            chunks.append((k1n, [(1, m * cols), (1, n * cols)]))
+            chunks.append((k1n, [(1, m * cols, 0), (1, n * cols, 1)]))
         if spec.trans_b:
             b_loads = lambda kc, k1n: [kc * n1]  # noqa: E731
         else:

@@ -62,11 +62,11 @@ def replay_gather(spec, params: dict, profile: Profile) -> Prediction:
             o = u % c1_out
             for p0 in range(0, pix, tile):
                 np_ = min(tile, pix - p0)
-                for _t, _c, _j, count in blocks[o]:
+                for t, _c, _j, count in blocks[o]:
                     s = q.slot(it)
                     it += 1
                     q.acquire_for_write(s)
-                    core.copy_gm(np_, count, 2, "UB")
+                    core.copy_gm(np_, count, 2, "UB", src=t)
                     q.written(s)
                     q.acquire_for_read(s)
                     core.copy_ub_to_gm(np_, count, 2)

@@ -9,7 +9,7 @@ from math import ceil
 
 from .. import KilnError
 from ..cost.blocks import cube_drain, cube_k_loop, pingpong_tile, rows_load2d
-from ..cost.model import PingPongSim, Prediction, SimCore, launch, then
+from ..cost.model import OUT, PingPongSim, Prediction, SimCore, launch, then
 from ..ir.opspec import C0, Conv2dSpec, c1
 from ..ir.optlog import OptLog
 from ..ir.profiles import Profile
@@ -213,6 +213,15 @@ def conv_mte2(spec: Conv2dSpec, v: Variant) -> int:
     return total * spec.n + epilogue
 
 
+def conv_sources(spec: Conv2dSpec) -> dict[str, int]:
+    """The template's input index of each operand: x, w, [mid_bias, w_mid (chain)], [bias], [residual],
+    [x2, w2 (second source)]."""
+    chain_in = 1 + int(bool(spec.mid_bias)) if spec.mid else 0
+    after = 2 + chain_in + int(bool(spec.bias)) + int(bool(spec.residual))
+    return {"x": 0, "w": 1, "mid_bias": 2, "w_mid": 1 + chain_in, "bias": 2 + chain_in, "residual": after - 1,
+            "x2": after, "w2": after + 1}
+
+
 def on_chip_epilogue(core: SimCore, spec: Conv2dSpec, m: int, n1_cnt: int) -> None:
     """The coupled-profile epilogue of conv2d_cube_img2col: per channel block L0C -> UB, residual add and
     activation on the same core's Vector unit, one fp16 rounding, UB -> GM."""
@@ -227,7 +236,7 @@ def on_chip_epilogue(core: SimCore, spec: Conv2dSpec, m: int, n1_cnt: int) -> No
         if spec.residual:
             if j > 0:
                 core.wait_flag("V", "MTE2", 2)
-            core.copy_gm(1, n, 2, "UB")
+            core.copy_gm(1, n, 2, "UB", src=conv_sources(spec)["residual"])
         core.set_flag("FIX", "V", 1)
         core.wait_flag("FIX", "V", 1)
         if spec.residual:
@@ -262,6 +271,7 @@ class _Img2colReplay:
         self.second = self.spec.second() if self.spec.cin2 else None
         self.tiles2 = conv_tile_rows(self.second, self.bm) if self.second else []
         self.n_split = self.params.get("n_split", 1)
+        self.src = conv_sources(spec)
 
     def block(self, core: SimCore, b: int) -> None:
         ni, mi = b % self.n_tiles, (b // self.n_tiles) % self.m_tiles
@@ -270,26 +280,28 @@ class _Img2colReplay:
         n1_cnt = min(self.bn // 16, self.CO1 - ni * (self.bn // 16))
         if core.blocks > 0:
             core.wait_flag("FIX", "M", 0)
+        src = self.src
         if self.spec.bias:
-            core.copy_gm(1, n1_cnt * 16, 4, "L1")
+            core.copy_gm(1, n1_cnt * 16, 4, "L1", src=src["bias"])
             core.set_flag("MTE2", "MTE1", 4)
             core.wait_flag("MTE2", "MTE1", 4)
             core.load_bias_table(n1_cnt * 16)
         chunks = []
         for c1a in range(0, self.C1, self.step):
             c1n = min(self.step, self.C1 - c1a)
-            slab = [(c1n, rows * self.spec.w * 16)] if rows > 0 else []
-            chunks.append((c1n * self.taps, slab + [(c1n * self.taps, n1_cnt * 256)]))
+            slab = [(c1n, rows * self.spec.w * 16, src["x"])] if rows > 0 else []
+            chunks.append((c1n * self.taps, slab + [(c1n * self.taps, n1_cnt * 256, src["w"])]))
         if self.second:  # the second source's channel blocks go on into the same L0C (1x1: one tap)
             rows2 = self.tiles2[mi][3]
             for c1a in range(0, c1(self.second.cin), self.step):
                 c1n = min(self.step, c1(self.second.cin) - c1a)
-                chunks.append((c1n, ([(c1n, rows2 * self.second.w * 16)] if rows2 > 0 else []) + [(c1n, n1_cnt * 256)]))
+                chunks.append((c1n, ([(c1n, rows2 * self.second.w * 16, src["x2"])] if rows2 > 0 else [])
+                               + [(c1n, n1_cnt * 256, src["w2"])]))
         # The Load3D rate depends on the source's kernel height and stride (the second source is a 1x1): one
         # (kh, stride_w) per A load, in the order cube_k_loop issues them (per chunk, per BASE_K1 slice).
         main = sum(1 for c1a in range(0, self.C1, self.step))
         sources = [self.spec] * main + [self.second or self.spec] * (len(chunks) - main)
-        geoms = iter([(src.kh, src.sw) for src, (k1n, _) in zip(sources, chunks) for _ in range(ceil(k1n / self.bk1))])
+        geoms = iter([(conv.kh, conv.sw) for conv, (k1n, _) in zip(sources, chunks) for _ in range(ceil(k1n / self.bk1))])
         cube_k_loop(core, m, n1_cnt * 16, chunks, self.bk1,
                     (lambda kc: core.load3d(m1, kc, *next(geoms)), lambda kc, k1n: [kc * n1_cnt]),
                     self.params.get("l1_buffers", 2))
@@ -305,16 +317,17 @@ class _Img2colReplay:
         later = core.blocks > 0
         if later:
             core.wait_flag("FIX", "M", 0)
+        src = self.src
         if self.spec.mid_bias:
-            core.copy_gm(1, mid1 * 16, 4, "L1")
+            core.copy_gm(1, mid1 * 16, 4, "L1", src=src["mid_bias"])
             core.set_flag("MTE2", "MTE1", 4)
             core.wait_flag("MTE2", "MTE1", 4)
             core.load_bias_table(mid1 * 16)
         chunks = []
         for c1a in range(0, self.C1, self.step):
             c1n = min(self.step, self.C1 - c1a)
-            slab = [(c1n, rows * self.spec.w * 16)] if rows > 0 else []
-            chunks.append((c1n * self.taps, slab + [(c1n * self.taps, mid1 * 256)]))
+            slab = [(c1n, rows * self.spec.w * 16, src["x"])] if rows > 0 else []
+            chunks.append((c1n * self.taps, slab + [(c1n * self.taps, mid1 * 256, src["w"])]))
         kh, sw = self.spec.kh, self.spec.sw
         cube_k_loop(core, m, mid1 * 16, chunks, self.bk1,
                     (lambda kc: core.load3d(m1, kc, kh, sw), lambda kc, k1n: [kc * mid1]))
@@ -334,11 +347,11 @@ class _Img2colReplay:
             if j > j0:
                 core.wait_flag("FIX", "M", 0)
             if self.spec.bias:
-                core.copy_gm(1, n1_cnt * 16, 4, "L1")
+                core.copy_gm(1, n1_cnt * 16, 4, "L1", src=src["bias"])
                 core.set_flag("MTE2", "MTE1", 4)
                 core.wait_flag("MTE2", "MTE1", 4)
                 core.load_bias_table(n1_cnt * 16)
-            cube_k_loop(core, m, n1_cnt * 16, [(mid1, [(mid1, n1_cnt * 256)])], bk2,
+            cube_k_loop(core, m, n1_cnt * 16, [(mid1, [(mid1, n1_cnt * 256, src["w_mid"])])], bk2,
                         (rows_load2d(core, m), lambda kc, k1n, n1_cnt=n1_cnt: [kc * n1_cnt]))
             cube_drain(core, m * n1_cnt * 16)
         core.set_flag("MTE1", "FIX", 3)
@@ -376,7 +389,8 @@ def img2col_epilogue(spec: Conv2dSpec, params: dict, profile: Profile) -> Predic
         inq, outq = PingPongSim(core, "MTE2", "V", 0), PingPongSim(core, "V", "MTE3", 2)
         for t in range(t0, t1):
             n = min(tile, numel - t * tile)
-            pingpong_tile(core, inq, outq, inq.slot(t - t0), n, [n] * (2 if spec.residual else 1),
+            pingpong_tile(core, inq, outq, inq.slot(t - t0), n,
+                          [(n, OUT)] + ([(n, conv_sources(spec)["residual"])] if spec.residual else []),
                           [(n, 128, per_elem)])
         inq.drain()
         outq.drain()

@@ -98,12 +98,12 @@ def replay_vector_conv(spec, params: dict, profile: Profile) -> Prediction:
             core.wait_flag("V", "MTE2", 0)
         if hi > lo:
             for _ in range(c1s):
-                core.copy_gm(hi - lo, spec.w * 16, 2, "UB")
-        core.copy_gm(c1s * taps, 256, 2, "UB")
+                core.copy_gm(hi - lo, spec.w * 16, 2, "UB", src=0)
+        core.copy_gm(c1s * taps, 256, 2, "UB", src=1)
         if spec.bias:
-            core.copy_gm(1, 16, 4, "UB")
+            core.copy_gm(1, 16, 4, "UB", src=2)
         if spec.residual:
-            core.copy_gm(1, rows_out * row, 2, "UB")
+            core.copy_gm(1, rows_out * row, 2, "UB", src=3 if spec.bias else 2)
         core.set_flag("MTE2", "V", 0)
         core.wait_flag("MTE2", "V", 0)
         for _ in range(c1s * slab_rows):

@@ -10,7 +10,7 @@ from math import ceil
 from .. import KilnError
 from ..cost import model as cost
 from ..cost.blocks import cube_drain, cube_k_loop, program_ops, rows_load2d, run_program
-from ..cost.model import PingPongSim, Prediction, SimCore, launch, then
+from ..cost.model import WORKSPACE, PingPongSim, Prediction, SimCore, launch, then
 from ..ir import layouts, winograd
 from ..ir.opspec import C0, Conv2dSpec, Tensor, c1
 from ..ir.optlog import OptLog
@@ -220,7 +220,7 @@ class _WinogradReplay:
                 core.wait_flag("V", "MTE2", 4)
             if q_hi > q_lo:
                 for _ in range(valid_rows):
-                    core.copy_gm(1, (q_hi - q_lo) * 16, 2, "UB")
+                    core.copy_gm(1, (q_hi - q_lo) * 16, 2, "UB", src=0)
             inq.written(s)
             inq.acquire_for_read(s)
             for _ in range(self.xi):
@@ -246,9 +246,8 @@ class _WinogradReplay:
         n1_cnt = min(self.bn // 16, self.CO1 - ni * (self.bn // 16))
         if core.blocks > 0:
             core.wait_flag("FIX", "M", 0)
-        chunks = [(min(self.step, self.C1 - c1a),
-                   [(min(self.step, self.C1 - c1a), m1 * 256), (min(self.step, self.C1 - c1a), n1_cnt * 256)])
-                  for c1a in range(0, self.C1, self.step)]
+        steps = [min(self.step, self.C1 - c1a) for c1a in range(0, self.C1, self.step)]  # V (workspace), then U
+        chunks = [(k, [(k, m1 * 256, WORKSPACE), (k, n1_cnt * 256, 1)]) for k in steps]
         cube_k_loop(core, m, n1_cnt * 16, chunks, self.bk1, (rows_load2d(core, m), lambda kc, k1n: [kc * n1_cnt]))
         cube_drain(core, m * n1_cnt * 16, 4)
 
@@ -263,12 +262,12 @@ class _WinogradReplay:
         for it in range(co1_n):
             s = inq.slot(it)
             inq.acquire_for_write(s)
-            core.copy_gm(self.xi, ntb * 16, 4, "UB")
+            core.copy_gm(self.xi, ntb * 16, 4, "UB", src=WORKSPACE)
             if self.spec.bias:
-                core.copy_gm(4, 16, 4, "UB")
+                core.copy_gm(4, 16, 4, "UB", src=2)
             if self.spec.residual:
                 for _ in range(valid_h):
-                    core.copy_gm(1, valid_w * 16, 2, "UB")
+                    core.copy_gm(1, valid_w * 16, 2, "UB", src=3 if self.spec.bias else 2)
             inq.written(s)
             inq.acquire_for_read(s)
             run_program(core, self.at_ops, self.alpha * self.plane)

@@ -59,9 +59,9 @@ def replay_dwconv(spec, params: dict, profile: Profile) -> Prediction:
         r0 = (b % bands) * rpb
         rows_out = min(rpb, spec.ho - r0)
         window_block_prologue(core, spec, rows_out, r0, spec.dh)
-        core.copy_gm(1, taps * 16, 2, "UB")
+        core.copy_gm(1, taps * 16, 2, "UB", src=1)
         if spec.bias:
-            core.copy_gm(1, 16, 4, "UB")
+            core.copy_gm(1, 16, 4, "UB", src=2)
         core.set_flag("MTE2", "V", 0)
         core.wait_flag("MTE2", "V", 0)
         core.vec_flat(taps * 16, 64, [("Cast", True)])

@@ -70,7 +70,7 @@ def replay_program(spec, params: dict, profile: Profile) -> Prediction:
             spread = [(n, 128, [("Copy", False)])] * sum(f not in ("full", "row") for f in forms)  # C0 blocks
             pad_lanes = [(n, 128, [("Dup", False)])] if spec.c_tail and p % spec.c1 == spec.c1 - 1 else []
             pingpong_tile(core, inq, outq, inq.slot(it - i0), n,
-                          [n if f in ("full", "row") else C0 for f in forms],
+                          [(n if f in ("full", "row") else C0, i) for i, f in enumerate(forms)],
                           spread + [(n, 64, fp32_ops)] + pad_lanes)
         inq.drain()
         outq.drain()

@@ -88,7 +88,7 @@ def replay_gemm(spec, params: dict, profile: Profile) -> Prediction:
         if core.blocks > 0:
             core.wait_flag("FIX", "M", 0)
         if spec.bias:
-            core.copy_gm(1, n1_cnt * 16, 4, "L1")
+            core.copy_gm(1, n1_cnt * 16, 4, "L1", src=2)
             core.set_flag("MTE2", "MTE1", 4)
             core.wait_flag("MTE2", "MTE1", 4)
             core.load_bias_table(n1_cnt * 16)
@@ -96,7 +96,7 @@ def replay_gemm(spec, params: dict, profile: Profile) -> Prediction:
         for k1a in range(0, K1, step):
             k1n = min(step, K1 - k1a)
             cols = min(k1n * 16, spec.k - k1a * 16)
-            chunks.append((k1n, [(1, m * cols), (k1n, n1_cnt * 256)]))
+            chunks.append((k1n, [(1, m * cols, 0), (k1n, n1_cnt * 256, 1)]))
         cube_k_loop(core, m, n1_cnt * 16, chunks, bk1, (rows_load2d(core, m), lambda kc, k1n: [kc * n1_cnt]))
         cube_drain(core, m * n)
 

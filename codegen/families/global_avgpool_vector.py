@@ -33,7 +33,7 @@ def replay_global_avgpool(spec, params: dict, profile: Profile) -> Prediction:
         for ci, p0 in enumerate(range(0, hw, chunk)):
             px, s = min(chunk, hw - p0), inq.slot(ci)
             inq.acquire_for_write(s)
-            core.copy_gm(1, px * 16, 2, "UB")
+            core.copy_gm(1, px * 16, 2, "UB", src=0)
             inq.written(s)
             inq.acquire_for_read(s)
             core.vec_flat(px * 16, 64, [("Cast", True)])

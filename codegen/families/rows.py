@@ -62,14 +62,14 @@ def replay_rows(spec, params: dict, profile: Profile) -> Prediction:
                 core.vec("Dup", True, 1)
                 core.vec("Dup", True, 1)
             if t0 < t1:
-                core.copy_gm(1, L, 4, "UB")
-                core.copy_gm(1, L, 4, "UB")
+                core.copy_gm(1, L, 4, "UB", src=1)  # gamma
+                core.copy_gm(1, L, 4, "UB", src=2)  # beta
         inq, outq = PingPongSim(core, "MTE2", "V", 0), PingPongSim(core, "V", "MTE3", 2)
         for t in range(t0, t1):
             nrows = min(rpt, spec.rows - t * rpt)
             s = inq.slot(t - t0)
             inq.acquire_for_write(s)
-            core.copy_gm(1, nrows * L, 2, "UB")
+            core.copy_gm(1, nrows * L, 2, "UB", src=0)
             inq.written(s)
             inq.acquire_for_read(s)
             outq.acquire_for_write(s)

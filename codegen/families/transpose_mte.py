@@ -35,7 +35,7 @@ def replay_transpose(spec, params: dict, profile: Profile) -> Prediction:
         for p in range(p0, min(planes, p0 + ppb)):
             s = q.slot(p - p0)
             q.acquire_for_write(s)
-            core.copy_gm(1, plane, 2, "UB")
+            core.copy_gm(1, plane, 2, "UB", src=0)
             q.written(s)
             q.acquire_for_read(s)
             core.copy_ub_to_gm(spec.d2, spec.d3, 2)

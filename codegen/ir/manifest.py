@@ -184,6 +184,31 @@ class IoDesc:
 
 
 @dataclass(frozen=True)
+class LaunchRecord:
+    """The cost model's prediction of one kernel launch as a model step runs it: with the step's L2 plan (its
+    hits), not called on its own. The one producer is codegen/select/launches.py launch_record."""
+    predicted_cycles: float
+    core_cycles: float      # the slowest cores, without the chip's memory bound
+    bound: str              # what limits it: a pipe (M, V, MTE1, MTE2, MTE3, FIX, S), "L2" or "HBM"
+    l2_hit_bytes: int       # GM reads served by L2
+    hbm_bytes: int          # GM reads that missed L2, plus every GM write
+    cube_macs: int
+    useful_macs: int
+    cube_busy: float        # M pipe busy cycles over all cores
+    vector_busy: float      # V pipe busy cycles over all cores
+
+    def to_json(self) -> Json:
+        return {"predicted_cycles": self.predicted_cycles, "core_cycles": self.core_cycles, "bound": self.bound,
+                "l2_hit_bytes": self.l2_hit_bytes, "hbm_bytes": self.hbm_bytes, "cube_macs": self.cube_macs,
+                "useful_macs": self.useful_macs, "cube_busy": self.cube_busy, "vector_busy": self.vector_busy}
+
+    @classmethod
+    def from_json(cls, d: Mapping) -> LaunchRecord:
+        return cls(d["predicted_cycles"], d["core_cycles"], d["bound"], d["l2_hit_bytes"], d["hbm_bytes"],
+                   d["cube_macs"], d["useful_macs"], d["cube_busy"], d["vector_busy"])
+
+
+@dataclass(frozen=True)
 class StepRecord:
     """One step of a model's plan, as the executor takes it: a kernel launch or host glue."""
     name: str
@@ -200,6 +225,8 @@ class StepRecord:
     shape: tuple[int, ...]
     frees: tuple[Region, ...]         # arena regions dead after it
     runtime_shape: Json | None = None  # a generic kernel's runtime arguments at this size
+    l2_hits: tuple[bool, ...] | None = None  # kernel steps: per input, a read hits L2 (codegen/passes/l2.py)
+    launch: LaunchRecord | None = None  # kernel steps with a cost-model replay: the launch as this step runs it
 
     @property
     def is_kernel(self) -> bool:
@@ -218,6 +245,10 @@ class StepRecord:
                    "frees": [r.to_json() for r in self.frees]}
         if self.runtime_shape is not None:
             d["runtime_shape"] = self.runtime_shape
+        if self.l2_hits is not None:
+            d["l2_hits"] = list(self.l2_hits)
+        if self.launch is not None:
+            d["launch"] = self.launch.to_json()
         return d
 
     @classmethod
@@ -225,7 +256,8 @@ class StepRecord:
         return cls(d["name"], d["kind"], _tuple(d["ops"]), _tuple(d["op_types"]), d["kernel"], d["glue"],
                    _tuple(d["params"]), tuple(Ref.from_json(r) for r in d["inputs"]), Ref.from_json(d["output"]),
                    d["value"], d["layout"], _tuple(d["shape"]), tuple(Region(*r) for r in d["frees"]),
-                   d.get("runtime_shape"))
+                   d.get("runtime_shape"), None if d.get("l2_hits") is None else _tuple(d["l2_hits"]),
+                   None if d.get("launch") is None else LaunchRecord.from_json(d["launch"]))
 
 
 @dataclass(frozen=True)

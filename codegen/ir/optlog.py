@@ -25,6 +25,9 @@ REASONS = {
                         "relayout step, or a pattern (bias, transposed B, GELU, LayerNorm) became one kernel",
     "memory_plan": "arena placement of the model's intermediate tensors: the smaller of greedy-by-size and best-fit",
     "in_place": "an elementwise or row-wise kernel writes its output over its first input, which dies there",
+    "l2_residency": "which of a kernel step's inputs are in L2 when it starts (H hit, m miss, per input in the "
+                    "kernel's order): least-recently-used whole tensors against the profile's L2 size, cold at the "
+                    "start of a run (codegen/passes/l2.py)",
     "frontend_pass": "a frontend graph pass (constant folding, BN folding, Identity removal)",
     "opset_converted": "the file's opset (7..12) is older than the op table's (13..21): onnx's version converter "
                        "rewrote the model to opset 13 before import",

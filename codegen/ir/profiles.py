@@ -75,6 +75,16 @@ class Profile:
     cross_core_cycles: float = 500.0     # a cross-core flag (AIC <-> AIV through GM), after the setting pipe
     vector_only_cores: int = 0      # standalone Vector cores beside coupled AI cores (310P: 7); not used yet
 
+    # ---- the memory system (issue 22 point 1; docs/ascend-model.md section 12). gm_to_l1_bpc / gm_to_ub_bpc
+    # above are a core's rates on an L2 miss (the per-core HBM share); these are the rest.
+    l2_bytes: int = 0                # L2 capacity (0: no L2, every access misses)
+    l2_to_l1_bpc: float = 0.0        # one core's GM -> L1 rate on an L2 hit, B/cycle
+    l2_to_ub_bpc: float = 0.0        # one core's GM -> UB rate on an L2 hit, B/cycle
+    hbm_read_gbps: float = 0.0       # chip-wide HBM/DDR bandwidth, GB/s (10^9 B/s): reads alone,
+    hbm_write_gbps: float = 0.0      # writes alone,
+    hbm_mixed_gbps: float = 0.0      # reads + writes together
+    l2_gbps: float = 0.0             # chip-wide L2 bandwidth (all GM traffic passes it), GB/s
+
     def load3d_rate(self, kh: int, stride_w: int) -> float:
         """Load3D (img2col) L1->L0A bytes per cycle for a kh-row kernel at stride_w (AD-API table 4)."""
         if stride_w == 1:
@@ -82,6 +92,10 @@ class Profile:
         if stride_w in (2, 4, 8):
             return max(32.0, float(512 // (2 * stride_w + (kh if kh > 1 else 0))))
         return 32.0
+
+    def chip_bpc(self, gbps: float) -> float:
+        """A chip-wide rate in GB/s as bytes per cycle at the profile's clock."""
+        return gbps / self.clock_ghz
 
     def cores_for(self, unit: str) -> int:
         """AI cores a kernel on `unit` ("cube" or "vector") can be split over."""
@@ -115,6 +129,12 @@ PROFILES: dict[str, Profile] = {
         l1_to_bt_bpc=34, ub_to_gm_bpc=64, fix_elems_pc=64,
         mte2_head=30, mte1_head=28, load3d_head=50, bt_head=20, fix_head=20, mmad_head=21, mte3_head=30,
         vec_head=2, vec_cpr_f16=_VEC_F16, vec_cpr_f32=_VEC_F32,
+        # Memory system (docs/ascend-model.md section 12): L2 192 MB (AD-stub l2_size); a hit streams at the
+        # measured single-core rates (KPP-res GM_TO_L1 / GM_TO_UB, two-point fits: 164 / 51 B/cycle); HBM
+        # about 1.6 TB/s (AD-L2), 2.35 TB/s read+write mixed (AD-add case 6), writes alone assumed = reads
+        # alone (no figure); L2 about 7 TB/s read+write mixed (AD-L2).
+        l2_bytes=192 * KB * KB, l2_to_l1_bpc=164, l2_to_ub_bpc=51,
+        hbm_read_gbps=1600, hbm_write_gbps=1600, hbm_mixed_gbps=2346, l2_gbps=7000,
     ),
     "ascend310p": Profile(
         name="ascend310p",
@@ -129,6 +149,12 @@ PROFILES: dict[str, Profile] = {
         mte2_head=30, mte1_head=28, load3d_head=50, bt_head=20, fix_head=20, mmad_head=21, mte3_head=30,
         vec_head=2, vec_cpr_f16=_VEC_F16, vec_cpr_f32=_VEC_F32,
         vector_only_cores=7,
+        # Memory system (docs/ascend-model.md section 12): L2 16 MB (AD-stub L237); a hit at the stub's
+        # l2_rate, 114 B/cycle, on both paths (AD-stub L251); DDR 204.8 GB/s for the whole board (Atlas 300I
+        # Pro, LPDDR4X) in every direction (no read/write split published); L2 chip-wide: assumed 8 cores x
+        # 114 B/cycle at the assumed 1.07 GHz (no figure), so it never binds before the cores do.
+        l2_bytes=16 * KB * KB, l2_to_l1_bpc=114, l2_to_ub_bpc=114,
+        hbm_read_gbps=204.8, hbm_write_gbps=204.8, hbm_mixed_gbps=204.8, l2_gbps=976,
     ),
 }
 

@@ -8,6 +8,7 @@ from typing import Any
 from ..cost.model import Prediction
 from ..families.base import Variant
 from ..families.registry import FAMILIES
+from ..ir.manifest import LaunchRecord
 from ..ir.opspec import Opspec
 from ..ir.optlog import OptLog
 from ..ir.profiles import Profile
@@ -65,6 +66,24 @@ class ModelPlan:
     fusion: FusionResult | None = None
     # KILN_SHAPE_BUCKETS: a codegen/shapes/buckets.py ShapeBuckets (typed Any: that later stage builds on this one)
     shapes: Any = None
+    l2_hits: dict[int, tuple[bool, ...]] = field(default_factory=dict)  # kernel step -> a hit per input (passes/l2)
+    launches: dict[int, LaunchRecord | None] = field(default_factory=dict)  # kernel step -> its predicted launch
+
+
+def weight_transform(k: KernelPlan | None):
+    """(blob-name suffix, transform) where the kernel's family reads its weight in another layout, else None."""
+    if k is None:
+        return None
+    f = FAMILIES[k.variant.family]
+    return f.weight_transform(k.spec, k.variant) if f.weight_transform else None
+
+
+def step_inputs(m: ModelPlan, i: int) -> list[str]:
+    """The values step i reads; a Winograd kernel reads its weight transformed (its family's weight_transform)."""
+    s, t = m.lowered.steps[i], weight_transform(m.step_kernels.get(i))
+    if t is None:
+        return list(s.inputs)
+    return [s.inputs[0], s.inputs[1] + t[0], *s.inputs[2:]]
 
 
 @dataclass

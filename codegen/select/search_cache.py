@@ -7,7 +7,8 @@ for the default zoo. A build runs the codegen twice (`outputs` at configure time
 option like MAX_FUSION_DEPTH leaves most of them as they were. So each kernel's result is kept under a key
 of everything it is computed from:
 
-- the codegen's own source (every codegen/*.py; any edit starts a fresh cache),
+- the codegen's own source (every codegen/*.py; any edit starts a fresh cache) and the cost model's version
+  (COST_MODEL_VERSION: an entry made under other costs is never reused, even by the same sources),
 - the Opspec, the kernel-list pins (algorithm, tiling), the profile and the kernel's tuning record,
 - the build options the search actually read, with their values: the options object handed to the search
   records each attribute it reads, and an entry is reused only when all of those still have the same
@@ -33,6 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..cost.model import COST_MODEL_VERSION
 from ..families.registry import predict
 from ..ir.opspec import spec_hash
 from ..ir.optlog import OptLog
@@ -69,22 +71,25 @@ class _ReadOptions:
 
 
 def search_one(spec, profile, options, pinned: str, pinned_tiling: tuple, records: dict):
-    """One kernel's variant and prediction, the [OPT] lines its search wrote and the options it read."""
+    """One kernel's variant and prediction, the [OPT] lines its search wrote, the options it read and the cost
+    model version it was made under."""
     log = OptLog()
     read = _ReadOptions(options) if options is not None else None
     v = choose_variant(spec, profile, log, read, pinned=pinned, pinned_tiling=dict(pinned_tiling), records=records)
     pred = predict(spec, v.family, v.params, profile)
-    return v, pred, log.lines, (dict(read.read) if read is not None else None)
+    return v, pred, log.lines, (dict(read.read) if read is not None else None), COST_MODEL_VERSION
 
 
 def _key(spec, profile, pinned: str, pinned_tiling: tuple, records: dict, digest: str) -> str:
     record = records.get(spec_hash(spec)) if records else None
-    text = "\n".join([digest, type(spec).__name__, repr(spec), pinned, repr(pinned_tiling), repr(profile),
-                      json.dumps(record, sort_keys=True)])
+    text = "\n".join([digest, COST_MODEL_VERSION, type(spec).__name__, repr(spec), pinned, repr(pinned_tiling),
+                      repr(profile), json.dumps(record, sort_keys=True)])
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
 def _valid(entry, options) -> bool:
+    if not isinstance(entry, tuple) or len(entry) != 5 or entry[4] != COST_MODEL_VERSION:
+        return False  # made under another cost model (or an older entry format): searched again
     deps = entry[3]
     if deps is None:
         return options is None
@@ -202,7 +207,7 @@ def choose_all(kernels: list[KernelRequest], profile, log: OptLog, options, reco
     plans = []
     for k, result in zip(kernels, results):
         assert result is not None  # every miss was searched above
-        variant, prediction, lines, _ = result
+        variant, prediction, lines, _, _ = result
         plans.append(KernelPlan(k.spec, variant, k.instances, prediction, k.pinned, k.pinned_tiling))
         log.lines.extend(lines)
     if progress:  # wall time goes to the progress stream, never into the (byte-identical) log or manifest

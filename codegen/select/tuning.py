@@ -2,14 +2,15 @@
 
 Like TensorRT's timing cache or TVM's tuning log, the file is plain JSON a person can read and edit:
 
-    {"format": "kiln-tuning/1", "profile": "ascend910b",
+    {"format": "kiln-tuning/1", "profile": "ascend910b", "cost_model": "kiln-cost/2",
      "records": [{"opspec": "<hash>", "name": "<spec name>", "family": "<family>",
                   "params": {"base_m": 128, ...}, "simulated_cycles": 5836.0,
                   "candidates": [{"family": ..., "params": {...}, "simulated_cycles": ...}, ...]}]}
 
 A build with KILN_TUNING_RECORDS=path uses the record of every kernel whose opspec hash is in the file
 instead of searching (the [OPT] log says `reason=tuning_record`), so rebuilds are reproducible. Records
-for another profile are refused: the hardware they were measured for differs.
+for another profile are refused: the hardware they were measured for differs; so are records made under another
+cost model (COST_MODEL_VERSION, codegen/cost/model.py): their cycles and the variants they chose are stale.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import json
 from pathlib import Path
 
 from .. import KilnError
+from ..cost.model import COST_MODEL_VERSION
 from ..ir.files import write_atomic
 from ..ir.profiles import Profile
 
@@ -38,6 +40,10 @@ def load_records(path: str | Path, profile: Profile) -> dict[str, dict]:
     if data.get("profile") != profile.name:
         raise KilnError("tuning", str(p), f"records were measured for {data.get('profile')!r}, this build targets "
                         f"{profile.name!r}; tune again for this target")
+    if data.get("cost_model") != COST_MODEL_VERSION:
+        raise KilnError("tuning", str(p), f"records were made under cost model {data.get('cost_model')!r}, this "
+                        f"build's is {COST_MODEL_VERSION!r}: their cycles and choices are stale; run `kiln tune` "
+                        "again")
     out = {}
     records = data.get("records", [])
     if not isinstance(records, list):
@@ -60,6 +66,6 @@ def load_records(path: str | Path, profile: Profile) -> dict[str, dict]:
 def write_records(path: str | Path, profile: Profile, records: list[dict]) -> None:
     """Writes (atomically) records sorted by opspec hash, so the same tuning gives the same file."""
     p = Path(path)
-    text = json.dumps({"format": FORMAT, "profile": profile.name,
+    text = json.dumps({"format": FORMAT, "profile": profile.name, "cost_model": COST_MODEL_VERSION,
                        "records": sorted(records, key=lambda r: r["opspec"])}, indent=1) + "\n"
     write_atomic(p, text)

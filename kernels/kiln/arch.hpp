@@ -78,6 +78,11 @@ struct Profile {
       fix_local_issue, fix_f32_elems_pc, vec_min_cycles;
   double launch_cycles, mixed_launch_cycles, cross_core_cycles;  // per launch; added for AIC+AIV; per flag
   int vector_only_cores;                                         // 310P's standalone Vector cores (unused)
+  // The memory system (issue 22 point 1): L2 capacity, a core's GM -> L1 / UB rates on an L2 hit (the
+  // gm_to_* rates above are those of a miss), the chip-wide HBM and L2 bandwidths in GB/s.
+  std::uint64_t l2_bytes;
+  double l2_to_l1_bpc, l2_to_ub_bpc;
+  double hbm_read_gbps, hbm_write_gbps, hbm_mixed_gbps, l2_gbps;
 };
 
 // Load3D (img2col) L1 -> L0A bytes per cycle for a kh-row kernel at stride_w (asc-devkit's Cube performance

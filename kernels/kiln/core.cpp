@@ -48,9 +48,10 @@ Core::Core(const Profile& profile, CoreKind kind) : prof_(profile), kind_(kind) 
   }
 }
 
-void Core::start(const char* kernel, int core_id) {
+void Core::start(const char* kernel, int core_id, const L2View* l2) {
   kernel_ = kernel;
   core_id_ = core_id;
+  l2_ = l2;
   top_.fill(0);
   free_at_.fill(0);
   wait_until_.fill(0);
@@ -234,7 +235,9 @@ void Core::copy_gm_to_local(Local<T> dst, std::size_t doff, Global<const T> src,
     std::memcpy(dst.ptr + doff + b * dst_stride, src.ptr + soff + b * src_stride, burst * sizeof(T));
   const std::uint64_t bytes = nburst * burst * sizeof(T);
   const bool l1 = dst.pos == Pos::L1;
-  const double rate = l1 ? prof_.gm_to_l1_bpc : prof_.gm_to_ub_bpc;
+  // An L2 hit streams at the measured L2 rate, a miss at the per-core HBM share (docs/ascend-model.md §12).
+  const bool hit = gm_read(src.ptr + soff, bytes);
+  const double rate = l1 ? (hit ? prof_.l2_to_l1_bpc : prof_.gm_to_l1_bpc) : (hit ? prof_.l2_to_ub_bpc : prof_.gm_to_ub_bpc);
   issue(Pipe::MTE2, prof_.mte2_head, (l1 ? prof_.gm_to_l1_copy : prof_.gm_to_ub_copy) + bytes / rate, bytes);
 }
 
@@ -274,7 +277,9 @@ void Core::copy_gm_to_l1_nd2nz(Local<f16> dst, std::size_t doff, Global<const f1
     if (as == CubeIn::BF16) simd::f16_to_bf16_inplace(blk, full * 16);  // zero padding is zero in both formats
   }
   const std::uint64_t bytes = rows * cols * sizeof(f16);
-  issue(Pipe::MTE2, prof_.mte2_head, prof_.gm_to_l1_copy + bytes / prof_.gm_to_l1_bpc, bytes);
+  const bool hit = gm_read(src.ptr + soff, bytes);
+  issue(Pipe::MTE2, prof_.mte2_head, prof_.gm_to_l1_copy + bytes / (hit ? prof_.l2_to_l1_bpc : prof_.gm_to_l1_bpc),
+        bytes);
 }
 
 // ---- MTE3: UB -> GM ------------------------------------------------------
@@ -288,6 +293,7 @@ void Core::copy_ub_to_gm(Global<T> dst, std::size_t doff, Local<T> src, std::siz
   for (std::size_t b = 0; b < nburst; ++b)
     std::memcpy(dst.ptr + doff + b * dst_stride, src.ptr + soff + b * src_stride, burst * sizeof(T));
   const std::uint64_t bytes = nburst * burst * sizeof(T);
+  gm_written(bytes);
   issue(Pipe::MTE3, prof_.mte3_head, prof_.ub_to_gm_copy + bytes / prof_.ub_to_gm_bpc, bytes);
 }
 
@@ -569,6 +575,7 @@ void Core::fixpipe_nz_to_nd(Global<f16> dst, std::size_t doff, std::size_t ld, L
       simd::f32_to_f16_run(src + std::size_t(full) * m1_stride * 256, out + full * 16, n - full * 16, relu);
   }
   fixpipe_cost(std::uint64_t(m) * n, false, true);
+  gm_written(std::uint64_t(m) * n * sizeof(f16));
 }
 
 void Core::fixpipe_nz_to_nd_f32(Global<float> dst, std::size_t doff, std::size_t ld, Local<float> c, std::size_t coff,
@@ -587,6 +594,7 @@ void Core::fixpipe_nz_to_nd_f32(Global<float> dst, std::size_t doff, std::size_t
                   std::size_t(std::min(16, n - j1 * 16)) * sizeof(float));
   }
   fixpipe_cost(std::uint64_t(m) * n, true, true);
+  gm_written(std::uint64_t(m) * n * sizeof(float));
 }
 
 // Channel-blocked out: the NZ tile (n1_count channel blocks x m pixels) maps to
@@ -604,6 +612,7 @@ void Core::fixpipe_nz_to_nc1hwc0(Global<f16> dst, std::size_t doff, std::size_t 
     simd::f32_to_f16_run(c.ptr + coff + std::size_t(n1) * m1_stride * 256, dst.ptr + doff + n1 * plane,
                          std::size_t(m) * 16, relu);
   fixpipe_cost(std::uint64_t(m) * n1_count * 16, false, true);
+  gm_written(std::uint64_t(m) * n1_count * 16 * sizeof(f16));
 }
 
 // L0C -> L1, fp16 in NZ order (see core.hpp): a chained Cube stage's A operand, kept on chip.
@@ -630,6 +639,7 @@ void Core::fixpipe_nz_to_blocked_f32(Global<float> dst, std::size_t doff, std::s
     std::memcpy(dst.ptr + doff + n1 * plane, c.ptr + coff + std::size_t(n1) * m1_stride * 256,
                 std::size_t(m) * 16 * sizeof(float));
   fixpipe_cost(std::uint64_t(m) * n1_count * 16, true, true);
+  gm_written(std::uint64_t(m) * n1_count * 16 * sizeof(float));
 }
 
 // ---- Vector (UB only) ----------------------------------------------------

@@ -55,11 +55,26 @@ struct PipeCounters {
 
 struct CoreStats {
   std::array<PipeCounters, kNumPipes> pipe{};
+  // GM traffic for the chip's memory bound (launch.hpp): reads served by L2, reads from HBM, writes.
+  std::uint64_t l2_hit_bytes = 0, hbm_read_bytes = 0, gm_write_bytes = 0;
   std::uint64_t cube_macs = 0;         // MACs issued on the 16x16x16 fractal grid
   std::uint64_t cube_useful_macs = 0;  // m*n*k as asked, without fractal padding
   std::uint64_t vec_repeats = 0;
   double end_cycle = 0;
   int blocks = 0;
+};
+
+// The GM tensors of one model step and whether a read of each hits L2, from the build's L2 plan (the
+// executor sets it around the step's kernel call, launch() hands it to the cores). A read of an address in
+// none of them is of the kernel's own workspace, which it wrote just before: a hit. A kernel called on its
+// own has no view: every read misses. codegen/cost/model.py SimCore.hits is the same rule.
+struct GmRegion {
+  const std::uint8_t* lo;
+  const std::uint8_t* hi;
+  bool hit;
+};
+struct L2View {
+  std::vector<GmRegion> regions;  // the step's inputs in order, then its output (always a hit)
 };
 
 // Operand format of the Cube's 16-bit inputs.
@@ -126,8 +141,9 @@ class Core {
   CoreKind kind() const { return kind_; }
   const char* kernel() const { return kernel_; }
 
-  // Starts one virtual core's run: clears allocations, timeline and counters.
-  void start(const char* kernel, int core_id);
+  // Starts one virtual core's run: clears allocations, timeline and counters. l2: the step's L2 plan, or
+  // nullptr (the kernel called on its own: every GM read misses L2).
+  void start(const char* kernel, int core_id, const L2View* l2 = nullptr);
   const CoreStats& finish();
   CoreStats& stats() { return stats_; }
 
@@ -377,6 +393,23 @@ class Core {
           elems * (fp32_out ? sizeof(float) : sizeof(f16)));
   }
 
+  // Does a GM read starting at p hit L2 (L2View above)? Counts its bytes as a hit or an HBM read.
+  bool gm_read(const void* p, std::uint64_t bytes) {
+    bool hit = false;
+    if (l2_) {
+      hit = true;  // not a step tensor: the kernel's own workspace
+      const auto* a = static_cast<const std::uint8_t*>(p);
+      for (const GmRegion& r : l2_->regions)
+        if (a >= r.lo && a < r.hi) {
+          hit = r.hit;
+          break;
+        }
+    }
+    (hit ? stats_.l2_hit_bytes : stats_.hbm_read_bytes) += bytes;
+    return hit;
+  }
+  void gm_written(std::uint64_t bytes) { stats_.gm_write_bytes += bytes; }
+
   // Operand checks and the lane walker of the instructions (core.cpp).
   template <class T>
   void check_local(const Local<T>& t, std::size_t off, std::size_t n, const char* instr, const char* operand) const;
@@ -399,6 +432,7 @@ class Core {
   CoreKind kind_;
   const char* kernel_ = "";
   int core_id_ = 0;
+  const L2View* l2_ = nullptr;
   std::array<std::unique_ptr<std::uint8_t, FreeDeleter>, kNumPos> mem_{};
   std::array<std::uint32_t, kNumPos> cap_{};
   std::array<std::uint32_t, kNumPos> top_{};

@@ -38,6 +38,8 @@ struct StepPlan {
   TensorRef output;
   std::string name;
   std::vector<std::pair<std::size_t, std::size_t>> frees;  // arena (offset, bytes) dead after this step
+  bool has_l2 = false;                                     // the build's L2 plan for this step:
+  std::vector<bool> l2_hits;                               // per input, does a read of it hit L2
 };
 
 struct StepResult {
@@ -75,6 +77,9 @@ class Executor {
       for (const auto& r : s.inputs) in_ptrs.push_back(resolve(r, arena.get(), inputs, outputs));
       void* out = const_cast<void*>(resolve(s.output, arena.get(), inputs, outputs));
       if (s.kernel || s.generic) {
+        emu::L2View view;
+        if (s.has_l2) l2_view(s, in_ptrs, out, view);
+        emu::L2Scope scope(s.has_l2 ? &view : nullptr);
         emu::KernelStats ks =
             s.kernel ? s.kernel->fn(in_ptrs.data(), out) : s.generic->fn(in_ptrs.data(), out, s.shape);
         results[i].cycles = ks.cycles;
@@ -94,6 +99,17 @@ class Executor {
   }
 
  private:
+  // The step's inputs at this run's addresses with their planned L2 hits, then its output (a read of it, in the
+  // same call, follows this kernel's own write: a hit).
+  static void l2_view(const StepPlan& s, const std::vector<const void*>& in, const void* out, emu::L2View& view) {
+    for (std::size_t i = 0; i < s.inputs.size(); ++i) {
+      const auto* p = static_cast<const std::uint8_t*>(in[i]);
+      view.regions.push_back({p, p + s.inputs[i].bytes, s.l2_hits[i]});
+    }
+    const auto* o = static_cast<const std::uint8_t*>(out);
+    view.regions.push_back({o, o + s.output.bytes, true});
+  }
+
   const void* resolve(const TensorRef& r, std::uint8_t* arena, const std::vector<const float*>& inputs,
                       const std::vector<float*>& outputs) const {
     switch (r.space) {

@@ -1,8 +1,10 @@
 // Runs a kernel's blocks over the profile's emulated AI cores. Block b goes to
 // virtual core b % cores (as a static block_dim split does on the device); the
 // virtual cores run on the host's threads, each thread owning one Core's
-// buffers. The kernel's simulated time is the slowest core's timeline.
+// buffers. A launch's simulated time is its slowest core's timeline, or longer
+// where the chip's HBM or L2 cannot carry all its cores' GM traffic in that time.
 #pragma once
+#include <algorithm>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -21,12 +23,63 @@ struct KernelStats {
   const Profile* profile = nullptr;
   CoreKind kind = CoreKind::AIC;
   int blocks = 0;
-  int cores = 0;            // virtual cores that received work
-  int cores_available = 0;  // cores of this kind on the profile
-  double cycles = 0;        // slowest core
-  CoreStats total;          // counters summed over cores (end_cycle = max)
+  int cores = 0;                    // virtual cores that received work
+  int cores_available = 0;          // cores of this kind on the profile
+  double cycles = 0;                // the launch's time: the slowest core, or the chip's memory bound
+  double core_cycles = 0;           // the slowest core (summed over chained launches)
+  std::vector<const char*> limits;  // per launch: "cores", "HBM" or "L2", what set its cycles
+  CoreStats total;                  // counters summed over cores (end_cycle = max)
   std::vector<CoreStats> per_core;
 };
+
+// The L2 plan of the step whose kernel this host thread is calling (core.hpp L2View), or nullptr.
+inline const L2View*& current_l2() {
+  thread_local const L2View* view = nullptr;
+  return view;
+}
+
+// Sets current_l2() for one kernel call (the executor, around a model step).
+class L2Scope {
+ public:
+  explicit L2Scope(const L2View* view) : saved_(current_l2()) { current_l2() = view; }
+  ~L2Scope() { current_l2() = saved_; }
+  L2Scope(const L2Scope&) = delete;
+  L2Scope& operator=(const L2Scope&) = delete;
+
+ private:
+  const L2View* saved_;
+};
+
+// HBM and L2 cycles the chip needs for a launch's GM traffic: HBM reads alone, writes alone and both together
+// each have a chip-wide rate; all traffic passes the L2 (codegen/cost/model.py chip_cycles, the same formula).
+struct ChipCycles {
+  double hbm, l2;
+};
+inline ChipCycles chip_cycles(const Profile& p, double reads, double writes, double hits) {
+  ChipCycles c{0, 0};
+  if (p.hbm_mixed_gbps)
+    c.hbm = std::max({reads / (p.hbm_read_gbps / p.clock_ghz), writes / (p.hbm_write_gbps / p.clock_ghz),
+                      (reads + writes) / (p.hbm_mixed_gbps / p.clock_ghz)});
+  if (p.l2_gbps) c.l2 = (hits + reads + writes) / (p.l2_gbps / p.clock_ghz);
+  return c;
+}
+
+// A launch ends no earlier than the chip's memory allows: cycles = max(slowest core, HBM, L2).
+inline void bound_by_chip(KernelStats& ks) {
+  ks.core_cycles = ks.cycles;
+  const ChipCycles c = chip_cycles(*ks.profile, double(ks.total.hbm_read_bytes), double(ks.total.gm_write_bytes),
+                                   double(ks.total.l2_hit_bytes));
+  if (ks.cycles >= c.hbm && ks.cycles >= c.l2) {
+    ks.limits = {"cores"};
+  } else if (c.hbm >= c.l2) {
+    ks.cycles = c.hbm;
+    ks.limits = {"HBM"};
+  } else {
+    ks.cycles = c.l2;
+    ks.limits = {"L2"};
+  }
+  ks.total.end_cycle = ks.cycles;
+}
 
 inline int cores_of(const Profile& p, CoreKind kind) {
   if (p.coupled) return p.cube_cores;
@@ -93,8 +146,12 @@ inline void sum_cores(KernelStats& ks) {
     ks.total.cube_useful_macs += c.cube_useful_macs;
     ks.total.vec_repeats += c.vec_repeats;
     ks.total.blocks += c.blocks;
+    ks.total.l2_hit_bytes += c.l2_hit_bytes;
+    ks.total.hbm_read_bytes += c.hbm_read_bytes;
+    ks.total.gm_write_bytes += c.gm_write_bytes;
   }
   ks.total.end_cycle = ks.cycles;
+  bound_by_chip(ks);
 }
 
 // A launch's fixed cost (scheduling the kernel onto the cores and collecting its end, the profile's
@@ -114,9 +171,10 @@ KernelStats launch(const Profile& p, CoreKind kind, const char* kernel, int bloc
   const int cores = std::max(1, std::min(blocks, ks.cores_available));
   ks.cores = cores;
   ks.per_core.resize(cores);
+  const L2View* l2 = current_l2();  // the caller's thread: the workers see it through the cores
   for_each_core(cores, [&](int v) {
     Core& core = thread_core(p, kind);
-    core.start(kernel, v);
+    core.start(kernel, v, l2);
     for (int b = v; b < blocks; b += cores) {
       body(core, b);
       core.stats().blocks += 1;
@@ -142,14 +200,15 @@ KernelStats launch_group(const Profile& p, const char* kernel, int blocks, Body&
   ks.cores = p.coupled ? groups : 3 * groups;
   ks.cores_available = p.coupled ? p.cube_cores : p.cube_cores + p.vector_cores;
   ks.per_core.resize(ks.cores);
+  const L2View* l2 = current_l2();
   for_each_core(groups, [&](int v) {
     Core& aic = thread_core(p, CoreKind::AIC);
     Core& aiv0 = p.coupled ? aic : thread_core(p, CoreKind::AIV, 0);
     Core& aiv1 = p.coupled ? aic : thread_core(p, CoreKind::AIV, 1);
-    aic.start(kernel, v);
+    aic.start(kernel, v, l2);
     if (!p.coupled) {
-      aiv0.start(kernel, 2 * v);
-      aiv1.start(kernel, 2 * v + 1);
+      aiv0.start(kernel, 2 * v, l2);
+      aiv1.start(kernel, 2 * v + 1, l2);
     }
     for (int b = v; b < blocks; b += groups) {
       body(aic, aiv0, aiv1, v, b);
@@ -171,6 +230,8 @@ KernelStats launch_group(const Profile& p, const char* kernel, int blocks, Body&
 // the cycles add up and the counters are summed over both sets of cores.
 inline KernelStats then(KernelStats first, const KernelStats& second) {
   first.cycles += second.cycles;
+  first.core_cycles += second.core_cycles;
+  first.limits.insert(first.limits.end(), second.limits.begin(), second.limits.end());
   first.blocks += second.blocks;
   first.cores = std::max(first.cores, second.cores);
   // On a coupled profile both launches ran on the same AI cores; on a split one they are different cores.
@@ -186,6 +247,9 @@ inline KernelStats then(KernelStats first, const KernelStats& second) {
   first.total.cube_useful_macs += second.total.cube_useful_macs;
   first.total.vec_repeats += second.total.vec_repeats;
   first.total.blocks += second.total.blocks;
+  first.total.l2_hit_bytes += second.total.l2_hit_bytes;
+  first.total.hbm_read_bytes += second.total.hbm_read_bytes;
+  first.total.gm_write_bytes += second.total.gm_write_bytes;
   first.total.end_cycle = first.cycles;
   first.per_core.insert(first.per_core.end(), second.per_core.begin(), second.per_core.end());
   return first;

@@ -18,6 +18,8 @@ def _emit_json(obj) -> None:
 
 def _model_kernels(args) -> int:
     """`kiln kernels MODEL`: the model's kernel launches, with simulated cycles from one seeded run."""
+    from collections import Counter
+
     import numpy as np
 
     import kiln
@@ -25,28 +27,26 @@ def _model_kernels(args) -> int:
     rng = np.random.default_rng(0)
     model.run(*[rng.standard_normal(shape).astype(np.float32) for _, shape in model.inputs])
     from .codegen.ir.profiles import get_profile
+    from .codegen.select.launches import launch_fields
     recs = kiln.manifest_record().kernels_by_name()
     prof = get_profile(kiln.build_info()["profile"])
 
-    def busy(rec, pipe):  # the cost model's per-pipe busy cycles, which tests hold equal to the emulator's
-        p = (rec.predicted_pipes or {}).get(pipe)
-        return p.busy if p else 0.0
-
     def row(k):
-        r = recs[k.kernel]
+        # The launch as this step ran it (its L2 plan): the cost model's figures, which tests hold equal to the
+        # emulator's simulated_cycles; bound_unit: the same as bound (a pipe, "L2" or "HBM").
+        r, launch = recs[k.kernel], launch_fields(k.launch, prof)
         return {"name": k.kernel, "ops": k.ops, "op_types": k.op_types, "algorithm": r.algorithm,
                 "family": r.family, "opspec": r.opspec, "variant": r.variant, "tiling": r.tiling,
-                "simulated_cycles": k.simulated_cycles, "predicted_cycles": r.predicted_cycles,
-                "bound_unit": r.bound_unit, "compared_cycles": r.compared_cycles,
-                "cube_utilization": round(busy(r, "M") / (k.simulated_cycles * prof.cube_cores), 4),
-                "vector_utilization": round(busy(r, "V") / (k.simulated_cycles * prof.vector_cores), 4)}
+                "simulated_cycles": k.simulated_cycles, **launch, "bound_unit": launch["bound"],
+                "compared_cycles": r.compared_cycles}
     rows = [row(k) for k in model.kernels]
-    cube_busy = sum(busy(recs[k.kernel], "M") for k in model.kernels)
+    cube_busy = sum(k.launch.cube_busy for k in model.kernels if k.launch)
     report = {"model": model.name, "profile": prof.name,
               "kernel_launches": model.kernel_launches, "unique_kernels": len({r["name"] for r in rows}),
               "arena_bytes": model.arena_bytes, "simulated_cycles": model.simulated_cycles,
               "simulated_latency_ms": round(model.simulated_cycles / (prof.clock_ghz * 1e6), 6),
               "mean_cube_utilization": round(cube_busy / (model.simulated_cycles * prof.cube_cores), 4),
+              "bounds": dict(sorted(Counter(str(r["bound"]) for r in rows).items())),  # launches per bound unit
               "kernels": rows}
     if args.json:
         _emit_json(report)

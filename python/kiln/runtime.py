@@ -3,6 +3,7 @@ the kernel takes (NC1HWC0, FRACTAL_Z, ZN), running it on the emulator, and
 unpacking the result."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import cached_property
 
 import numpy as np
@@ -79,14 +80,18 @@ class Kernel:
     def empty_output(self) -> np.ndarray:
         return np.zeros(self.entry.output.shape, np.float16)
 
-    def run_packed(self, *inputs: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-        """Runs on arrays already in the kernel's layouts (see record['inputs'])."""
+    def run_packed(self, *inputs: np.ndarray, out: np.ndarray | None = None,
+                   l2_hits: Sequence[bool] | None = None) -> np.ndarray:
+        """Runs on arrays already in the kernel's layouts (see record['inputs']). l2_hits: which inputs are in the
+        chip's L2, one bool each, as a model step's L2 plan says (its manifest `l2_hits`); by default none is (the
+        kernel called on its own: every GM read misses L2)."""
         out = self.empty_output() if out is None else out
         for i, a in enumerate((*inputs, out)):  # pybind11 would answer anything else with its signature dump
             if not isinstance(a, np.ndarray):
                 what = "out" if i == len(inputs) else f"packed input {i}"
                 raise TypeError(f"kernel {self.name}: {what} must be a NumPy array, got {type(a).__name__}")
-        self.last_stats = _core.run(self.name, list(inputs), out)
+        hits = None if l2_hits is None else [bool(h) for h in l2_hits]
+        self.last_stats = _core.run(self.name, list(inputs), out, hits)
         return out
 
     # ---- natural layouts -------------------------------------------------------

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import _core
-from .codegen.ir.manifest import ModelRecord
+from .codegen.ir.manifest import LaunchRecord, ModelRecord
 
 
 @dataclass
@@ -20,11 +20,12 @@ class KernelStep:
     kernel: str
     simulated_cycles: float | None = None
     generic: bool = False  # a generic kernel (runtime shapes) served this launch (KILN_SHAPE_BUCKETS)
+    launch: LaunchRecord | None = None  # the build's prediction of this launch, with the step's L2 plan
 
 
 def kernel_steps(record: ModelRecord) -> list[KernelStep]:
     """The kernel launches of a plan, in order."""
-    return [KernelStep(s.name, list(s.ops), list(s.op_types), s.kernel, generic=s.generic)
+    return [KernelStep(s.name, list(s.ops), list(s.op_types), s.kernel, generic=s.generic, launch=s.launch)
             for s in record.kernel_steps]
 
 

@@ -26,19 +26,83 @@ def test_the_default_build_has_replayed_kernels_of_both_conv_algorithms():
     assert "direct_img2col" in algos and any(a.startswith("winograd") for a in algos) == winograd, algos
 
 
+def assert_equal(p, st) -> None:
+    """A prediction against the emulator's statistics: per-pipe counts, bytes and busy cycles, the GM traffic
+    (L2 hits, HBM reads, writes), the slowest cores, what set each launch's cycles, and the cycles."""
+    for pipe, got in st["pipes"].items():
+        assert (p.pipes[pipe].instrs, p.pipes[pipe].bytes) == (got["instructions"], got["bytes"]), pipe
+        assert p.pipes[pipe].busy == pytest.approx(got["busy_cycles"], rel=1e-9), pipe
+    assert (p.mem.l2_hit_bytes, p.mem.hbm_read_bytes, p.mem.write_bytes) == (
+        st["l2_hit_bytes"], st["hbm_read_bytes"], st["gm_write_bytes"])
+    assert p.limits == st["limits"]
+    assert p.core_cycles == pytest.approx(st["core_cycles"], rel=1e-9)
+    assert p.cycles == pytest.approx(st["cycles"], rel=1e-9)
+    assert p.cube_macs == st["cube_macs"]
+
+
 @pytest.mark.parametrize("k", REPLAYED, ids=[k.name for k in REPLAYED])
 def test_prediction_equals_the_emulator(k):
     ins = [as_packed(np.zeros(t["shape"]), t["dtype"]) for t in k.record["inputs"]]
     k.run_packed(*ins)
     st = k.last_stats
     p = predict(spec_of(k), k.record["family"], k.record["tiling"], PROFILES[st["profile"]])
-    for pipe, got in st["pipes"].items():
-        assert (p.pipes[pipe].instrs, p.pipes[pipe].bytes) == (got["instructions"], got["bytes"]), pipe
-        assert p.pipes[pipe].busy == pytest.approx(got["busy_cycles"], rel=1e-9), pipe
-    assert p.cycles == pytest.approx(st["cycles"], rel=1e-9)
+    assert_equal(p, st)
+    assert st["l2_hit_bytes"] == 0  # called on its own: every read misses L2
     if k.record.get("predicted_cycles") is not None:  # what the build recorded in the manifest
         assert k.record["predicted_cycles"] == pytest.approx(st["cycles"], abs=1e-3)
-    assert p.cube_macs == st["cube_macs"]
+
+
+def _step_hits() -> dict[str, set[tuple[bool, ...]]]:
+    """Every L2 plan (hits per input) a baked model's step runs each kernel with."""
+    out: dict[str, set[tuple[bool, ...]]] = {}
+    for name in kiln.models():
+        for s in kiln.load(name).record["steps"]:
+            if s["kind"] == "kernel" and s.get("l2_hits") is not None:
+                out.setdefault(s["kernel"], set()).add(tuple(s["l2_hits"]))
+    return out
+
+
+STEP_HITS = _step_hits()
+HIT_CASES = [(k, h) for k in REPLAYED
+             for h in sorted(STEP_HITS.get(k.name, set()) | {(True,) * len(k.record["inputs"])})]
+
+
+@pytest.mark.parametrize("k,hits", HIT_CASES, ids=[f"{k.name}-{''.join('H' if x else 'm' for x in h)}"
+                                                   for k, h in HIT_CASES])
+def test_prediction_with_l2_hits_equals_the_emulator(k, hits):
+    """With a step's L2 plan (and with every input in L2): the emulator, given the hits as the executor gives
+    them, and the cost model, given them as the build does, still agree on everything."""
+    ins = [as_packed(np.zeros(t["shape"]), t["dtype"]) for t in k.record["inputs"]]
+    k.run_packed(*ins, l2_hits=hits)
+    st = k.last_stats
+    p = predict(spec_of(k), k.record["family"], k.record["tiling"], PROFILES[st["profile"]], l2=hits)
+    assert_equal(p, st)
+    if all(hits):  # every input, its own output and its workspaces in L2: nothing from HBM
+        assert st["hbm_read_bytes"] == 0 and st["l2_hit_bytes"] > 0
+
+
+def test_the_models_have_l2_hits_and_misses():
+    """The L2 plan is not trivial on the baked models: some step inputs hit (what the previous steps wrote),
+    some miss (weights on first touch, the graph input)."""
+    plans = [h for hs in STEP_HITS.values() for h in hs]
+    if not plans:
+        pytest.skip("this build bakes no models")
+    assert any(any(h) for h in plans) and any(not all(h) for h in plans)
+
+
+@pytest.mark.parametrize("name", kiln.models())
+def test_model_steps_run_as_the_manifest_predicts(name):
+    """A whole model on the emulator (its executor applying each step's L2 plan): every step's simulated
+    cycles equal the cost model's prediction of that launch recorded in the manifest."""
+    m = kiln.load(name)
+    rng = np.random.default_rng(0)
+    m.run(*[rng.standard_normal(shape).astype(np.float32) for _, shape in m.inputs])
+    checked = 0
+    for k in m.kernels:
+        if k.launch is not None:
+            assert k.launch.predicted_cycles == pytest.approx(k.simulated_cycles, abs=1e-3), k.name
+            checked += 1
+    assert checked
 
 
 CUBE = [k for k in kiln.kernels() if k.record["family"] in ("conv2d_cube_img2col", "conv2d_winograd", "gemm_cube")]

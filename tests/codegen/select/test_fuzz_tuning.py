@@ -8,11 +8,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from codegen import KilnError
+from codegen.cost.model import COST_MODEL_VERSION
 from codegen.ir.profiles import PROFILES
 from codegen.select.tuning import FORMAT, load_records
 
 PROFILE = PROFILES["ascend910b"]
-SEED = {"format": FORMAT, "profile": PROFILE.name, "records": [
+SEED = {"format": FORMAT, "profile": PROFILE.name, "cost_model": COST_MODEL_VERSION, "records": [
     {"opspec": "a" * 16, "name": "gemm_cube_m128_k768_n3072", "family": "gemm_cube",
      "params": {"base_m": 128, "base_n": 256, "base_k": 64}, "simulated_cycles": 5836.0,
      "candidates": [{"params": {"base_m": 64}, "simulated_cycles": 6000.0, "predicted_cycles": 5900.0}]},

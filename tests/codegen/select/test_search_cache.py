@@ -104,6 +104,21 @@ def test_other_codegen_versions_are_dropped_and_unreadable_entries_are_misses(tm
     assert searched(lines) == 1 and files == planned(opts)[1]
 
 
+def test_entries_made_under_another_cost_model_are_never_reused(tmp_path):
+    """An entry of the same sources and key but another COST_MODEL_VERSION (or the older 4-field entry, made
+    before the version existed) is ignored: that kernel is searched again, with the same result as no cache."""
+    import pickle
+    cache = tmp_path / "cache"
+    opts = options(tmp_path)
+    planned(opts, cache)
+    entries = sorted((cache / search_cache.codegen_digest()).glob("*.pkl"))
+    old, older = entries[0], entries[1]
+    old.write_bytes(pickle.dumps([e[:4] + ("kiln-cost/1",) for e in pickle.loads(old.read_bytes())]))
+    older.write_bytes(pickle.dumps([e[:4] for e in pickle.loads(older.read_bytes())]))
+    _, files, lines = planned(opts, cache)
+    assert searched(lines) == 2 and files == planned(opts)[1]
+
+
 def test_search_errors_name_the_kernel_with_jobs_too(tmp_path):
     kl = tmp_path / "k.toml"
     kl.write_text(KERNELS + '\n[[op]]\nlabel = "c.pinned"\ntype = "Gemm"\na = [64, 96]\nb = [96, 48]\n'

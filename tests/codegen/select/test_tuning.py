@@ -7,6 +7,7 @@ import pytest
 from conftest import REPO, minimal_kernel_list, run
 
 from codegen import KilnError
+from codegen.cost.model import COST_MODEL_VERSION
 from codegen.emit.opspec_file import spec_hash
 from codegen.emit.render import render
 from codegen.options import parse_options
@@ -42,7 +43,8 @@ def planned(tmp_path, records=None):
 
 def write(tmp_path, recs, profile="ascend910b"):
     path = tmp_path / "records.json"
-    path.write_text(json.dumps({"format": "kiln-tuning/1", "profile": profile, "records": recs}))
+    path.write_text(json.dumps({"format": "kiln-tuning/1", "profile": profile, "cost_model": COST_MODEL_VERSION,
+                                "records": recs}))
     return path
 
 
@@ -82,10 +84,13 @@ def test_builds_with_records_generate_identical_sources(tmp_path):
     (lambda recs: {"records": 5}, "must be a list"),
     (lambda recs: {"records": [dict(recs[0], opspec=["x"])]}, "must be strings"),
     (lambda recs: {"records": [dict(recs[0], family="gemm_cube")]}, "cannot implement a conv2d kernel"),
+    # made under the costs before the memory system (no version) or another version: stale, refused
+    (lambda recs: {"cost_model": None}, "made under cost model None"),
+    (lambda recs: {"cost_model": "kiln-cost/1"}, "run `kiln tune` again"),
 ])
 def test_bad_records_are_rejected_naming_the_problem(tmp_path, change, message):
     _, rec = conv_record(planned(tmp_path))
-    data = {"format": "kiln-tuning/1", "profile": "ascend910b", "records": [rec]}
+    data = {"format": "kiln-tuning/1", "profile": "ascend910b", "cost_model": COST_MODEL_VERSION, "records": [rec]}
     data.update(change([rec]))
     path = tmp_path / "bad.json"
     path.write_text(json.dumps(data))
@@ -103,7 +108,7 @@ def test_kiln_tune_measures_candidates_on_the_emulator(tmp_path):
              "--build-dir", tmp_path / "work"], env={**__import__("os").environ, "KILN_SOURCE_DIR": str(REPO)})
     assert r.returncode == 0, r.stdout + r.stderr
     data = json.loads(out.read_text())
-    assert data["format"] == "kiln-tuning/1" and data["records"]
+    assert data["format"] == "kiln-tuning/1" and data["records"] and data["cost_model"] == COST_MODEL_VERSION
     gemms = {k.record["opspec"] for k in kiln.kernels() if k.record["family"] == "gemm_cube"
              and any(i.startswith("bert_layer:") for i in k.record["instances"])}
     assert {x["opspec"] for x in data["records"]} == gemms

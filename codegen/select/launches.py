@@ -1,0 +1,79 @@
+"""A model's kernel launches as its steps run them: the L2 plan of the model (codegen/passes/l2.py, after the
+memory plan) and, per kernel step, the cost model's prediction with that step's L2 hits. One function makes the
+per-launch record the manifest keeps (`launch_record`) and one the per-kernel fields `kiln kernels MODEL --json`
+reports from it (`launch_fields`); `kiln analyze --json` is to reuse both, so a prediction before a build and
+the build's report are the same numbers.
+"""
+from __future__ import annotations
+
+from ..cost.model import Prediction
+from ..families.registry import predict
+from ..ir.manifest import LaunchRecord
+from ..ir.optlog import OptLog
+from ..ir.profiles import Profile
+from ..passes.l2 import StepAccess, plan_l2
+from .plan import KernelPlan, ModelPlan, step_inputs
+
+
+def step_accesses(m: ModelPlan) -> list[StepAccess]:
+    """The GM tensors each step of `m` touches, each by its arena root (views share their root's bytes) or
+    its weight's name, with the bytes the kernel reads of it (its packed input) or writes."""
+    low, mem = m.lowered, m.memory
+    roots = mem.roots
+
+    def key(v: str) -> str:
+        return roots.get(v, v)
+
+    out = []
+    for i, s in enumerate(low.steps):
+        write = (key(s.output), low.storage[s.output].nbytes)
+        k = m.step_kernels.get(i)
+        if s.kind != "kernel" or k is None:
+            out.append(StepAccess(s.name, (), write, host=True))
+            continue
+        reads = tuple((key(v), t.nbytes) for v, t in zip(step_inputs(m, i), k.inputs))
+        out.append(StepAccess(s.name, reads, write))
+    return out
+
+
+def launch_prediction(k: KernelPlan, hits: tuple[bool, ...] | None, profile: Profile) -> Prediction | None:
+    """The cost model's prediction of kernel `k` launched with these L2 hits (None: called on its own)."""
+    return predict(k.spec, k.variant.family, k.variant.params, profile, l2=hits)
+
+
+def launch_record(k: KernelPlan, hits: tuple[bool, ...] | None, profile: Profile) -> LaunchRecord | None:
+    """The manifest's record of one launch (None where the family has no cost-model replay)."""
+    p = launch_prediction(k, hits, profile)
+    if p is None:
+        return None
+    return LaunchRecord(round(p.cycles, 3), round(p.core_cycles, 3), p.bound_unit(), p.mem.l2_hit_bytes,
+                        p.mem.hbm_bytes, p.cube_macs, p.useful_macs, round(p.pipes["M"].busy, 3),
+                        round(p.pipes["V"].busy, 3))
+
+
+def attach_launches(m: ModelPlan, profile: Profile, log: OptLog) -> None:
+    """Fills m.l2_hits and m.launches: the L2 plan, then each kernel step's launch with its hits (one replay per
+    distinct kernel and hits)."""
+    hits = plan_l2(m.name, step_accesses(m), profile.l2_bytes, log)
+    done: dict[tuple[str, tuple[bool, ...]], LaunchRecord | None] = {}
+    for i, k in m.step_kernels.items():
+        h = hits[i]
+        assert h is not None, f"{m.name}: kernel step {i} has no L2 plan"
+        m.l2_hits[i] = h
+        if (k.symbol, h) not in done:
+            done[(k.symbol, h)] = launch_record(k, h, profile)
+        m.launches[i] = done[(k.symbol, h)]
+
+
+def launch_fields(launch: LaunchRecord | None, profile: Profile) -> dict:
+    """The per-kernel fields of a launch in `kiln kernels MODEL --json` (and `kiln analyze --json`): predicted
+    cycles, the bound (a pipe, "L2" or "HBM"), L2 hit and HBM bytes, Cube and Vector utilisation over the chip's
+    cores for the launch's time (None throughout for a family the cost model does not replay)."""
+    if launch is None:
+        return dict.fromkeys(("predicted_cycles", "core_cycles", "bound", "l2_hit_bytes", "hbm_bytes",
+                              "cube_utilization", "vector_utilization"))
+    c = launch.predicted_cycles
+    return {"predicted_cycles": c, "core_cycles": launch.core_cycles, "bound": launch.bound,
+            "l2_hit_bytes": launch.l2_hit_bytes, "hbm_bytes": launch.hbm_bytes,
+            "cube_utilization": round(launch.cube_busy / (c * profile.cube_cores), 4) if c else 0.0,
+            "vector_utilization": round(launch.vector_busy / (c * profile.vector_cores), 4) if c else 0.0}
