@@ -301,7 +301,8 @@ class _Img2colReplay:
         # (kh, stride_w) per A load, in the order cube_k_loop issues them (per chunk, per BASE_K1 slice).
         main = sum(1 for c1a in range(0, self.C1, self.step))
         sources = [self.spec] * main + [self.second or self.spec] * (len(chunks) - main)
-        geoms = iter([(conv.kh, conv.sw) for conv, (k1n, _) in zip(sources, chunks) for _ in range(ceil(k1n / self.bk1))])
+        geoms = iter([(conv.kh, conv.sw) for conv, (k1n, _) in zip(sources, chunks)
+                      for _ in range(ceil(k1n / self.bk1))])
         cube_k_loop(core, m, n1_cnt * 16, chunks, self.bk1,
                     (lambda kc: core.load3d(m1, kc, *next(geoms)), lambda kc, k1n: [kc * n1_cnt]),
                     self.params.get("l1_buffers", 2))

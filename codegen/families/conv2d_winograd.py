@@ -161,7 +161,8 @@ def winograd_mte2(spec: Conv2dSpec, v: Variant) -> int:
 
 
 def replay_winograd(spec: Conv2dSpec, params: dict, profile: Profile) -> Prediction:
-    return winograd_phases(spec, params, profile, (1, 2, 3))
+    # In the caller's replay mode (cost.run already set it: sampling, recording, the step's L2 hits)
+    return winograd_launches(spec, params, profile, (1, 2, 3))
 
 
 def winograd_phases(spec: Conv2dSpec, params: dict, profile: Profile, which: tuple[int, ...],

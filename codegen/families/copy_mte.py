@@ -84,7 +84,7 @@ def replay_copy(spec, params: dict, profile: Profile) -> Prediction:
             _, _, rows, length = item_walk(entry, i - entry["first"])
             s = q.slot(i - b * ipb)
             q.acquire_for_write(s)
-            core.copy_gm(rows, length, 2, "UB")
+            core.copy_gm(rows, length, 2, "UB", src=entry["input"])
             q.written(s)
             q.acquire_for_read(s)
             if entry["move"].strides[-1] == 1:

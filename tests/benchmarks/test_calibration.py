@@ -92,11 +92,12 @@ NUDGES = {name: {name: getattr(BASE, name) + 1} for name in
 NUDGES.update({name: {name: getattr(BASE, name) * 1.05} for name in
                ("gm_to_l1_copy", "gm_to_ub_copy", "ub_to_gm_copy", "fix_gm_min_cycles", "gm_to_l1_bpc",
                 "gm_to_ub_bpc", "l1_to_l0a_bpc", "l1_to_l0b_bpc", "l1_to_bt_bpc", "ub_to_gm_bpc", "fix_f32_elems_pc",
-                "clock_ghz")})
+                "clock_ghz", "l2_to_l1_bpc", "l2_to_ub_bpc", "hbm_mixed_gbps")})
 NUDGES["launch_cycles"] = {"launch_cycles": BASE.launch_cycles * 1.5}
 NUDGES["vec_cpr"] = {"vec_cpr_f16": tuple(c * 1.05 for c in BASE.vec_cpr_f16),
                      "vec_cpr_f32": tuple(c * 1.05 for c in BASE.vec_cpr_f32)}
-CHEAP = [c for c in cal.CASES if c.kind == "curve" or c.key in ("add 48aiv", "catlass m1024 tuned")]
+CHEAP = [c for c in cal.CASES if c.kind == "curve" or c.key in ("add 48aiv", "add 1aiv", "catlass m1024 tuned",
+                                                                   "catlass m20 tuned")]
 
 
 @pytest.mark.parametrize("nudge", sorted(NUDGES))
