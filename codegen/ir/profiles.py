@@ -123,10 +123,11 @@ PROFILES: dict[str, Profile] = {
         capacity={"GM": 0, "L1": 512 * KB, "L0A": 64 * KB, "L0B": 64 * KB, "L0C": 128 * KB, "UB": 192 * KB,
                   "BT": 1 * KB},
         alignment=_ALIGN,
-        # GM reads at the per-core HBM share (ddr_rate 32 B/cycle, AD-stub) rather than the
-        # 256 B/cycle pipe peak: with all 24 cores streaming HBM is the limit.
-        gm_to_l1_bpc=32, gm_to_ub_bpc=32, l1_to_l0a_bpc=256, l1_to_l0b_bpc=128, load3d_bpc=256,
-        l1_to_bt_bpc=34, ub_to_gm_bpc=64, fix_elems_pc=64,
+        # GM reads on an L2 miss at 56 (L1) / 50 (UB) B/cycle per core, fitted on kernels that stream from HBM
+        # (ADD L141, CAT L129; docs/ascend-model.md section 0); the chip-wide HBM rates below bound all cores.
+        # UB->GM 77 B/cycle: the two-point fit of KPP UB_TO_GM.
+        gm_to_l1_bpc=56, gm_to_ub_bpc=50, l1_to_l0a_bpc=256, l1_to_l0b_bpc=128, load3d_bpc=256,
+        l1_to_bt_bpc=34, ub_to_gm_bpc=77, fix_elems_pc=64,
         mte2_head=30, mte1_head=28, load3d_head=50, bt_head=20, fix_head=20, mmad_head=21, mte3_head=30,
         vec_head=2, vec_cpr_f16=_VEC_F16, vec_cpr_f32=_VEC_F32,
         # Memory system (docs/ascend-model.md section 12): L2 192 MB (AD-stub l2_size); a hit streams at the

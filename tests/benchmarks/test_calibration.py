@@ -22,26 +22,28 @@ BAND = 0.01  # relative; the model is deterministic, so this only absorbs the 4 
 GOAL = {"curve": 0.15, "kernel": 0.25}
 BASE = PROFILES["ascend910b"]
 
-# Ratios on the calibrated profiles (issue 22 points 2 and 3), from `--expect --recorded`.
+# Ratios on the calibrated profiles (issue 22 points 1-3: instruction costs and the memory system), from
+# `--expect --recorded`.
 RECORDED = {
-    'gm_l1 1K': 1.152, 'gm_l1 4K': 1.26, 'gm_l1 16K': 2.304, 'gm_l1 64K': 3.554, 'gm_l1 256K': 4.971,
-    'gm_l1 512K': 4.931, 'gm_ub 1K': 1.05, 'gm_ub 8K': 1.466, 'gm_ub 32K': 1.741, 'gm_ub 128K': 1.54,
-    'ub_gm 1K': 1.016, 'ub_gm 4K': 1.11, 'ub_gm 16K': 1.243, 'ub_gm 64K': 1.169, 'l1_l0a 1K': 1.007,
+    'gm_l1 1K': 1.003, 'gm_l1 4K': 0.8203, 'gm_l1 16K': 0.9057, 'gm_l1 64K': 0.9092, 'gm_l1 256K': 1.05,
+    'gm_l1 512K': 1.002, 'gm_ub 1K': 0.999, 'gm_ub 8K': 1.169, 'gm_ub 32K': 1.205, 'gm_ub 128K': 0.9949,
+    'ub_gm 1K': 0.9978, 'ub_gm 4K': 1.05, 'ub_gm 16K': 1.106, 'ub_gm 64K': 0.9953, 'l1_l0a 1K': 1.007,
     'l1_l0a 4K': 1.024, 'l1_l0a 16K': 1.027, 'l1_l0a 64K': 1.028, 'l1_l0b 1K': 1.017, 'l1_l0b 4K': 1.026,
     'l1_l0b 16K': 1.027, 'l1_l0b 64K': 1.028, 'l0c_gm 1K': 1.005, 'l0c_gm 4K': 1.037, 'l0c_gm 16K': 0.9474,
-    'l0c_gm 128K': 0.9174, 'l1_bt 0.0625K': 0.9669, 'l1_bt 0.25K': 1.096, 'l1_bt 1K': 0.9994, 'mmad m32k16n16': 1.012,
-    'mmad m32k16n128': 1.048, 'mmad m32k16n512': 0.998, 'mmad m32k16n1024': 1.006, 'Add.f16 r1': 0.4956,
-    'Add.f16 r8': 0.9965, 'Add.f32 r8': 0.9982, 'Sub.f16 r8': 0.9978, 'Mul.f16 r8': 0.9965, 'Mul.f32 r8': 0.998,
-    'Max.f16 r8': 0.9983, 'Adds.f16 r1': 1.005, 'Adds.f16 r8': 1.02, 'Adds.f32 r8': 0.9967, 'Muls.f32 r8': 0.9962,
-    'Maxs.f16 r8': 0.9935, 'Mins.f32 r8': 0.9967, 'Relu.f16 r1': 0.9921, 'Relu.f16 r8': 0.9968, 'Relu.f32 r8': 0.9964,
-    'Abs.f16 r8': 0.9968, 'Reciprocal.f32 r8': 0.9964, 'Cast.f16 r8': 1.02, 'Dup.f32 r8': 0.9965,
-    'Copy.f16 r8': 0.9969, 'Brcb.f16 r8': 0.9967, 'Exp.f16 r8': 1.025, 'Exp.f32 r8': 0.9977, 'Div.f16 r8': 0.887,
-    'Div.f32 r8': 0.9989, 'MulAddDst.f16 r8': 0.9992, 'MulAddDst.f32 r8': 0.9994, 'ReduceSum.f16 r8': 0.9982,
-    'ReduceSum.f32 r8': 0.9982, 'ReduceMax.f16 r8': 1.026, 'ReduceMax.f32 r8': 0.9994, 'add 48aiv': 0.6772,
-    'add 48aiv vec': 1.745, 'add 48aiv vec conflicts': 0.9448, 'add 1aiv': 1.242, 'catlass m1024 default': 2.503,
-    'catlass m1024 tuned': 1.935, 'catlass m1024 search': 1.934, 'catlass m20 default': 1.903,
-    'catlass m20 tuned': 1.603, 'catlass m20 search': 1.889, 'catlass m160 swizzle': 2.504,
-    'catlass m160 search': 2.446, 'gemm 6144 search': 2.76,
+    'l0c_gm 128K': 0.9174, 'l1_bt 0.0625K': 0.9669, 'l1_bt 0.25K': 1.096, 'l1_bt 1K': 0.9994,
+    'mmad m32k16n16': 1.012, 'mmad m32k16n128': 1.048, 'mmad m32k16n512': 0.998, 'mmad m32k16n1024': 1.006,
+    'Add.f16 r1': 0.4956, 'Add.f16 r8': 0.9965, 'Add.f32 r8': 0.9982, 'Sub.f16 r8': 0.9978, 'Mul.f16 r8': 0.9965,
+    'Mul.f32 r8': 0.998, 'Max.f16 r8': 0.9983, 'Adds.f16 r1': 1.005, 'Adds.f16 r8': 1.02, 'Adds.f32 r8': 0.9967,
+    'Muls.f32 r8': 0.9962, 'Maxs.f16 r8': 0.9935, 'Mins.f32 r8': 0.9967, 'Relu.f16 r1': 0.9921,
+    'Relu.f16 r8': 0.9968, 'Relu.f32 r8': 0.9964, 'Abs.f16 r8': 0.9968, 'Reciprocal.f32 r8': 0.9964,
+    'Cast.f16 r8': 1.02, 'Dup.f32 r8': 0.9965, 'Copy.f16 r8': 0.9969, 'Brcb.f16 r8': 0.9967, 'Exp.f16 r8': 1.025,
+    'Exp.f32 r8': 0.9977, 'Div.f16 r8': 0.887, 'Div.f32 r8': 0.9989, 'MulAddDst.f16 r8': 0.9992,
+    'MulAddDst.f32 r8': 0.9994, 'ReduceSum.f16 r8': 0.9982, 'ReduceSum.f32 r8': 0.9982, 'ReduceMax.f16 r8': 1.026,
+    'ReduceMax.f32 r8': 0.9994, 'add 48aiv': 0.9628, 'add 48aiv vec': 1.745, 'add 48aiv vec conflicts': 0.9448,
+    'add 1aiv': 0.999, 'catlass m1024 default': 0.8696, 'catlass m1024 tuned': 0.7169,
+    'catlass m1024 search': 0.7594, 'catlass m20 default': 1.161, 'catlass m20 tuned': 1.009,
+    'catlass m20 search': 1.22, 'catlass m160 swizzle': 0.9083, 'catlass m160 search': 0.9132,
+    'gemm 6144 search': 0.9986,
 }
 
 
@@ -97,7 +99,7 @@ NUDGES["launch_cycles"] = {"launch_cycles": BASE.launch_cycles * 1.5}
 NUDGES["vec_cpr"] = {"vec_cpr_f16": tuple(c * 1.05 for c in BASE.vec_cpr_f16),
                      "vec_cpr_f32": tuple(c * 1.05 for c in BASE.vec_cpr_f32)}
 CHEAP = [c for c in cal.CASES if c.kind == "curve" or c.key in ("add 48aiv", "add 1aiv", "catlass m1024 tuned",
-                                                                   "catlass m20 tuned")]
+                                                                   "catlass m20 default", "catlass m20 tuned")]
 
 
 @pytest.mark.parametrize("nudge", sorted(NUDGES))

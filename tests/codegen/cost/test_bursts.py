@@ -29,7 +29,7 @@ def test_a_burst_pays_one_head():
 
 def test_a_flag_rises_when_the_result_is_ready_and_a_stalled_pipe_starts_a_new_burst():
     core = SimCore(P)
-    core.copy_gm(1, 512, 2, "L1")                    # 1 KiB
+    core.copy_gm(1, 512, 2, "L1", src=0)             # 1 KiB, an L2 miss (no L2 plan)
     mte2_done = P.mte2_head + P.gm_to_l1_copy + 1024 / P.gm_to_l1_bpc
     core.set_flag("MTE2", "MTE1", 0)
     core.wait_flag("MTE2", "MTE1", 0)
