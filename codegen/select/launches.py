@@ -6,9 +6,11 @@ the build's report are the same numbers.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from ..cost.model import Prediction
 from ..families.registry import predict
-from ..ir.manifest import LaunchRecord
+from ..ir.manifest import LaunchRecord, StepRecord
 from ..ir.optlog import OptLog
 from ..ir.profiles import Profile
 from ..passes.l2 import StepAccess, plan_l2
@@ -33,6 +35,21 @@ def step_accesses(m: ModelPlan) -> list[StepAccess]:
             continue
         reads = tuple((key(v), t.nbytes) for v, t in zip(step_inputs(m, i), k.inputs))
         out.append(StepAccess(s.name, reads, write))
+    return out
+
+
+def record_accesses(m: ModelPlan, steps: Sequence[StepRecord]) -> list[StepAccess]:
+    """step_accesses for a plan whose kernels are known only by their step records (a generic plan at a runtime
+    size: codegen/shapes/buckets.py): each kernel input's bytes from its record's reference."""
+    roots = m.memory.roots
+    out = []
+    for s, rec in zip(m.lowered.steps, steps):
+        write = (roots.get(s.output, s.output), m.lowered.storage[s.output].nbytes)
+        if not rec.is_kernel:
+            out.append(StepAccess(s.name, (), write, host=True))
+            continue
+        out.append(StepAccess(s.name, tuple((roots.get(v, v), ref.nbytes) for v, ref in zip(s.inputs, rec.inputs)),
+                              write))
     return out
 
 

@@ -30,6 +30,8 @@ from ..ir.graph import Graph, Node, Value
 from ..ir.manifest import KernelRecord, ModelRecord, opspec_of_record
 from ..ir.opspec import Conv2dSpec, DwConv2dSpec, Opspec, Pool2dSpec
 from ..ir.optlog import OptLog
+from ..passes.l2 import plan_l2
+from ..select.launches import record_accesses
 from ..select.plan import ModelPlan
 from ..select.tiling import choose_variant
 from .generic import GenericKernel, generic_key, generic_symbol, runtime_args
@@ -504,6 +506,8 @@ def _plan_with(req: _SizeRequest, options, profile, fusion_profile, plan_model) 
         log.add("shapes", spec.name, sym, "generic_kernel", node=st.name, **args[i])
     plan = ModelPlan(name, model.onnx, lowered, stages.memory, {}, stages.fusion)
     rec = model_record(plan, symbols, windex, model.weights_bytes)
-    steps = tuple(replace(s, runtime_shape=args[i]) if i in args else s for i, s in enumerate(rec.steps))
+    hits = plan_l2(name, record_accesses(plan, rec.steps), profile.l2_bytes, log)  # as the build plans its own
+    steps = tuple(replace(s, runtime_shape=args.get(i), l2_hits=hits[i]) if s.is_kernel else s
+                  for i, s in enumerate(rec.steps))
     return SizedPlan(replace(rec, steps=steps, input_size=(size[0], size[1])), len(args), len(symbols) - len(args), log,
                      chosen)

@@ -58,7 +58,8 @@ def planned(tmp_path, text=KERNELS, **opts):
 def test_off_and_force_direct_bake_direct_convolution(tmp_path):
     for opts in ({"USE_WINOGRAD": "OFF"}, {"USE_WINOGRAD": "ON", "FORCE_DIRECT_CONV": "ON"}):
         ks, log = planned(tmp_path, **opts)
-        assert {algorithm_of(k.variant) for k in ks.values()} == {"direct_img2col"}
+        # no Winograd tile (the Cube's direct convolution, or the Vector's where the search finds it faster)
+        assert {algorithm_of(k.variant) for k in ks.values()} <= {"direct_img2col", "vector_direct"}
         assert any("algorithm" in line and "reason=option" in line for line in log)
 
 

@@ -307,7 +307,8 @@ CHECK = textwrap.dedent("""
         if i in sized.kernels:
             spec, v = sized.kernels[i]
             rows.append({"kernel": ks.kernel, "generic": ks.generic, "simulated": ks.simulated_cycles,
-                         "predicted": predict(spec, v.family, v.params, get_profile(man["profile"])).cycles})
+                         "predicted": predict(spec, v.family, v.params, get_profile(man["profile"]),
+                                              l2=tuple(sized.record["steps"][i]["l2_hits"])).cycles})
     out["cost_model"] = rows
     errors = {}
     for name, shape in [("small", (1, 3, 16, 16)), ("channels", (1, 4, 240, 240)), ("rank", (1, 3, 240)),
