@@ -55,7 +55,7 @@ def predicted_launches(m: ModelPlan, profile: Profile) -> list[Launch | None]:
     """Each kernel step's launch as the build records it (its L2 plan included). A tree from before the memory
     system records none: there each kernel's prediction is its family's replay alone (--tree, for a before/after
     comparison in one run)."""
-    if m.launches:
+    if getattr(m, "launches", None):  # absent on a tree from before the memory system
         return [None if r is None else Launch(r.predicted_cycles, r.useful_macs, r.bound)
                 for r in m.launches.values()]
     from codegen.families.base import predict
@@ -73,7 +73,8 @@ def model_row(m: ModelPlan, profile: Profile) -> dict:
     useful = sum(r.useful_macs for r in known)
     peak = profile.cube_cores * CUBE_MACS_PER_CYCLE
     compute_floor = useful / peak
-    memory_floor = compulsory_bytes(m) / profile.chip_bpc(profile.hbm_read_gbps) if profile.hbm_read_gbps else 0.0
+    hbm = getattr(profile, "hbm_read_gbps", 0.0)  # 0 (no memory floor) on a tree from before the memory system
+    memory_floor = compulsory_bytes(m) / (hbm / profile.clock_ghz) if hbm else 0.0
     floor = max(compute_floor, memory_floor)
     return {"model": m.name, "profile": profile.name, "launches": len(launches),
             "unreplayed": len(launches) - len(known),
