@@ -7,10 +7,10 @@ from functools import cached_property
 
 import numpy as np
 
-from . import _core
+from . import _core, numerics
 from .codegen.ir import layouts
 from .codegen.ir.manifest import KernelRecord, TensorDesc, opspec_of_record
-from .operands import check_operands
+from .operands import check_operands, natural_shapes
 
 
 def _f16_bits(a: np.ndarray) -> np.ndarray:
@@ -100,10 +100,19 @@ class Kernel:
         operand, checked against its natural shape (kiln/operands.py), into the layout its record declares, by
         the one packer of that layout."""
         args = tuple(check_operands(self.record, args))  # the one check: count, numbers, natural shapes
-        return [pack_operand(a, t, self.tiling) for a, t in zip(args, self.entry.inputs)]
+        # the fp16 boundary, as for a model's inputs (kiln/numerics.py): said once per kernel and operand
+        names = [n for n, _ in natural_shapes(self.record)]
+        numerics.check(f"kernel {self.name}", "argument", list(zip(names, args)), numerics.strict_from_env())
+        with np.errstate(over="ignore"):  # NumPy's own overflow warning of the cast: said above, by name
+            return [pack_operand(a, t, self.tiling) for a, t in zip(args, self.entry.inputs)]
 
     def unpack(self, y: np.ndarray, like: np.ndarray | None = None) -> np.ndarray:
         """The kernel's output in its natural layout (as its spec's natural_output says)."""
+        want = tuple(self.entry.output.shape)
+        if not isinstance(y, np.ndarray) or y.shape != want or y.dtype != np.float16:
+            got = f"{y.dtype} array of shape {y.shape}" if isinstance(y, np.ndarray) else type(y).__name__
+            raise TypeError(f"kernel {self.name}: unpack takes the kernel's packed output (float16, shape {want}; "
+                            f"what run_packed returns), got {got}")
         how = self.opspec.natural_output
         if how == "nchw":
             return _as_f16(_core.nc1hwc0_to_nchw(y.view(np.uint16), self.opspec.out_channels))
