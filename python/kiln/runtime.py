@@ -100,11 +100,19 @@ class Kernel:
         operand, checked against its natural shape (kiln/operands.py), into the layout its record declares, by
         the one packer of that layout."""
         args = tuple(check_operands(self.record, args))  # the one check: count, numbers, natural shapes
-        # the fp16 boundary, as for a model's inputs (kiln/numerics.py): said once per kernel and operand
-        names = [n for n, _ in natural_shapes(self.record)]
-        numerics.check(f"kernel {self.name}", "argument", list(zip(names, args)), numerics.strict_from_env())
+        numerics.check(f"kernel {self.name}", "argument", self._fp16_operands(args), numerics.strict_from_env())
         with np.errstate(over="ignore"):  # NumPy's own overflow warning of the cast: said above, by name
             return [pack_operand(a, t, self.tiling) for a, t in zip(args, self.entry.inputs)]
+
+    def _fp16_operands(self, args: tuple) -> list[tuple[str, np.ndarray]]:
+        """(name, value) of the operands packed as fp16, the ones the fp16 boundary applies to (kiln/numerics.py;
+        an fp32 bias or a bf16 weight holds values beyond +-65504); every operand where the natural operands do
+        not pair up with the packed inputs (the conv chains)."""
+        names = [n for n, _ in natural_shapes(self.record)]
+        packed = self.entry.inputs
+        if len(packed) != len(names):
+            return list(zip(names, args))
+        return [(n, a) for n, a, t in zip(names, args, packed) if t.dtype == "fp16"]
 
     def unpack(self, y: np.ndarray, like: np.ndarray | None = None) -> np.ndarray:
         """The kernel's output in its natural layout (as its spec's natural_output says)."""
