@@ -64,7 +64,7 @@ def check(owner: str, kind: str, tensors: list[tuple[str, np.ndarray]], strict: 
             continue
         consequence = ("an overflow or NaN happened inside the model (fp16 range +-65504); normalise the input"
                        if kind == "output" else "fp16 turns values beyond +-65504 into inf, and NaN/inf spread "
-                       "through the computation: the result is not what an fp32 engine computes")
+                       "through the graph: the result is not what an fp32 engine computes")
         message = f"{owner}, {kind} {name!r}: {what}; {consequence}"
         if strict:
             raise NumericsError(message + " (strict: run(..., strict=False) or unset KILN_STRICT to only warn)")
