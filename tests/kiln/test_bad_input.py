@@ -57,7 +57,8 @@ def test_bad_command_line_input(case, tmp_path):
 def test_the_corpus_covers_every_class():
     ids = " ".join(c.id for c in CASES)
     for fragment in ("threads", "OMP_NUM_THREADS", "-o-dir", "chrome", "run-output", "profile", "--threshold",
-                     "--max-seq-len", "--limit", "input-text", "input-npz", "strict", "analyze-zoo"):
+                     "--max-seq-len", "--limit", "input-text", "input-npz", "strict", "analyze-zoo", "fifo", "dev-full",
+                     "header-claims-more", "typo", "warnings-as-errors", "build-dir"):
         assert fragment in ids, fragment
     assert len(CASES) >= 60 and len({c.id for c in CASES}) == len(CASES)
 
