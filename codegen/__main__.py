@@ -15,6 +15,7 @@ from pathlib import Path
 
 from . import KilnError
 from .emit.render import output_files, progress_printer, render, write_outputs
+from .ir.files import OutputPathError
 from .options import OptionError, cmake_declarations, load_options
 from .pipeline import check_model_entries, plan
 from .select import search_cache
@@ -75,6 +76,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KilnError as e:
         print(f"kiln codegen: error in stage '{e.stage}' for {e.subject}: {e.message}", file=sys.stderr)
+        return 1
+    except OutputPathError as e:  # the build directory refused a generated file (full disk, read-only)
+        print(f"kiln codegen: {e}", file=sys.stderr)
         return 1
 
 

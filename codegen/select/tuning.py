@@ -19,7 +19,7 @@ from pathlib import Path
 
 from .. import KilnError
 from ..cost.model import COST_MODEL_VERSION
-from ..ir.files import write_atomic
+from ..ir.files import InputPathError, check_input_file, write_atomic
 from ..ir.profiles import Profile
 
 FORMAT = "kiln-tuning/1"
@@ -29,10 +29,13 @@ def load_records(path: str | Path, profile: Profile) -> dict[str, dict]:
     """opspec hash -> record, checked; raises KilnError naming the file and what is wrong."""
     p = Path(path)
     try:
+        check_input_file(p)  # a FIFO would block the read
         data = json.loads(p.read_text())
+    except InputPathError as e:
+        raise KilnError("tuning", str(p), f"cannot read tuning records: {e.reason}") from None
     except OSError as e:
         raise KilnError("tuning", str(p), f"cannot read tuning records: {e.strerror}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:  # RecursionError: nested too deep
         raise KilnError("tuning", str(p), f"not valid UTF-8 JSON: {e}") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise KilnError("tuning", str(p), f"format is {data.get('format') if isinstance(data, dict) else None!r}; "

@@ -9,11 +9,17 @@
 from __future__ import annotations
 
 import json
+import os
 from functools import lru_cache
 
-from . import _core
+try:
+    from . import _core
+except ImportError as e:  # a partial install: said as such, not as Python's "circular import" guess
+    raise ImportError(f"kiln's compiled extension kiln/_core is missing or does not load ({e}); reinstall kiln "
+                      f"(pip install .)") from None
 from ._core import AlignmentError, BoundsError, CapacityError, EmulationError, SyncError
-from .codegen.ir.manifest import Manifest
+from .codegen.ir.manifest import Manifest, ModelRecord
+from .core import Core, Tensor
 from .integrity import InstallError
 from .model import Model
 from .numerics import NumericsError, NumericsWarning
@@ -31,6 +37,7 @@ __all__ = [
     "NumericsError",
     "NumericsWarning",
     "SyncError",
+    "Tensor",
     "build_info",
     "kernel",
     "kernels",
@@ -38,11 +45,11 @@ __all__ = [
     "manifest",
     "manifest_record",
     "max_threads",
+    "model_record",
     "models",
     "set_num_threads",
 ]
 
-Core = _core.Core  # an emulated AI core driven one instruction at a time
 
 
 def set_num_threads(n: int) -> None:
@@ -50,7 +57,9 @@ def set_num_threads(n: int) -> None:
     A kernel's blocks go to its virtual cores exactly as its variant split them (blockDim); the threads
     only decide how many virtual cores run at once, so simulated figures do not depend on them.
     ValueError outside 1..max_threads() (the bound lives in the extension, which checks it too)."""
-    _core.set_num_threads(n)
+    from numbers import Integral
+    # a NumPy integer is an integer (the extension takes Python ints only); a bool is not a count
+    _core.set_num_threads(int(n) if isinstance(n, Integral) and not isinstance(n, bool) else n)
 
 
 def max_threads() -> int:
@@ -123,16 +132,25 @@ def load(name: str) -> Model:
     """A baked model, by name, by the path of the ONNX file it was baked from, or by the model spec it was baked
     with (the KILN_MODELS entry, e.g. `det.onnx@x=1x3x736x736` or `resnet50@32`)."""
     man = manifest_record()
+    return Model(model_record(name), man.kernels_by_name(), man.checksums)
+
+
+def model_record(name: str) -> ModelRecord:
+    """The manifest record of a baked model, found as `load` finds it (KeyError naming what this build has)."""
+    if not isinstance(name, (str, os.PathLike)):
+        raise TypeError(f"kiln.load: expected a model name, ONNX path or model spec (a str), got "
+                        f"{type(name).__name__}")
+    name = os.fspath(name)
+    man = manifest_record()
     try:
-        rec = man.model(name)
+        return man.model(name)
     except KeyError:
         baked_as = _spec_model_name(name)
         found = [m for m in man.models if baked_as is not None and m.name == baked_as]
         if not found:
             raise KeyError(f"no baked model {name!r}; this build has: {', '.join(models()) or 'none'} "
                            f"(bake more with -Ccmake.define.KILN_MODELS=...)") from None
-        rec = found[0]
-    return Model(rec, man.kernels_by_name(), man.checksums)
+        return found[0]
 
 
 def _spec_model_name(text: str) -> str | None:
@@ -147,6 +165,9 @@ def _spec_model_name(text: str) -> str | None:
 
 
 def kernel(name: str) -> Kernel:
+    """One baked kernel by name (KeyError listing this build's kernels)."""
+    if not isinstance(name, str):
+        raise TypeError(f"kiln.kernel: expected a kernel name (a str), got {type(name).__name__}")
     man = manifest_record()
     for rec in man.kernels:
         if rec.name == name:

@@ -5,6 +5,7 @@ import argparse
 import json
 import os
 import sys
+import warnings
 from importlib import resources
 
 from .argtypes import int_range, output_file, share, threads
@@ -94,9 +95,11 @@ def _log(args) -> int:
     lines = path.read_text().splitlines()
     if args.model:
         import kiln
-        # by name or by the ONNX path it was baked from, as the other verbs take it
-        name = next((m["name"] for m in kiln.manifest()["models"] if args.model in (m["name"], m["onnx"])),
-                    args.model)
+        try:  # by name, by the ONNX path it was baked from or by its model spec, as the other verbs take it
+            name = kiln.model_record(args.model).name
+        except KeyError as e:
+            print(f"kiln log: {e.args[0]}", file=sys.stderr)
+            return 1
         # the model's own log: build-wide lines, its nodes' lines and its kernels' tiling/algorithm lines
         own = resources.files("kiln") / "logs" / f"{name}.log"
         if not own.is_file():
@@ -141,10 +144,18 @@ def _analyze(args) -> int:
     import tempfile
 
     from .codegen.frontend import zoo
+    from .codegen.ir.files import OutputPathError
+
     # a zoo model by name: its ONNX file in a directory removed afterwards (resnet50's is about 100 MB)
-    with tempfile.TemporaryDirectory(prefix="kiln-analyze-") as tmp:
-        onnx_file = str(zoo.write(spec.source, os.path.join(tmp, f"{spec.source}.onnx")))
-        return _analyze_file(args, onnx_file, path, max(batch, spec.batch))
+    try:
+        with tempfile.TemporaryDirectory(prefix="kiln-analyze-") as tmp:
+            onnx_file = str(zoo.write(spec.source, os.path.join(tmp, f"{spec.source}.onnx")))
+            return _analyze_file(args, onnx_file, path, max(batch, spec.batch))
+    except (OSError, OutputPathError) as e:  # the temporary directory (TMPDIR) missing, full or unwritable
+        print(f"kiln analyze: {path}: cannot write its ONNX file to the temporary directory "
+              f"{tempfile.gettempdir()} ({getattr(e, 'strerror', None) or e}); set TMPDIR to a writable directory "
+              f"with room", file=sys.stderr)
+        return 2
 
 
 def _analyze_file(args, path: str, shown: str, batch: int) -> int:
@@ -173,7 +184,7 @@ def _analyze_file(args, path: str, shown: str, batch: int) -> int:
 def _input_size(text: str) -> tuple[int, int]:
     """--input-size S or HxW."""
     parts = text.lower().split("x")
-    if len(parts) not in (1, 2) or not all(p.isdigit() and int(p) > 0 for p in parts):
+    if len(parts) not in (1, 2) or not all(p.isascii() and p.isdigit() and int(p) > 0 for p in parts):
         raise ValueError(f"--input-size {text!r}: expected S or HxW with positive integers, e.g. 240 or 240x320")
     return (int(parts[0]), int(parts[-1]))
 
@@ -209,26 +220,12 @@ def _validate(args) -> int:
 
 
 def _read_input(path: str):
-    """The --input array: an .npy file of real numbers; ValueError naming the file (the shape is the model's
-    to check)."""
-    import zipfile
-
+    """The --input array: an .npy file of real numbers (kiln/npyfile.py names the file for anything else; the
+    shape is the model's to check)."""
     import numpy as np
-    try:
-        with open(path, "rb") as f:
-            head = f.read(6)
-        x = np.load(path, allow_pickle=False) if head == b"\x93NUMPY" or head.startswith(b"PK") else None
-    except OSError as e:
-        raise ValueError(f"--input {path}: cannot read it ({e.strerror or e})") from None
-    except (ValueError, EOFError, zipfile.BadZipFile) as e:  # truncated, pickled or a broken archive
-        raise ValueError(f"--input {path}: not a readable .npy file ({e})") from None
-    if x is None:  # neither .npy nor .npz (a zip): numpy would call it pickled data
-        raise ValueError(f"--input {path}: not an .npy file (it does not start with NumPy's magic bytes; a text "
-                         "file? save the array with numpy.save)")
-    if isinstance(x, np.lib.npyio.NpzFile):
-        names = ", ".join(x.files) or "none"
-        x.close()
-        raise ValueError(f"--input {path}: is an .npz archive (arrays: {names}); give one array as an .npy file")
+
+    from .npyfile import read_npy
+    x = read_npy(path, f"--input {path}")
     if x.dtype.kind not in "biuf":
         raise ValueError(f"--input {path}: holds {x.dtype} values; expected real numbers (float32)")
     return x.astype(np.float32)
@@ -333,13 +330,14 @@ def _opspec(args) -> int:
 
     from .codegen import KilnError
     from .codegen.emit.opspec_file import parse_opspec
+    from .codegen.ir.files import InputPathError, check_input_file
     from .codegen.ir.profiles import get_profile
     from .integrity import InstallError, check_file
     man = kiln.manifest_record()
-    rec = next((m for m in man.models if m.name == args.model), None)
-    if rec is None:
-        print(f"kiln opspec: no baked model {args.model!r}; baked: {', '.join(kiln.models()) or 'none'}",
-              file=sys.stderr)
+    try:  # by name, by the ONNX path it was baked from or by its model spec, as the other verbs take it
+        rec = kiln.model_record(args.model)
+    except KeyError as e:
+        print(f"kiln opspec: {e.args[0]}", file=sys.stderr)
         return 1
     by_name = man.kernels_by_name()
     used = list(dict.fromkeys(s.kernel for s in rec.steps if s.kernel))
@@ -349,10 +347,11 @@ def _opspec(args) -> int:
         h = by_name[name].opspec
         path = resources.files("kiln") / "opspecs" / f"{h}.opspec"
         try:
+            check_input_file(str(path), "installed file")  # a FIFO would block the read
             data = path.read_bytes()
             check_file(f"opspecs/{h}.opspec", data, man.checksums, shown_as=path)
             parsed = parse_opspec(data.decode(), profile, source=str(path))
-        except (OSError, UnicodeDecodeError, KilnError, InstallError) as e:
+        except (OSError, UnicodeDecodeError, KilnError, InstallError, InputPathError) as e:
             print(f"kiln opspec: {e}", file=sys.stderr)
             return 1
         rows.append({"hash": h, "kernel": name, "features": parsed["features"]})
@@ -616,22 +615,46 @@ PARSERS = (_parser_kernels, _parser_log, _parser_info, _parser_optimize, _parser
            _parser_validate, _parser_plan, _parser_run, _parser_bench, _parser_trace, _parser_visualize)
 
 
+def _say_warnings(cmd: str, shown):
+    """A warnings.showwarning that says kiln's own warnings (kiln.NumericsWarning) on one line, as `kiln CMD:
+    warning: ...`, not as Python's `file:line: category` with a line of kiln's source; any other warning goes to
+    `shown` (the one it replaces)."""
+    from .numerics import NumericsWarning
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, NumericsWarning):
+            print(f"kiln {cmd}: warning: {message} (NumericsWarning)", file=sys.stderr)
+        else:
+            shown(message, category, filename, lineno, file, line)
+    return show
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="kiln", description="kiln: AOT kernels for an emulated Ascend AI Core")
     sub = ap.add_subparsers(dest="cmd", required=True)
     for add_parser in PARSERS:
         add_parser(sub)
     args = ap.parse_args(argv)
+    from .codegen.ir.files import OutputPathError
     from .integrity import InstallError
+    shown = warnings.showwarning
+    warnings.showwarning = _say_warnings(args.cmd, shown)
     try:
         return args.fn(args)
-    except InstallError as e:  # an installed file damaged or swapped (kiln/integrity.py): named, never a traceback
+    except (InstallError, OutputPathError) as e:
+        # an installed file damaged or swapped (kiln/integrity.py), an output the disk refused after the work
+        # (full, a file-size limit; codegen/ir/files.write_atomic): named, never a traceback
         print(f"kiln {args.cmd}: {e}", file=sys.stderr)
+        return 2
+    except Warning as e:  # PYTHONWARNINGS=error (or -W error) turned a kiln warning into an exception
+        print(f"kiln {args.cmd}: {type(e).__name__} (an error under PYTHONWARNINGS=error): {e}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # `kiln ... | head`: the reader left; not an error of ours
         import os
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    finally:
+        warnings.showwarning = shown
 
 
 if __name__ == "__main__":

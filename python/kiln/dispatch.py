@@ -9,14 +9,13 @@ stderr (KILN_LOG=2 also prints the [OPT] lines of a size's plan when it is made)
 from __future__ import annotations
 
 import json
-import os
 import sys
 import threading
 import time
 
 import numpy as np
 
-from . import _core
+from . import _core, envvars
 from .codegen.ir.manifest import Manifest, ModelRecord
 from .steps import ServingPlan, executor, kernel_steps
 
@@ -107,7 +106,7 @@ class Dispatcher:
             raise self._bad_input([x], f"{e.subject}: {e.message}") from None
         plan = ServingPlan("generic", sized.model, self._executor(sized.model), kernel_steps(sized.model),
                            sized.generic_steps, time.perf_counter() - t0, list(sized.log.lines))
-        if os.environ.get("KILN_LOG", "").strip() == "2":
+        if envvars.log_level() == 2:
             print("\n".join(plan.log), file=sys.stderr, flush=True)
         return plan
 

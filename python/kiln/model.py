@@ -3,14 +3,14 @@ AI Core, layout glue on the host), intermediates in one arena planned at build
 time, weights from the blob packed at build time."""
 from __future__ import annotations
 
-import os
 import sys
 from functools import cached_property
 from importlib import resources
 
 import numpy as np
 
-from . import _core, numerics
+from . import _core, envvars, numerics
+from .codegen.ir.files import InputPathError, check_input_file
 from .codegen.ir.manifest import KernelRecord, ModelRecord
 from .dispatch import Dispatcher, describe, log_line
 from .integrity import InstallError, check_file
@@ -83,21 +83,27 @@ class Model:
         if force_generic and not (self._dispatch.shapes and self._dispatch.shapes.generic_kernels):
             raise ValueError(f"model {self.name} has no generic kernels (build with KILN_SHAPE_BUCKETS)")
         xs = [_as_input(self.name, n, x) for (n, _), x in zip(self.inputs, inputs)]
-        strict = numerics.strict_from_env() if strict is None else strict
+        if strict is not None and not isinstance(strict, (bool, np.bool_)):
+            raise TypeError(f"model {self.name}: strict must be True, False or None (KILN_STRICT decides), got "
+                            f"{strict!r}")
+        strict = numerics.strict_from_env() if strict is None else bool(strict)
         # the fp16 boundary: said before the run (strict stops it), and again for what comes back
-        numerics.check(self.name, "input", [(n, x) for (n, _), x in zip(self.inputs, xs)], strict)
+        numerics.check(f"model {self.name}", "input", [(n, x) for (n, _), x in zip(self.inputs, xs)], strict)
         plan, planned = self._dispatch.plan_for([x.shape for x in xs], force_generic)
         if out is None:
             outs = [np.empty(shape, np.float32) for shape in plan.output_shapes]
         else:
-            outs = [out] if isinstance(out, np.ndarray) else list(out)
+            outs = _check_out(self.name, out, plan.output_shapes, [n for n, _ in self.outputs])
+            # an output that shares memory with an input (run(x, out=x)) would be written while the input may
+            # still be read: that input is copied first
+            xs = [x.copy() if any(np.may_share_memory(x, o) for o in outs) else x for x in xs]
         results = plan.executor.run(xs, outs, capture, poison)
-        numerics.check(self.name, "output", [(n, o) for (n, _), o in zip(self.outputs, outs)], strict)
+        numerics.check(f"model {self.name}", "output", [(n, o) for (n, _), o in zip(self.outputs, outs)], strict)
         self._exec = plan.executor  # last_step_seconds: the executor that ran last
         self._served = plan.record
         self.kernels = plan.kernels
         self.last_dispatch = describe(self.name, plan, [x.shape for x in xs], planned)
-        if os.environ.get("KILN_LOG", "").strip() not in ("", "0"):
+        if envvars.log_level():
             print(log_line(self.name, self.last_dispatch), file=sys.stderr, flush=True)
         ks = iter(plan.kernels)
         captured: dict[str, np.ndarray] = {}
@@ -136,7 +142,11 @@ def _read_weights(entry: ModelRecord, checksums: dict[str, int]) -> np.ndarray:
     path = resources.files("kiln") / entry.weights_file
     with resources.as_file(path) as p:
         try:
+            check_input_file(p)  # a FIFO would block the read
             weights = np.fromfile(p, dtype=np.uint8)
+        except InputPathError as e:
+            raise InstallError(f"model {entry.name}: cannot read its weights file {p}: "
+                               f"{e.reason}; reinstall kiln") from None
         except OSError as e:
             raise InstallError(f"model {entry.name}: cannot read its weights file {p}: {e.strerror or e}; "
                                f"reinstall kiln") from None
@@ -145,6 +155,31 @@ def _read_weights(entry: ModelRecord, checksums: dict[str, int]) -> np.ndarray:
                                f"{entry.weights_bytes} (truncated or replaced); reinstall kiln")
         check_file(entry.weights_file, weights, checksums, shown_as=f"model {entry.name}: weights file {p}")
     return weights
+
+
+def _check_out(model: str, out, shapes: list[tuple[int, ...]], names: list[str]) -> list[np.ndarray]:
+    """run(..., out=): one writable C-contiguous float32 array per output in its shape, distinct; TypeError or
+    ValueError naming the output otherwise (the extension would answer a list of numbers with pybind11's
+    signature dump)."""
+    outs = [out] if isinstance(out, np.ndarray) else out
+    if not isinstance(outs, (list, tuple)):
+        raise TypeError(f"model {model}: out must be a NumPy array or a list of one per output ({len(shapes)}), "
+                        f"got {type(out).__name__}")
+    if len(outs) != len(shapes):
+        raise ValueError(f"model {model}: out must hold one array per output ({', '.join(names)}), got {len(outs)}")
+    for i, (o, shape, name) in enumerate(zip(outs, shapes, names)):
+        where = f"model {model}, out[{i}] (output {name!r})"
+        if not isinstance(o, np.ndarray):
+            raise TypeError(f"{where}: expected a float32 NumPy array of shape {shape}, got {type(o).__name__}")
+        problems = [p for p, bad in (
+            (f"shape {o.shape}", o.shape != tuple(shape)), (f"dtype {o.dtype}", o.dtype != np.float32),
+            ("read-only", not o.flags.writeable), ("not C-contiguous", not o.flags.c_contiguous)) if bad]
+        if problems:
+            raise ValueError(f"{where}: expected a writable C-contiguous float32 array of shape {tuple(shape)}, got "
+                             f"{', '.join(problems)}")
+        if any(np.shares_memory(o, other) for other in outs[:i]):
+            raise ValueError(f"{where}: shares memory with an earlier out array; give distinct arrays")
+    return list(outs)
 
 
 def _as_input(model: str, name: str, x) -> np.ndarray:
@@ -157,7 +192,7 @@ def _as_input(model: str, name: str, x) -> np.ndarray:
         raise TypeError(f"{where}, got {type(x).__name__} ({e})") from None
     if a.dtype.kind not in "biuf":
         raise TypeError(f"{where}, got {type(x).__name__} of {a.dtype}")
-    return np.ascontiguousarray(a, dtype=np.float32)
+    return np.asarray(a, dtype=np.float32, order="C")  # not ascontiguousarray: that makes a 0-d input 1-d
 
 
 def _unpack(flat: np.ndarray, layout: str, shape: list[int]) -> np.ndarray:

@@ -6,7 +6,6 @@ and tensor with a NumericsWarning naming the tensor and the range seen; strict=T
 NumericsError instead."""
 from __future__ import annotations
 
-import os
 import threading
 import warnings
 
@@ -14,7 +13,7 @@ import numpy as np
 
 FP16_MAX = 65504.0  # largest finite fp16 value, (2 - 2^-10) * 2^15
 
-_warned: set[tuple[str, str, str]] = set()  # (model, "input" | "output", tensor): each said once per process
+_warned: set[tuple[str, str, str]] = set()  # (owner, kind, tensor): each said once per process
 _warned_lock = threading.Lock()
 
 
@@ -27,8 +26,10 @@ class NumericsError(ValueError):
 
 
 def strict_from_env() -> bool:
-    """KILN_STRICT=1 (or true, yes, on) turns the warnings into errors."""
-    return os.environ.get("KILN_STRICT", "").strip().lower() in ("1", "true", "yes", "on")
+    """KILN_STRICT=1 (or true, yes, on) turns the warnings into errors (kiln/envvars.py: another value is said
+    and taken as strict)."""
+    from .envvars import strict
+    return strict()
 
 
 def finding(values: np.ndarray) -> str | None:
@@ -53,20 +54,21 @@ def finding(values: np.ndarray) -> str | None:
     return "; ".join(parts)
 
 
-def check(model: str, kind: str, tensors: list[tuple[str, np.ndarray]], strict: bool) -> None:
-    """Checks each (name, fp32 array) at the boundary: NumericsError when strict, else a NumericsWarning the
-    first time this (model, kind, tensor) has a finding."""
+def check(owner: str, kind: str, tensors: list[tuple[str, np.ndarray]], strict: bool) -> None:
+    """Checks each (name, array) at the boundary of `owner` ("model resnet50", "kernel gemm_..."; kind: input,
+    output or argument): NumericsError when strict, else a NumericsWarning the first time this (owner, kind,
+    tensor) has a finding."""
     for name, values in tensors:
         what = finding(values)
         if what is None:
             continue
-        consequence = ("fp16 turns values beyond +-65504 into inf, and NaN/inf spread through the graph: the "
-                       "result is not what an fp32 engine computes" if kind == "input" else
-                       "an overflow or NaN happened inside the model (fp16 range +-65504); normalise the input")
-        message = f"model {model}, {kind} {name!r}: {what}; {consequence}"
+        consequence = ("an overflow or NaN happened inside the model (fp16 range +-65504); normalise the input"
+                       if kind == "output" else "fp16 turns values beyond +-65504 into inf, and NaN/inf spread "
+                       "through the graph: the result is not what an fp32 engine computes")
+        message = f"{owner}, {kind} {name!r}: {what}; {consequence}"
         if strict:
             raise NumericsError(message + " (strict: run(..., strict=False) or unset KILN_STRICT to only warn)")
-        key = (model, kind, name)
+        key = (owner, kind, name)
         with _warned_lock:
             if key in _warned:
                 continue

@@ -17,12 +17,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from . import build_info
-from .tune import _build_and_run, _entry, baked_model, tuned_families
+from .tune import _build_and_run, _entry, _source_tree, baked_model, check_build_dir, scratch_dir, tuned_families
 
 
 def optimize(model: str, out: str, threshold: float = 0.15, build_dir: str | None = None, feedback: bool = True,
              progress=print) -> dict:
-    import tempfile
 
     from .advice import best_tiling
     from .codegen.families.registry import predict, tunable
@@ -72,10 +71,11 @@ def optimize(model: str, out: str, threshold: float = 0.15, build_dir: str | Non
         for item, _ in pending.values():
             item["outcome"] = "suggested (run with --feedback to rebuild, measure and apply it)"
     if pending and feedback:
-        work = Path(build_dir) if build_dir else Path(tempfile.mkdtemp(prefix=f"kiln-optimize-{model}-"))
-        work.mkdir(parents=True, exist_ok=True)
-        (work / "candidates.toml").write_text("".join(lines))
-        measured = _build_and_run(work, profile.name, progress, build_info()["dtype"])
+        _source_tree()  # a KILN_SOURCE_DIR that is no checkout, or a bad --build-dir, stops here before the build
+        check_build_dir(build_dir)
+        with scratch_dir(build_dir, f"kiln-optimize-{rec.name}-") as work:
+            (work / "candidates.toml").write_text("".join(lines))
+            measured = _build_and_run(work, profile.name, progress, build_info()["dtype"])
         for h, (item, kr) in pending.items():
             before, after = measured[f"{h}#current"]["cycles"], measured[f"{h}#suggested"]["cycles"]
             item["simulated_before"], item["simulated_after"] = before, after

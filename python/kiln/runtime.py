@@ -8,10 +8,10 @@ from functools import cached_property
 
 import numpy as np
 
-from . import _core
+from . import _core, numerics
 from .codegen.ir import layouts
 from .codegen.ir.manifest import KernelRecord, TensorDesc, opspec_of_record
-from .operands import check_operands
+from .operands import check_operands, natural_shapes
 
 
 def _f16_bits(a: np.ndarray) -> np.ndarray:
@@ -105,10 +105,27 @@ class Kernel:
         operand, checked against its natural shape (kiln/operands.py), into the layout its record declares, by
         the one packer of that layout."""
         args = tuple(check_operands(self.record, args))  # the one check: count, numbers, natural shapes
-        return [pack_operand(a, t, self.tiling) for a, t in zip(args, self.entry.inputs)]
+        numerics.check(f"kernel {self.name}", "argument", self._fp16_operands(args), numerics.strict_from_env())
+        with np.errstate(over="ignore"):  # NumPy's own overflow warning of the cast: said above, by name
+            return [pack_operand(a, t, self.tiling) for a, t in zip(args, self.entry.inputs)]
+
+    def _fp16_operands(self, args: tuple) -> list[tuple[str, np.ndarray]]:
+        """(name, value) of the operands packed as fp16, the ones the fp16 boundary applies to (kiln/numerics.py;
+        an fp32 bias or a bf16 weight holds values beyond +-65504); every operand where the natural operands do
+        not pair up with the packed inputs (the conv chains)."""
+        names = [n for n, _ in natural_shapes(self.record)]
+        packed = self.entry.inputs
+        if len(packed) != len(names):
+            return list(zip(names, args))
+        return [(n, a) for n, a, t in zip(names, args, packed) if t.dtype == "fp16"]
 
     def unpack(self, y: np.ndarray, like: np.ndarray | None = None) -> np.ndarray:
         """The kernel's output in its natural layout (as its spec's natural_output says)."""
+        want = tuple(self.entry.output.shape)
+        if not isinstance(y, np.ndarray) or y.shape != want or y.dtype != np.float16:
+            got = f"{y.dtype} array of shape {y.shape}" if isinstance(y, np.ndarray) else type(y).__name__
+            raise TypeError(f"kernel {self.name}: unpack takes the kernel's packed output (float16, shape {want}; "
+                            f"what run_packed returns), got {got}")
         how = self.opspec.natural_output
         if how == "nchw":
             return _as_f16(_core.nc1hwc0_to_nchw(y.view(np.uint16), self.opspec.out_channels))

@@ -95,11 +95,10 @@ def find_kernel(model_name: str, name: str) -> tuple[ModelRecord, list[StepRecor
     opspec name or a launch (step) name of the model."""
     import kiln
     man = kiln.manifest_record()
-    try:
-        model = man.model(model_name)
-    except KeyError:
-        raise TraceError(f"no baked model {model_name!r}; this build has: "
-                         f"{', '.join(m.name for m in man.models) or 'none'}") from None
+    try:  # by name, by the ONNX path it was baked from or by its model spec, as kiln.load finds it
+        model = kiln.model_record(model_name)
+    except KeyError as e:
+        raise TraceError(e.args[0]) from None
     recs = man.kernels_by_name()
     steps = model.kernel_steps
     def names(s):

@@ -14,6 +14,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -64,9 +66,10 @@ def baked_model(model: str) -> tuple[ModelRecord, object, dict[str, KernelRecord
 
     from .codegen.ir.profiles import get_profile
     man = kiln.manifest_record()
-    rec = next((m for m in man.models if m.name == model), None)
-    if rec is None:
-        raise ValueError(f"no baked model {model!r}; baked: {', '.join(kiln.models()) or 'none'}")
+    try:  # by name, by the ONNX path it was baked from or by its model spec, as kiln.load finds it
+        rec = kiln.model_record(model)
+    except KeyError as e:
+        raise ValueError(e.args[0]) from None
     return rec, get_profile(man.profile), man.kernels_by_name()
 
 
@@ -78,6 +81,8 @@ def tune(model: str, out: str, k: int = 3, build_dir: str | None = None, progres
     from .codegen.select.tuning import write_records
 
     rec, profile, kernels = baked_model(model)
+    _source_tree()  # before the search: a KILN_SOURCE_DIR that is no checkout stops here, and so does
+    check_build_dir(build_dir)  # a --build-dir that cannot be one
     used = [kernels[n] for n in dict.fromkeys(s.kernel for s in rec.steps if s.kernel)]
     todo = [kr for kr in used if kr.family in tuned_families()]
     lines, cands = [], {}
@@ -91,11 +96,10 @@ def tune(model: str, out: str, k: int = 3, build_dir: str | None = None, progres
         progress(f"[{i + 1}/{len(todo)}] {kr.name}: {len(top)} candidates")
     if not lines:
         raise ValueError(f"nothing to tune in {model}: it has no direct convolution or GEMM kernel")
-    work = Path(build_dir) if build_dir else Path(tempfile.mkdtemp(prefix=f"kiln-tune-{model}-"))
-    work.mkdir(parents=True, exist_ok=True)
-    (work / "candidates.toml").write_text("".join(lines))
     from . import build_info
-    measured = _build_and_run(work, profile.name, progress, build_info()["dtype"])
+    with scratch_dir(build_dir, f"kiln-tune-{rec.name}-") as work:
+        (work / "candidates.toml").write_text("".join(lines))
+        measured = _build_and_run(work, profile.name, progress, build_info()["dtype"])
     records = []
     for h, (kr, top) in cands.items():
         runs = [(measured[f"{h}#{j}"]["cycles"], j, top[j][1]) for j in range(len(top))]
@@ -106,7 +110,38 @@ def tune(model: str, out: str, k: int = 3, build_dir: str | None = None, progres
                                         "predicted_cycles": top[j][0]} for c, j, p in runs]})
     write_records(out, profile, records)
     progress(f"wrote {len(records)} records to {out}")
-    return {"records": len(records), "file": out, "build_dir": str(work)}
+    return {"records": len(records), "file": out, "build_dir": build_dir}
+
+
+@contextmanager
+def scratch_dir(build_dir: str | None, prefix: str) -> Iterator[Path]:
+    """The scratch build directory: --build-dir as given (created, and kept for the next run), else a temporary
+    directory removed afterwards, whatever happens (a scratch build is hundreds of MB)."""
+    if not build_dir:
+        with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+            yield Path(tmp)
+        return
+    p = check_build_dir(build_dir)
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise RuntimeError(f"--build-dir {build_dir}: cannot create it ({e.strerror or e})") from None
+    yield p
+
+
+def check_build_dir(build_dir: str | None) -> Path | None:
+    """--build-dir as a Path (None: a temporary one); RuntimeError naming it when it exists and is not a
+    directory, or its nearest existing parent is not a writable directory. Nothing is created."""
+    if not build_dir:
+        return None
+    p = Path(build_dir)
+    if p.exists() and not p.is_dir():
+        raise RuntimeError(f"--build-dir {build_dir}: exists and is not a directory; give a directory (it is created "
+                           f"if missing)")
+    parent = next(q for q in (p.absolute(), *p.absolute().parents) if q.exists())
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise RuntimeError(f"--build-dir {build_dir}: cannot create it ({parent} is not a writable directory)")
+    return p
 
 
 def _build_and_run(work: Path, target: str, progress, dtype: str = "fp16") -> dict:
@@ -141,6 +176,9 @@ def _source_tree() -> Path:
     """kiln's source tree (CMakeLists.txt, codegen/, templates/, kernels/): KILN_SOURCE_DIR, or the checkout
     this package was installed from if it is still there."""
     env = os.environ.get("KILN_SOURCE_DIR")
+    if env and not ((Path(env) / "CMakeLists.txt").is_file() and (Path(env) / "codegen").is_dir()):
+        raise RuntimeError(f"KILN_SOURCE_DIR={env!r} is not kiln's source tree (expected the checkout: the directory "
+                           f"with CMakeLists.txt and codegen/)")
     cands = [Path(env)] if env else []
     from importlib import resources
     recorded = resources.files("kiln") / "kiln_source_dir.txt"  # written by the build that installed this package

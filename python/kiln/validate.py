@@ -17,6 +17,7 @@ import numpy as np
 from . import isolate
 from .codegen.ir.manifest import ModelRecord
 from .isolate import compare
+from .npyfile import read_npy
 
 COSINE_MIN = 0.999
 # bf16 Cube operands round at 2^-8, 8x fp16's unit roundoff, and 1 - cosine grows with the square of the relative
@@ -170,13 +171,10 @@ def read_inputs(model, directory, input_size: tuple[int, int] | None = None) -> 
     arrays = []
     for name, shape in zip(names, _input_shapes(model, input_size)):
         f = d / f"{name}.npy"
-        if not f.is_file():
+        if not f.exists() and not f.is_symlink():
             raise ValueError(f"--inputs {d}: missing {f} for input {name!r} of model {model.name} "
                              f"(float32, shape {list(shape)})")
-        try:
-            x = np.load(f, allow_pickle=False)
-        except (OSError, ValueError, EOFError) as e:
-            raise ValueError(f"--inputs {d}: {f} is not a readable .npy file ({e})") from None
+        x = read_npy(str(f), f"--inputs {d}: {f}")
         if not isinstance(x, np.ndarray) or x.dtype != np.float32:
             what = x.dtype if isinstance(x, np.ndarray) else type(x).__name__
             raise ValueError(f"--inputs {d}: {f} holds {what} values; input {name!r} is float32 (save it as "

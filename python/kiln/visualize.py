@@ -51,12 +51,16 @@ def load_profile(path, model_name: str, steps: Sequence[StepRecord], hw_profile:
 
     def bad_constant(c):
         raise ValueError(f"non-finite number {c}")
+    from .codegen.ir.files import InputPathError, check_input_file
     try:
+        check_input_file(path)  # a FIFO would block the read
         with open(path, encoding="utf-8") as f:
             doc = json.load(f, parse_constant=bad_constant)
+    except InputPathError as e:
+        raise ProfileError(f"{path}: cannot read the profile ({e.reason})") from None
     except OSError as e:
         raise ProfileError(f"{path}: cannot read the profile ({e.strerror or e})") from None
-    except (ValueError, UnicodeDecodeError) as e:  # JSONDecodeError is a ValueError
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:  # JSONDecodeError is a ValueError
         raise ProfileError(f"{path}: not a kiln profile, the JSON does not parse ({e})") from None
     if not isinstance(doc, dict):
         raise ProfileError(f"{path}: not a kiln profile (expected a JSON object, found {type(doc).__name__})")

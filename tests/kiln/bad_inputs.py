@@ -7,6 +7,7 @@ Paths in a case are relative to a fresh working directory per case; setup() writ
 The model is the smallest baked one, `{model}` in argv."""
 from __future__ import annotations
 
+import os
 import pickle
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ THREADS = r"expected an integer 1\.\.\d+ \(threads for the emulated AI cores, 4 
 SHARE = r"expected a share between 0 and 1"
 PATH_IS_DIR = r"is a directory; give the name of a file"
 NO_DIR = r"the directory .* does not exist"
+REPO = str(Path(__file__).resolve().parents[2])  # kiln's checkout, for the verbs that rebuild (tune)
 
 
 @dataclass(frozen=True)
@@ -183,11 +185,65 @@ def other_cases(shape: tuple[int, ...]) -> list[Case]:
     ]
 
 
+def _fifo(name: str) -> Callable[[Path], None]:
+    def setup(d: Path) -> None:
+        (d / name).parent.mkdir(exist_ok=True)
+        os.mkfifo(d / name)
+    return setup
+
+
+def _npy_claiming(shape: tuple[int, ...]) -> bytes:
+    """An .npy file whose header says `shape` of float32 and which holds four values."""
+    import io
+    buf = io.BytesIO()
+    np.lib.format.write_array_header_1_0(buf, {"descr": "<f4", "fortran_order": False, "shape": shape})
+    return buf.getvalue() + np.zeros(4, np.float32).tobytes()
+
+
+def file_cases(input_name: str, shape: tuple[int, ...]) -> list[Case]:
+    """Files kiln reads that would block or that lie about their size, outputs the disk cannot hold, settings
+    with a typo: each named, before any work where it can be."""
+    inputs_dir = ("validate", "{model}", "--inputs", "d")
+    big = _files(big__npy=np.full(shape, 1e5, np.float32))
+    return [
+        Case("input-fifo", ("run", "{model}", "--input", "f"), 2, ("--input f", "not a regular file"),
+             setup=_fifo("f")),
+        Case("input-header-claims-more", ("run", "{model}", "--input", "h.npy"), 2,
+             ("--input h.npy", r"truncated: its header says shape \(1000000000000,\)", "the file holds 16"),
+             setup=_files(h__npy=_npy_claiming((10 ** 12,)))),
+        Case("inputs-dir-fifo", inputs_dir, 2, (f"--inputs d: d/{input_name}.npy", "not a regular file"),
+             setup=_fifo(f"d/{input_name}.npy")),
+        Case("inputs-dir-npz-as-npy", inputs_dir, 2, (f"d/{input_name}.npy", r"is an \.npz archive"),
+             setup=lambda d: (d.joinpath("d").mkdir(), np.savez(d / "d" / "x.npz", x=np.zeros(shape, np.float32)),
+                              (d / "d" / "x.npz").rename(d / "d" / f"{input_name}.npy"))),
+        Case("run-output-dev-full", ("run", "{model}", "--output", "/dev/full"), 2,
+             ("argument --output", "/dev/full: exists and is not a regular file")),
+        Case("visualize-profile-fifo", ("visualize", "{model}", "-o", "r.html", "--profile", "f"), 2,
+             ("--profile f", "not a regular file"), absent=("r.html",), setup=_fifo("f")),
+        Case("env-KILN_STRICT-typo-is-strict", ("run", "{model}", "--input", "big.npy", "--output", "y.npy"), 2,
+             ("KILN_STRICT='maybe' is not one of", "taken as strict", "beyond fp16's range"), absent=("y.npy",),
+             env={"KILN_STRICT": "maybe"}, setup=big),
+        Case("env-KILN_LOG-typo", ("run", "{model}"), 0, ("KILN_LOG='verbose' is not one of", r"\[kiln\] dispatch"),
+             env={"KILN_LOG": "verbose"}),
+        Case("warnings-as-errors", ("run", "{model}", "--input", "big.npy", "--output", "y.npy"), 2,
+             (r"NumericsWarning \(an error under PYTHONWARNINGS=error\)", "input"), absent=("y.npy",),
+             env={"PYTHONWARNINGS": "error"}, setup=big),
+        Case("tune-source-dir-not-a-checkout", ("tune", "{model}", "-o", "t.json"), 1,
+             ("KILN_SOURCE_DIR=", "is not kiln's source tree"), absent=("t.json",), env={"KILN_SOURCE_DIR": "/"}),
+        Case("tune-build-dir-is-a-file", ("tune", "{model}", "-o", "t.json", "--build-dir", "b"), 1,
+             ("--build-dir b: exists and is not a directory",), absent=("t.json",), env={"KILN_SOURCE_DIR": REPO},
+             setup=_files(b=b"a file")),
+        Case("validate-input-size-superscript", ("validate", "{model}", "--input-size", "²"), 2,
+             ("--input-size '²'", "positive integers")),
+    ]
+
+
 def corpus(model: str, record: dict, hw_profile: str) -> list[Case]:
     """Every case, with {model} and {kernel} still to fill in (test_bad_input.py does)."""
     shape = tuple(record["inputs"][0]["shape"])
     return (thread_cases() + output_path_cases() + range_cases()
-            + small_cases(model, record["steps"], hw_profile, shape) + other_cases(shape))
+            + small_cases(model, record["steps"], hw_profile, shape) + other_cases(shape)
+            + file_cases(record["inputs"][0]["name"], shape))
 
 
 def fill(text: str, **names: str) -> str:

@@ -204,3 +204,22 @@ def test_vector_passes_give_each_core_at_most_one_tile(tmp_path):
         assert ceil(numel / tile) <= prof.cores_for("vector") or ub_cap, (k.symbol, numel, tile)
         checked += 1
     assert checked > 5
+
+
+def test_a_generated_file_the_disk_refuses_is_named_not_a_traceback(tmp_path, monkeypatch, capsys):
+    opts = tmp_path / "opts.json"
+    opts.write_text(json.dumps({"KILN_MODELS": ""}))
+    out, stamp = tmp_path / "gen", tmp_path / "stamp"
+    import os
+
+    real_replace = os.replace
+
+    def disk_full(src, dst):  # the disk fills up at the manifest; the search cache went in before
+        if str(dst).endswith("manifest.json"):
+            raise OSError(28, "No space left on device")
+        real_replace(src, dst)
+    monkeypatch.setattr(os, "replace", disk_full)
+    assert cli.main(["generate", str(opts), str(out), "--stamp", str(stamp)]) == 1
+    said = capsys.readouterr().err
+    assert "kiln codegen: " in said and "cannot write it (No space left on device); nothing was written" in said
+    assert not stamp.exists() and not list(tmp_path.rglob("*.tmp"))
