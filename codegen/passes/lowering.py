@@ -312,6 +312,8 @@ class _Lowerer:
         named = replace(node, op_type="+".join(node.attrs["op_types"]))  # refusals name the source ops
         full = [v for v, f in zip(node.inputs, forms) if f == "full" and v not in self.g.initializers]
         layout = self.storage[self.device[full[0]]].layout if full else ("NC1HWC0" if len(out_shape) == 4 else "ND")
+        if len(out_shape) == 4 and any(f.startswith("channel") for f in forms):
+            layout = "NC1HWC0"  # a per-channel operand is read as C0 blocks: row-major inputs are relaid out (act)
         if len(out_shape) != 4:
             layout = "ND"
         if layout != "NC1HWC0" and any(f.startswith("channel") for f in forms):

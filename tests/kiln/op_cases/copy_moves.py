@@ -1,6 +1,6 @@
-"""Ops lowered to the copy_mte kernel: Transpose of any permutation (ranks 2-5, NC1HWC0 inputs of whole and of
-partial C0 blocks, a result feeding a Conv or a pool, of whole C0 blocks or not, and a Reshape's 4-D rows feeding
-a Conv), ReduceMean over any axes (channels, C/H/W, single H or W, negative axes, keepdims 0/1, axes as an
+"""Ops lowered to the copy_mte kernel: Transpose of any permutation (ranks 2-5, NC1HWC0 inputs of whole and of partial
+C0 blocks, a result feeding a Conv, a pool or a per-channel Mul, of whole C0 blocks or not, and a Reshape's 4-D rows
+feeding a Conv), ReduceMean over any axes (channels, C/H/W, single H or W, negative axes, keepdims 0/1, axes as an
 attribute at opset 13 and as an input at opset 18, all axes), Concat along H, W, interleaved row-major axes and
 aligned channels of several images, and Concats of Concats (DenseNet's blocks, a Concat of a Concat's result)."""
 from __future__ import annotations
@@ -58,6 +58,16 @@ def _transpose_pool(name: str, shape: list[int]) -> OpCase:
     nodes = [helper.make_node("Transpose", ["x"], ["t"], perm=[0, 3, 1, 2]),
              helper.make_node("MaxPool", ["t"], ["y"], kernel_shape=[2, 2], strides=[2, 2])]
     return OpCase(name, _model(name, nodes, {"x": shape}, {"y": [n, c, h // 2, w // 2]}))
+
+
+def _layer_scale(name: str, shape: list[int]) -> OpCase:
+    """ConvNeXt's layer scale: NHWC -> NCHW, then Mul by a per-channel [C, 1, 1] constant (an elementwise program
+    with a channel operand, which reads the row-major transpose result relaid out as NC1HWC0)."""
+    n, h, w, c = shape
+    gamma = (1 + 0.5 * np.random.default_rng(8).standard_normal((c, 1, 1))).astype(np.float32)
+    nodes = [helper.make_node("Transpose", ["x"], ["t"], perm=[0, 3, 1, 2]),
+             helper.make_node("Mul", ["t", "gamma"], ["y"])]
+    return OpCase(name, _model(name, nodes, {"x": shape}, {"y": [n, c, h, w]}, {"gamma": gamma}))
 
 
 def _reduce_mean(name: str, shape: list[int], axes: list[int] | None, keepdims: int, opset: int = 13) -> OpCase:
@@ -125,6 +135,8 @@ CASES: list[OpCase] = [
     _nhwc_conv("transpose_nhwc_c20_to_conv_batch2", [2, 4, 5, 20], 17),
     _transpose_pool("transpose_nhwc_c3_to_maxpool", [1, 6, 8, 3]),
     _reshape_conv("reshape_rows_c5_to_conv", 2, [5, 4, 3], 6),
+    _layer_scale("transpose_nhwc_c20_layer_scale", [1, 3, 4, 20]),
+    _layer_scale("transpose_nhwc_c32_layer_scale_batch2", [2, 3, 2, 32]),
     # ReduceMean: axes beyond H, W of 4-D and the last axis
     _reduce_mean("reducemean_channels_keep", [1, 32, 4, 5], [1], 1),
     _reduce_mean("reducemean_channels_drop", [2, 20, 3, 3], [1], 0),
