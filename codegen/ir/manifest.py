@@ -16,7 +16,7 @@ from .opspec import SPEC_CLASSES
 
 # a value reference of a step: [space, offset or index, bytes]
 SPACE_ARENA, SPACE_WEIGHTS, SPACE_INPUT, SPACE_OUTPUT = 0, 1, 2, 3
-GLUE_CODES = {"input_nchw": 0, "input_nd": 1, "to_nchw": 2, "output_nd": 3, "output_nchw": 4}
+GLUE_CODES = {"input_nchw": 0, "input_nd": 1, "to_nchw": 2, "output_nd": 3, "output_nchw": 4, "to_nc1hwc0": 5}
 
 Json = dict[str, Any]
 

@@ -48,6 +48,19 @@ def permuted(lw: LowererState, node: Node, x: str, perm: tuple[int, ...], out: s
     return out
 
 
+def to_blocked(lw: LowererState, node: Node, v: str, dv: str) -> str:
+    """IR value v, held row-major (NCHW) in device value dv, as NC1HWC0 for `node` (a Conv or pool reading a
+    Transpose's or Reshape's 4-D result whose channels are not whole C0 blocks, which no copy move can split):
+    a host relayout step, the padded channel lanes zero, as the graph input's staging writes them."""
+    n, c, h, w = lw.storage[dv].logical
+    out = lw.new_value(f"{dv}@nc1hwc0", Storage("NC1HWC0", (n, c, h, w)))
+    lw.steps.append(Step("glue", f"{node.name}.relayout", [node.name], ["Relayout"], [dv], out,
+                         glue="to_nc1hwc0", params=[n, c, h, w]))
+    lw.decisions.append(f"{node.name}: {v} is held as rows (N, C, H, W) = {[n, c, h, w]}; {node.op_type} reads "
+                        f"NC1HWC0: a host relayout (C={c} is not whole C0 blocks, the padded lanes are zeros)")
+    return out
+
+
 def blocked_out(lw: LowererState, node: Node) -> bool:
     """The Transpose's 4-D result, of whole C0 blocks of channels, has a consumer that reads NC1HWC0."""
     v = node.outputs[0]
@@ -155,7 +168,9 @@ def reduce_mean(lw: LowererState, node: Node) -> None:
         raise lw.fail(node, f"ReduceMean over {length} values (axes {list(axes)} of {list(xs)}): 1/{length} is "
                             f"below fp16's normal range, so the mean's weight column would lose precision; "
                             f"supported: at most 16384 reduced values")
-    moved = permuted(lw, node, x, kept + axes, f"{node.outputs[0]}@reduced_last", False)
+    moved = f"{x}@perm_{'_'.join(map(str, kept + axes))}"  # isolate.py: x transposed by that permutation
+    if moved not in lw.storage:  # another ReduceMean over the same axes of x reuses the moved copy
+        moved = permuted(lw, node, x, kept + axes, moved, False)
     flat = lw.new_value(f"{moved}@rows", Storage("ND", (rows, length)), alias_of=moved)
     column = np.full((length, 1), 1.0 / length, np.float32)
     dv = lw.new_value(f"{node.outputs[0]}@rows", Storage("ND", (rows, 1)))  # isolate.py: the same values

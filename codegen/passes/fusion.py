@@ -6,8 +6,9 @@ Epilogues each kernel family can run (the kernels implement them):
     way out of L0C. Clip/ReLU6 and GELU are not Fixpipe functions: they would
     need a Vector pass (through UB on coupled profiles, through GM/L2 between
     the separate Cube and Vector cores on ascend910b), which no kernel has yet.
-  Depthwise Conv and Add run on the Vector unit: ReLU and Clip(0, hi) are two
-    more instructions in the same pass over UB (instruction-level fusion).
+  Depthwise Conv, a standalone BatchNormalization (a per-channel affine on the
+    depthwise kernel) and Add run on the Vector unit: ReLU and Clip(0, hi) are
+    two more instructions in the same pass over UB (instruction-level fusion).
   Conv + Conv(1x1) + Add, both convolutions read only by the add (ResNet's
     downsample block): the 1x1 one becomes a second source of the other, its K
     fractals accumulated into the same L0C, so the add is free and neither
@@ -135,6 +136,8 @@ def _epilogue_support(producer: Node, act: Node, g: Graph) -> tuple[bool, str, s
         if op == "Relu":
             return True, "epilogue_fixpipe", "Fixpipe"
         return False, "fixpipe_no_" + op.lower(), "Fixpipe"
+    if producer.op_type == "BatchNormalization":
+        return _batchnorm_epilogue(producer, act, g)
     if producer.op_type == "Add":
         ins = [i for i in producer.inputs if i]
         two_tensors = (len(ins) == 2 and not any(i in g.initializers for i in ins)
@@ -145,6 +148,21 @@ def _epilogue_support(producer: Node, act: Node, g: Graph) -> tuple[bool, str, s
             return True, "vector_chain", "Vector pass"
         return False, "epilogue_unsupported", f"{op} after Add"
     return False, "no_epilogue", f"{producer.op_type} kernels take no epilogue"
+
+
+def _batchnorm_epilogue(bn: Node, act: Node, g: Graph) -> tuple[bool, str, str]:
+    """A standalone BatchNormalization (one no Conv absorbed) is a per-channel affine on the depthwise Vector
+    kernel (4-D, or 2-D with whole C0 blocks of channels), which applies ReLU and Clip(0, hi) in the same pass
+    over UB; on other 2-D inputs it is a GEMM with diag(scale), whose Fixpipe applies ReLU."""
+    op = act.op_type
+    lo, hi = act.attrs.get("min", float("-inf")), act.attrs.get("max", float("inf"))
+    shape = g.values[bn.inputs[0]].shape
+    vector = len(shape) == 4 or (len(shape) == 2 and shape[1] % 16 == 0)
+    if vector and (op == "Relu" or (op == "Clip" and lo == 0.0 and hi > 0)):
+        return True, "epilogue_vector", "Vector pass"
+    if len(shape) == 2 and not vector and op == "Relu":
+        return True, "epilogue_fixpipe", "Fixpipe"
+    return False, "epilogue_unsupported", f"{op} (min {lo}) after a standalone BatchNormalization of {list(shape)}"
 
 
 def fuse(g: Graph, model: str, limits: FusionLimits, log: OptLog) -> FusionResult:

@@ -43,7 +43,7 @@ class Step:
     inputs: list[str]              # value or weight names
     output: str
     instance: OpInstance | None = None   # kernel steps
-    glue: str = ""                       # glue steps: input_nchw, input_nd, to_nchw, output_nd, output_nchw
+    glue: str = ""                       # glue steps: input_nchw, input_nd, to_nchw, to_nc1hwc0, output_nd, output_nchw
     params: list[int] = field(default_factory=list)
 
     @property

@@ -95,6 +95,8 @@ class _Lowerer:
             self.steps.append(Step("glue", f"{node.name}.relayout", [node.name], ["Relayout"], [dv], out,
                                    glue="to_nchw", params=[n, c, h, w]))
             return out
+        if have == "ND" and layout == "NC1HWC0" and len(self.storage[dv].logical) == 4:
+            return copy_rules.to_blocked(self, node, v, dv)
         raise self.fail(node, f"needs {v} as {layout}, which is held as {have}; no relayout for that yet")
 
     def new_value(self, name: str, st: Storage, alias_of: str | None = None, offset: int = 0) -> str:
@@ -310,6 +312,8 @@ class _Lowerer:
         named = replace(node, op_type="+".join(node.attrs["op_types"]))  # refusals name the source ops
         full = [v for v, f in zip(node.inputs, forms) if f == "full" and v not in self.g.initializers]
         layout = self.storage[self.device[full[0]]].layout if full else ("NC1HWC0" if len(out_shape) == 4 else "ND")
+        if len(out_shape) == 4 and any(f.startswith("channel") for f in forms):
+            layout = "NC1HWC0"  # a per-channel operand is read as C0 blocks: row-major inputs are relaid out (act)
         if len(out_shape) != 4:
             layout = "ND"
         if layout != "NC1HWC0" and any(f.startswith("channel") for f in forms):
@@ -419,7 +423,7 @@ class _Lowerer:
                 c, 1, 1, 1)))
             out = self.new_value(f"{node.outputs[0]}@affine", Storage("NC1HWC0", shape4))
             attrs = dict(input=shape4, weight=(c, 1, 1, 1), strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1),
-                         group=c, bias=True, activation="")
+                         group=c, bias=True, **self.epilogue(node))
             self.steps.append(Step("kernel", node.name, list(node.source) or [node.name], [node.op_type],
                                    [src, w, self.weight(f"{node.name}.shift", shift)], out,
                                    instance=OpInstance(node.name, "Conv", attrs)))
@@ -434,7 +438,8 @@ class _Lowerer:
                    self.weight(f"{node.name}.shift", shift)]
             self.decisions.append(f"{node.name}: standalone BatchNormalization of (N, {c}), C not a multiple of 16, "
                                   f"is a per-column scale and shift: a GEMM with diag(scale), the shift as its bias")
-            self.kernel(node, "Gemm", dict(a=xs, b=(c, c), bias=True, activation="", **self.cube_dtype()), ins, "ND")
+            self.kernel(node, "Gemm", dict(a=xs, b=(c, c), bias=True, **self.epilogue(node), **self.cube_dtype()),
+                        ins, "ND")
             return
         raise self.fail(node, f"standalone BatchNormalization of a {len(xs)}-D input {list(xs)}: only 4-D NCHW "
                               f"and 2-D (N, C) are supported")

@@ -26,7 +26,7 @@ struct TensorRef {
   std::size_t bytes;
 };
 
-enum class Glue : int { InputNCHW = 0, InputND = 1, ToNCHW = 2, OutputND = 3, OutputNCHW = 4 };
+enum class Glue : int { InputNCHW = 0, InputND = 1, ToNCHW = 2, OutputND = 3, OutputNCHW = 4, ToNC1HWC0 = 5 };
 
 struct StepPlan {
   const KernelEntry* kernel = nullptr;          // kernel step, or
@@ -135,6 +135,9 @@ class Executor {
       case Glue::InputND: f32_to_f16(static_cast<const float*>(in), static_cast<f16*>(out), count()); break;
       case Glue::ToNCHW:
         layout::nc1hwc0_to_nchw(static_cast<const f16*>(in), static_cast<f16*>(out), p[0], p[1], p[2], p[3]);
+        break;
+      case Glue::ToNC1HWC0:
+        layout::nchw_to_nc1hwc0(static_cast<const f16*>(in), static_cast<f16*>(out), p[0], p[1], p[2], p[3]);
         break;
       case Glue::OutputND: f16_to_f32(static_cast<const f16*>(in), static_cast<float*>(out), count()); break;
       case Glue::OutputNCHW: {

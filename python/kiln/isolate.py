@@ -49,6 +49,9 @@ DEVICE_ONLY = {
     # ReduceMean lowered onto the GlobalAveragePool and GEMM kernels (issue 17's pooling work)
     "pooled": "a ReduceMean over H, W held as NC1HWC0 (N, C, 1, 1): the same values",
     "rows": "a ReduceMean over the last axis held as (M, 1) rows: the same values",
+    "affine": "a standalone BatchNormalization (and its fused activation) on the depthwise kernel: the same values",
+    "nc1hwc0": "a row-major 4-D value relaid out as NC1HWC0 for a Conv or pool: the same values",
+    "perm_<axes>": "a ReduceMean's input with its reduced axes moved last: the input transposed by <axes>",
 }
 
 Perturb = Callable[[np.ndarray], np.ndarray]
@@ -102,10 +105,21 @@ class _Counterparts:
             if not members or len(members) != shape[0] or any(m not in self.values for m in members):
                 return None
             return np.stack([self.values[m].reshape(shape[1:]) for m in members])
-        if kind not in DEVICE_ONLY:
+        perm = _permutation(kind)
+        if kind not in DEVICE_ONLY and perm is None:
             return None
         b = self._natural(base, ops, shape)
-        return None if b is None else (np.swapaxes(b, -1, -2) if kind == "bt" else b)
+        if b is None or (perm is not None and sorted(perm) != list(range(b.ndim))):
+            return None
+        return np.transpose(b, perm) if perm is not None else np.swapaxes(b, -1, -2) if kind == "bt" else b
+
+
+def _permutation(kind: str) -> tuple[int, ...] | None:
+    """The axes of a `perm_<a>_<b>_...` device-only kind (a value transposed by them), else None."""
+    parts = kind.split("_")
+    if parts[0] != "perm" or len(parts) < 2 or not all(p.isdigit() for p in parts[1:]):
+        return None
+    return tuple(int(p) for p in parts[1:])
 
 
 def device_bytes(values: np.ndarray, layout: str) -> np.ndarray:

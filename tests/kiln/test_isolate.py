@@ -37,6 +37,21 @@ def test_device_only_values_get_their_onnx_counterpart():
     assert cp.base_names("q.MatMul@siblings", ("q.MatMul", "q.Add", "k.MatMul", "k.Add")) == ["a0", "a1"]
 
 
+def test_a_reduce_means_moved_input_is_its_input_transposed():
+    """`x@perm_0_2_3_1` (copy_rules.reduce_mean: the reduced channels moved last) and the GEMM's rows view of it:
+    both have a counterpart, so the copy and the GEMM reading it are gated; a permutation of the wrong rank has
+    none."""
+    x = np.random.default_rng(1).standard_normal((2, 5, 3, 4)).astype(np.float32)
+    cp = _Counterparts(siblings_graph(), {"x": x})
+    moved = np.transpose(x, (0, 2, 3, 1))
+    np.testing.assert_array_equal(cp.natural("x@perm_0_2_3_1", step("x@perm_0_2_3_1", (2, 3, 4, 5))), moved)
+    np.testing.assert_array_equal(cp.natural("x@perm_0_2_3_1@rows", step("x@perm_0_2_3_1@rows", (24, 5))),
+                                  moved.reshape(24, 5))
+    assert cp.natural("x@perm_0_2_1", step("x@perm_0_2_1", (2, 3, 5, 4))) is None
+    assert cp.natural("x@perm_a_b", step("x@perm_a_b", (2, 5, 3, 4))) is None
+    np.testing.assert_array_equal(cp.natural("x@affine", step("x@affine", (2, 5, 3, 4))), x)
+
+
 def test_a_value_without_counterpart_is_none_not_a_guess():
     cp = _Counterparts(siblings_graph(), {"a0": np.zeros((4, 8), np.float32)})
     assert cp.natural("a0@winograd", step("a0@winograd", (4, 8))) is None  # an unknown device-only kind

@@ -1,7 +1,9 @@
 """Every op case of tests/kiln/op_cases (single-op models made with onnx.helper) baked in one shared build and
 compared with ONNX Runtime, output by output: max|got - ref| <= tol * max|ref|, and the same output shapes.
 The build and the runs happen once per session (one configure, one compile, one subprocess that runs every
-case); each case is then its own test, so a failure names the op and its attributes."""
+case); each case is then its own test, so a failure names the op and its attributes. Each case's kernels also
+pass the isolated per-kernel check (kiln/isolate.py), every one with an ONNX counterpart (checked), and a case
+that states its launch count has it."""
 import json
 import os
 import shutil
@@ -20,6 +22,7 @@ RUNNER = textwrap.dedent("""
     import numpy as np
     import onnxruntime as ort
     import kiln
+    from kiln.validate import per_kernel
     sys.path.insert(0, sys.argv[1])
     from op_cases import all_cases
     results = {}
@@ -37,7 +40,9 @@ RUNNER = textwrap.dedent("""
                 same = g.shape == r.shape
                 err = float(np.max(np.abs(g - r))) / max(float(np.max(np.abs(r))), 1e-30) if same else None
                 rows.append({"shape": list(g.shape), "ref_shape": list(r.shape), "rel_err": err})
-            results[case.name] = {"outputs": rows, "launches": m.kernel_launches}
+            kernels = [{k: r.get(k) for k in ("step", "checked", "passed", "note", "error_ratio")}
+                       for r in per_kernel(m)]
+            results[case.name] = {"outputs": rows, "launches": m.kernel_launches, "kernels": kernels}
         except Exception as e:  # reported per case, so one broken op does not hide the others
             results[case.name] = {"error": f"{type(e).__name__}: {e}"}
     print(json.dumps(results))
@@ -82,3 +87,15 @@ def test_op_matches_onnxruntime(op_results, case):
     for i, row in enumerate(res["outputs"]):
         assert row["shape"] == row["ref_shape"], (case.name, i, row)
         assert row["rel_err"] <= case.tol, (case.name, i, row["rel_err"], case.tol)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_op_kernels_pass_the_isolated_check(op_results, case):
+    res = op_results[case.name]
+    assert "error" not in res, res["error"]
+    unchecked = [(r["step"], r["note"]) for r in res["kernels"] if not r["checked"]]
+    assert not unchecked, unchecked
+    failed = [(r["step"], r["error_ratio"]) for r in res["kernels"] if not r["passed"]]
+    assert not failed, failed
+    if case.launches is not None:
+        assert res["launches"] == case.launches, (case.name, res["launches"])

@@ -116,6 +116,35 @@ def test_nhwc_input_feeding_a_conv_is_written_as_nc1hwc0(tmp_path, c, kernels):
     assert _kernels(low) == kernels and low.storage["t"].layout == "NC1HWC0"
 
 
+@pytest.mark.parametrize("c, kernels", [(3, ["Transpose0213", "Conv"]), (20, ["Transpose0213", "Conv"])])
+def test_nhwc_input_of_partial_c0_blocks_is_relaid_out_for_the_conv(tmp_path, c, kernels):
+    """C not whole C0 blocks: the Transpose writes rows (N, C, H, W), one relayout step pads them to NC1HWC0 (the
+    padded lanes zero) for the Conv."""
+    w = np.ones((8, c, 1, 1), np.float32)
+    path = _model(tmp_path, [helper.make_node("Transpose", ["x"], ["t"], perm=[0, 3, 1, 2]),
+                             helper.make_node("Conv", ["t", "w"], ["y"], name="conv")],
+                  [("x", [2, 5, 6, c])], [("y", [2, 8, 5, 6])], [("w", w)])
+    low = lower(load_onnx(path), "m")
+    assert _kernels(low) == kernels and low.storage["t"].layout == "ND"
+    relayout = [s for s in low.steps if s.glue == "to_nc1hwc0"]
+    assert [(s.inputs, s.output, s.params) for s in relayout] == [(["t"], "t@nc1hwc0", [2, c, 5, 6])]
+    assert low.storage["t@nc1hwc0"].layout == "NC1HWC0"
+    conv = next(s for s in low.steps if s.kind == "kernel" and s.kernel_op.type == "Conv")
+    assert conv.inputs[0] == "t@nc1hwc0"
+    assert any("conv: t is held as rows" in d and "host relayout" in d for d in low.decisions)
+
+
+def test_reduce_means_over_the_same_axes_share_one_moved_copy(tmp_path):
+    """The moved input is named by its permutation (isolate.py derives its ONNX counterpart from it): two
+    ReduceMeans over the channels of one value read one Copy."""
+    nodes = [helper.make_node("ReduceMean", ["x"], [f"y{i}"], axes=[1], keepdims=k) for i, k in enumerate((0, 1))]
+    path = _model(tmp_path, nodes, [("x", [2, 20, 3, 4])], [("y0", None), ("y1", None)], opset=13)
+    low = lower(load_onnx(path), "m")
+    assert _kernels(low) == ["Copy", "Gemm", "Gemm"]
+    copy = next(s for s in low.steps if s.kind == "kernel" and s.kernel_op.type == "Copy")
+    assert copy.output == "x@perm_0_2_3_1"
+
+
 @pytest.mark.parametrize("axes, kernels", [([1], ["Copy", "Gemm"]), ([3], ["Gemm"]), ([1, 2, 3], ["Gemm"]),
                                            ([2], ["Copy", "Gemm"]), ([0, 1], ["Copy", "Gemm"])])
 def test_reduce_mean_moves_the_reduced_axes_last_then_a_gemm(tmp_path, axes, kernels):

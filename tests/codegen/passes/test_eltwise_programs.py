@@ -101,3 +101,15 @@ def test_row_operand_of_a_blocked_output_is_refused_naming_the_source_op(tmp_pat
                   [("y", [1, 20, 4, 5])])
     with pytest.raises(KilnError, match=r"node 'n0' \(Add\).*row operand.*held as NC1HWC0"):
         _plan(path)
+
+
+def test_a_per_channel_operand_of_a_row_major_4d_value_reads_it_relaid_out(tmp_path):
+    """ConvNeXt's layer scale: NHWC -> NCHW (held as rows) times a [C, 1, 1] constant is a program over NC1HWC0;
+    the transpose result reaches it through one relayout step."""
+    path = _model(tmp_path, [("Transpose", ["x"], ["t"], {"perm": [0, 3, 1, 2]}), ("Mul", ["t", "g"], ["y"], {})],
+                  [("x", [1, 3, 4, 20])], [("y", [1, 20, 3, 4])], {"g": np.ones((20, 1, 1))})
+    stages, _ = _plan(path)
+    steps = stages.lowered.steps
+    program = next(s for s in steps if s.kind == "kernel" and s.kernel_op.type == "EltwiseProgram")
+    assert program.kernel_op.attrs["layout"] == "NC1HWC0" and program.inputs[0] == "t@nc1hwc0"
+    assert [s.glue for s in steps if s.kind == "glue"].count("to_nc1hwc0") == 1

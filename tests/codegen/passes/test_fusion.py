@@ -466,3 +466,45 @@ def test_a_padding_mask_is_fused_and_its_unfused_form_named(tmp_path):
     # program where the Muls was
     _, kinds, _ = attention_plan(tmp_path / "off", dict(mask=True), USE_FLASH_ATTENTION="OFF")
     assert kinds == [k if k != "Muls" else "EltwiseProgram" for k in UNFUSED]
+
+
+def standalone_bn_relu(path, shape, act="Relu"):
+    """BatchNormalization of the graph input (no Conv to fold it into: DenseNet's BN after a Concat), then `act`."""
+    c = shape[1]
+    inits = [numpy_helper.from_array(np.full(c, v, np.float32), f"bn.{p}")
+             for p, v in zip("gbmv", (1.5, 0.1, 0.2, 2.0))]
+    nodes = [helper.make_node("BatchNormalization", ["x"] + [f"bn.{p}" for p in "gbmv"], ["b"], name="bn")]
+    if act == "Clip":
+        inits += [numpy_helper.from_array(np.array(v, np.float32), k) for k, v in (("lo", -1.0), ("hi", 1.0))]
+        nodes.append(helper.make_node("Clip", ["b", "lo", "hi"], ["y"], name="act"))
+    else:
+        nodes.append(helper.make_node(act, ["b"], ["y"], name="act"))
+    g = helper.make_graph(nodes, "bn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)], inits)
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path
+
+
+@pytest.mark.parametrize("shape, kernel", [([1, 24, 5, 5], "Conv"), ([2, 32], "Conv"), ([2, 37], "Gemm")])
+def test_a_standalone_batchnorm_takes_the_relu_after_it(tmp_path, shape, kernel):
+    """The per-channel affine runs on the depthwise Vector kernel (4-D, or 2-D of whole C0 blocks), which applies
+    ReLU in the same pass; other 2-D inputs are a GEMM, whose Fixpipe applies it: one launch either way."""
+    path = standalone_bn_relu(tmp_path / "bn.onnx", shape)
+    p = plan(parse_options({"KILN_MODELS": str(path), "KILN_KERNEL_LIST": str(minimal_kernel_list(tmp_path)),
+                            "DEBUG_OPTIMIZATION_PATH": "ON"}), REPO, tmp_path)
+    steps = [s for s in p.models[0].lowered.steps if s.kind == "kernel"]
+    assert [(s.kernel_op.type, s.kernel_op.attrs["activation"], s.ops) for s in steps] == \
+        [(kernel, "Relu", ["bn", "act"])]
+    assert any(re.search(r"fusion \S+:act Fused\(BatchNormalization\+Relu\) reason=epilogue_(vector|fixpipe)", line)
+               for line in p.log.lines)
+
+
+@pytest.mark.parametrize("act, options, reason", [("Clip", {}, "epilogue_unsupported"),
+                                                  ("Relu", {"ENABLE_FUSION": "OFF"}, "fusion_off"),
+                                                  ("Relu", {"MAX_FUSION_DEPTH": "1"}, "depth_limit")])
+def test_a_standalone_batchnorm_keeps_a_tail_it_cannot_take(tmp_path, act, options, reason):
+    path = standalone_bn_relu(tmp_path / "bn.onnx", [1, 24, 5, 5], act)
+    p = plan(parse_options({"KILN_MODELS": str(path), "KILN_KERNEL_LIST": str(minimal_kernel_list(tmp_path)),
+                            "DEBUG_OPTIMIZATION_PATH": "ON", **options}), REPO, tmp_path)
+    assert sum(1 for s in p.models[0].lowered.steps if s.kind == "kernel") == 2
+    assert any(f"BatchNormalization+{act}:rejected reason={reason}" in line for line in p.log.lines)

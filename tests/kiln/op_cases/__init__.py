@@ -15,11 +15,13 @@ class OpCase:
     """name: unique, a valid file stem (the baked model's name); model: the ONNX model (onnx.helper) whose graph
     inputs are all runtime inputs (weights as initializers); tol: the bound on max|got - ref| / max|ref| over
     each output (fp16 storage: a few units of 2**-11 for an op without a reduction); inputs: per graph input,
-    a function of an rng giving its fp32 value (default: standard normal)."""
+    a function of an rng giving its fp32 value (default: standard normal); launches: the kernel launches the
+    baked model must have (None: not checked)."""
     name: str
     model: object
     tol: float = 4e-3
     inputs: dict = field(default_factory=dict)
+    launches: int | None = None
 
     def feeds(self, seed: int = 0) -> dict[str, np.ndarray]:
         rng = np.random.default_rng(seed)

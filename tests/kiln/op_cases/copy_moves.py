@@ -1,8 +1,8 @@
-"""Ops lowered to the copy_mte kernel: Transpose of any permutation (ranks 2-5, NC1HWC0 inputs of whole and of
-partial C0 blocks, an NC1HWC0 result feeding a Conv), ReduceMean over any axes (channels, C/H/W, single H or W,
-negative axes, keepdims 0/1, axes as an attribute at opset 13 and as an input at opset 18, all axes), Concat
-along H, W, interleaved row-major axes and aligned channels of several images, and Concats of Concats
-(DenseNet's blocks, a Concat of a Concat's result)."""
+"""Ops lowered to the copy_mte kernel: Transpose of any permutation (ranks 2-5, NC1HWC0 inputs of whole and of partial
+C0 blocks, a result feeding a Conv, a pool or a per-channel Mul, of whole C0 blocks or not, and a Reshape's 4-D rows
+feeding a Conv), ReduceMean over any axes (channels, C/H/W, single H or W, negative axes, keepdims 0/1, axes as an
+attribute at opset 13 and as an input at opset 18, all axes), Concat along H, W, interleaved row-major axes and
+aligned channels of several images, and Concats of Concats (DenseNet's blocks, a Concat of a Concat's result)."""
 from __future__ import annotations
 
 import numpy as np
@@ -39,6 +39,35 @@ def _nhwc_conv(name: str, shape: list[int], cout: int) -> OpCase:
     nodes = [helper.make_node("Transpose", ["x"], ["t"], perm=[0, 3, 1, 2]),
              helper.make_node("Conv", ["t", "w"], ["y"])]
     return OpCase(name, _model(name, nodes, {"x": shape}, {"y": [n, cout, h, w]}, {"w": weight}), tol=8e-3)
+
+
+def _reshape_conv(name: str, n: int, chw: list[int], cout: int) -> OpCase:
+    """Relu on rows (N, C*H*W), Reshape to (N, C, H, W) feeding a 3x3 Conv: a row-major 4-D value read as NC1HWC0
+    (C not whole C0 blocks: a relayout step)."""
+    c, h, w = chw
+    weight = (np.random.default_rng(4).standard_normal((cout, c, 3, 3)) / np.sqrt(9 * c)).astype(np.float32)
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Reshape", ["r", "shape"], ["t"]),
+             helper.make_node("Conv", ["t", "w"], ["y"], pads=[1, 1, 1, 1])]
+    init = {"w": weight, "shape": np.array([n, c, h, w], np.int64)}
+    return OpCase(name, _model(name, nodes, {"x": [n, c * h * w]}, {"y": [n, cout, h, w]}, init), tol=8e-3)
+
+
+def _transpose_pool(name: str, shape: list[int]) -> OpCase:
+    """NHWC -> NCHW of 3 channels feeding a MaxPool: the pool reads NC1HWC0 too."""
+    n, h, w, c = shape
+    nodes = [helper.make_node("Transpose", ["x"], ["t"], perm=[0, 3, 1, 2]),
+             helper.make_node("MaxPool", ["t"], ["y"], kernel_shape=[2, 2], strides=[2, 2])]
+    return OpCase(name, _model(name, nodes, {"x": shape}, {"y": [n, c, h // 2, w // 2]}))
+
+
+def _layer_scale(name: str, shape: list[int]) -> OpCase:
+    """ConvNeXt's layer scale: NHWC -> NCHW, then Mul by a per-channel [C, 1, 1] constant (an elementwise program
+    with a channel operand, which reads the row-major transpose result relaid out as NC1HWC0)."""
+    n, h, w, c = shape
+    gamma = (1 + 0.5 * np.random.default_rng(8).standard_normal((c, 1, 1))).astype(np.float32)
+    nodes = [helper.make_node("Transpose", ["x"], ["t"], perm=[0, 3, 1, 2]),
+             helper.make_node("Mul", ["t", "gamma"], ["y"])]
+    return OpCase(name, _model(name, nodes, {"x": shape}, {"y": [n, c, h, w]}, {"gamma": gamma}))
 
 
 def _reduce_mean(name: str, shape: list[int], axes: list[int] | None, keepdims: int, opset: int = 13) -> OpCase:
@@ -101,6 +130,13 @@ CASES: list[OpCase] = [
     _relu_transpose("transpose_partial_block_0231", [1, 20, 3, 5], [0, 2, 3, 1]),
     _relu_transpose("transpose_blocked_0321", [1, 16, 4, 6], [0, 3, 2, 1]),
     _nhwc_conv("transpose_nhwc_to_conv", [1, 5, 6, 16], 8),
+    # ... and of channels that are not whole C0 blocks (3, 20, two images): relaid out as NC1HWC0 for the reader
+    _nhwc_conv("transpose_nhwc_c3_to_conv", [1, 6, 7, 3], 8),
+    _nhwc_conv("transpose_nhwc_c20_to_conv_batch2", [2, 4, 5, 20], 17),
+    _transpose_pool("transpose_nhwc_c3_to_maxpool", [1, 6, 8, 3]),
+    _reshape_conv("reshape_rows_c5_to_conv", 2, [5, 4, 3], 6),
+    _layer_scale("transpose_nhwc_c20_layer_scale", [1, 3, 4, 20]),
+    _layer_scale("transpose_nhwc_c32_layer_scale_batch2", [2, 3, 2, 32]),
     # ReduceMean: axes beyond H, W of 4-D and the last axis
     _reduce_mean("reducemean_channels_keep", [1, 32, 4, 5], [1], 1),
     _reduce_mean("reducemean_channels_drop", [2, 20, 3, 3], [1], 0),

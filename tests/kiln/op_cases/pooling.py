@@ -134,3 +134,35 @@ def _reduce_mean_then_gemm():
 
 
 CASES += [_conv_bn_unfoldable(), _reduce_mean_then_gemm()]
+
+
+def _bn_tail(name: str, shape: list[int], tails: list[tuple[str, dict]], launches: int) -> OpCase:
+    """A standalone BatchNormalization (its input is the graph's, so no Conv absorbs it) followed by elementwise
+    tails: ReLU and Clip(0, hi) join its kernel (DenseNet's BN+ReLU pairs), others stay their own launch."""
+    from onnx import helper
+    rng = np.random.default_rng(7)
+    c = shape[1]
+    consts = {"scale": 1 + 0.2 * rng.standard_normal(c), "bias": 0.3 * rng.standard_normal(c),
+              "mean": 0.3 * rng.standard_normal(c), "var": 0.5 + rng.random(c)}
+    nodes = [helper.make_node("BatchNormalization", ["x", "scale", "bias", "mean", "var"], ["t0"])]
+    for i, (op, attrs) in enumerate(tails):
+        extra = [k for k in attrs if k.startswith("in:")]
+        consts.update({k[3:]: np.asarray(attrs[k]) for k in extra})
+        nodes.append(helper.make_node(op, [f"t{i}"] + [k[3:] for k in extra], [f"t{i + 1}"],
+                                      **{k: v for k, v in attrs.items() if k not in extra}))
+    nodes[-1].output[0] = "y"
+    return OpCase(name, _two_node_model(nodes, shape, ["y"], consts), launches=launches)
+
+
+CASES += [
+    _bn_tail("batchnorm_relu_4d_c19", [2, 19, 5, 6], [("Relu", {})], 1),
+    _bn_tail("batchnorm_relu_4d_c64", [1, 64, 4, 4], [("Relu", {})], 1),
+    _bn_tail("batchnorm_clip6_4d_c24", [1, 24, 3, 5], [("Clip", {"in:lo": np.float32(0), "in:hi": np.float32(6)})],
+             1),
+    _bn_tail("batchnorm_relu_2d_c32", [3, 32], [("Relu", {})], 1),
+    _bn_tail("batchnorm_relu_2d_c37_gemm", [4, 37], [("Relu", {})], 1),
+    # a tail the depthwise pass cannot apply (Clip with a negative lower bound) stays its own kernel
+    _bn_tail("batchnorm_clip_neg_4d_c8", [1, 8, 3, 3], [("Clip", {"in:lo": np.float32(-1), "in:hi": np.float32(1)})],
+             2),
+    _bn_tail("batchnorm_relu_sigmoid_4d_c16", [1, 16, 3, 3], [("Relu", {}), ("Sigmoid", {})], 2),
+]
