@@ -235,9 +235,10 @@ void Core::copy_gm_to_local(Local<T> dst, std::size_t doff, Global<const T> src,
     std::memcpy(dst.ptr + doff + b * dst_stride, src.ptr + soff + b * src_stride, burst * sizeof(T));
   const std::uint64_t bytes = nburst * burst * sizeof(T);
   const bool l1 = dst.pos == Pos::L1;
-  // An L2 hit streams at the measured L2 rate, a miss at the per-core HBM share (docs/ascend-model.md §12).
+  // An L2 hit streams at the measured L2 rate, a miss at the core's HBM rate (docs/ascend-model.md §0, §12).
   const bool hit = gm_read(src.ptr + soff, bytes);
-  const double rate = l1 ? (hit ? prof_.l2_to_l1_bpc : prof_.gm_to_l1_bpc) : (hit ? prof_.l2_to_ub_bpc : prof_.gm_to_ub_bpc);
+  const double rate =
+      l1 ? (hit ? prof_.l2_to_l1_bpc : prof_.gm_to_l1_bpc) : (hit ? prof_.l2_to_ub_bpc : prof_.gm_to_ub_bpc);
   issue(Pipe::MTE2, prof_.mte2_head, (l1 ? prof_.gm_to_l1_copy : prof_.gm_to_ub_copy) + bytes / rate, bytes);
 }
 
