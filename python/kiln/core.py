@@ -118,10 +118,16 @@ class Core:
                                  _flag(f, "relu", relu))
 
     def vector(self, op: str, dst: Tensor, src0: Tensor, src1: Tensor | None = None, repeat: int = 1, mask: int = 0,
-               scalar: float = 0.0, strides: dict[str, int] | None = None) -> None:
+               **options) -> None:
         """One level-0 Vector instruction over `repeat` 256-byte repeats; mask: the first `mask` lanes of each
-        (0: all); strides: dst_blk, src0_blk, src1_blk (32-byte blocks) and dst_rep, src0_rep, src1_rep."""
+        (0: all). options: scalar= (a real, for the scalar-operand ops; default 0.0) and strides= (a dict of
+        dst_blk, src0_blk, src1_blk in 32-byte blocks and dst_rep, src0_rep, src1_rep)."""
         f = "vector"
+        unknown = sorted(set(options) - {"scalar", "strides"})
+        if unknown:
+            raise TypeError(f"Core.vector: unexpected argument(s) {', '.join(map(repr, unknown))}; accepted: op, dst, "
+                            f"src0, src1, repeat, mask, scalar, strides")
+        scalar, strides = options.get("scalar", 0.0), options.get("strides")
         dst, src0 = _tensor(f, "dst", dst), _tensor(f, "src0", src0)
         if src1 is not None:
             _tensor(f, "src1", src1)

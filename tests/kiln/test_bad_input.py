@@ -240,6 +240,8 @@ def _core_calls():
         (lambda: v.vector("relu", ub, ub, mask=200), ValueError, r"Core\.vector: argument 'mask.*0\.\.128, got 200"),
         (lambda: v.vector("relu", ub, ub, strides=[1]), TypeError, r"Core\.vector: argument 'strides' must be a dict"),
         (lambda: v.vector("relu", ub, ub, strides={"dst_blk": -1}), ValueError, r"strides\['dst_blk'\]"),
+        (lambda: v.vector("relu", ub, ub, stride={"dst_blk": 1}), TypeError,
+         r"Core\.vector: unexpected argument\(s\) 'stride'; accepted: op, dst, src0, src1, repeat, mask, scalar"),
         (lambda: v.vector("add", ub, ub, "x"), TypeError, r"Core\.vector: argument 'src1' must be a kiln Tensor"),
         (lambda: v.vector("muls", ub, ub, scalar="2"), TypeError, r"Core\.vector: argument 'scalar' must be a real"),
         (lambda: v.set_flag("V", "MTE3", 10 ** 12), ValueError, r"Core\.set_flag: argument 'event_id'"),
