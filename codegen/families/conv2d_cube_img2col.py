@@ -299,7 +299,7 @@ class _Img2colReplay:
                                + [(c1n, n1_cnt * 256, src["w2"])]))
         # The Load3D rate depends on the source's kernel height and stride (the second source is a 1x1): one
         # (kh, stride_w) per A load, in the order cube_k_loop issues them (per chunk, per BASE_K1 slice).
-        main = sum(1 for c1a in range(0, self.C1, self.step))
+        main = ceil(self.C1 / self.step)  # the chunks of the main source
         sources = [self.spec] * main + [self.second or self.spec] * (len(chunks) - main)
         geoms = iter([(conv.kh, conv.sw) for conv, (k1n, _) in zip(sources, chunks)
                       for _ in range(ceil(k1n / self.bk1))])

@@ -6,7 +6,7 @@ the build's report are the same numbers.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ..cost.model import Prediction
 from ..families.registry import predict
@@ -20,36 +20,29 @@ from .plan import KernelPlan, ModelPlan, step_inputs
 def step_accesses(m: ModelPlan) -> list[StepAccess]:
     """The GM tensors each step of `m` touches, each by its arena root (views share their root's bytes) or
     its weight's name, with the bytes the kernel reads of it (its packed input) or writes."""
-    low, mem = m.lowered, m.memory
-    roots = mem.roots
-
-    def key(v: str) -> str:
-        return roots.get(v, v)
-
-    out = []
-    for i, s in enumerate(low.steps):
-        write = (key(s.output), low.storage[s.output].nbytes)
+    def read_bytes(i: int) -> list[int] | None:
         k = m.step_kernels.get(i)
-        if s.kind != "kernel" or k is None:
-            out.append(StepAccess(s.name, (), write, host=True))
-            continue
-        reads = tuple((key(v), t.nbytes) for v, t in zip(step_inputs(m, i), k.inputs))
-        out.append(StepAccess(s.name, reads, write))
-    return out
+        return None if m.lowered.steps[i].kind != "kernel" or k is None else [t.nbytes for t in k.inputs]
+    return _accesses(m, read_bytes)
 
 
 def record_accesses(m: ModelPlan, steps: Sequence[StepRecord]) -> list[StepAccess]:
     """step_accesses for a plan whose kernels are known only by their step records (a generic plan at a runtime
     size: codegen/shapes/buckets.py): each kernel input's bytes from its record's reference."""
-    roots = m.memory.roots
+    return _accesses(m, lambda i: [ref.nbytes for ref in steps[i].inputs] if steps[i].is_kernel else None)
+
+
+def _accesses(m: ModelPlan, read_bytes: Callable[[int], list[int] | None]) -> list[StepAccess]:
+    """Per step: its reads (step_inputs by arena root, with read_bytes(i) each; None: a host step) and write."""
+    low, roots = m.lowered, m.memory.roots
     out = []
-    for s, rec in zip(m.lowered.steps, steps):
-        write = (roots.get(s.output, s.output), m.lowered.storage[s.output].nbytes)
-        if not rec.is_kernel:
+    for i, s in enumerate(low.steps):
+        write = (roots.get(s.output, s.output), low.storage[s.output].nbytes)
+        sizes = read_bytes(i)
+        if sizes is None:
             out.append(StepAccess(s.name, (), write, host=True))
             continue
-        out.append(StepAccess(s.name, tuple((roots.get(v, v), ref.nbytes) for v, ref in zip(s.inputs, rec.inputs)),
-                              write))
+        out.append(StepAccess(s.name, tuple((roots.get(v, v), n) for v, n in zip(step_inputs(m, i), sizes)), write))
     return out
 
 
