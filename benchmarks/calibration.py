@@ -14,6 +14,7 @@ cited by key and line; the keys are resolved below the table and in docs/ascend-
     python benchmarks/calibration.py                  # print the table (runs the tiling search: minutes)
     python benchmarks/calibration.py --recorded       # the search's recorded tilings instead (seconds)
     python benchmarks/calibration.py --write          # also replace the section in benchmarks/RESULTS.md
+    python benchmarks/calibration.py --freeze         # record every profile constant in calibration_frozen.json
 
 tests/benchmarks/test_calibration.py holds the cases to the goal (OUTSIDE_GOAL: to their recorded ratio).
 """
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime
+import json
 import subprocess
 import sys
 import textwrap
@@ -42,6 +44,7 @@ from codegen.passes.l2 import StepAccess, plan_l2
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "benchmarks" / "RESULTS.md"
+FROZEN = REPO / "benchmarks" / "calibration_frozen.json"  # the calibration of issue 22, frozen before point 5
 HEADING = "## Calibration: the cost model against published measurements"
 KPP_MHZ = 1800  # mskpp converts its measured GiB/s to bytes per cycle at a fixed 1800 MHz (data_adapter.cpp)
 
@@ -398,12 +401,26 @@ def write_section(text: str, path: Path = RESULTS) -> None:
     path.write_text(page, encoding="utf-8")
 
 
+def profile_constants() -> dict[str, dict[str, object]]:
+    """Every cost constant of every profile (its sources text aside), as JSON values: what the freeze holds."""
+    def constants(profile: Profile) -> dict[str, object]:
+        fields = dataclasses.asdict(profile)
+        fields.pop("sources")
+        return json.loads(json.dumps(fields))
+    return {name: constants(profile) for name, profile in PROFILES.items()}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--recorded", action="store_true", help="use the searched tilings recorded in the cases")
     ap.add_argument("--write", action="store_true", help=f"replace the section of {RESULTS.relative_to(REPO)}")
     ap.add_argument("--expect", action="store_true", help="print the ratios as the test's expectation table")
+    ap.add_argument("--freeze", action="store_true", help=f"record the profiles' constants in {FROZEN.name}")
     args = ap.parse_args()
+    if args.freeze:
+        FROZEN.write_text(json.dumps(profile_constants(), indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        print(f"wrote {FROZEN.relative_to(REPO)}")
+        return 0
     rows = simulate(search=not args.recorded)
     if args.expect:
         print("\n".join(f"    {case.key!r}: {ratio:.4g}," for case, _, ratio in rows))

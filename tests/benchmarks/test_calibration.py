@@ -10,6 +10,7 @@ cases use the tilings recorded in the cases (the search itself takes minutes at 
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from pathlib import Path
 
@@ -122,3 +123,16 @@ def test_results_table_is_current(rows):
     assert set(table) == set(labels)
     stale = [label for label, ratio in labels.items() if abs(table[label] - ratio) > 0.006]
     assert not stale, f"RESULTS.md's calibration table is stale for: {stale}"
+
+
+def test_the_profiles_keep_the_frozen_calibration():
+    """Issue 22 froze the calibration (benchmarks/calibration_frozen.json) before tuning kernels on it, so the
+    kernels are judged on costs they could not tune. A constant that must change is a new calibration: change
+    it with its source in docs/ascend-model.md, rerun this table, then `calibration.py --freeze`."""
+    frozen = json.loads(cal.FROZEN.read_text(encoding="utf-8"))
+    now = cal.profile_constants()
+    assert sorted(now) == sorted(frozen), "profiles added or removed since the freeze"
+    changed = [f"{name}.{field}: frozen {frozen[name].get(field)!r}, now {value!r}"
+               for name, fields in now.items() for field, value in fields.items()
+               if frozen[name].get(field) != value]
+    assert not changed, "profile constants changed since the calibration was frozen:\n" + "\n".join(changed)
