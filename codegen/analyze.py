@@ -87,7 +87,8 @@ def _spec_of(path: str | Path, batch: int) -> tuple[str, int, dict[str, tuple[in
 
 
 def analyze(path: str | Path, batch: int = 1, fusion: bool = True, max_depth: int | None = None,
-            target: str = "ascend910b", flash_attention: bool = True, max_seq_len: int = 512) -> dict[str, Any]:
+            target: str = "ascend910b", flash_attention: bool = True, max_seq_len: int = 512,
+            prediction: bool = False) -> dict[str, Any]:
     """`path`: an ONNX file or a model spec on one (`file.onnx@x=1x3x736x736`, `file.onnx@4`).
     `fusion`/`max_depth` as ENABLE_FUSION/MAX_FUSION_DEPTH (None: the O2 default), `flash_attention`/
     `max_seq_len` as USE_FLASH_ATTENTION/MAX_SEQ_LEN; `target` the profile whose buffers and cores the fusion
@@ -131,7 +132,50 @@ def analyze(path: str | Path, batch: int = 1, fusion: bool = True, max_depth: in
         report["pinned"] = {k: list(v) for k, v in pinned.items()}
     if not problems:
         report.update(_bake_preview((path, batch, pinned), report, options))
+    if prediction and report.get("supported"):
+        report["prediction"] = predict_launches((path, batch, pinned), options)
     return report
+
+
+def _model_entry(path: str, batch: int, pinned: dict[str, tuple[int, ...]]) -> str:
+    """The KILN_MODELS entry of (file, batch, pinned shapes)."""
+    if pinned:
+        return path + "@" + "+".join(f"{k}={'x'.join(map(str, v))}" for k, v in pinned.items())
+    return path if batch == 1 else f"{path}@{batch}"
+
+
+def predict_launches(model: tuple[str, int, dict], options) -> dict[str, Any]:
+    """What a build of model = (path, batch, pinned) with `options` reports, without compiling: the model planned
+    as the build plans it (codegen/pipeline.py plan, the kernel list left out), then per kernel launch the fields
+    `kiln kernels MODEL --json` gives (select/launches.py launch_fields), and the model's totals as it sums them.
+    Launches of a family the cost model does not replay have null fields and are counted apart."""
+    import tempfile
+
+    from .cost.model import COST_MODEL_VERSION
+    from .pipeline import plan
+    from .select.launches import launch_fields
+    path, batch, pinned = model
+    options = replace(options, kiln_models=(_model_entry(path, batch, pinned),))
+    with tempfile.TemporaryDirectory(prefix="kiln-analyze-plan-") as work:
+        planned = plan(options, Path(__file__).resolve().parent, Path(work), kernel_list=False)
+    m = next(mp for mp in planned.models if mp.name == Path(path).stem)
+    profile = planned.profile
+    kernels = []
+    for i in sorted(m.step_kernels):
+        k, launch = m.step_kernels[i], m.launches.get(i)
+        kernels.append({"step": m.lowered.steps[i].name, "name": k.symbol, "family": k.variant.family,
+                        "tiling": dict(k.variant.params), **launch_fields(launch, profile)})
+    launches = [m.launches.get(i) for i in sorted(m.step_kernels)]
+    cycles = sum(x.predicted_cycles for x in launches if x is not None)
+    cube = sum(x.cube_busy for x in launches if x is not None)
+    vector = sum(x.vector_busy for x in launches if x is not None)
+    return {"profile": profile.name, "cost_model": COST_MODEL_VERSION, "batch": batch,
+            "kernel_launches": len(kernels), "unpredicted_launches": sum(x is None for x in launches),
+            "cycles": round(cycles, 3), "latency_ms": round(cycles / (profile.clock_ghz * 1e6), 6),
+            "mean_cube_utilization": round(cube / (cycles * profile.cube_cores), 4) if cycles else 0.0,
+            "mean_vector_utilization": round(vector / (cycles * profile.vector_cores), 4) if cycles else 0.0,
+            "bounds": dict(sorted(Counter(str(k["bound"]) for k in kernels).items())),
+            "kernels": kernels}
 
 
 def analysis_options(fusion: bool, max_depth: int | None, target: str, flash_attention: bool, max_seq_len: int):
@@ -230,4 +274,12 @@ def format_text(report: dict[str, Any]) -> str:
         lines.append("kernels")
         for name in wb.get("kernels", []):
             lines.append(f"  {name}")
+    pr = report.get("prediction")
+    if pr:
+        lines.append(f"predicted   {pr['cycles']:.0f} cycles = {pr['latency_ms']:.3f} ms on {pr['profile']} "
+                     f"({pr['cost_model']}), Cube {100 * pr['mean_cube_utilization']:.1f}%, Vector "
+                     f"{100 * pr['mean_vector_utilization']:.1f}%; bounds {pr['bounds']}")
+        for k in pr["kernels"]:
+            cycles = "-" if k["predicted_cycles"] is None else f"{k['predicted_cycles']:.0f}"
+            lines.append(f"  {cycles:>9}  {k['bound']!s:<5} {k['name']}")
     return "\n".join(lines)

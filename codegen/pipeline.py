@@ -262,16 +262,17 @@ def _model_plan(m: _Model, planned: dict[KernelRequest, KernelPlan], options: Op
 
 
 def plan(options: Options, source_dir: Path, work_dir: Path | None = None, progress=None, jobs: int = 1,
-         search_cache_dir: Path | None = None) -> Plan:
+         search_cache_dir: Path | None = None, kernel_list: bool = True) -> Plan:
     """The whole build: the kernel list's op instances and every model's kernel steps, one variant per unique
     kernel (searched in `jobs` processes, results kept in search_cache_dir between runs), the models' memory plans
-    and their shape buckets."""
+    and their shape buckets. kernel_list=False: the models alone (`kiln analyze`'s prediction; each kernel's
+    variant is chosen per spec, so a model's kernels come out as in the whole build)."""
     log = OptLog()
     profile = get_profile(options.kiln_target)
     _log_options(options, profile, log)
     kernels = _Kernels(log)
-    kernel_list = Path(options.kiln_kernel_list) if options.kiln_kernel_list else default_kernel_list(source_dir)
-    for op in load_kernel_list(kernel_list):
+    listed = Path(options.kiln_kernel_list) if options.kiln_kernel_list else default_kernel_list(source_dir)
+    for op in load_kernel_list(listed) if kernel_list else ():
         kernels.add(with_cube_dtype(op, options.kiln_dtype))
     models, bucketed = _plan_models(options, work_dir, progress, log, kernels)
     requests = list(kernels.by_spec.values())

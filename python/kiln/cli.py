@@ -166,7 +166,7 @@ def _analyze_file(args, path: str, shown: str, batch: int) -> int:
     try:
         report = analyze(path, batch=batch, fusion=args.fusion == "on", max_depth=args.max_fusion_depth,
                          target=args.target, flash_attention=args.flash_attention == "on",
-                         max_seq_len=args.max_seq_len)
+                         max_seq_len=args.max_seq_len, prediction=args.predict)
     except KilnError as e:
         print(f"kiln analyze: {shown if e.subject == path else e.subject}: {e.message}", file=sys.stderr)
         return 2
@@ -530,6 +530,9 @@ def _parser_analyze(sub) -> None:
                    help="as MAX_SEQ_LEN, 1..65536 (default 512)")
     a.add_argument("--target", default="ascend910b", choices=("ascend910b", "ascend310p"),
                    help="profile whose buffers and cores the fusion checks")
+    a.add_argument("--predict", action="store_true",
+                   help="also plan the model as a build would (the tiling search: seconds to minutes) and report "
+                        "its predicted launches on --target: cycles, bound, L2/HBM bytes, utilisation")
     a.add_argument("--json", action="store_true")
     a.set_defaults(fn=_analyze)
 
