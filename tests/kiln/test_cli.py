@@ -163,3 +163,25 @@ def test_trace_of_a_core_the_kernel_does_not_use_is_an_error():
     kernel = next(s["kernel"] for s in rec["steps"] if s["kernel"])
     r = run([kiln_cmd(), "trace", model, "--kernel", kernel, "--core", "9999"])
     assert r.returncode == 2 and "--core 9999" in r.stderr and "virtual cores 0.." in r.stderr
+
+
+def test_analyze_predict_on_both_profiles(tmp_path):
+    """--predict adds the plan's predicted launches (tests/codegen/test_analyze_prediction.py holds them equal to
+    a build's); the text report gives its total and each launch."""
+    pytest.importorskip("onnx")
+    import onnx
+    from onnx import helper
+    from test_fusion import tiny_attention
+    nodes, ins, outs, inits = tiny_attention(tmp_path)
+    path = tmp_path / "attn.onnx"
+    onnx.save(helper.make_model(helper.make_graph(nodes, "attn", ins, outs, inits),
+                                opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    for target in ("ascend910b", "ascend310p"):
+        r = run([kiln_cmd(), "analyze", str(path), "--predict", "--json", "--target", target])
+        assert r.returncode == 0, r.stderr
+        pr = json.loads(r.stdout)["prediction"]
+        assert pr["profile"] == target and pr["kernel_launches"] == len(pr["kernels"]) >= 1
+        assert pr["cycles"] == pytest.approx(sum(k["predicted_cycles"] for k in pr["kernels"]), abs=1e-2)
+        assert all(k["bound"] and k["hbm_bytes"] > 0 for k in pr["kernels"])
+    text = run([kiln_cmd(), "analyze", str(path), "--predict"]).stdout
+    assert "predicted " in text and "cycles" in text
