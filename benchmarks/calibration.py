@@ -39,7 +39,7 @@ from codegen.families.ranking import ranked
 from codegen.families.registry import predict
 from codegen.ir.opspec import EltwiseSpec, GemmSpec
 from codegen.ir.optlog import OptLog
-from codegen.ir.profiles import PROFILES, Profile
+from codegen.ir.profiles import PROFILES, VEC_OPS, Profile
 from codegen.passes.l2 import StepAccess, plan_l2
 
 REPO = Path(__file__).resolve().parent.parent
@@ -406,6 +406,8 @@ def profile_constants() -> dict[str, dict[str, object]]:
     def constants(profile: Profile) -> dict[str, object]:
         fields = dataclasses.asdict(profile)
         fields.pop("sources")
+        for name in ("vec_cpr_f16", "vec_cpr_f32"):  # per op by name, so a new op shows as one added entry
+            fields[name] = dict(zip(VEC_OPS, fields[name]))
         return json.loads(json.dumps(fields))
     return {name: constants(profile) for name, profile in PROFILES.items()}
 

@@ -132,7 +132,12 @@ def test_the_profiles_keep_the_frozen_calibration():
     frozen = json.loads(cal.FROZEN.read_text(encoding="utf-8"))
     now = cal.profile_constants()
     assert sorted(now) == sorted(frozen), "profiles added or removed since the freeze"
-    changed = [f"{name}.{field}: frozen {frozen[name].get(field)!r}, now {value!r}"
-               for name, fields in now.items() for field, value in fields.items()
-               if frozen[name].get(field) != value]
+    def flat(fields: dict) -> dict:
+        return {f"{k}.{op}" if isinstance(v, dict) else k: c for k, v in fields.items()
+                for op, c in (v.items() if isinstance(v, dict) else [(None, v)])}
+    changed = []
+    for name in now:
+        was, got = flat(frozen[name]), flat(now[name])
+        changed += [f"{name}.{k}: frozen {was.get(k)!r}, now {got.get(k)!r}" for k in sorted(set(was) | set(got))
+                    if was.get(k) != got.get(k)]
     assert not changed, "profile constants changed since the calibration was frozen:\n" + "\n".join(changed)
