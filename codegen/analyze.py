@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -86,14 +86,23 @@ def _spec_of(path: str | Path, batch: int) -> tuple[str, int, dict[str, tuple[in
     return spec.source, max(batch, spec.batch), spec.pinned
 
 
-def analyze(path: str | Path, batch: int = 1, fusion: bool = True, max_depth: int | None = None,
-            target: str = "ascend910b", flash_attention: bool = True, max_seq_len: int = 512,
+@dataclass(frozen=True)
+class AnalysisSettings:
+    """The build options a `kiln analyze` run stands for: `fusion`/`max_depth` as ENABLE_FUSION/MAX_FUSION_DEPTH
+    (None: KILN_OPT_LEVEL O2's), `flash_attention`/`max_seq_len` as USE_FLASH_ATTENTION/MAX_SEQ_LEN, `target`
+    the profile whose buffers and cores the fusion checks."""
+    fusion: bool = True
+    max_depth: int | None = None
+    target: str = "ascend910b"
+    flash_attention: bool = True
+    max_seq_len: int = 512
+
+
+def analyze(path: str | Path, batch: int = 1, settings: AnalysisSettings = AnalysisSettings(),
             prediction: bool = False) -> dict[str, Any]:
-    """`path`: an ONNX file or a model spec on one (`file.onnx@x=1x3x736x736`, `file.onnx@4`).
-    `fusion`/`max_depth` as ENABLE_FUSION/MAX_FUSION_DEPTH (None: the O2 default), `flash_attention`/
-    `max_seq_len` as USE_FLASH_ATTENTION/MAX_SEQ_LEN; `target` the profile whose buffers and cores the fusion
-    checks. Raises OptionError (naming the build option) for an out-of-range value."""
-    options = analysis_options(fusion, max_depth, target, flash_attention, max_seq_len)
+    """`path`: an ONNX file or a model spec on one (`file.onnx@x=1x3x736x736`, `file.onnx@4`); `settings` the
+    build options it is analysed under. Raises OptionError (naming the build option) for an out-of-range value."""
+    options = analysis_options(settings)
     path, batch, pinned = _spec_of(path, batch)
     model = read_model(path)
     file_ops = Counter(n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}.{n.op_type}"
@@ -178,13 +187,14 @@ def predict_launches(model: tuple[str, int, dict], options) -> dict[str, Any]:
             "kernels": kernels}
 
 
-def analysis_options(fusion: bool, max_depth: int | None, target: str, flash_attention: bool, max_seq_len: int):
-    """The build options a `kiln analyze` run stands for (max_depth None: KILN_OPT_LEVEL O2's)."""
+def analysis_options(settings: AnalysisSettings):
+    """The parsed build options `settings` stand for."""
     from .options import parse_options
-    raw = {"ENABLE_FUSION": "ON" if fusion else "OFF", "KILN_TARGET": target, "MAX_SEQ_LEN": str(max_seq_len),
-           "USE_FLASH_ATTENTION": "ON" if flash_attention else "OFF", "KILN_MODELS": ""}
-    if max_depth is not None:
-        raw["MAX_FUSION_DEPTH"] = str(max_depth)
+    raw = {"ENABLE_FUSION": "ON" if settings.fusion else "OFF", "KILN_TARGET": settings.target,
+           "MAX_SEQ_LEN": str(settings.max_seq_len),
+           "USE_FLASH_ATTENTION": "ON" if settings.flash_attention else "OFF", "KILN_MODELS": ""}
+    if settings.max_depth is not None:
+        raw["MAX_FUSION_DEPTH"] = str(settings.max_depth)
     return parse_options(raw)
 
 

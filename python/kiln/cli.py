@@ -161,12 +161,12 @@ def _analyze(args) -> int:
 def _analyze_file(args, path: str, shown: str, batch: int) -> int:
     """`kiln analyze` of `path` (an ONNX file or a model spec of one), reported under the name the user gave."""
     from .codegen import KilnError
-    from .codegen.analyze import analyze, format_text
+    from .codegen.analyze import AnalysisSettings, analyze, format_text
     from .codegen.options import OptionError
+    settings = AnalysisSettings(fusion=args.fusion == "on", max_depth=args.max_fusion_depth, target=args.target,
+                                flash_attention=args.flash_attention == "on", max_seq_len=args.max_seq_len)
     try:
-        report = analyze(path, batch=batch, fusion=args.fusion == "on", max_depth=args.max_fusion_depth,
-                         target=args.target, flash_attention=args.flash_attention == "on",
-                         max_seq_len=args.max_seq_len, prediction=args.predict)
+        report = analyze(path, batch=batch, settings=settings, prediction=args.predict)
     except KilnError as e:
         print(f"kiln analyze: {shown if e.subject == path else e.subject}: {e.message}", file=sys.stderr)
         return 2

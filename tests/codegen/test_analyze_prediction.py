@@ -7,7 +7,7 @@ import pytest
 from conftest import run
 
 import kiln
-from codegen.analyze import analyze
+from codegen.analyze import AnalysisSettings, analyze
 from codegen.frontend import zoo
 
 FIELDS = ("name", "family", "tiling", "predicted_cycles", "core_cycles", "bound", "l2_hit_bytes", "hbm_bytes",
@@ -29,7 +29,8 @@ def test_prediction_equals_the_build(name, tmp_path):
     if name not in kiln.models() or any(options.get(k, v) != v for k, v in DEFAULTS.items()):
         pytest.skip("needs the default build")
     onnx_file = zoo.write(name, str(tmp_path / f"{name}.onnx"))
-    pr = analyze(str(onnx_file), target=kiln.build_info()["profile"], prediction=True)["prediction"]
+    settings = AnalysisSettings(target=kiln.build_info()["profile"])
+    pr = analyze(str(onnx_file), settings=settings, prediction=True)["prediction"]
     built = _build_report(name)
     assert pr["profile"] == built["profile"] and pr["kernel_launches"] == built["kernel_launches"]
     for got, want in zip(pr["kernels"], built["kernels"]):
