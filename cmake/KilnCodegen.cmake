@@ -22,33 +22,6 @@
 function(kiln_bake_kernels target)
   cmake_parse_arguments(ARG "" "OPTIONS_FILE;OUTPUT_DIR" "COMPILE_OPTIONS" ${ARGN})
   _kiln_emu_library("${ARG_COMPILE_OPTIONS}")
-  # `python -B -m codegen` from the source dir: -m finds the package in the working
-  # directory, -B keeps the source tree free of bytecode. No tool paths of the
-  # (possibly temporary, pip-isolated) build environment appear in the command,
-  # so a reinstall does not look like a changed command to ninja.
-  set(codegen "${Python_EXECUTABLE}" -B -m codegen)
-  # The codegen's progress lines ([kiln codegen ...] on stderr) are echoed as it runs (pip -v shows them);
-  # the fatal message keeps only the error.
-  execute_process(
-    COMMAND ${codegen} outputs "${ARG_OPTIONS_FILE}" --work-dir "${ARG_OUTPUT_DIR}"
-    WORKING_DIRECTORY "${KILN_SOURCE_DIR}"
-    OUTPUT_VARIABLE outputs
-    ERROR_VARIABLE err
-    ECHO_ERROR_VARIABLE
-    RESULT_VARIABLE rc)
-  if(rc)
-    string(REGEX REPLACE "\\[kiln codegen[^\n]*\n" "" err "${err}")
-    string(STRIP "${err}" err)
-    message(FATAL_ERROR "${err}")
-  endif()
-  string(STRIP "${outputs}" outputs)
-  string(REPLACE "\n" ";" outputs "${outputs}")
-  list(TRANSFORM outputs PREPEND "${ARG_OUTPUT_DIR}/")
-  set(sources ${outputs})
-  list(FILTER sources INCLUDE REGEX "\\.cpp$")
-
-  file(GLOB_RECURSE codegen_modules CONFIGURE_DEPENDS "${KILN_SOURCE_DIR}/codegen/*.py")
-  file(GLOB templates CONFIGURE_DEPENDS "${KILN_SOURCE_DIR}/templates/*.j2")
   set(kernel_list "${KILN_KERNEL_LIST}")
   if(NOT kernel_list)
     set(kernel_list "${KILN_SOURCE_DIR}/kernels/default.toml")
@@ -59,34 +32,73 @@ function(kiln_bake_kernels target)
   if(KILN_TUNING_RECORDS)
     get_filename_component(records_file "${KILN_TUNING_RECORDS}" ABSOLUTE BASE_DIR "${KILN_SOURCE_DIR}")
   endif()
-  # The set of generated files depends on the kernel list, the models and the codegen: reconfigure when they change.
-  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${kernel_list}" ${model_files} ${codegen_modules}
-               ${records_file})
-
-  set(stamp "${ARG_OUTPUT_DIR}/.codegen.stamp")
-  add_custom_command(
-    OUTPUT "${stamp}"
-    BYPRODUCTS ${outputs}
-    COMMAND ${codegen} generate "${ARG_OPTIONS_FILE}" "${ARG_OUTPUT_DIR}"
-            --stamp "${stamp}"
-    DEPENDS ${codegen_modules} ${templates} "${ARG_OPTIONS_FILE}" "${kernel_list}" ${model_files} ${records_file}
-    WORKING_DIRECTORY "${KILN_SOURCE_DIR}"
-    COMMENT "kiln: generating kernels (codegen)"
-    USES_TERMINAL  # ninja's console pool: the progress lines stream instead of arriving when it ends
-    VERBATIM)
-  add_custom_target(${target}_codegen DEPENDS "${stamp}")
+  _kiln_codegen(${target} "${ARG_OPTIONS_FILE}" "${ARG_OUTPUT_DIR}" "" "${kernel_list};${model_files};${records_file}")
   # kernel_table.cpp holds the generated table and manifest, which change with every option: the module
   # reaches them through kiln/baked.hpp and is not recompiled.
-  add_library(${target} STATIC ${sources} "${KILN_SOURCE_DIR}/kernels/kernel_table.cpp")
-  add_dependencies(${target} ${target}_codegen)
-  set_target_properties(${target} PROPERTIES POSITION_INDEPENDENT_CODE ON)
-  target_include_directories(${target} PUBLIC "${KILN_SOURCE_DIR}/kernels" "${ARG_OUTPUT_DIR}")
-  target_compile_options(${target} PUBLIC ${ARG_COMPILE_OPTIONS})
-  target_link_libraries(${target} PUBLIC kiln_emu)
+  add_library(${target} STATIC ${_kiln_sources} "${KILN_SOURCE_DIR}/kernels/kernel_table.cpp")
+  _kiln_kernel_library(${target} "${ARG_OUTPUT_DIR}" "${ARG_COMPILE_OPTIONS}")
   # The table is initialisation code run once at import: -O0 compiles it in under half the time of -O3
   # (it is what an option change recompiles), and a -O0 TU cannot use the -O3 precompiled header.
   set_source_files_properties("${KILN_SOURCE_DIR}/kernels/kernel_table.cpp" TARGET_DIRECTORY ${target}
                               PROPERTIES COMPILE_OPTIONS -O0 SKIP_PRECOMPILE_HEADERS ON)
+endfunction()
+
+# The codegen of one baked library: the files it writes are asked from it at configure time (their .cpp files
+# are returned in _kiln_sources), and at build time it reruns when an option, a template, a codegen module or
+# one of `depends` changes, through the custom target <target>_codegen. `extra` are more arguments to both runs
+# (kiln_add_model's --cpp-api).
+macro(_kiln_codegen target options_file output_dir extra depends)
+  # `python -B -m codegen` from the source dir: -m finds the package in the working
+  # directory, -B keeps the source tree free of bytecode. No tool paths of the
+  # (possibly temporary, pip-isolated) build environment appear in the command,
+  # so a reinstall does not look like a changed command to ninja.
+  set(_kiln_cmd "${Python_EXECUTABLE}" -B -m codegen)
+  # The codegen's progress lines ([kiln codegen ...] on stderr) are echoed as it runs (pip -v shows them);
+  # the fatal message keeps only the error.
+  execute_process(
+    COMMAND ${_kiln_cmd} outputs "${options_file}" --work-dir "${output_dir}" ${extra}
+    WORKING_DIRECTORY "${KILN_SOURCE_DIR}"
+    OUTPUT_VARIABLE _kiln_outputs
+    ERROR_VARIABLE _kiln_err
+    ECHO_ERROR_VARIABLE
+    RESULT_VARIABLE _kiln_rc)
+  if(_kiln_rc)
+    string(REGEX REPLACE "\\[kiln codegen[^\n]*\n" "" _kiln_err "${_kiln_err}")
+    string(STRIP "${_kiln_err}" _kiln_err)
+    message(FATAL_ERROR "${_kiln_err}")
+  endif()
+  string(STRIP "${_kiln_outputs}" _kiln_outputs)
+  string(REPLACE "\n" ";" _kiln_outputs "${_kiln_outputs}")
+  list(TRANSFORM _kiln_outputs PREPEND "${output_dir}/")
+  set(_kiln_sources ${_kiln_outputs})
+  list(FILTER _kiln_sources INCLUDE REGEX "\\.cpp$")
+
+  file(GLOB_RECURSE _kiln_codegen_modules CONFIGURE_DEPENDS "${KILN_SOURCE_DIR}/codegen/*.py")
+  file(GLOB _kiln_templates CONFIGURE_DEPENDS "${KILN_SOURCE_DIR}/templates/*.j2")
+  # The set of generated files depends on the kernel list, the models and the codegen: reconfigure when they change.
+  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${depends} ${_kiln_codegen_modules})
+
+  set(_kiln_stamp "${output_dir}/.codegen.stamp")
+  add_custom_command(
+    OUTPUT "${_kiln_stamp}"
+    BYPRODUCTS ${_kiln_outputs}
+    COMMAND ${_kiln_cmd} generate "${options_file}" "${output_dir}" --stamp "${_kiln_stamp}" ${extra}
+    DEPENDS ${_kiln_codegen_modules} ${_kiln_templates} "${options_file}" ${depends}
+    WORKING_DIRECTORY "${KILN_SOURCE_DIR}"
+    COMMENT "kiln: generating kernels (codegen)"
+    USES_TERMINAL  # ninja's console pool: the progress lines stream instead of arriving when it ends
+    VERBATIM)
+  add_custom_target(${target}_codegen DEPENDS "${_kiln_stamp}")
+endmacro()
+
+# A baked library's build settings: after its codegen, position-independent, the emulator's and the generated
+# headers, the ISA flags, kiln_emu and its precompiled header.
+function(_kiln_kernel_library target output_dir compile_options)
+  add_dependencies(${target} ${target}_codegen)
+  set_target_properties(${target} PROPERTIES POSITION_INDEPENDENT_CODE ON)
+  target_include_directories(${target} PUBLIC "${KILN_SOURCE_DIR}/kernels" "${output_dir}")
+  target_compile_options(${target} PUBLIC ${compile_options})
+  target_link_libraries(${target} PUBLIC kiln_emu)
   if(NOT CMAKE_DISABLE_PRECOMPILE_HEADERS)
     target_precompile_headers(${target} REUSE_FROM kiln_emu)
   endif()

@@ -207,3 +207,37 @@ def cmake_declarations() -> str:
             lines.append(f'set_property(CACHE {o.name} PROPERTY STRINGS {" ".join(o.allowed)})')
     lines.append("set(KILN_OPTION_NAMES " + " ".join(o.name for o in OPTIONS) + ")")
     return "\n".join(lines) + "\n"
+
+
+# Options a kiln_add_model() call may not set per model: the model is its MODEL argument, there is no kernel list
+# and no shape buckets (the C++ runtime serves the baked shapes), and the host ISA is the project's.
+NOT_PER_MODEL = {"KILN_MODELS": "the model is kiln_add_model's MODEL argument",
+                 "KILN_KERNEL_LIST": "a C++ model bakes its own kernels only",
+                 "KILN_SHAPE_BUCKETS": "the C++ runtime serves the baked shapes only (other sizes are planned in "
+                                       "Python at run time)",
+                 "KILN_ISA": "the host ISA is one per project: set KILN_ISA for the whole project"}
+
+
+def model_options(model: str, settings: list[str], isa_resolved: str) -> dict[str, str]:
+    """The options file of one kiln_add_model() model: `settings` are its OPTIONS (NAME=VALUE), checked as the
+    build checks its own (OptionError naming the option and what it accepts); the rest take their defaults."""
+    raw: dict[str, str] = {"KILN_MODELS": model, "KILN_ISA_RESOLVED": isa_resolved}
+    errors = []
+    for item in settings:
+        name, eq, value = item.partition("=")
+        name = name.strip()
+        if not eq or not name:
+            errors.append(f"OPTIONS entry {item!r}: expected NAME=VALUE, e.g. USE_WINOGRAD=OFF")
+        elif name not in OPTION_BY_NAME:
+            known = ", ".join(n for n in OPTION_BY_NAME if n not in NOT_PER_MODEL)
+            errors.append(f"unknown option {name}; known: {known}")
+        elif name in NOT_PER_MODEL:
+            errors.append(f"{name} cannot be set per model: {NOT_PER_MODEL[name]}")
+        elif name in raw:
+            errors.append(f"{name} given twice")
+        else:
+            raw[name] = value
+    if errors:
+        raise OptionError("\n".join(errors))
+    parse_options(raw)  # every value checked; raises naming each bad one
+    return raw

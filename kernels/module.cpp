@@ -407,60 +407,41 @@ class PyExecutor {
       : model_(model), weights_(weights), in_shapes_(std::move(input_shapes)), out_shapes_(std::move(output_shapes)) {
     std::vector<StepPlan> plan;
     const std::size_t wbytes = weights.size();
+    auto ref = [](py::handle r) {
+      auto t = r.cast<std::vector<std::size_t>>();
+      return TensorRef{static_cast<Space>(t.at(0)), t.at(1), t.at(2)};
+    };
     for (py::handle h : steps) {
       py::dict d = py::reinterpret_borrow<py::dict>(h);
       StepPlan s;
       s.name = d["name"].cast<std::string>();
-      auto ref = [&](py::handle r) {
-        auto t = r.cast<std::vector<std::size_t>>();
-        TensorRef tr{static_cast<Space>(t.at(0)), t.at(1), t.at(2)};
-        const bool ok = tr.space == Space::Arena     ? tr.offset + tr.bytes <= arena_bytes
-                        : tr.space == Space::Weights ? tr.offset + tr.bytes <= wbytes
-                        : tr.space == Space::Input   ? tr.offset < in_shapes_.size()
-                                                     : tr.offset < out_shapes_.size();
-        if (!ok) throw py::value_error("model '" + model + "', step '" + s.name + "': tensor reference out of range");
-        return tr;
-      };
       for (py::handle r : d["inputs"].cast<py::list>()) s.inputs.push_back(ref(r));
       s.output = ref(d["output"]);
       for (py::handle f : d["frees"].cast<py::list>()) {
         auto t = f.cast<std::vector<std::size_t>>();
-        if (t.size() != 2 || t[0] + t[1] > arena_bytes)
-          throw py::value_error("model '" + model + "', step '" + s.name + "': freed region out of the arena");
+        if (t.size() != 2)
+          throw py::value_error("model '" + model + "', step '" + s.name +
+                                "': a freed region is "
+                                "(offset, bytes)");
         s.frees.emplace_back(t[0], t[1]);
       }
       if (d.contains("l2_hits") && !d["l2_hits"].is_none()) {  // the build's L2 plan for this step's inputs
         s.l2_hits = d["l2_hits"].cast<std::vector<bool>>();
-        if (s.l2_hits.size() != s.inputs.size())
-          throw py::value_error("model '" + model + "', step '" + s.name + "': l2_hits has " +
-                                std::to_string(s.l2_hits.size()) + " entries for " + std::to_string(s.inputs.size()) +
-                                " inputs");
         s.has_l2 = true;
       }
       if (!d["kernel"].is_none() && d.contains("runtime_shape")) {  // a generic kernel at this step's size
         s.generic = &find_generic(d["kernel"].cast<std::string>());
         s.shape = parse_runtime_shape("model '" + model + "', step '" + s.name + "'", *s.generic,
                                       d["runtime_shape"].cast<py::dict>());
-        if (s.inputs.size() != s.generic->inputs)
-          throw py::value_error("model '" + model + "', step '" + s.name + "': input count differs from the kernel's");
       } else if (!d["kernel"].is_none()) {
         s.kernel = &find_kernel(d["kernel"].cast<std::string>());
-        if (s.inputs.size() != s.kernel->inputs.size())
-          throw py::value_error("model '" + model + "', step '" + s.name + "': input count differs from the kernel's");
-        for (std::size_t i = 0; i < s.inputs.size(); ++i) {
-          const TensorDesc& t = s.kernel->inputs[i];
-          if (s.inputs[i].bytes != t.numel() * dtype_bytes(t.dtype))
-            throw py::value_error("model '" + model + "', step '" + s.name + "': input '" + t.name +
-                                  "' size differs from kernel " + s.kernel->name);
-        }
-        if (s.output.bytes != s.kernel->output.numel() * 2)
-          throw py::value_error("model '" + model + "', step '" + s.name + "': output size differs from kernel");
       } else {
         s.glue = static_cast<Glue>(d["glue"].cast<int>());
         s.params = d["params"].cast<std::vector<long>>();
       }
       plan.push_back(std::move(s));
     }
+    check_plan(model, plan, arena_bytes, wbytes, in_shapes_.size(), out_shapes_.size());  // ValueError in Python
     exec_ = std::make_unique<Executor>(std::move(plan), arena_bytes, weights.data(), wbytes);
   }
 

@@ -49,6 +49,42 @@ struct StepResult {
   std::vector<std::uint8_t> output;  // a copy of the step's output, when captured
 };
 
+// Every reference of a plan checked once, before any run: tensors inside the arena, the weights, the model's
+// inputs and outputs; kernel operands of the kernel's sizes; an L2 plan entry per input. The codegen writes
+// consistent plans; this guards a stale or mixed build. Throws std::invalid_argument naming model and step.
+inline void check_plan(const std::string& model, const std::vector<StepPlan>& steps, std::size_t arena_bytes,
+                       std::size_t weight_bytes, std::size_t inputs, std::size_t outputs) {
+  for (const StepPlan& s : steps) {
+    const std::string where = "model '" + model + "', step '" + s.name + "'";
+    auto fits = [&](const TensorRef& r) {
+      return r.space == Space::Arena     ? r.offset + r.bytes <= arena_bytes
+             : r.space == Space::Weights ? r.offset + r.bytes <= weight_bytes
+             : r.space == Space::Input   ? r.offset < inputs
+                                         : r.offset < outputs;
+    };
+    for (const TensorRef& r : s.inputs)
+      if (!fits(r)) throw std::invalid_argument(where + ": tensor reference out of range");
+    if (!fits(s.output)) throw std::invalid_argument(where + ": tensor reference out of range");
+    for (const auto& [off, bytes] : s.frees)
+      if (off + bytes > arena_bytes) throw std::invalid_argument(where + ": freed region out of the arena");
+    if (s.has_l2 && s.l2_hits.size() != s.inputs.size())
+      throw std::invalid_argument(where + ": l2_hits has " + std::to_string(s.l2_hits.size()) + " entries for " +
+                                  std::to_string(s.inputs.size()) + " inputs");
+    if (s.generic && s.inputs.size() != s.generic->inputs)
+      throw std::invalid_argument(where + ": input count differs from the kernel's");
+    if (!s.kernel) continue;
+    if (s.inputs.size() != s.kernel->inputs.size())
+      throw std::invalid_argument(where + ": input count differs from the kernel's");
+    for (std::size_t i = 0; i < s.inputs.size(); ++i) {
+      const TensorDesc& t = s.kernel->inputs[i];
+      if (s.inputs[i].bytes != t.numel() * dtype_bytes(t.dtype))
+        throw std::invalid_argument(where + ": input '" + t.name + "' size differs from kernel " + s.kernel->name);
+    }
+    if (s.output.bytes != s.kernel->output.numel() * 2)
+      throw std::invalid_argument(where + ": output size differs from kernel");
+  }
+}
+
 class Executor {
  public:
   Executor(std::vector<StepPlan> steps, std::size_t arena_bytes, const std::uint8_t* weights, std::size_t weight_bytes)

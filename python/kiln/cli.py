@@ -632,8 +632,21 @@ def _say_warnings(cmd: str, shown):
     return show
 
 
+class _CMakeDir(argparse.Action):
+    """`kiln --cmake-dir`: where kilnConfig.cmake is (find_package(kiln) with -Dkiln_DIR=$(kiln --cmake-dir)),
+    as `python -m pybind11 --cmakedir` does."""
+
+    def __init__(self, option_strings, dest, **kw):
+        super().__init__(option_strings, dest, nargs=0, help="print the directory of kiln's CMake package and exit")
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(os.path.join(os.path.dirname(os.path.abspath(__file__)), "cmake"))
+        parser.exit()
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="kiln", description="kiln: AOT kernels for an emulated Ascend AI Core")
+    ap.add_argument("--cmake-dir", action=_CMakeDir)
     sub = ap.add_subparsers(dest="cmd", required=True)
     for add_parser in PARSERS:
         add_parser(sub)
