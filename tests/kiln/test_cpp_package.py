@@ -1,0 +1,264 @@
+"""kiln's CMake package from a C++ project outside the repository (issue 21): find_package(kiln) through
+`kiln --cmake-dir`, kiln_add_model() baking two models with different options into one program, the program
+free of Python, bad input through the C++ API named, a bad option stopping configure, and an option change
+re-baking only its model. One project is configured and built for the module (a few kernels)."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import REPO, cmake_exe, run
+
+sys.path.insert(0, str(REPO / "examples" / "cpp"))
+from make_model import tiny_cnn
+
+MAIN = r"""
+#include <cstdio>
+#include <fstream>
+#include <vector>
+
+#include "fused.hpp"
+#include "unfused.hpp"
+
+template <class M>
+void report(const char* tag, const M& m, const std::vector<float>& x) {
+  std::vector<float> y(10);
+  kiln::RunStats s = m.run({{"input", {x.data(), x.size()}}}, {{"logits", {y.data(), y.size()}}});
+  std::printf("%s", tag);
+  for (float v : y) std::printf(" %.9g", v);
+  std::printf(" | %.3f %zu\n", s.cycles, s.step_cycles.size());
+}
+
+template <class F>
+void expect_error(F f) {
+  try {
+    f();
+    std::printf("no error\n");
+  } catch (const kiln::ModelError& e) {
+    std::printf("error: %s\n", e.what());
+  }
+}
+
+int main(int argc, char** argv) {
+  std::ifstream file(argv[1], std::ios::binary);
+  std::vector<float> x(3 * 32 * 32);
+  file.read(reinterpret_cast<char*>(x.data()), x.size() * sizeof(float));
+  kiln::model::fused::Model fused;
+  kiln::model::unfused::Model unfused;
+  report("fused", fused, x);
+  report("unfused", unfused, x);
+  std::vector<float> y(10);
+  expect_error([&] { fused.run({{"image", {x.data(), x.size()}}}, {{"logits", {y.data(), y.size()}}}); });
+  expect_error([&] { fused.run({{"input", {x.data(), 100}}}, {{"logits", {y.data(), y.size()}}}); });
+  expect_error([&] { fused.run({{"input", {x.data(), x.size()}}}, {{"logits", {y.data(), 3}}}); });
+  expect_error([&] { fused.run({{"input", {x.data(), x.size()}}}, {}); });
+  kiln::model::fused::Inputs in;
+  in.input = {nullptr, x.size()};
+  kiln::model::fused::Outputs out;
+  out.logits = {y.data(), y.size()};
+  expect_error([&] { fused.run(in, out); });
+  return 0;
+}
+"""
+
+
+# A zoo model baked with the default options, as the installed package baked it: bit for bit the Python API's.
+BERT_MAIN = r"""
+#include <fstream>
+#include <vector>
+
+#include "bert.hpp"
+
+int main(int argc, char** argv) {
+  kiln::model::bert::Model m;
+  std::vector<std::vector<float>> in, out;
+  std::vector<std::pair<std::string, kiln::ConstBuffer>> ins;
+  std::vector<std::pair<std::string, kiln::Buffer>> outs;
+  std::ifstream file(argv[1], std::ios::binary);
+  for (const auto& t : m.inputs()) {
+    in.emplace_back(t.size());
+    file.read(reinterpret_cast<char*>(in.back().data()), t.size() * sizeof(float));
+    ins.push_back({t.name, {in.back().data(), t.size()}});
+  }
+  for (const auto& t : m.outputs()) {
+    out.emplace_back(t.size());
+    outs.push_back({t.name, {out.back().data(), t.size()}});
+  }
+  m.run(ins, outs);
+  std::ofstream y(argv[2], std::ios::binary);
+  for (const auto& o : out) y.write(reinterpret_cast<const char*>(o.data()), o.size() * sizeof(float));
+  return 0;
+}
+"""
+
+
+def project(directory: Path, unfused_options: str = "ENABLE_FUSION=OFF USE_WINOGRAD=ON", zoo: str = "") -> None:
+    (directory / "CMakeLists.txt").write_text(f"""cmake_minimum_required(VERSION 3.24)
+project(consumer LANGUAGES CXX)
+set(CMAKE_CXX_STANDARD 17)
+set(CMAKE_BUILD_TYPE Release)
+find_package(kiln CONFIG REQUIRED)
+kiln_add_model(fused MODEL tiny.onnx OPTIONS USE_WINOGRAD=OFF)
+kiln_add_model(unfused MODEL tiny.onnx OPTIONS {unfused_options})
+add_executable(app main.cpp)
+target_link_libraries(app PRIVATE fused unfused)
+""" + (f"""kiln_add_model(bert MODEL {zoo})
+add_executable(bert_app bert_main.cpp)
+target_link_libraries(bert_app PRIVATE bert)
+""" if zoo else ""))
+
+
+def _default_build_has(name: str) -> bool:
+    """The installed package baked `name` with the default options (what the consumer's bert model uses)."""
+    import kiln
+    options = kiln.manifest()["options"]
+    defaults = {"USE_WINOGRAD": "", "ENABLE_FUSION": "", "KILN_OPT_LEVEL": "O2", "KILN_TARGET": "ascend910b",
+                "KILN_DTYPE": "fp16", "KILN_TUNING_RECORDS": "", "MAX_FUSION_DEPTH": "", "FORCE_DIRECT_CONV": False,
+                "USE_FLASH_ATTENTION": True, "MAX_SEQ_LEN": 512}
+    return name in kiln.models() and all(str(options.get(k, v)) == str(v) for k, v in defaults.items())
+
+
+def cmake_dir() -> str:
+    r = run(["kiln", "--cmake-dir"])
+    assert r.returncode == 0, r.stderr
+    return r.stdout.strip()
+
+
+def configure(source: Path, build: Path) -> subprocess.CompletedProcess:
+    return run([cmake_exe(), "-S", source, "-B", build, "-G", "Ninja", f"-Dkiln_DIR={cmake_dir()}",
+                f"-DPython_EXECUTABLE={sys.executable}"])
+
+
+@pytest.fixture(scope="module")
+def consumer(tmp_path_factory):
+    if shutil.which("ninja") is None:
+        pytest.skip("ninja not on PATH")
+    src = tmp_path_factory.mktemp("consumer")
+    import onnx
+    onnx.save(tiny_cnn(), src / "tiny.onnx")
+    (src / "main.cpp").write_text(MAIN)
+    (src / "bert_main.cpp").write_text(BERT_MAIN)
+    project(src, zoo="bert_layer" if _default_build_has("bert_layer") else "")
+    build = src / "build"
+    r = configure(src, build)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    r = run([cmake_exe(), "--build", build])
+    assert r.returncode == 0, r.stdout[-5000:] + r.stderr[-3000:]
+    x = np.random.default_rng(3).standard_normal((1, 3, 32, 32)).astype(np.float32)
+    x.tofile(src / "x.bin")
+    out = run([build / "app", src / "x.bin"])
+    assert out.returncode == 0, out.stderr
+    return src, build, x, out.stdout.splitlines()
+
+
+def test_cmake_dir_holds_the_package():
+    assert (Path(cmake_dir()) / "kilnConfig.cmake").is_file()
+
+
+def test_two_models_with_different_options_run_and_match_onnx_runtime(consumer):
+    src, _, x, lines = consumer
+    ort = pytest.importorskip("onnxruntime")
+    want = ort.InferenceSession(str(src / "tiny.onnx")).run(None, {"input": x})[0].ravel()
+    rows = {line.split()[0]: line for line in lines if line.startswith(("fused", "unfused"))}
+    launches = {}
+    for tag in ("fused", "unfused"):
+        values, stats = rows[tag].split(" | ")
+        got = np.array([float(v) for v in values.split()[1:]])
+        np.testing.assert_allclose(got, want, rtol=0.02, atol=0.02)  # fp16 storage (docs/numerics.md)
+        cycles, launches[tag] = float(stats.split()[0]), int(stats.split()[1])
+        assert cycles > 0
+    assert launches["unfused"] > launches["fused"]  # ENABLE_FUSION=OFF really reached its model alone
+
+
+def test_bad_input_is_named_with_the_expected_shape(consumer):
+    errors = [line for line in consumer[3] if line.startswith(("error", "no error"))]
+    assert errors[0] == ("error: model 'tiny' has no input named 'image'; its inputs: input [1, 3, 32, 32]")
+    assert errors[1] == "error: model 'tiny': input 'input' has 100 floats; expected 3072, shape [1, 3, 32, 32]"
+    assert errors[2] == "error: model 'tiny': output 'logits' has 3 floats; expected 10, shape [1, 10]"
+    assert errors[3].startswith("error: model 'tiny': output 'logits' [1, 10] not given")
+    assert errors[4].startswith("error: model 'tiny': input 'input' is a null buffer; expected 3072 floats")
+
+
+def test_the_program_has_no_python(consumer):
+    app = consumer[1] / "app"
+    if shutil.which("readelf") is None or shutil.which("nm") is None:
+        pytest.skip("binutils (readelf, nm) not on PATH")
+    needed = run(["readelf", "-d", app]).stdout
+    assert "NEEDED" in needed and "python" not in needed.lower()
+    symbols = run(["nm", app]).stdout.split("\n")
+    assert not [s for s in symbols if re.search(r"\sPy[A-Z_]", s)]
+    kernels = run(["nm", "-C", app]).stdout
+    assert "kiln::kernels::fused::" in kernels and "kiln::kernels::unfused::" in kernels
+
+
+def test_a_bad_option_stops_configure_naming_it(tmp_path):
+    import onnx
+    onnx.save(tiny_cnn(), tmp_path / "tiny.onnx")
+    (tmp_path / "main.cpp").write_text("int main() { return 0; }\n")
+    project(tmp_path, "USE_WINOGRAD=MAYBE")
+    r = configure(tmp_path, tmp_path / "build")
+    assert r.returncode != 0
+    assert "kiln_add_model(unfused)" in r.stderr and "USE_WINOGRAD='MAYBE' is not valid" in r.stderr, r.stderr
+    project(tmp_path, "KILN_TARGET=ascend310p")
+    r = configure(tmp_path, tmp_path / "build")
+    assert r.returncode != 0 and "one target per project" in r.stderr, r.stderr
+
+
+def test_a_zoo_model_equals_the_python_api_bit_for_bit(consumer):
+    src, build, _, _ = consumer
+    if not (build / "bert_app").exists():
+        pytest.skip("the installed package is not the default build of bert_layer")
+    import kiln
+    m = kiln.load("bert_layer")
+    rng = np.random.default_rng(5)
+    xs = [rng.standard_normal(shape).astype(np.float32) for _, shape in m.inputs]
+    np.concatenate([x.ravel() for x in xs]).tofile(src / "bert_x.bin")
+    r = run([build / "bert_app", src / "bert_x.bin", src / "bert_y.bin"])
+    assert r.returncode == 0, r.stderr
+    want = m.run(*xs)
+    want = [want] if isinstance(want, np.ndarray) else want
+    got = np.fromfile(src / "bert_y.bin", dtype=np.float32)
+    assert got.tobytes() == np.concatenate([w.ravel() for w in want]).tobytes()
+
+
+def test_an_option_change_rebakes_only_its_model(consumer):
+    src, build, _, _ = consumer
+    project(src, "ENABLE_FUSION=OFF USE_WINOGRAD=OFF")  # the last test of the module: it edits the project
+    try:
+        r = configure(src, build)
+        assert r.returncode == 0, r.stderr
+        dry = run(["ninja", "-C", build, "-n"]).stdout
+        steps = [line for line in dry.splitlines() if line.startswith("[")]
+        assert steps and all("unfused" in s or "app" in s for s in steps), dry
+        assert not [s for s in steps if "kiln_fused" in s or "/fused" in s or "libfused" in s], dry
+    finally:
+        project(src, zoo="bert_layer" if _default_build_has("bert_layer") else "")
+
+
+def test_the_example_builds_and_runs(tmp_path):
+    example = tmp_path / "example"
+    shutil.copytree(REPO / "examples" / "cpp", example, ignore=shutil.ignore_patterns("build", "*.onnx"))
+    r = run([sys.executable, example / "make_model.py"])
+    assert r.returncode == 0, r.stderr
+    build = example / "build"
+    r = configure(example, build)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    r = run([cmake_exe(), "--build", build])
+    assert r.returncode == 0, r.stdout[-5000:] + r.stderr[-3000:]
+    x = np.linspace(-1, 1, 3 * 32 * 32, dtype=np.float32)
+    x.tofile(tmp_path / "x.bin")
+    out = run([build / "kiln_example", tmp_path / "x.bin"], env={**os.environ, "OMP_NUM_THREADS": "2"})
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    ort = pytest.importorskip("onnxruntime")
+    want = ort.InferenceSession(str(example / "tiny_cnn.onnx")).run(None, {"input": x.reshape(1, 3, 32, 32)})[0]
+    np.testing.assert_allclose([float(v) for v in lines[:10]], want.ravel(), rtol=0.02, atol=0.02)
+    assert lines[10].startswith("simulated cycles") and "ascend910b" in lines[10]
+    bad = run([build / "kiln_example", tmp_path / "missing.bin"])
+    assert bad.returncode == 2 and "cannot open" in bad.stderr
