@@ -75,3 +75,24 @@ function(_kiln_project_target target options)
     endif()
   endforeach()
 endfunction()
+
+# kiln_add_python_module(<target> MODEL <model target>)
+#
+# The model <model target> (a kiln_add_model) as a Python extension module named _core, the module kiln's own
+# build makes (kernels/module.cpp) over this model's kernel table: `kiln compile` builds it, `kiln.load(DIR)`
+# loads it beside the installed package's.
+function(kiln_add_python_module target)
+  cmake_parse_arguments(ARG "" "MODEL" "" ${ARGN})
+  if(NOT TARGET pybind11::module)
+    execute_process(COMMAND "${Python_EXECUTABLE}" -m pybind11 --cmakedir OUTPUT_VARIABLE dir
+                    OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+    find_package(Python 3.11 REQUIRED COMPONENTS Interpreter Development.Module)
+    find_package(pybind11 CONFIG REQUIRED HINTS "${dir}")
+  endif()
+  pybind11_add_module(${target} MODULE "${KILN_SOURCE_DIR}/kernels/module.cpp"
+                      "${KILN_SOURCE_DIR}/kernels/kernel_table.cpp")
+  set_target_properties(${target} PROPERTIES OUTPUT_NAME _core)
+  target_compile_definitions(${target} PRIVATE KILN_ISA_NAME="${KILN_ISA_RESOLVED}"
+                             KILN_KERNEL_NAMESPACE=kiln::kernels::${ARG_MODEL})
+  target_link_libraries(${target} PRIVATE ${ARG_MODEL})
+endfunction()

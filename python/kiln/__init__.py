@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 from functools import lru_cache
+from pathlib import Path
 
 try:
     from . import _core
@@ -21,7 +22,7 @@ from ._core import AlignmentError, BoundsError, CapacityError, EmulationError, S
 from .codegen.ir.manifest import Manifest, ModelRecord
 from .core import Core, Tensor
 from .integrity import InstallError
-from .model import Model
+from .model import Model, Package
 from .numerics import NumericsError, NumericsWarning
 from .runtime import Kernel
 
@@ -131,8 +132,19 @@ def models() -> list[str]:
 def load(name: str) -> Model:
     """A baked model, by name, by the path of the ONNX file it was baked from, or by the model spec it was baked
     with (the KILN_MODELS entry, e.g. `det.onnx@x=1x3x736x736` or `resnet50@32`)."""
+    if isinstance(name, (str, os.PathLike)) and os.path.isdir(name):
+        return _load_compiled(Path(name))
     man = manifest_record()
     return Model(model_record(name), man.kernels_by_name(), man.checksums)
+
+
+def _load_compiled(directory: Path) -> Model:
+    """The model `kiln compile` baked into `directory` (kiln/compiled.py), on its own extension module."""
+    from .compiled import MARKER, compiled_module
+    if not (directory / MARKER).is_file():
+        raise KeyError(f"{directory} is a directory but not one `kiln compile` wrote (no {MARKER})")
+    man = Manifest.from_json(json.loads((directory / "manifest.json").read_text()))
+    return Model(man.models[0], man.kernels_by_name(), man.checksums, Package(compiled_module(directory), directory))
 
 
 def model_record(name: str) -> ModelRecord:

@@ -555,6 +555,28 @@ def _parser_validate(sub) -> None:
     v.set_defaults(fn=_validate)
 
 
+def _compile(args) -> int:
+    from .compiled import CompileError, compile_model
+    try:
+        r = compile_model(args.model, args.output, args.option, log=lambda line: print(line, file=sys.stderr))
+    except CompileError as e:
+        print(f"kiln compile: {e}", file=sys.stderr)
+        return 2
+    state = "compiled" if r.rebuilt else "up to date, nothing rebuilt"
+    print(f"kiln compile: {args.model} -> {r.directory} ({state}, {r.seconds:.1f} s); "
+          f"kiln.load({str(r.directory)!r}) runs it")
+    return 0
+
+
+def _parser_compile(sub) -> None:
+    c = sub.add_parser("compile", help="bake one model into a directory of its own (outside the installed kiln)")
+    c.add_argument("model", help="an ONNX file, optionally @BATCH or @INPUT=DxD... pins, or a zoo name")
+    c.add_argument("-o", "--output", required=True, metavar="DIR", help="the directory to bake into")
+    c.add_argument("--option", action="append", default=[], metavar="NAME=VALUE",
+                   help="a build option for this model (README, Build options); repeatable")
+    c.set_defaults(fn=_compile)
+
+
 def _parser_plan(sub) -> None:
     pl = sub.add_parser("plan", help="a baked model's memory plan: arena, lower bound, offsets over time")
     pl.add_argument("model")
@@ -615,7 +637,8 @@ def _parser_visualize(sub) -> None:
 
 # One function per verb, in the order `kiln --help` lists them.
 PARSERS = (_parser_kernels, _parser_log, _parser_info, _parser_optimize, _parser_tune, _parser_opspec, _parser_analyze,
-           _parser_validate, _parser_plan, _parser_run, _parser_bench, _parser_trace, _parser_visualize)
+           _parser_validate, _parser_plan, _parser_run, _parser_bench, _parser_trace, _parser_visualize,
+           _parser_compile)
 
 
 def _say_warnings(cmd: str, shown):
@@ -640,7 +663,8 @@ class _CMakeDir(argparse.Action):
         super().__init__(option_strings, dest, nargs=0, help="print the directory of kiln's CMake package and exit")
 
     def __call__(self, parser, namespace, values, option_string=None):
-        print(os.path.join(os.path.dirname(os.path.abspath(__file__)), "cmake"))
+        from .compiled import cmake_dir
+        print(cmake_dir())
         parser.exit()
 
 

@@ -4,8 +4,11 @@ time, weights from the blob packed at build time."""
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from functools import cached_property
 from importlib import resources
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -16,7 +19,15 @@ from .dispatch import Dispatcher, describe, log_line
 from .integrity import InstallError, check_file
 from .steps import KernelStep, executor, kernel_steps
 
-__all__ = ["KernelStep", "Model"]
+__all__ = ["KernelStep", "Model", "Package"]
+
+
+@dataclass(frozen=True)
+class Package:
+    """Where a model's extension and files are: the installed kiln (root None: its package data), or a
+    `kiln compile` directory with its own _core (kiln/compiled.py)."""
+    core: Any = _core
+    root: Path | None = None
 
 
 class Model:
@@ -25,7 +36,8 @@ class Model:
     A model baked with KILN_SHAPE_BUCKETS also takes other input sizes (kiln/dispatch.py): `last_dispatch` says
     which path served the latest call, and `kernels` are the launches of that call's plan."""
 
-    def __init__(self, entry: ModelRecord, kernels: dict[str, KernelRecord], checksums: dict[str, int]):
+    def __init__(self, entry: ModelRecord, kernels: dict[str, KernelRecord], checksums: dict[str, int],
+                 package: Package | None = None):
         self.entry = entry  # its manifest record (`record` is the same as JSON)
         self.name: str = entry.name
         self.inputs = [(i.name, tuple(i.shape)) for i in entry.inputs]
@@ -33,8 +45,9 @@ class Model:
         self.arena_bytes: int = entry.arena_bytes
         self.kernel_launches: int = entry.kernel_launches
         self._specs = kernels
-        weights = _read_weights(entry, checksums)
-        self._exec = executor(self.name, entry, weights)
+        self.package = package or Package()
+        weights = _read_weights(entry, checksums, self.package.root)
+        self._exec = executor(self.name, entry, weights, self.package.core)
         self.kernels = kernel_steps(entry)
         self.last_dispatch: dict | None = None  # {"path": baked|bucket|generic, "input_size": (H, W), "kernels", ...}
         self._served = entry
@@ -137,9 +150,9 @@ class Model:
         return sum(k.simulated_cycles or 0 for k in self.kernels)
 
 
-def _read_weights(entry: ModelRecord, checksums: dict[str, int]) -> np.ndarray:
+def _read_weights(entry: ModelRecord, checksums: dict[str, int], root: Path | None) -> np.ndarray:
     """The model's weights blob, checked for size and CRC-32 against the manifest (kiln/integrity.py)."""
-    path = resources.files("kiln") / entry.weights_file
+    path = resources.files("kiln") / entry.weights_file if root is None else root / entry.weights_file
     with resources.as_file(path) as p:
         try:
             check_input_file(p)  # a FIFO would block the read

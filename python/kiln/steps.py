@@ -29,9 +29,10 @@ def kernel_steps(record: ModelRecord) -> list[KernelStep]:
             for s in record.kernel_steps]
 
 
-def executor(name: str, record: ModelRecord, weights: np.ndarray):
-    """The C++ executor of a plan (its steps, arena, input and output shapes) over the model's weights blob."""
-    return _core.Executor(name, record.steps_json(), record.arena_bytes, weights,
+def executor(name: str, record: ModelRecord, weights: np.ndarray, core=_core):
+    """The C++ executor of a plan (its steps, arena, input and output shapes) over the model's weights blob, from
+    `core`: the installed extension, or a `kiln compile` directory's (kiln/compiled.py)."""
+    return core.Executor(name, record.steps_json(), record.arena_bytes, weights,
                           [list(i.shape) for i in record.inputs], [list(o.shape) for o in record.outputs])
 
 
