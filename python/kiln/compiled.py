@@ -88,11 +88,14 @@ def compile_model(spec: str, out_dir: str | os.PathLike, options: list[str], log
     (NAME=VALUE, kiln's build options) into out_dir."""
     from .codegen import KilnError
     from .codegen.frontend.model_spec import parse_model_spec
-    from .codegen.options import ZOO_MODELS
+    from .codegen.options import ZOO_MODELS, OptionError, model_options
     try:
         parsed = parse_model_spec(spec, ZOO_MODELS)
+        model_options(spec, options, "")  # each NAME=VALUE checked before any build, as configure checks it
     except KilnError as e:
         raise CompileError(f"{e.subject}: {e.message}") from None
+    except OptionError as e:
+        raise CompileError(f"invalid --option:\n{e}") from None
     model = parsed.source if parsed.source in ZOO_MODELS else str(Path(parsed.source).resolve())
     if model not in ZOO_MODELS and not Path(model).is_file():
         raise CompileError(f"{parsed.source}: no such file, and not a zoo model ({', '.join(ZOO_MODELS)})")
@@ -109,7 +112,7 @@ def compile_model(spec: str, out_dir: str | os.PathLike, options: list[str], log
     build = out / "build"
     t0 = time.perf_counter()
     stamp_before = _stamp(out, api)
-    if not (build / "CMakeCache.txt").is_file():
+    if not any((build / f).is_file() for f in ("build.ninja", "Makefile")):  # never configured, or that failed
         generator = ["-G", "Ninja"] if shutil.which("ninja") else []
         _run_step([cmake, "-S", str(out), "-B", str(build), *generator, f"-Dkiln_DIR={cmake_dir()}",
                    f"-DPython_EXECUTABLE={sys.executable}"], f"configuring {spec}", log)
