@@ -57,6 +57,7 @@ function(kiln_add_model target)
     message(FATAL_ERROR "kiln_add_model(${target}): ${err}")
   endif()
   _kiln_emu_library("${KILN_ISA_FLAGS};$<$<CONFIG:Release>:-O3>")
+  set(_kiln_fixed_sources TRUE)  # no CONFIGURE_DEPENDS globs: `ninja -n` tells what an option change rebuilds
   _kiln_codegen(${target} "${out}/options.json" "${out}" "--cpp-api;${target}" "${depends}")
   add_library(${target} STATIC ${_kiln_sources})
   _kiln_kernel_library(${target} "${out}" "${KILN_ISA_FLAGS};$<$<CONFIG:Release>:-O3>")

@@ -73,8 +73,13 @@ macro(_kiln_codegen target options_file output_dir extra depends)
   set(_kiln_sources ${_kiln_outputs})
   list(FILTER _kiln_sources INCLUDE REGEX "\\.cpp$")
 
-  file(GLOB_RECURSE _kiln_codegen_modules CONFIGURE_DEPENDS "${KILN_SOURCE_DIR}/codegen/*.py")
-  file(GLOB _kiln_templates CONFIGURE_DEPENDS "${KILN_SOURCE_DIR}/templates/*.j2")
+  if(_kiln_fixed_sources)  # kiln_add_model: an installed kiln's files change only with a reinstall
+    file(GLOB_RECURSE _kiln_codegen_modules "${KILN_SOURCE_DIR}/codegen/*.py")
+    file(GLOB _kiln_templates "${KILN_SOURCE_DIR}/templates/*.j2")
+  else()  # kiln's own build: a new codegen module or template reconfigures
+    file(GLOB_RECURSE _kiln_codegen_modules CONFIGURE_DEPENDS "${KILN_SOURCE_DIR}/codegen/*.py")
+    file(GLOB _kiln_templates CONFIGURE_DEPENDS "${KILN_SOURCE_DIR}/templates/*.j2")
+  endif()
   # The set of generated files depends on the kernel list, the models and the codegen: reconfigure when they change.
   set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${depends} ${_kiln_codegen_modules})
 
