@@ -144,7 +144,8 @@ def _load_compiled(directory: Path) -> Model:
     if not (directory / MARKER).is_file():
         raise KeyError(f"{directory} is a directory but not one `kiln compile` wrote (no {MARKER})")
     man = Manifest.from_json(json.loads((directory / "manifest.json").read_text()))
-    return Model(man.models[0], man.kernels_by_name(), man.checksums, Package(compiled_module(directory), directory))
+    return Model(man.models[0], man.kernels_by_name(), man.checksums,
+                 Package(compiled_module(directory), directory, man))
 
 
 def model_record(name: str) -> ModelRecord:

@@ -29,8 +29,8 @@ def _model_kernels(args) -> int:
     model.run(*[rng.standard_normal(shape).astype(np.float32) for _, shape in model.inputs])
     from .codegen.ir.profiles import get_profile
     from .codegen.select.launches import launch_fields
-    recs = kiln.manifest_record().kernels_by_name()
-    prof = get_profile(kiln.build_info()["profile"])
+    recs = model.kernel_records
+    prof = get_profile((model.package.manifest or kiln.manifest_record()).profile)
 
     def row(k):
         # The launch as this step ran it (its L2 plan): the cost model's figures, which tests hold equal to the

@@ -14,7 +14,7 @@ import numpy as np
 
 from . import _core, envvars, numerics
 from .codegen.ir.files import InputPathError, check_input_file
-from .codegen.ir.manifest import KernelRecord, ModelRecord
+from .codegen.ir.manifest import KernelRecord, Manifest, ModelRecord
 from .dispatch import Dispatcher, describe, log_line
 from .integrity import InstallError, check_file
 from .steps import KernelStep, executor, kernel_steps
@@ -28,6 +28,7 @@ class Package:
     `kiln compile` directory with its own _core (kiln/compiled.py)."""
     core: Any = _core
     root: Path | None = None
+    manifest: Manifest | None = None  # the compiled directory's manifest (None: the installed build's)
 
 
 class Model:
@@ -44,7 +45,7 @@ class Model:
         self.outputs = [(o.name, tuple(o.shape)) for o in entry.outputs]
         self.arena_bytes: int = entry.arena_bytes
         self.kernel_launches: int = entry.kernel_launches
-        self._specs = kernels
+        self.kernel_records = kernels  # its kernels' manifest records, by name
         self.package = package or Package()
         weights = _read_weights(entry, checksums, self.package.root)
         self._exec = executor(self.name, entry, weights, self.package.core)

@@ -202,8 +202,11 @@ def build(model_name: str, threshold: float = 0.15, suggest: bool = True, profil
     import kiln
 
     from .codegen.ir.profiles import PROFILES
-    man = kiln.manifest_record()
     model = kiln.load(model_name)
+    if model.package.manifest is not None:  # each kernel is replayed alone through the installed extension
+        raise KeyError(f"{model_name} is a `kiln compile` directory: kiln visualize reports models of the installed "
+                       f"build only (for now); kiln kernels, run, plan and validate take the directory")
+    man = kiln.manifest_record()
     rec_m = model.entry
     profile = PROFILES[man.profile]
     recs = man.kernels_by_name()

@@ -4,6 +4,7 @@ free of Python, bad input through the C++ API named, a bad option stopping confi
 re-baking only its model. One project is configured and built for the module (a few kernels)."""
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -210,6 +211,10 @@ def test_the_example_equals_kiln_compile_bit_for_bit(tmp_path):
     assert y.ravel().tobytes() == cpp.tobytes()
     r = run([KILN, "validate", compiled, "--seeds", "2"])
     assert r.returncode == 0, r.stdout + r.stderr
+    r = run([KILN, "kernels", compiled, "--json"])
+    assert r.returncode == 0, r.stderr
+    launches = int(lines[10].split(", ")[-1].split()[0])  # "... on ascend910b), 4 kernel launches"
+    assert json.loads(r.stdout)["kernel_launches"] == launches
     again = run([KILN, "compile", example / "tiny_cnn.onnx", "-o", compiled, "--option", "USE_WINOGRAD=OFF"])
     assert again.returncode == 0 and "up to date" in again.stdout, again.stdout + again.stderr
     bad = run([build / "kiln_example", tmp_path / "missing.bin"])
