@@ -84,10 +84,13 @@ EXAMPLES: dict[str, list[tuple[list, dict, dict]]] = {
     "Squeeze": [([("x", [1, 16, 32])], {"a": np.array([0], np.int64)}, {})],
     "Unsqueeze": [(_X2, {"a": np.array([0], np.int64)}, {})],
     "Identity": [(_X2, {}, {})],
-    **{op: [(_X2, {}, {})] for op in ("Relu", "Sqrt", "Erf", "Sigmoid", "HardSigmoid", "HardSwish")},
-    "Sum": [(_X2 + [("z", [16, 32])], {}, {})],
+    **{op: [(_X2, {}, {})] for op in ("Relu", "Sqrt", "Erf", "Sigmoid", "HardSigmoid", "HardSwish", "Reciprocal",
+                                      "Exp", "Log", "Abs", "Neg", "Tanh", "Softplus", "LeakyRelu")},
+    **{op: [(_X2 + [("z", [16, 32])], {}, {})] for op in ("Sum", "Max", "Min", "Mean")},
     **{op: [(_X2 + [("z", [16, 32])], {}, {}), (_X2, {"c": np.array(2, np.float32)}, {}), (_X2, {"c": _f(32)}, {})]
-       for op in ("Add", "Sub", "Mul", "Div", "Pow")},
+       for op in ("Add", "Sub", "Mul", "Div")},
+    "Pow": [(_X2, {"c": np.array(p, np.float32)}, {}) for p in (2, 0.5, 1.7)],
+    "PRelu": [(_X4, {"s": _f(16, 1, 1)}, {}), (_X2, {"s": _f(1)}, {})],
 }
 
 

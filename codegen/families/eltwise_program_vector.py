@@ -9,7 +9,7 @@ from math import ceil
 
 from ..cost.blocks import pingpong_tile
 from ..cost.model import PingPongSim, Prediction, SimCore, launch
-from ..ir.eltwise_program import BINARY_VECOPS, PROGRAM_OPS, scalar_of, vector_ops
+from ..ir.eltwise_program import BINARY_VECOPS, PROGRAM_OPS, scalar_of, scratch_names, vector_ops
 from ..ir.opspec import C0, EltwiseProgramSpec
 from ..ir.optlog import OptLog
 from ..ir.profiles import Profile
@@ -18,10 +18,10 @@ from .base import Family, Variant, register, share128
 
 def ub_per_elem(spec: EltwiseProgramSpec) -> int:
     """UB bytes per tile element: fp16 ping-pong of each full input and of the output, the expanded fp16 tile of
-    each broadcast input, one fp32 buffer per input and per step."""
+    each broadcast input, one fp32 buffer per input, per step and per step's scratch buffer."""
     forms = spec.form_list
     full = forms.count("full") + forms.count("row")
-    return 4 * full + 4 + 2 * (len(forms) - full) + 4 * (len(forms) + len(spec.steps))
+    return 4 * full + 4 + 2 * (len(forms) - full) + 4 * (len(forms) + len(spec.steps) + len(scratch_names(spec.steps)))
 
 
 def ub_fixed(spec: EltwiseProgramSpec) -> int:
@@ -89,8 +89,9 @@ def program_lines(spec: EltwiseProgramSpec) -> list[str]:
         named = ", ".join(f"{n}={v:.9g}" for n, v in zip(PROGRAM_OPS[op].params, params))
         lines.append(f"// step {j}: {op}({', '.join(f'r{a}' for a in args)}" + (f"; {named}" if named else "")
                      + f") -> r{k + j}")
-        reg = {"d": f"r{k + j}", "a": f"r{args[0]}", "b": f"r{args[1]}" if len(args) > 1 else ""}
-        for vec_op, dst, src, *rest in PROGRAM_OPS[op].instrs:
+        reg = {"d": f"r{k + j}", "a": f"r{args[0]}", "b": f"r{args[1]}" if len(args) > 1 else "", "t": f"t{j}",
+               "u": f"u{j}"}
+        for vec_op, dst, src, *rest in PROGRAM_OPS[op].sequence(params):
             if vec_op in BINARY_VECOPS:
                 lines.append(f"core.vbinary(VecOp::{vec_op}, {reg[dst]}, off, {reg[src]}, off, {reg[rest[0]]}, off, "
                              f"mk, rp);")
@@ -118,4 +119,5 @@ def pad_mask_word(c_tail: int) -> str:
 
 FAMILY = register(Family("eltwise_program_vector", "eltwise_program", "vector", program_rule, program_mte2,
                          replay_program,
-                         template_globals={"program_lines": program_lines, "pad_mask_word": pad_mask_word}))
+                         template_globals={"program_lines": program_lines, "pad_mask_word": pad_mask_word,
+                                           "scratch_names": scratch_names}))

@@ -3,6 +3,7 @@ onnx_rules, and the NumPy evaluator used to fold it at build time). Adding an op
 (and a test)."""
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -191,6 +192,24 @@ OPS: dict[str, OpEntry] = {
                    fold=lambda node, args: [np.asarray(sum(a for a in args if a is not None)).astype(args[0].dtype)]),
     "Sqrt": _unary("square root", np.sqrt),
     "Erf": _unary("error function", _erf),
+    "Reciprocal": _unary("1 / x", np.reciprocal),
+    "Exp": _unary("exp(x)", np.exp),
+    "Log": _unary("natural logarithm", np.log),
+    "Abs": _unary("|x|", np.abs),
+    "Neg": _unary("-x", np.negative),
+    "Tanh": _unary("hyperbolic tangent", np.tanh),
+    "Softplus": _unary("ln(1 + exp(x))", lambda x: np.logaddexp(x, 0)),
+    "LeakyRelu": OpEntry("x < 0 ? alpha x : x", normalise=rules.normalise_leakyrelu, infer=rules.same_shape,
+                         fold=lambda node, args: [np.where(args[0] < 0, node.attrs.get("alpha", 0.01) * args[0],
+                                                           args[0]).astype(args[0].dtype)]),
+    "PRelu": OpEntry("x < 0 ? slope x : x, slope broadcast to x", infer=rules.same_shape,
+                     fold=_elementwise(lambda x, s: np.where(x < 0, s * x, x))),
+    "Max": OpEntry("n-ary max, broadcasting", rules.check_sum, infer=rules.broadcast_shape,
+                   fold=_elementwise(lambda *a: functools.reduce(np.maximum, a))),
+    "Min": OpEntry("n-ary min, broadcasting", rules.check_sum, infer=rules.broadcast_shape,
+                   fold=_elementwise(lambda *a: functools.reduce(np.minimum, a))),
+    "Mean": OpEntry("n-ary mean, broadcasting", rules.check_sum, infer=rules.broadcast_shape,
+                    fold=_elementwise(lambda *a: sum(a) / len(a))),
     "Gelu": OpEntry("GELU, exact or tanh approximation (opset 20)",
                     rules.check_gelu, rules.normalise_gelu, rules.same_shape),
     "Identity": _unary("copy (removed by the identity pass where possible)", lambda x: x),
@@ -198,7 +217,8 @@ OPS: dict[str, OpEntry] = {
     "Sub": _binary("x - y, broadcasting", np.subtract),
     "Mul": _binary("x * y, broadcasting", np.multiply),
     "Div": OpEntry("x / y, broadcasting", infer=rules.broadcast_shape, fold=_fold_div),
-    "Pow": _binary("x ** y, broadcasting", np.power),
+    "Pow": OpEntry("x ** p, p a constant scalar", rules.check_pow, infer=rules.broadcast_shape,
+                   fold=_elementwise(np.power)),
     "Softmax": OpEntry("softmax along one axis", normalise=rules.normalise_softmax, infer=rules.same_shape),
     "LayerNormalization": OpEntry("layer norm over the trailing axes from `axis`", rules.check_layernorm,
                                   rules.normalise_layernorm, rules.same_shape),
@@ -239,7 +259,6 @@ OPS: dict[str, OpEntry] = {
     "Constant": _build_time("a constant tensor (becomes an initializer)", _fold_constant),
     "Shape": _build_time("static shape of a tensor", None),  # folded from the input's shape, see onnx_passes._try_fold
     "Cast": _build_time("type conversion", _fold_cast),
-    "Neg": _build_time("negation", _elementwise(np.negative)),
     "Mod": _build_time("remainder (fmod 0 or 1)", _fold_mod),
     "Equal": _build_time("elementwise equality", lambda node, args: [np.equal(args[0], args[1])]),
     "Where": _build_time("elementwise select", lambda node, args: [np.where(args[0], args[1], args[2])],

@@ -234,7 +234,33 @@ def normalise_hardsigmoid(node: Node, g: Graph) -> dict[str, Any]:
 
 
 def check_sum(node: Node, g: Graph) -> str | None:
-    return None if [i for i in node.inputs if i] else "Sum needs at least one input"
+    """Sum, Max, Min, Mean: variadic."""
+    return None if [i for i in node.inputs if i] else f"{node.op_type} needs at least one input"
+
+
+# Pow, LeakyRelu (issue 19's elementwise catalogue: lowered as elementwise-program steps)
+
+POW_MAX_INTEGER = 16  # codegen/ir/eltwise_program.py POWI_MAX: integer exponents by multiplications
+
+
+def check_pow(node: Node, g: Graph) -> str | None:
+    """The exponent must be a constant scalar: 0.5, -0.5, a nonzero integer up to 16 in magnitude, or any other
+    non-integer value (exp(p * ln x))."""
+    e = const_input(g, node, 1)
+    if e is None:
+        return "the exponent (input 1) is computed at run time; kiln needs a constant scalar exponent"
+    if e.size != 1:
+        return f"the exponent (input 1) must be a scalar constant, got shape {list(e.shape)}"
+    p = float(np.asarray(e, np.float64).reshape(-1)[0])
+    if p == 0 or not math.isfinite(p):
+        return f"exponent {p} is not supported (x ** 0 is the constant 1: fold it in the exporter)"
+    if p == int(p) and abs(p) > POW_MAX_INTEGER:
+        return f"integer exponent {p:g} is not supported: at most {POW_MAX_INTEGER} in magnitude"
+    return None
+
+
+def normalise_leakyrelu(node: Node, g: Graph) -> dict[str, Any]:
+    return {"alpha": float(node.attrs.get("alpha", 0.01))}
 
 
 # Gemm, MatMul
@@ -423,6 +449,12 @@ ACCEPTED_ATTRIBUTES: dict[str, str] = {
     "HardSigmoid": "alpha, beta: any (defaults 0.2, 0.5)",
     **dict.fromkeys(("Add", "Sub", "Mul", "Div"), _OPERAND_FORMS),
     "Sum": "1 or more inputs, each in one of the operand forms of Add",
+    **dict.fromkeys(("Max", "Min", "Mean"), "1 or more inputs, each in one of the operand forms of Add"),
+    "Pow": "exponent: a constant scalar; 0.5 (Sqrt), -0.5, nonzero integers up to 16 in magnitude (multiplications), "
+           "any other non-integer (exp(p ln x), NaN for x < 0); base: a run-time tensor",
+    "LeakyRelu": "alpha: any (default 0.01)",
+    "PRelu": "slope: a scalar (as LeakyRelu), per channel ([C,1,1] or [1,C,1,1] of a 4-D input), a row, or the "
+             "input's shape; constant or computed",
     "Softmax": "axis: any (negative counts from the end)",
     "LayerNormalization": "axis: any; epsilon: any; stash_type: any; Mean/InvStdDev outputs unused",
     "ReduceMean": "axes: constant (attribute, or input from opset 18), empty = all; keepdims: 0, 1; "

@@ -44,6 +44,8 @@ REASONS = {
     "fixpipe_no_gelu": "rejected: GELU is not a Fixpipe function; it needs a Vector pass no kernel has yet",
     "fixpipe_no_relu": "rejected: (not used) Fixpipe has ReLU",
     "epilogue_unsupported": "rejected: the producing kernel family has no such epilogue",
+    "no_program_epilogue": "rejected: an elementwise-program op after a Conv/GEMM runs as its own Vector kernel; no "
+                           "Cube or depthwise kernel takes a program epilogue yet",
     "no_epilogue": "rejected: the producing kernel family takes no epilogue",
     "fusion_off": "rejected: ENABLE_FUSION=OFF",
     "multiple_consumers": "rejected: the producer's output is read by another op too, so it must be stored",

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 KB = 1024
 POSITIONS = ("GM", "L1", "L0A", "L0B", "L0C", "UB", "BT")
 VEC_OPS = ("Add", "Sub", "Mul", "Div", "Max", "Min", "MulAddDst", "Adds", "Muls", "Maxs", "Mins", "Relu", "Exp",
-           "Abs", "Reciprocal", "Copy", "Dup", "Cast", "ReduceSum", "ReduceMax", "Transpose", "Brcb")
+           "Abs", "Reciprocal", "Copy", "Dup", "Cast", "ReduceSum", "ReduceMax", "Transpose", "Brcb", "Ln", "Sqrt",
+           "LeakyRelu")
 
 
 def _vec_cycles(overrides: dict[str, float], default: float) -> tuple[float, ...]:
@@ -109,10 +110,14 @@ class Profile:
 # the tensor-tensor ops 2 (mskpp's operands share UB bank groups, as kiln's unstaggered buffers do; 1.2 without
 # the conflicts, AD-add case 6); Exp fp16 4 / fp32 2; Div 4; MulAdd 6; ReduceSum fp16 7 / fp32 3; ReduceMax 7.
 # Transpose (TransDataTo5HD) has no figure: costed as data movement, like Copy (a 16x16 fp16 tile is two repeats).
+# Added for the elementwise catalogue (issue 19), same table: Ln (VLN) and Sqrt (VSQRT) fp16 4 / fp32 2 (as Exp),
+# LeakyRelu (VLRELU) 1.
 _ONE = dict.fromkeys(("Relu", "Cast", "Copy", "Dup", "Abs", "Reciprocal", "Transpose", "Brcb",
-                      "Adds", "Muls", "Maxs", "Mins"), 1)
-_VEC_F16 = _vec_cycles({**_ONE, "Exp": 4, "Div": 4, "MulAddDst": 6, "ReduceSum": 7, "ReduceMax": 7}, 2)
-_VEC_F32 = _vec_cycles({**_ONE, "Exp": 2, "Div": 4, "MulAddDst": 6, "ReduceSum": 3, "ReduceMax": 7}, 2)
+                      "Adds", "Muls", "Maxs", "Mins", "LeakyRelu"), 1)
+_VEC_F16 = _vec_cycles({**_ONE, "Exp": 4, "Ln": 4, "Sqrt": 4, "Div": 4, "MulAddDst": 6, "ReduceSum": 7,
+                        "ReduceMax": 7}, 2)
+_VEC_F32 = _vec_cycles({**_ONE, "Exp": 2, "Ln": 2, "Sqrt": 2, "Div": 4, "MulAddDst": 6, "ReduceSum": 3,
+                        "ReduceMax": 7}, 2)
 _ALIGN = {"GM": 1, "L1": 32, "L0A": 512, "L0B": 512, "L0C": 64, "UB": 32, "BT": 64}
 
 PROFILES: dict[str, Profile] = {

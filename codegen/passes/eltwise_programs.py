@@ -21,8 +21,12 @@ from ..ir.graph import Graph, Node
 from ..ir.optlog import OptLog
 from .patterns import Patterns
 
-CHAIN_OPS = ("Sigmoid", "HardSigmoid", "HardSwish", "Relu", "Clip", "Add", "Sub", "Mul", "Div", "Sum")
-NEW_OPS = ("Sigmoid", "HardSigmoid", "HardSwish", "Sum")
+UNARY = {"Sqrt": "sqrt", "Reciprocal": "reciprocal", "Exp": "exp", "Log": "log", "Abs": "abs", "Neg": "neg",
+         "Tanh": "tanh", "Erf": "erf", "Softplus": "softplus"}
+VARIADIC = ("Sum", "Max", "Min", "Mean")
+CHAIN_OPS = ("Sigmoid", "HardSigmoid", "HardSwish", "Relu", "Clip", "Add", "Sub", "Mul", "Div", *VARIADIC, "Pow",
+             "LeakyRelu", "PRelu", *UNARY)
+NEW_OPS = ("Sigmoid", "HardSigmoid", "HardSwish", *VARIADIC, "Pow", "LeakyRelu", "PRelu", *UNARY)
 BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div"}
 FpStep = tuple[str, list[str], tuple[float, ...]]  # (program op, argument value names, params)
 
@@ -69,8 +73,12 @@ def node_steps(g: Graph, n: Node) -> tuple[list[FpStep], bool]:
     a = n.attrs
     if n.op_type in BINARY:
         steps, new = _binary_steps(g, n, ins[0], ins[1])
-    elif n.op_type == "Sum":
-        steps, new = _sum_steps(g, ins), True
+    elif n.op_type in VARIADIC:
+        steps, new = _variadic_steps(g, n.op_type, ins), True
+    elif n.op_type in UNARY:
+        steps, new = [(UNARY[n.op_type], [ins[0]], ())], True
+    elif n.op_type in ("Pow", "PRelu", "LeakyRelu") or (n.op_type == "Clip" and len(ins) > 1):
+        steps, new = _param_steps(g, n, ins), True
     else:
         params = {"HardSigmoid": (a.get("alpha", 0.2), a.get("beta", 0.5)),
                   "Clip": (a.get("min", -math.inf), a.get("max", math.inf))}.get(n.op_type, ())
@@ -84,16 +92,58 @@ def node_steps(g: Graph, n: Node) -> tuple[list[FpStep], bool]:
     return steps, new
 
 
-def _sum_steps(g: Graph, ins: list[str]) -> list[FpStep]:
-    """Sum as adds: the tensors pairwise, then each scalar constant; one tensor alone is + 0."""
+_VARIADIC_STEPS = {"Sum": ("add", "adds"), "Mean": ("add", "adds"), "Max": ("max", "maxs"), "Min": ("min", "mins")}
+
+
+def _variadic_steps(g: Graph, op: str, ins: list[str]) -> list[FpStep]:
+    """Sum, Mean, Max, Min: the tensors pairwise, then each scalar constant; one tensor alone is a copy (Sum:
+    + 0; Max, Min: * 1, which keeps NaN and -0). Mean then scales by 1 / (number of inputs)."""
+    pair, scalar_op = _VARIADIC_STEPS[op]
     tensors = [i for i in ins if _scalar(g, i) is None]
     scalars = [c for i in ins if (c := _scalar(g, i)) is not None]
     steps: list[FpStep] = []
     acc = tensors[0]
     for j, t in enumerate(tensors[1:]):
-        steps.append(("add", [acc, t], ()))
+        steps.append((pair, [acc, t], ()))
         acc = f"@{j}"
-    steps += [("adds", [acc], (c,)) for c in scalars] or ([] if len(tensors) > 1 else [("adds", [acc], (0.0,))])
+    steps += [(scalar_op, [f"@{len(steps) - 1}" if steps else acc], (c,)) for c in scalars]
+    if op == "Mean":
+        steps.append(("muls", [f"@{len(steps) - 1}" if steps else acc], (1.0 / len(ins),)))
+    elif not steps:
+        steps.append(("adds", [acc], (0.0,)) if op == "Sum" else ("muls", [acc], (1.0,)))
+    return steps
+
+
+def pow_step(exponent: float) -> tuple[str, tuple[float, ...]]:
+    """The program op of x ** exponent (a constant, not 0): sqrt, rsqrt, an integer power by multiplications,
+    else exp(p * ln x)."""
+    if exponent == 0.5:
+        return "sqrt", ()
+    if exponent == -0.5:
+        return "rsqrt", ()
+    if exponent == int(exponent):
+        return "powi", (exponent,)
+    return "powf", (exponent,)
+
+
+def _param_steps(g: Graph, n: Node, ins: list[str]) -> list[FpStep]:
+    """Pow (a constant scalar exponent, onnx_rules.check_pow), LeakyRelu, PRelu (a scalar slope is a LeakyRelu),
+    Clip with a bound computed at run time (max, then min)."""
+    if n.op_type == "Pow":
+        op, params = pow_step(_scalar(g, ins[1]))  # type: ignore[arg-type]  # checked by the frontend
+        return [(op, [ins[0]], params)]
+    if n.op_type == "LeakyRelu":
+        return [("leakyrelu", [ins[0]], (n.attrs.get("alpha", 0.01),))]
+    if n.op_type == "PRelu":
+        slope = _scalar(g, ins[1])
+        return [("leakyrelu", [ins[0]], (slope,))] if slope is not None else [("prelu", [ins[0], ins[1]], ())]
+    steps: list[FpStep] = []
+    for k, (pair, scalar_op) in ((1, ("max", "maxs")), (2, ("min", "mins"))):
+        v = n.inputs[k] if len(n.inputs) > k else ""
+        if v:
+            x = f"@{len(steps) - 1}" if steps else ins[0]
+            c = _scalar(g, v)
+            steps.append((scalar_op, [x], (c,)) if c is not None else (pair, [x, v], ()))
     return steps
 
 
@@ -102,9 +152,9 @@ def _capable(n: Node, patterns: Patterns, g: Graph) -> bool:
     plain = not (f.residual or f.second or f.chain_first or f.siblings) and len(f.ops) == (1 if f.activation else 0)
     ins = [i for i in n.inputs if i]
     tensors = [i for i in ins if i not in g.initializers]
+    arity = 2 if n.op_type in (*BINARY, "Pow", "PRelu") else 1
     return (n.op_type in CHAIN_OPS and plain and not patterns.absorbed(n.name) and len(n.outputs) == 1
-            and bool(tensors) and (n.op_type in ("Sum",) or len(ins) == (2 if n.op_type in BINARY else 1)
-                                   or n.op_type == "Clip"))
+            and bool(tensors) and (n.op_type in (*VARIADIC, "Clip") or len(ins) == arity))
 
 
 def _readers(g: Graph) -> tuple[dict[str, set[str]], set[str]]:

@@ -35,6 +35,10 @@ from ..ir.optlog import OptLog
 from ..ir.profiles import Profile
 
 ACTIVATIONS = ("Relu", "Clip", "Gelu")
+# elementwise ops that run in a fused elementwise program (codegen/passes/eltwise_programs.py); after a Cube or
+# depthwise kernel they are an epilogue opportunity no kernel takes yet, so they are audited
+PROGRAM_ACTIVATIONS = ("Sigmoid", "HardSigmoid", "HardSwish", "LeakyRelu", "PRelu", "Tanh", "Erf", "Softplus", "Exp",
+                       "Log", "Sqrt", "Abs", "Neg", "Reciprocal", "Pow")
 
 
 @dataclass(frozen=True)
@@ -187,6 +191,9 @@ def _fuse_activations(ps: _Pass) -> None:
         if act.op_type == "Add":
             _fuse_residual(act, ps)
             continue
+        if act.op_type in PROGRAM_ACTIVATIONS and act.inputs and act.inputs[0] in producer_of:
+            _audit_program_epilogue(act, producer_of[act.inputs[0]], ps)
+            continue
         if act.op_type not in ACTIVATIONS or not act.inputs or act.inputs[0] not in producer_of:
             continue
         prod = producer_of[act.inputs[0]]
@@ -223,6 +230,19 @@ def _fuse_activations(ps: _Pass) -> None:
                 ops=len(prod.source))
         res.fused.append({"node": act.name, "into": prod.name, "pattern": pattern, "where": where})
     g.nodes = [n for n in g.nodes if n.name not in removed]
+
+
+def _audit_program_epilogue(act: Node, prod: Node, ps: _Pass) -> None:
+    """An elementwise-program op reading a Conv's or GEMM's output: its own Vector kernel (the program pass
+    chains it with the elementwise ops after it), one GM round trip the audit names."""
+    if prod.op_type not in ("Conv", "Gemm", "MatMul") or prod.name in ps.removed:
+        return
+    pattern, reason = f"{prod.op_type}+{act.op_type}", "no_program_epilogue"
+    detail = f"{act.op_type} after {prod.name}: its own Vector kernel (epilogues: Fixpipe ReLU, Vector ReLU/Clip)"
+    if not ps.enable:
+        reason, detail = "fusion_off", "ENABLE_FUSION=OFF"
+    ps.log.add("fusion", f"{ps.model}:{act.name}", f"{pattern}:rejected", reason, detail=detail)
+    ps.res.audit.append({"node": act.name, "into": prod.name, "pattern": pattern, "reason": reason, "detail": detail})
 
 
 def _sibling_gemm(n: Node, g: Graph) -> bool:

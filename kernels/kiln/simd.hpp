@@ -472,12 +472,20 @@ KILN_SIMD_OP(OpMins, false, a < s ? a : s, vmin(a, b))
 #undef KILN_SIMD_V
 
 // Exp stays std::exp per element (a vector exp would not round identically), so
-// its runs are a plain scalar loop.
-struct OpExp {
-  static constexpr bool kReadsDst = false, kScalarOnly = true;
-  float s = 0.f;
-  float operator()(float a, float, float) const { return std::exp(a); }
-};
+// its runs are a plain scalar loop; Ln and Sqrt likewise (std::log / std::sqrt:
+// NaN for a negative input, log(0) = -inf), and LeakyRelu (x < 0 ? alpha * x : x,
+// NaN kept; alpha is the scalar operand s).
+#define KILN_SCALAR_ONLY_OP(Name, expr)                            \
+  struct Name {                                                    \
+    static constexpr bool kReadsDst = false, kScalarOnly = true;   \
+    float s = 0.f;                                                 \
+    float operator()(float a, float, float) const { return expr; } \
+  };
+KILN_SCALAR_ONLY_OP(OpExp, std::exp(a))
+KILN_SCALAR_ONLY_OP(OpLn, std::log(a))
+KILN_SCALAR_ONLY_OP(OpSqrt, std::sqrt(a))
+KILN_SCALAR_ONLY_OP(OpLeakyRelu, a < 0.f ? a * s : a)
+#undef KILN_SCALAR_ONLY_OP
 
 // d[i] = op(a[i], b[i], d[i]) over one contiguous run. Element types convert on
 // load/store (fp16 <-> fp32). A partial vector (tail of a run) goes through
@@ -572,6 +580,9 @@ inline VecKernel<T> unary_kernel(emu::VecOp op, float scalar) {
   switch (op) {
     case VecOp::Relu: return make_kernel<OpRelu, T, false>(scalar);
     case VecOp::Exp: return make_kernel<OpExp, T, false>(scalar);
+    case VecOp::Ln: return make_kernel<OpLn, T, false>(scalar);
+    case VecOp::Sqrt: return make_kernel<OpSqrt, T, false>(scalar);
+    case VecOp::LeakyRelu: return make_kernel<OpLeakyRelu, T, false>(scalar);
     case VecOp::Abs: return make_kernel<OpAbs, T, false>(scalar);
     case VecOp::Reciprocal: return make_kernel<OpReciprocal, T, false>(scalar);
     case VecOp::Copy: return make_kernel<OpCopy, T, false>(scalar);

@@ -38,8 +38,14 @@ RUNNER = textwrap.dedent("""
             for g, r in zip(got, refs):
                 g, r = np.asarray(g, np.float64), np.asarray(r, np.float64)
                 same = g.shape == r.shape
-                err = float(np.max(np.abs(g - r))) / max(float(np.max(np.abs(r))), 1e-30) if same else None
-                rows.append({"shape": list(g.shape), "ref_shape": list(r.shape), "rel_err": err})
+                err, nonfinite = None, 0
+                if same:  # over the values both have finite; NaN/inf must be the same NaN/inf (the edge cases)
+                    fin = np.isfinite(g) & np.isfinite(r)
+                    nonfinite = int(np.count_nonzero(~fin & ~((g == r) | (np.isnan(g) & np.isnan(r)))))
+                    scale = max(float(np.max(np.abs(r[fin]), initial=0.0)), 1e-30)
+                    err = float(np.max(np.abs(g[fin] - r[fin]), initial=0.0)) / scale
+                rows.append({"shape": list(g.shape), "ref_shape": list(r.shape), "rel_err": err,
+                             "nonfinite": nonfinite})
             kernels = [{k: r.get(k) for k in ("step", "checked", "passed", "note", "error_ratio")}
                        for r in per_kernel(m)]
             results[case.name] = {"outputs": rows, "launches": m.kernel_launches, "kernels": kernels}
@@ -87,6 +93,7 @@ def test_op_matches_onnxruntime(op_results, case):
     for i, row in enumerate(res["outputs"]):
         assert row["shape"] == row["ref_shape"], (case.name, i, row)
         assert row["rel_err"] <= case.tol, (case.name, i, row["rel_err"], case.tol)
+        assert row["nonfinite"] == 0, (case.name, i, "NaN/inf where ONNX Runtime differs", row["nonfinite"])
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])

@@ -450,7 +450,7 @@ def test_unsupported_nodes_are_all_listed(tmp_path):
     assert "node 'nms' (NonMaxSuppression, opset 17): op type NonMaxSuppression is not supported" in msg
     assert "node 'grouped_conv' (Conv, opset 17): group=4 with 32 input and 32 output channels" in msg
     assert "node 'pool' (MaxPool, opset 17): dilations=[2, 2] are not supported" in msg
-    assert msg.rstrip().splitlines()[-1].startswith("Supported ops: Add, AveragePool, BatchNormalization")
+    assert msg.rstrip().splitlines()[-1].startswith("Supported ops: Abs, Add, AveragePool, BatchNormalization")
 
     problems = onnx_frontend.check_onnx(path)
     assert [(p["node"], p["op_type"]) for p in problems] == [

@@ -113,3 +113,63 @@ def test_a_per_channel_operand_of_a_row_major_4d_value_reads_it_relaid_out(tmp_p
     program = next(s for s in steps if s.kind == "kernel" and s.kernel_op.type == "EltwiseProgram")
     assert program.kernel_op.attrs["layout"] == "NC1HWC0" and program.inputs[0] == "t@nc1hwc0"
     assert [s.glue for s in steps if s.kind == "glue"].count("to_nc1hwc0") == 1
+
+
+# ---- issue 19's elementwise catalogue
+
+def _steps(tmp_path, nodes, inputs, outputs, inits=None, **options):
+    stages, log = _plan(_model(tmp_path, nodes, inputs, outputs, inits), **options)
+    return [[(op, params) for op, _, params in getattr(s, "steps", ())] for s in stages.specs.values()], log
+
+
+X = [("x", [1, 20, 4, 4])]
+
+
+def test_mish_is_one_program_of_three_steps(tmp_path):
+    nodes = [("Softplus", ["x"], ["s"], {}), ("Tanh", ["s"], ["t"], {}), ("Mul", ["x", "t"], ["y"], {})]
+    (steps,), log = _steps(tmp_path, nodes, X, [("y", [1, 20, 4, 4])])
+    assert steps == [("softplus", ()), ("tanh", ()), ("mul", ())]
+    assert any("EltwiseProgram(Softplus+Tanh+Mul) reason=vector_chain" in line for line in log.lines)
+
+
+@pytest.mark.parametrize("p,step", [(2.0, ("powi", (2.0,))), (3.0, ("powi", (3.0,))), (-1.0, ("powi", (-1.0,))),
+                                    (0.5, ("sqrt", ())), (-0.5, ("rsqrt", ())),
+                                    (1.7, ("powf", (np.float32(1.7),)))])
+def test_pow_takes_the_sequence_of_its_exponent(tmp_path, p, step):
+    (steps,), _ = _steps(tmp_path, [("Pow", ["x", "p"], ["y"], {})], X, [("y", [1, 20, 4, 4])], {"p": np.float32(p)})
+    assert steps == [step]
+
+
+@pytest.mark.parametrize("p,why", [(0.0, "x \\*\\* 0 is the constant 1"), (20.0, "at most 16 in magnitude")])
+def test_pow_exponents_without_a_sequence_are_refused_naming_the_node(tmp_path, p, why):
+    with pytest.raises(KilnError, match=f"node 'n0' \\(Pow.*{why}"):
+        _steps(tmp_path, [("Pow", ["x", "p"], ["y"], {})], X, [("y", [1, 20, 4, 4])], {"p": np.float32(p)})
+    with pytest.raises(KilnError, match=r"node 'n0' \(Pow.*exponent \(input 1\) is computed at run time"):
+        _steps(tmp_path, [("Pow", ["x", "e"], ["y"], {})], X + [("e", [1])], [("y", [1, 20, 4, 4])])
+
+
+def test_variadic_max_min_mean_and_prelu_leakyrelu_steps(tmp_path):
+    shape = [1, 20, 4, 4]
+    (steps,), _ = _steps(tmp_path, [("Max", ["x", "b", "c"], ["y"], {})], X + [("b", [1, 20, 1, 1])],
+                         [("y", shape)], {"c": np.float32(0.5)})
+    assert steps == [("max", ()), ("maxs", (0.5,))]
+    (steps,), _ = _steps(tmp_path, [("Mean", ["x", "b", "z"], ["y"], {})], X + [("b", shape), ("z", shape)],
+                         [("y", shape)])
+    assert steps == [("add", ()), ("add", ()), ("muls", (np.float32(1 / 3),))]
+    (steps,), _ = _steps(tmp_path, [("Min", ["x"], ["y"], {})], X, [("y", shape)])
+    assert steps == [("muls", (1.0,))]
+    (steps,), _ = _steps(tmp_path, [("PRelu", ["x", "s"], ["y"], {})], X, [("y", shape)], {"s": np.float32([0.25])})
+    assert steps == [("leakyrelu", (0.25,))]  # a scalar slope
+    (steps,), _ = _steps(tmp_path, [("PRelu", ["x", "s"], ["y"], {})], X, [("y", shape)], {"s": np.ones((20, 1, 1))})
+    assert steps == [("prelu", ())]
+    (steps,), _ = _steps(tmp_path, [("LeakyRelu", ["x"], ["y"], {})], X, [("y", shape)])
+    assert steps == [("leakyrelu", (np.float32(0.01),))]  # the ONNX default alpha
+
+
+def test_a_program_op_after_a_conv_is_its_own_kernel_and_audited(tmp_path):
+    nodes = [("Conv", ["x", "w"], ["c"], {}), ("LeakyRelu", ["c"], ["y"], {"alpha": 0.1})]
+    kinds, log = _steps(tmp_path, nodes, X, [("y", [1, 16, 4, 4])], {"w": np.ones((16, 20, 1, 1))})
+    assert kinds == [[], [("leakyrelu", (np.float32(0.1),))]]
+    assert any("m:n1 Conv+LeakyRelu:rejected reason=no_program_epilogue" in line for line in log.lines)
+    _, log = _steps(tmp_path, nodes, X, [("y", [1, 16, 4, 4])], {"w": np.ones((16, 20, 1, 1))}, ENABLE_FUSION="OFF")
+    assert any("m:n1 Conv+LeakyRelu:rejected reason=fusion_off" in line for line in log.lines)

@@ -131,4 +131,81 @@ def _chains() -> list[OpCase]:
     ]
 
 
-CASES = _unary() + _binary() + _chains()
+def _specials(rng, shape):
+    """3 x standard normal with NaN, +-inf, 0 and -0 in the first lanes (the spec's edge cases)."""
+    v = 3 * rng.standard_normal(shape)
+    flat = v.reshape(-1)
+    flat[:5] = [np.nan, np.inf, -np.inf, 0.0, -0.0]
+    return v
+
+
+def _infs(rng, shape):
+    """As _specials without NaN, and with +-60 (saturating Tanh, Erf, Softplus's two sides)."""
+    v = 3 * rng.standard_normal(shape)
+    v.reshape(-1)[:6] = [np.inf, -np.inf, 0.0, -0.0, 60.0, -60.0]
+    return v
+
+
+def _pow_specials(rng, shape):
+    """For a non-integer exponent: NaN, inf, 0 and negatives (NaN out); not -inf nor -0, whose C pow results
+    (+-inf, 0) kiln does not reproduce (docs/numerics.md)."""
+    v = 3 * rng.standard_normal(shape)
+    v.reshape(-1)[:3] = [np.nan, np.inf, 0.0]
+    return v
+
+
+def _pow(p: float, shape: list, feed=_specials) -> OpCase:
+    name = f"pow_{str(p).replace('-', 'm').replace('.', 'p')}"
+    return OpCase(name, single_op("Pow", [("x", shape)], [("y", shape)], {"p": np.float32(p)}), inputs={"x": feed})
+
+
+def _catalogue() -> list[OpCase]:
+    """Issue 19's ops: each op, each attribute value exporters write, the broadcast forms, NaN/inf in and out."""
+    x20, x24, x40 = [1, 20, 5, 6], [1, 24, 3, 4], [2, 40, 3, 3]
+    unary = [("Sqrt", x20, _specials), ("Reciprocal", x24, _specials), ("Exp", x20, _specials),
+             ("Log", x24, _specials), ("Abs", [3, 50], _specials), ("Neg", x20, _specials),
+             ("Tanh", x40, _specials), ("Tanh", [4, 70], _infs), ("Erf", x20, _infs), ("Erf", [3, 90], _wide),
+             ("Softplus", x24, _specials), ("Softplus", [2, 66], _infs)]
+    cases = [OpCase(f"{op.lower()}_{'x'.join(map(str, shape))}", single_op(op, [("x", shape)], [("y", shape)]),
+                    inputs={"x": feed}) for op, shape, feed in unary]
+    cases += [_pow(2, x20), _pow(0.5, x24, _pow_specials), _pow(3, [4, 33]), _pow(-1, x20),
+              _pow(-0.5, x24, _pow_specials), _pow(1.7, x40, _pow_specials), _pow(4, [4, 33])]
+    cases += [
+        OpCase("leakyrelu_default", single_op("LeakyRelu", [("x", x20)], [("y", x20)]), inputs={"x": _specials}),
+        OpCase("leakyrelu_alpha02_2d", single_op("LeakyRelu", [("x", [5, 36])], [("y", [5, 36])], alpha=0.2),
+               inputs={"x": _specials}),
+        OpCase("prelu_channel_c40", single_op("PRelu", [("x", x40)], [("y", x40)], {"s": _c(40, 1, 1)}),
+               inputs={"x": _specials}),
+        OpCase("prelu_scalar_c24", single_op("PRelu", [("x", x24)], [("y", x24)], {"s": np.float32([0.25])})),
+        OpCase("prelu_row_2d", single_op("PRelu", [("x", [6, 48])], [("y", [6, 48])], {"s": _c(48)})),
+        OpCase("prelu_full_act", single_op("PRelu", [("x", x20), ("s", x20)], [("y", x20)])),
+        OpCase("max_three_channel_scalar", single_op("Max", [("x", x40), ("b", [2, 40, 1, 1])], [("y", x40)],
+                                                     {"c": np.float32(0.3)})),
+        OpCase("max_one", single_op("Max", [("x", x20)], [("y", x20)])),
+        OpCase("min_channel_left", single_op("Min", [("b", [1, 24, 1, 1]), ("x", x24)], [("y", x24)])),
+        OpCase("min_row_const", single_op("Min", [("x", [5, 36])], [("y", [5, 36])], {"r": _c(36)})),
+        OpCase("mean_three_c20", single_op("Mean", [("a", x20), ("b", x20), ("c", [1, 20, 1, 1])], [("y", x20)])),
+        OpCase("mean_two_2d", single_op("Mean", [("a", [4, 40]), ("b", [4, 40])], [("y", [4, 40])])),
+    ]
+    return cases
+
+
+def _catalogue_chains() -> list[OpCase]:
+    w = (_c(24, 20, 3, 3) / np.sqrt(180)).astype(np.float32)
+    return [
+        # Mish as exporters write it (YOLOv4): x * tanh(softplus(x)), one kernel
+        OpCase("mish_c40", _chain("mish", [("Softplus", ["x"], ["s"], {}), ("Tanh", ["s"], ["t"], {}),
+                                           ("Mul", ["x", "t"], ["y"], {})], [("x", [1, 40, 4, 4])],
+                                  [("y", [1, 40, 4, 4])]), inputs={"x": _wide}, launches=1),
+        # YOLO's Conv + LeakyRelu(0.1): the activation is a program after the Conv
+        OpCase("conv_leakyrelu_c24", _chain("convlr", [("Conv", ["x", "w"], ["c"], {"pads": [1, 1, 1, 1]}),
+                                                       ("LeakyRelu", ["c"], ["y"], {"alpha": 0.1})],
+                                            [("x", [1, 20, 6, 6])], [("y", [1, 24, 6, 6])], {"w": w})),
+        OpCase("rms_style_chain", _chain("rms", [("Pow", ["x", "two"], ["p"], {}), ("Add", ["p", "eps"], ["q"], {}),
+                                                 ("Sqrt", ["q"], ["r"], {}), ("Reciprocal", ["r"], ["i"], {}),
+                                                 ("Mul", ["x", "i"], ["y"], {})], [("x", [4, 40])], [("y", [4, 40])],
+                                         {"two": np.float32(2), "eps": np.float32(1e-3)})),
+    ]
+
+
+CASES = _unary() + _binary() + _chains() + _catalogue() + _catalogue_chains()
