@@ -154,16 +154,18 @@ class _TrackedQueue(deque):
 _KINDS = ("free_at", "done_at", "wait_until")
 
 
-def _read(core, ident: tuple) -> float:
-    return core.flags[ident[1]][ident[2]] if ident[0] == "flag" else getattr(core, ident[0])[ident[1]]
-
-
 class _Shape:
     """What the items of one key read (input times, in order) and write (times), and how many queued times they
     pop per flag queue, learnt from a tracked replay."""
 
     def __init__(self, reads: list[tuple], writes: list[tuple], pops: dict) -> None:
         self.reads, self.writes, self.pops = reads, writes, pops
+        # each read as (kind index: free_at, done_at, wait_until or 3 = a flag queue, key, position in the queue)
+        self.at = [(3, r[1], r[2]) if r[0] == "flag" else (_KINDS.index(r[0]), r[1], 0) for r in reads]
+
+    def inputs(self, core) -> list[float]:
+        times, flags = (core.free_at, core.done_at, core.wait_until), core.flags
+        return [times[i][k] if i < 3 else flags[k][j] for i, k, j in self.at]
 
 
 def _tracked(core, run: Callable[[], None]) -> _Shape:
@@ -207,10 +209,10 @@ class Memo:
             self.shapes[(key, queues)] = shape
             inputs = [_snap_read(before, r) for r in shape.reads]
         else:
-            inputs = [_read(core, r) for r in shape.reads]
+            inputs = shape.inputs(core)
             before = None
         ref = max(inputs, default=0.0)
-        rel = (key, queues, tuple(round((t - ref) * QUANTUM) for t in inputs))
+        rel = (key, queues, tuple([round((t - ref) * QUANTUM) for t in inputs]))
         if before is not None:
             self.effects[rel] = _effect(core, shape, queues, ref, before)
             return
@@ -291,16 +293,42 @@ def _apply(core, shape: _Shape, effect: tuple, ref: float) -> None:
         c.busy += b
 
 
-MIN_RUN = 4  # shorter runs are replayed item by item (a steady state needs two replays after the first)
+MAX_PERIOD = 24  # longest repeating pattern of keys looked for (a tile pattern over the image's rows)
+
+
+def _periods(keys: Sequence[Hashable]) -> list[list[int]]:
+    """runs[P][j]: how many items from j on equal the item P before them (P = 1.. a third of the items, at most
+    MAX_PERIOD: a pattern must repeat three times to be used)."""
+    ids: dict = {}
+    seq = [ids.setdefault(k, len(ids)) for k in keys]
+    n = len(seq)
+    runs: list[list[int]] = [[]]
+    for period in range(1, min(MAX_PERIOD, n // 3) + 1):
+        run = [0] * (n + 1)
+        for j in range(n - 1, period - 1, -1):
+            if seq[j] == seq[j - period]:
+                run[j] = run[j + 1] + 1
+        runs.append(run)
+    return runs
+
+
+def _stretch(runs: list[list[int]], i: int, n: int) -> tuple[int, int]:
+    """(P, end): the shortest period P whose pattern repeats at least three times from item i, and where that
+    repetition ends; (0, 0) if none does."""
+    for period in range(1, min(len(runs) - 1, (n - i) // 3) + 1):
+        r = runs[period][i + period]
+        if r >= 2 * period:
+            return period, i + period + r
+    return 0, 0
 
 
 def steady_loop(core, keys: Sequence[Hashable], run_item: Callable[[int], None], every: bool = False,
                 memo: Memo | None = None) -> None:
-    """run_item(i) for i in range(len(keys)) on `core`, in order, where equal keys mean the same instructions: each
-    run of equal keys is replayed until two replays in a row did the same (module docstring), its remaining items
-    are then added at once; an item met before in the same situation gets its effect from `memo` (shared by the
-    loops whose equal keys mean equal instructions: a launch's cores). every: replay every item (the
-    reference)."""
+    """run_item(i) for i in range(len(keys)) on `core`, in order, where equal keys mean the same instructions. A
+    stretch of items whose keys repeat with a period P (a run of equal keys: P = 1) is replayed P items at a time
+    until two periods in a row did the same (module docstring), its remaining whole periods are then added at
+    once; an item met before in the same situation gets its effect from `memo` (shared by the loops whose equal
+    keys mean equal instructions: a launch's cores). every: replay every item (the reference)."""
     if every:
         for k in range(len(keys)):
             run_item(k)
@@ -311,23 +339,22 @@ def steady_loop(core, keys: Sequence[Hashable], run_item: Callable[[int], None],
         memo.item(core, keys[k], lambda: run_item(k))
 
     n, i = len(keys), 0
+    runs = _periods(keys) if n >= 3 else []
     while i < n:
-        j = i + 1
-        while j < n and keys[j] == keys[i]:
-            j += 1
-        if j - i < MIN_RUN:
-            for k in range(i, j):
-                one(k)
-            i = j
+        period, end = _stretch(runs, i, n) if runs else (0, 0)
+        if not period:
+            one(i)
+            i += 1
             continue
         snaps = [_Snap(core)]
-        k = i
-        while k < j:
+        while end - i >= period:
             st = _steady(*snaps[-3:]) if len(snaps) >= 3 else None
             if st is not None:
-                _jump(core, snaps[-1], st, j - k)
+                times = (end - i) // period
+                _jump(core, snaps[-1], st, times)
+                i += times * period
                 break
-            one(k)
-            k += 1
+            for k in range(i, i + period):
+                one(k)
+            i += period
             snaps = snaps[-2:] + [_Snap(core)]
-        i = j

@@ -10,6 +10,7 @@ from math import ceil
 from .. import KilnError
 from ..cost.blocks import cube_drain, cube_k_loop, pingpong_tile, rows_load2d, tile_loop
 from ..cost.model import OUT, Prediction, SimCore, launch, then
+from ..cost.steady import Memo
 from ..ir.opspec import C0, Conv2dSpec, c1
 from ..ir.optlog import OptLog
 from ..ir.profiles import Profile
@@ -398,12 +399,13 @@ def img2col_epilogue(spec: Conv2dSpec, params: dict, profile: Profile) -> Predic
         [("Relu", False)] if spec.relu else [] if spec.residual else [("Copy", False)])
 
     sources = [OUT] + ([conv_sources(spec)["residual"]] if spec.residual else [])
+    memo = Memo()  # the tiles' effects, shared by the launch's cores
 
     def epilogue(core: SimCore, b: int) -> None:
         t0, t1 = ntiles * b // vblocks, ntiles * (b + 1) // vblocks
         tile_loop(core, [min(tile, numel - t * tile) for t in range(t0, t1)],
                   lambda q, inq, outq, s, n: pingpong_tile(q, inq, outq, s, n, [(n, src) for src in sources],
-                                                           [(n, 128, per_elem)]))
+                                                           [(n, 128, per_elem)]), memo)
 
     return launch(profile, "vector", vblocks, epilogue)
 
