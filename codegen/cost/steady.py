@@ -1,5 +1,7 @@
 """Identical blocks costed once: a run of blocks (or loop items) with the same instructions is replayed only until
-the core's timeline is in its steady state, and the rest of the run is added at once, with its multiplicity.
+the core's timeline is in its steady state, and the rest of the run is added at once, with its multiplicity; a
+stretch whose items repeat a pattern of P keys (an M tile's input rows over the image) goes the same way P items
+at a time; and an item met again in the same situation gets its recorded effect instead of a replay (Memo).
 
 Why this holds. An item's instructions act on the core's times (each pipe's free, done and wait times, the times
 queued on its flags) only through max and + a non-negative cost, so replaying the same instructions again is a
@@ -10,6 +12,12 @@ time (an unmoved one cannot reach a value that grew by delta), and moving times 
 never win a max again. Counters (instructions, bytes, busy cycles, MACs, GM bytes) grow by the same amounts per
 replay. So the remaining r replays of the run add r * delta to every moving time and r times the increments to
 every counter. The instructions themselves are the caller's promise: equal keys mean equal instructions.
+
+Situations met again (Memo). What an item does depends only on its key, the lengths of the flag queues and the
+times it reads (learnt once per key and queue lengths by a replay that tracks them); shifted by the latest of
+those, it is the same map, so an effect recorded relative to that time is reused wherever the relative input
+times match to 1/QUANTUM of a cycle (a max-plus map moves no output further than its inputs moved, so the match
+bounds the error).
 
 In floating point a replay's delta carries rounding noise (a few units in the last place of the times per
 instruction), so the two deltas are compared within that noise (`_tolerance`), and the result differs from the
