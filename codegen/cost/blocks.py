@@ -4,7 +4,8 @@ from __future__ import annotations
 from math import ceil
 
 from ..ir.profiles import Profile
-from .model import PingPongSim, Prediction, SimCore, launch, vec_body
+from .model import PingPongSim, Prediction, SimCore, current_mode, launch, vec_body
+from .steady import Memo, steady_loop
 
 
 def program_ops(terms: list[tuple[int, list[tuple[int, float]]]]) -> list[list[tuple[str, bool]]]:
@@ -99,16 +100,30 @@ def stream(profile: Profile, numel: int, tile: int, blocks: int, inputs: int, op
     over the tile (vec_flat), one UB->GM copy, with ping-pong queues (eltwise_vector and the conv epilogue)."""
     ntiles = ceil(numel / tile)
 
+    memo = Memo()  # the tiles' effects, shared by the launch's cores
+
     def block(core: SimCore, b: int) -> None:
-        t0, t1 = ntiles * b // blocks, ntiles * (b + 1) // blocks
-        inq, outq = PingPongSim(core, "MTE2", "V", 0), PingPongSim(core, "V", "MTE3", 2)
-        for t in range(t0, t1):
-            n = min(tile, numel - t * tile)
-            pingpong_tile(core, inq, outq, inq.slot(t - t0), n, [(n, i) for i in range(inputs)], [(n, lanes, ops)])
-        inq.drain()
-        outq.drain()
+        tile_loop(core, [min(tile, numel - t * tile) for t in range(ntiles * b // blocks, ntiles * (b + 1) // blocks)],
+                  lambda q, inq, outq, s, n: pingpong_tile(q, inq, outq, s, n, [(n, i) for i in range(inputs)],
+                                                           [(n, lanes, ops)]), memo)
 
     return launch(profile, "vector", blocks, block)
+
+
+def tile_loop(core: SimCore, sizes: list[int], one, memo: Memo) -> None:
+    """A block's ping-pong tile loop: queues GM->UB (MTE2 -> V, events 0/1) and UB->GM (V -> MTE3, events 2/3),
+    one(core, inq, outq, slot, n) per tile of n elements, slots alternating, then both queues drained. Pairs of
+    tiles of equal sizes are costed once steady (cost/steady.py; `memo`: one per launch)."""
+    inq, outq = PingPongSim(core, "MTE2", "V", 0), PingPongSim(core, "V", "MTE3", 2)
+    pairs = [tuple(sizes[i:i + 2]) for i in range(0, len(sizes), 2)]
+
+    def item(k: int) -> None:
+        for slot, n in enumerate(pairs[k]):
+            one(core, inq, outq, slot, n)
+
+    steady_loop(core, pairs, item, every=current_mode().every_block or core.trace is not None, memo=memo)
+    inq.drain()
+    outq.drain()
 
 
 def row_reduce(core: SimCore, op: str, length: int, pad_first: bool) -> None:

@@ -17,14 +17,16 @@ Every kernel family has a replay; `predict` returns None for an unknown family.
 """
 from __future__ import annotations
 
+import os
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from math import ceil
 
 from ..ir.profiles import VEC_OPS, Profile
+from .steady import Memo, steady_loop
 
 PIPES = ("S", "V", "M", "MTE1", "MTE2", "MTE3", "FIX")
 _VEC_INDEX = {op: i for i, op in enumerate(VEC_OPS)}
@@ -290,21 +292,29 @@ class PingPongSim:
 class ReplayMode:
     """How launch() replays while a family's replay runs (set by run()/run_recorded() around that one call).
     sample: replay only the first core and the one with the last block (a ranking estimate). record: launch()
-    appends (unit, cycles, {core: SimCore.trace}) to this list. l2: the cores' L2 hits (SimCore.l2)."""
+    appends (unit, cycles, {core: SimCore.trace}) to this list. l2: the cores' L2 hits (SimCore.l2). every_block:
+    identical blocks are replayed one by one, not added once steady (cost/steady.py; the reference its tests and
+    benchmarks/bench_plan.py compare with; KILN_COST_EVERY_BLOCK=1 makes it the default)."""
     sample: bool = False
     record: list | None = None
     l2: tuple[bool, ...] | None = None  # the step's L2 plan: per kernel input, a hit? (None: every read misses)
+    every_block: bool = False
+
+
+# The default of every_block: KILN_COST_EVERY_BLOCK=1 replays every block (benchmarks/bench_plan.py --every-block
+# times the planner that way; tests set this to compare the two).
+EVERY_BLOCK = os.environ.get("KILN_COST_EVERY_BLOCK") == "1"
 
 
 # A context variable, not module state: the mode belongs to the replay call that set it (threads and nested
 # predictions each see their own), and it is reset when that call returns.
 _MODE: ContextVar[ReplayMode] = ContextVar("kiln_replay_mode")
-_EXACT = ReplayMode()  # outside run(): every core replayed, nothing recorded
 
 
 def current_mode() -> ReplayMode:
-    """The replay mode launch() uses now (exact, nothing recorded, outside run()/run_recorded())."""
-    return _MODE.get(_EXACT)
+    """The replay mode launch() uses now (outside run()/run_recorded(): exact, nothing recorded)."""
+    mode = _MODE.get(None)
+    return mode if mode is not None else ReplayMode(every_block=EVERY_BLOCK)
 
 
 @contextmanager
@@ -316,8 +326,11 @@ def _replaying(mode: ReplayMode) -> Iterator[None]:
         _MODE.reset(token)
 
 
-def launch(profile: Profile, unit: str, blocks: int, body) -> Prediction:
-    """Blocks over the unit's cores as kiln::emu::launch does (block b on core b % cores)."""
+def launch(profile: Profile, unit: str, blocks: int, body,
+           signature: Callable[[int], Hashable] | None = None) -> Prediction:
+    """Blocks over the unit's cores as kiln::emu::launch does (block b on core b % cores). signature(b): what
+    block b's instructions depend on besides whether it is its core's first (equal signatures, equal
+    instructions); with it, a core's runs of identical blocks are costed once steady (cost/steady.py)."""
     cores = max(1, min(blocks, profile.cores_for(unit)))
     pipes = {p: PipeCount() for p in PIPES}
     cycles, macs, useful, replayed = 0.0, 0, 0, 0
@@ -326,13 +339,13 @@ def launch(profile: Profile, unit: str, blocks: int, body) -> Prediction:
     mode = current_mode()
     recording = mode.record
     traces: dict[int, list] | None = {} if recording is not None else None
+    memo = Memo()  # block effects, shared by the launch's cores
     for v in (sorted({0, (blocks - 1) % cores}) if mode.sample else range(cores)):
         core = SimCore(profile, mode.l2)
         if traces is not None:
             core.trace = traces[v] = []
-        for b in range(v, blocks, cores):
-            body(core, b)
-            core.blocks += 1
+        _blocks(core, body, range(v, blocks, cores), signature, memo if traces is None and not mode.every_block
+                else None)
         cycles = max(cycles, core.end_cycle())
         for p in PIPES:
             pipes[p].instrs += core.count[p].instrs
@@ -347,6 +360,20 @@ def launch(profile: Profile, unit: str, blocks: int, body) -> Prediction:
     if recording is not None:
         recording.append((unit, total, traces))
     return Prediction(total, pipes, macs, useful, cores, [total], mem, cycles, [limit])
+
+
+def _blocks(core: SimCore, body, bs: range, signature, memo: Memo | None) -> None:
+    """body(core, b) for the core's blocks bs, core.blocks counting them; identical blocks costed once (with
+    `memo`; None: block by block, as without a signature)."""
+    def item(i: int) -> None:
+        body(core, bs[i])
+        core.blocks += 1
+
+    if signature is None or memo is None:
+        for i in range(len(bs)):
+            item(i)
+        return
+    steady_loop(core, [(i > 0, signature(b)) for i, b in enumerate(bs)], item, memo=memo)
 
 
 class CrossFlagSim:
@@ -415,15 +442,17 @@ def then(*phases: Prediction) -> Prediction:
 
 
 def run(replay, spec, params: dict, profile: Profile, sample: bool = False,
-        l2: tuple[bool, ...] | None = None) -> Prediction:
+        l2: tuple[bool, ...] | None = None, every_block: bool | None = None) -> Prediction:
     """One family's replay (codegen/families/) of `params` for `spec`. sample=True replays two cores per launch:
-    cycles for ranking candidates, not per-pipe totals. l2: the step's L2 hits per input (None: called alone)."""
-    with _replaying(ReplayMode(sample=sample, l2=l2)):
+    cycles for ranking candidates, not per-pipe totals. l2: the step's L2 hits per input (None: called alone).
+    every_block: replay identical blocks one by one (None: EVERY_BLOCK)."""
+    mode = ReplayMode(sample=sample, l2=l2, every_block=EVERY_BLOCK if every_block is None else every_block)
+    with _replaying(mode):
         return replay(spec, params, profile)
 
 
 def run_recorded(replay, spec, params: dict, profile: Profile) -> tuple[Prediction, list]:
     """run() with every instruction recorded: (prediction, launches), each launch (unit, cycles, {core: trace})."""
     launches: list = []
-    with _replaying(ReplayMode(record=launches)):
+    with _replaying(ReplayMode(record=launches, every_block=True)):
         return replay(spec, params, profile), launches

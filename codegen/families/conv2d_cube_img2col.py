@@ -8,8 +8,9 @@ from collections.abc import Callable
 from math import ceil
 
 from .. import KilnError
-from ..cost.blocks import cube_drain, cube_k_loop, pingpong_tile, rows_load2d
-from ..cost.model import OUT, PingPongSim, Prediction, SimCore, launch, then
+from ..cost.blocks import cube_drain, cube_k_loop, pingpong_tile, rows_load2d, tile_loop
+from ..cost.model import OUT, Prediction, SimCore, launch, then
+from ..cost.steady import Memo
 from ..ir.opspec import C0, Conv2dSpec, c1
 from ..ir.optlog import OptLog
 from ..ir.profiles import Profile
@@ -273,6 +274,18 @@ class _Img2colReplay:
         self.n_split = self.params.get("n_split", 1)
         self.src = conv_sources(spec)
 
+    def signature(self, b: int) -> tuple:
+        """What block b's instructions depend on (cost/steady.py): its M tile's pixels and input rows (and the
+        second source's), its N tile's width."""
+        ni, mi = b % self.n_tiles, (b // self.n_tiles) % self.m_tiles
+        _, m, _, rows = self.tiles[mi]
+        return m, rows, min(self.bn // 16, self.CO1 - ni * (self.bn // 16)), self.tiles2[mi][3] if self.second else 0
+
+    def chain_signature(self, b: int) -> tuple:
+        """chain_block's: its share of the 1x1's N chunks, its M tile's pixels and input rows."""
+        _, m, _, rows = self.tiles[(b // self.n_split) % self.m_tiles]
+        return b % self.n_split, m, rows
+
     def block(self, core: SimCore, b: int) -> None:
         ni, mi = b % self.n_tiles, (b // self.n_tiles) % self.m_tiles
         _, m, _, rows = self.tiles[mi]
@@ -361,8 +374,8 @@ class _Img2colReplay:
 def img2col_cube(spec: Conv2dSpec, params: dict, profile: Profile) -> Prediction:
     r = _Img2colReplay(spec, params, profile)
     if spec.mid:
-        return launch(profile, "cube", spec.n * r.m_tiles * r.n_split, r.chain_block)
-    return launch(profile, "cube", spec.n * r.m_tiles * r.n_tiles, r.block)
+        return launch(profile, "cube", spec.n * r.m_tiles * r.n_split, r.chain_block, r.chain_signature)
+    return launch(profile, "cube", spec.n * r.m_tiles * r.n_tiles, r.block, r.signature)
 
 
 def replay_img2col(spec: Conv2dSpec, params: dict, profile: Profile) -> Prediction:
@@ -385,16 +398,14 @@ def img2col_epilogue(spec: Conv2dSpec, params: dict, profile: Profile) -> Predic
         [("Maxs", False), ("Mins", False)] if spec.clip_hi > 0 else
         [("Relu", False)] if spec.relu else [] if spec.residual else [("Copy", False)])
 
+    sources = [OUT] + ([conv_sources(spec)["residual"]] if spec.residual else [])
+    memo = Memo()  # the tiles' effects, shared by the launch's cores
+
     def epilogue(core: SimCore, b: int) -> None:
         t0, t1 = ntiles * b // vblocks, ntiles * (b + 1) // vblocks
-        inq, outq = PingPongSim(core, "MTE2", "V", 0), PingPongSim(core, "V", "MTE3", 2)
-        for t in range(t0, t1):
-            n = min(tile, numel - t * tile)
-            pingpong_tile(core, inq, outq, inq.slot(t - t0), n,
-                          [(n, OUT)] + ([(n, conv_sources(spec)["residual"])] if spec.residual else []),
-                          [(n, 128, per_elem)])
-        inq.drain()
-        outq.drain()
+        tile_loop(core, [min(tile, numel - t * tile) for t in range(t0, t1)],
+                  lambda q, inq, outq, s, n: pingpong_tile(q, inq, outq, s, n, [(n, src) for src in sources],
+                                                           [(n, 128, per_elem)]), memo)
 
     return launch(profile, "vector", vblocks, epilogue)
 

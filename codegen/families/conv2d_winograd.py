@@ -203,6 +203,25 @@ class _WinogradReplay:
         tw0 = ci * self.tb
         return th, tw0, min(self.tb, self.g.tw - tw0)
 
+    def input_signature(self, b: int) -> tuple:
+        """What input_transform's block b issues depends on (cost/steady.py): its channel blocks, its tile
+        columns and the rows and columns of its input patch inside the image."""
+        th, tw0, ntb = self.chunk(b, self.c1_groups)
+        c1_0 = (b % self.c1_groups) * self.c1_block
+        row0, col0 = th * self.tile - self.spec.pt, tw0 * self.tile - self.spec.pl
+        return (min(self.c1_block, self.C1 - c1_0), ntb, max(0, -col0), min(self.raw_w, self.spec.w - col0),
+                tuple(0 <= row0 + a < self.spec.h for a in range(self.alpha)))
+
+    def gemm_signature(self, b: int) -> tuple:
+        ni, mi = b % self.n_tiles, (b // self.n_tiles) % self.m_tiles
+        return min(self.bm, self.g.p - mi * self.bm), min(self.bn // 16, self.CO1 - ni * (self.bn // 16))
+
+    def output_signature(self, b: int) -> tuple:
+        th, tw0, ntb = self.chunk(b, self.co1_groups)
+        co1_0 = (b % self.co1_groups) * self.co1_block
+        return (min(self.co1_block, self.CO1 - co1_0), ntb, min(ntb * self.tile, self.spec.wo - tw0 * self.tile),
+                sum(1 for i in range(self.tile) if th * self.tile + i < self.spec.ho))
+
     def input_transform(self, core: SimCore, b: int) -> None:
         th, tw0, ntb = self.chunk(b, self.c1_groups)
         c1_0 = (b % self.c1_groups) * self.c1_block
@@ -299,9 +318,9 @@ class _WinogradReplay:
 def winograd_launches(spec: Conv2dSpec, params: dict, profile: Profile, which: tuple[int, ...]) -> Prediction:
     r = _WinogradReplay(spec, params, profile, which)
     rows = spec.n * r.g.th * r.twc
-    phases = {1: lambda: launch(profile, "vector", rows * r.c1_groups, r.input_transform),
-              2: lambda: launch(profile, "cube", r.xi * r.m_tiles * r.n_tiles, r.gemm),
-              3: lambda: launch(profile, "vector", rows * r.co1_groups, r.output_transform)}
+    phases = {1: lambda: launch(profile, "vector", rows * r.c1_groups, r.input_transform, r.input_signature),
+              2: lambda: launch(profile, "cube", r.xi * r.m_tiles * r.n_tiles, r.gemm, r.gemm_signature),
+              3: lambda: launch(profile, "vector", rows * r.co1_groups, r.output_transform, r.output_signature)}
     return then(*(phases[i]() for i in which))
 
 

@@ -100,7 +100,12 @@ def replay_gemm(spec, params: dict, profile: Profile) -> Prediction:
         cube_k_loop(core, m, n1_cnt * 16, chunks, bk1, (rows_load2d(core, m), lambda kc, k1n: [kc * n1_cnt]))
         cube_drain(core, m * n)
 
-    return launch(profile, "cube", m_tiles * n_tiles, block)
+    def signature(b: int) -> tuple:  # what block b issues depends on (cost/steady.py): its tile's extent
+        ni, mi = b % n_tiles, b // n_tiles
+        n1_cnt = min(bn // 16, N1 - ni * (bn // 16))
+        return min(bm, spec.m - mi * bm), n1_cnt, min(n1_cnt * 16, spec.n - ni * bn)
+
+    return launch(profile, "cube", m_tiles * n_tiles, block, signature)
 
 
 def search_gemm(spec: GemmSpec, rule_params: dict, profile: Profile, log: OptLog, buffers) -> dict:
