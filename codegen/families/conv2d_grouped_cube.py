@@ -1,6 +1,7 @@
 """conv2d_grouped_cube: grouped convolution (ONNX Conv with 1 < group, not depthwise: ResNeXt, RegNet, ShuffleNet
 v1, AlexNet) on the Cube, as conv2d_cube_img2col's kernel with a block-diagonal weight
-(templates/conv2d_grouped_cube.cpp.j2 includes its template; the replay and the GM bytes are its own, group-aware).
+(templates/conv2d_grouped_cube.cpp.j2 includes its template; its replay and GM bytes, which take each N tile's
+group range from the spec, are this family's too).
 
 A block is one (image, M tile, N tile of output channel blocks) and its K loop runs over only the input channel
 blocks of the groups the N tile holds (Conv2dSpec.group_c1_range). The group blocking, how many groups one Cube

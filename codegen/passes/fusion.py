@@ -370,13 +370,16 @@ def _fuse_chains(ps: _Pass, profile: Profile) -> None:
             # audited: MobileNet's depthwise -> pointwise, or a first conv ending in a clip (no Fixpipe clip).
             depthwise = _depthwise(first, g)
             plain_first = Node(first.name, "Conv", [], [])
-            if _chain_problem(plain_first, second, g) is None and (depthwise or "ends with" in problem):
+            grouped = problem == "grouped convolution"  # ResNeXt's grouped 3x3 -> 1x1: no chain kernel takes groups
+            if _chain_problem(plain_first, second, g) is None and (depthwise or grouped or "ends with" in problem):
                 kind = "DwConv+Conv1x1" if depthwise else pattern
                 where = ("they run on separate cores that meet only through GM" if not profile.coupled else
                          "they share a core, but the core has no UB -> L1 move")
                 detail = (f"{first.name} is depthwise (Vector unit, result in UB) and {second.name} pointwise "
                           f"(Cube, operands from L1): on {profile.name} {where}, so the intermediate goes "
-                          f"through GM in any kernel" if depthwise else problem + "; no kernel chains them")
+                          f"through GM in any kernel" if depthwise else
+                          f"{first.name} is a grouped convolution; the chained kernel takes dense window convs only"
+                          if grouped else problem + "; no kernel chains them")
                 log.add("fusion", subject, f"{kind}:rejected", "chain_unsupported", detail=detail)
                 res.audit.append({"node": second.name, "into": first.name, "pattern": kind,
                                   "reason": "chain_unsupported", "detail": detail})

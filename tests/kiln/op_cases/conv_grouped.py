@@ -90,25 +90,26 @@ def _fused(name: str, act: str) -> OpCase:
 
 def _resnext_block() -> OpCase:
     """ResNeXt bottleneck (torchvision resnext50_32x4d's shape, scaled): 1x1 -> BN -> Relu, 3x3 group 32 (4 per
-    group) -> BN -> Relu, 1x1 -> BN, + identity, Relu."""
+    group) -> BN -> Relu, 1x1 -> BN, + identity, Relu: three kernels (BN folded, each Relu and the Add fused)."""
     init: dict = {}
     nodes = (_conv_bn("c1", "x", "r1", _w(128, 64, 1), init, True)
              + _conv_bn("c2", "r1", "r2", _w(128, 4, 3), init, True, group=32, pads=[1, 1, 1, 1])
              + _conv_bn("c3", "r2", "o3", _w(64, 128, 1), init, False)
              + [helper.make_node("Add", ["o3", "x"], ["s"]), helper.make_node("Relu", ["s"], ["y"])])
-    return _graph("block_resnext_32x4d", nodes, [1, 64, 8, 8], [1, 64, 8, 8], init, 1e-2, None)
+    return _graph("block_resnext_32x4d", nodes, [1, 64, 8, 8], [1, 64, 8, 8], init, 1e-2, 3)
 
 
 def _regnet_block() -> OpCase:
     """RegNetX block (torchvision regnet_x_400mf's shape: group width 8): 1x1 -> BN -> Relu, 3x3/s2 group 6 -> BN
-    -> Relu, 1x1 -> BN, + the strided 1x1 projection of the input (-> BN), Relu."""
+    -> Relu, 1x1 -> BN, + the strided 1x1 projection of the input (-> BN), Relu: three kernels (the projection
+    accumulated into the last 1x1's L0C as its second source)."""
     init: dict = {}
     nodes = (_conv_bn("a", "x", "ra", _w(48, 32, 1), init, True)
              + _conv_bn("b", "ra", "rb", _w(48, 8, 3), init, True, group=6, strides=[2, 2], pads=[1, 1, 1, 1])
              + _conv_bn("c", "rb", "oc", _w(48, 48, 1), init, False)
              + _conv_bn("p", "x", "op", _w(48, 32, 1), init, False, strides=[2, 2])
              + [helper.make_node("Add", ["oc", "op"], ["s"]), helper.make_node("Relu", ["s"], ["y"])])
-    return _graph("block_regnetx_g6", nodes, [1, 32, 14, 14], [1, 48, 7, 7], init, 1e-2, None)
+    return _graph("block_regnetx_g6", nodes, [1, 32, 14, 14], [1, 48, 7, 7], init, 1e-2, 3)
 
 
 CASES = SINGLE + [_fused("gconv_g4_relu", "relu"), _fused("gconv_g4_relu6", "clip"),
