@@ -17,7 +17,7 @@ from .frontend.kernel_list import load_kernel_list
 from .frontend.model_spec import ModelSpec, parse_model_spec
 from .ir.graph import Graph, OpInstance
 from .ir.manifest import KernelRecord, ModelRecord
-from .ir.opspec import Opspec, opspec_of
+from .ir.opspec import Opspec, is_depthwise, opspec_of
 from .ir.optlog import OptLog
 from .ir.profiles import get_profile
 from .options import ZOO_MODELS, Options
@@ -90,7 +90,8 @@ def with_cube_dtype(op: OpInstance, dtype: str) -> OpInstance:
     """A kernel-list entry of a Cube op (convolution, GEMM, batched MatMul) in the build's KILN_DTYPE (entries
     have no dtype field of their own). Depthwise convolutions run on the Vector cores and stay fp16."""
     a = op.attrs
-    cube = op.type in ("Gemm", "MatMul", "BatchedMatMul") or (op.type == "Conv" and a.get("group", 1) == 1)
+    cube = op.type in ("Gemm", "MatMul", "BatchedMatMul") or (
+        op.type == "Conv" and not is_depthwise(a.get("group", 1), a["input"][1], a["weight"]))
     if dtype == "fp16" or not cube:
         return op
     return OpInstance(op.label, op.type, {**a, "dtype": dtype})

@@ -12,6 +12,7 @@ from ..ir.optlog import OptLog
 from ..ir.profiles import Profile
 from .base import Variant, predicted_cycles
 from .conv2d_cube_img2col import conv_rule
+from .conv2d_grouped_cube import choose_grouped
 from .conv2d_vector import vector_conv_legal, vector_conv_lower_bound, vector_conv_rule
 from .conv2d_winograd import WINOGRAD_TILES, winograd_geometry, winograd_legal, winograd_rule, winograd_tile_waste
 
@@ -26,6 +27,8 @@ def choose_conv_algorithm(spec: Conv2dSpec, profile: Profile, log: OptLog, optio
     """The Cube's algorithm (cube_conv_algorithm), then the Vector unit's (conv2d_vector) if the cost model
     predicts fewer cycles for it. FORCE_DIRECT_CONV=ON, a forced Winograd tile (USE_WINOGRAD=ON/F2/F4), O0 and a
     pinned Cube algorithm keep the conv on the Cube; a pinned vector_direct skips the comparison."""
+    if spec.group > 1:  # grouped: the Cube's block-diagonal img2col kernel (Winograd and Vector: dense only)
+        return choose_grouped(spec, profile, log, search)
     illegal = vector_conv_legal(spec)
     if pinned == "vector_direct" and spec.dtype != "fp16":
         # like a Winograd pin in a bf16 build: reported, and the kernel is the Cube's direct one

@@ -191,15 +191,16 @@ def conv_mte2(spec: Conv2dSpec, v: Variant) -> int:
                 total += mid1 * n1c * 512 + (n1c * 64 if spec.bias else 0)
         epilogue = spec.output().nbytes * (2 if spec.residual else 1) if spec.vector_epilogue else 0
         return total * spec.n + epilogue
-    CO1, C1 = c1(spec.cout), c1(spec.cin)
-    n_tiles = [min(p["base_n"] // 16, CO1 - n1) for n1 in range(0, CO1, p["base_n"] // 16)]
+    CO1 = c1(spec.cout)
+    n_tiles = [(n1, min(p["base_n"] // 16, CO1 - n1)) for n1 in range(0, CO1, p["base_n"] // 16)]
     total = 0
     second = spec.second() if spec.cin2 else None
     rows2 = conv_tile_rows(second, p["base_m"]) if second else []
     for mi, (_, _, _, rows) in enumerate(conv_tile_rows(spec, p["base_m"])):
-        for n1c in n_tiles:
-            for c1a in range(0, C1, p["c1_step"]):
-                c1n = min(p["c1_step"], C1 - c1a)
+        for n1_0, n1c in n_tiles:
+            lo, hi = spec.group_c1_range(n1_0, n1c)  # all C1 blocks, or (grouped) those of the tile's groups
+            for c1a in range(lo, hi, p["c1_step"]):
+                c1n = min(p["c1_step"], hi - c1a)
                 total += c1n * rows * spec.w * 32 + c1n * spec.kh * spec.kw * n1c * 512
             if second:  # the second source's channel blocks: its rows and its 1x1 weights
                 for c1a in range(0, c1(second.cin), p["c1_step"]):
@@ -300,8 +301,9 @@ class _Img2colReplay:
             core.wait_flag("MTE2", "MTE1", 4)
             core.load_bias_table(n1_cnt * 16)
         chunks = []
-        for c1a in range(0, self.C1, self.step):
-            c1n = min(self.step, self.C1 - c1a)
+        lo, hi = self.spec.group_c1_range(ni * (self.bn // 16), n1_cnt)  # grouped: the tile's groups' C1 blocks
+        for c1a in range(lo, hi, self.step):
+            c1n = min(self.step, hi - c1a)
             slab = [(c1n, rows * self.spec.w * 16, src["x"])] if rows > 0 else []
             chunks.append((c1n * self.taps, slab + [(c1n * self.taps, n1_cnt * 256, src["w"])]))
         if self.second:  # the second source's channel blocks go on into the same L0C (1x1: one tap)
@@ -312,7 +314,7 @@ class _Img2colReplay:
                                + [(c1n, n1_cnt * 256, src["w2"])]))
         # The Load3D rate depends on the source's kernel height and stride (the second source is a 1x1): one
         # (kh, stride_w) per A load, in the order cube_k_loop issues them (per chunk, per BASE_K1 slice).
-        main = ceil(self.C1 / self.step)  # the chunks of the main source
+        main = ceil((hi - lo) / self.step)  # the chunks of the main source
         sources = [self.spec] * main + [self.second or self.spec] * (len(chunks) - main)
         geoms = iter([(conv.kh, conv.sw) for conv, (k1n, _) in zip(sources, chunks)
                       for _ in range(ceil(k1n / self.bk1))])

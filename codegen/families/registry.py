@@ -17,6 +17,7 @@ from . import (
     channel_gather_mte,
     conv2d_algorithm,
     conv2d_cube_img2col,
+    conv2d_grouped_cube,
     conv2d_vector,
     conv2d_winograd,
     copy_mte,
@@ -38,6 +39,7 @@ __all__ = ["FAMILIES", "ORDER", "predict", "predicted_cycles", "record"]
 ORDER: tuple[Family, ...] = (
     conv2d_cube_img2col.FAMILY,
     conv2d_winograd.FAMILY,
+    conv2d_grouped_cube.FAMILY,
     conv2d_vector.FAMILY,
     gemm_cube.FAMILY,
     batched_gemm_cube.FAMILY,

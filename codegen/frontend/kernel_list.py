@@ -19,7 +19,7 @@ from ..ir.graph import OpInstance
 from .onnx_rules import ceil_extra
 
 SUPPORTED = {
-    "Conv": ("2-D convolution, NCHW, group 1 or depthwise (group = C_in = C_out); optional bias; "
+    "Conv": ("2-D convolution, NCHW, any group count (1: dense, C_in = C_out: depthwise, else grouped); optional bias; "
              "activation '' or 'Relu'"),
     "Gemm": "Y = A[M,K] * B[K,N] (+ bias[N]); activation '' or 'Relu'",
     "MatMul": "Y = A[M,K] * B[K,N]",
@@ -92,13 +92,9 @@ def _parse_conv(entry: str, raw: dict[str, Any], a: dict[str, Any]) -> None:
     if g != 1 and (a["algorithm"] or "tiling" in raw):
         raise KilnError("frontend", entry, "'algorithm' and 'tiling' pins apply to dense convolutions (group 1) "
                         "only; a depthwise convolution has one kernel family")
-    if g == 1:
-        if w[1] != x[1]:
-            raise KilnError("frontend", entry,
-                            f"weight {list(w)} expects {w[1]} input channels, input {list(x)} has {x[1]}")
-    elif not (g == x[1] == w[0] and w[1] == 1):
-        raise KilnError("frontend", entry, f"group={g} is not supported: only group=1 or depthwise "
-                        f"(group = C_in = C_out, weight [C,1,kh,kw]); got input {list(x)}, weight {list(w)}")
+    if w[1] * g != x[1] or w[0] % g:
+        raise KilnError("frontend", entry, f"weight {list(w)} with group={g} expects {w[1] * g} input channels and "
+                        f"an output channel count divisible by {g}; input {list(x)}")
     _check_conv_window(entry, x, w, a)
 
 

@@ -167,7 +167,7 @@ def _build_time(summary: str, fold: Callable | None, shape_inputs: tuple[int, ..
 
 
 OPS: dict[str, OpEntry] = {
-    "Conv": OpEntry("2-D convolution, group 1 or depthwise; auto_pad resolved to pads [t,l,b,r]",
+    "Conv": OpEntry("2-D convolution, any group count (dense, grouped, depthwise); auto_pad resolved to pads [t,l,b,r]",
                     rules.check_conv, rules.normalise_conv, rules.infer_conv),
     "BatchNormalization": OpEntry("inference-mode batch norm (folded into a preceding Conv when possible)",
                                   rules.check_batchnorm, rules.normalise_batchnorm, rules.same_shape),

@@ -108,9 +108,9 @@ def check_conv(node: Node, g: Graph) -> str | None:
     if has_input(node, 2) and const_input(g, node, 2) is None:
         return "the bias (input 2) is computed at run time; kiln needs it constant"
     group = node.attrs.get("group", 1)
-    if group != 1 and not (w.shape[1] == 1 and group == w.shape[0]):
-        return (f"group={group} with {group * w.shape[1]} input and {w.shape[0]} output channels: only group=1 "
-                f"or depthwise (group = input channels = output channels) is supported")
+    if not isinstance(group, int) or group < 1 or w.shape[0] % group:
+        return (f"group={group} with {w.shape[0]} output channels: group must be a positive integer dividing the "
+                f"output channels (the ONNX spec)")
     if "kernel_shape" in node.attrs and as_ints(node.attrs["kernel_shape"]) != w.shape[2:]:
         return f"kernel_shape {list(node.attrs['kernel_shape'])} does not match the weight {list(w.shape)}"
     return _check_window(node)
@@ -435,7 +435,8 @@ _WINDOW = (f"auto_pad: {', '.join(_AUTO_PADS)}; strides, dilations: 2 values >= 
 _OPERAND_FORMS = ("operands (either side): the same shape, a scalar constant, per channel ([N,C,1,1] or [1,C,1,1] of "
                   "a 4-D output), a row ([..,1,L] of a non-4-D output)")
 ACCEPTED_ATTRIBUTES: dict[str, str] = {
-    "Conv": f"group: 1, or = input channels = output channels (depthwise); weight and bias constant; {_WINDOW}",
+    "Conv": f"group: any count dividing the input and output channels (1: dense, = input channels = output "
+            f"channels: depthwise, otherwise a grouped Cube convolution); weight and bias constant; {_WINDOW}",
     "BatchNormalization": "training_mode: 0; scale, bias, mean, var constant; epsilon: any; input 4-D NCHW or "
                           "2-D (N, C) when no Conv absorbs it",
     "MaxPool": f"kernel_shape: 2-D; ceil_mode: 0, 1 (1 with explicit pads); dilations: 1; storage_order: 0; "

@@ -48,6 +48,17 @@ def oihw_to_fractal_z(w: np.ndarray, dtype: str = "fp16") -> np.ndarray:
     return _cube_operand(np.ascontiguousarray(p.reshape(_c1(ci) * kh * kw, _c1(co), C0, C0)), dtype)
 
 
+def grouped_to_dense(w: np.ndarray, group: int) -> np.ndarray:
+    """A grouped Conv weight (Cout, Cin/group, Kh, Kw) as the dense (Cout, Cin, Kh, Kw) one: block-diagonal, output
+    channel o of group g = o // (Cout/group) keeps its weights at input channels g*Cin/group.., zeros elsewhere."""
+    co, per_in, kh, kw = w.shape
+    per_out = co // group
+    dense = np.zeros((co, per_in * group, kh, kw), w.dtype)
+    for g in range(group):
+        dense[g * per_out:(g + 1) * per_out, g * per_in:(g + 1) * per_in] = w[g * per_out:(g + 1) * per_out]
+    return dense
+
+
 def kn_to_zn(b: np.ndarray, dtype: str = "fp16") -> np.ndarray:
     """GEMM weight (K, N) -> ZN fractals (K1, N1, 16 n, 16 k), fp16 or bf16 bits."""
     k, n = b.shape

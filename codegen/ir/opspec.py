@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, fields
-from math import prod
+from math import ceil, prod
 from typing import TYPE_CHECKING, ClassVar, Literal
 
 from .. import KilnError
@@ -81,6 +81,11 @@ class Conv2dSpec:
     # The Cube's operand type (KILN_DTYPE): fp16, or bf16 with the weights packed as bf16 and the activations
     # (fp16 in GM) rounded to bf16 on their way into L1. Accumulation is fp32 and the output fp16 either way.
     dtype: str = "fp16"
+    # Grouped convolution (ONNX Conv group > 1, not depthwise): output channel o reads input channels
+    # [g * cin/group, (g+1) * cin/group) with g = o // (cout/group). The weight is packed block-diagonal (dense
+    # FRACTAL_Z, zeros between groups) and an N tile of output blocks reduces over only the input channel blocks
+    # of the groups it holds (group_c1_range). 1: a dense convolution.
+    group: int = 1
     kind: ClassVar[Literal["conv2d"]] = "conv2d"
     natural_output: ClassVar[NaturalOutput] = "nchw"
 
@@ -93,6 +98,16 @@ class Conv2dSpec:
         """The second source as a conv of its own (for its geometry: rows per tile, reuse)."""
         return Conv2dSpec(self.n, self.cin2, self.h2, self.w2, self.cout, 1, 1, self.s2, self.s2, 0, 0, 0, 0, 1, 1,
                           False, False, dtype=self.dtype)
+
+    def group_c1_range(self, n1_0: int, n1_cnt: int) -> tuple[int, int]:
+        """The input channel blocks [lo, hi) output channel blocks [n1_0, n1_0 + n1_cnt) reduce over: all of
+        them for a dense conv; with groups, those holding the input channels of the groups the outputs belong to."""
+        if self.group == 1:
+            return 0, c1(self.cin)
+        per_in, per_out = self.cin // self.group, self.cout // self.group
+        o0, o1 = n1_0 * C0, min(self.cout, (n1_0 + n1_cnt) * C0)
+        g0, g1 = o0 // per_out, (o1 - 1) // per_out + 1
+        return g0 * per_in // C0, ceil(g1 * per_in / C0)
 
     @property
     def vector_epilogue(self) -> bool:
@@ -117,14 +132,15 @@ class Conv2dSpec:
                      f"{'_bias' if self.mid_bias else ''}{'_relu' if self.mid_relu else ''}")
             return (f"{first}_then_o{self.cout}{'_bias' if self.bias else ''}{acc}{'_add' if self.residual else ''}"
                     f"{act}{_dtype(self.dtype)}")
-        return (f"conv2d_{self.n}x{self.cin}x{self.h}x{self.w}_o{self.cout}_k{self.kh}x{self.kw}_{win}"
+        grouped = f"_g{self.group}" if self.group > 1 else ""
+        return (f"conv2d_{self.n}x{self.cin}x{self.h}x{self.w}_o{self.cout}_k{self.kh}x{self.kw}{grouped}_{win}"
                 f"{'_bias' if self.bias else ''}{acc}{'_add' if self.residual else ''}{act}{_dtype(self.dtype)}")
 
     @property
     def flops(self) -> int:
         if self.mid:
             return 2 * self.n * self.ho * self.wo * (self.mid * self.cin * self.kh * self.kw + self.cout * self.mid)
-        return 2 * self.n * self.cout * (self.cin * self.kh * self.kw + self.cin2) * self.ho * self.wo
+        return 2 * self.n * self.cout * (self.cin // self.group * self.kh * self.kw + self.cin2) * self.ho * self.wo
 
     def inputs(self) -> list[Tensor]:
         t = [Tensor("x", (self.n, c1(self.cin), self.h, self.w, C0), "fp16", "NC1HWC0"),
@@ -152,7 +168,7 @@ class Conv2dSpec:
     @property
     def reduction_length(self) -> int:
         # a chain's output sums `mid` products (the intermediate's own error is its fp16 rounding)
-        return self.mid or self.cin * self.kh * self.kw + self.cin2
+        return self.mid or self.cin // self.group * self.kh * self.kw + self.cin2
 
     @property
     def channel_padding(self) -> float:
@@ -161,6 +177,9 @@ class Conv2dSpec:
             useful = self.cin * self.kh * self.kw * self.mid + self.mid * self.cout
             padded = c1(self.cin) * self.kh * self.kw * c1(self.mid) + c1(self.mid) * c1(self.cout)
             return 1 - useful / (padded * C0 * C0)
+        if self.group > 1:  # the block-diagonal work each N tile of 16 output channels does
+            done = sum(hi - lo for lo, hi in (self.group_c1_range(n1, 1) for n1 in range(c1(self.cout))))
+            return 1 - self.cin // self.group * self.kh * self.kw * self.cout / (done * self.kh * self.kw * C0 * C0)
         useful = (self.cin * self.kh * self.kw + self.cin2) * self.cout
         return 1 - useful / ((c1(self.cin) * self.kh * self.kw + c1(self.cin2)) * C0 * c1(self.cout) * C0)
 
@@ -655,13 +674,19 @@ def cube_dtype(op: OpInstance) -> str:
     return dtype
 
 
+def is_depthwise(group: int, cin: int, weight) -> bool:
+    """A Conv of `group` groups over `cin` input channels with an OIHW `weight` shape is depthwise (one input and
+    one output channel per group: dwconv2d_vector); any other group count > 1 is a grouped Cube convolution."""
+    return group > 1 and group == cin == weight[0] and weight[1] == 1
+
+
 def opspec_of(op: OpInstance) -> Opspec:
     a = op.attrs
     relu = a["activation"] == "Relu"
     if op.type == "Conv":
         (n, cin, h, w), (cout, _, kh, kw) = a["input"], a["weight"]
         (pt, pl, pb, pr), (sh, sw), (dh, dw) = a["pads"], a["strides"], a["dilations"]
-        if a["group"] == 1:
+        if not is_depthwise(a["group"], cin, a["weight"]):  # dense or grouped: the Cube
             clip_hi = f32(a["max"]) if a["activation"] == "Clip" else 0.0
             second = a.get("second")  # (cin2, h2, w2, stride) of an accumulated 1x1 conv
             extra = dict(cin2=second[0], h2=second[1], w2=second[2], s2=second[3]) if second else {}
@@ -669,7 +694,8 @@ def opspec_of(op: OpInstance) -> Opspec:
                 extra.update(mid=a["mid"][0], mid_bias=a["mid"][1], mid_relu=a["mid"][2])
                 cout = a["cout"]
             return Conv2dSpec(n, cin, h, w, cout, kh, kw, sh, sw, pt, pl, pb, pr, dh, dw, a["bias"], relu,
-                              bool(a.get("residual", False)), clip_hi, **extra, dtype=cube_dtype(op))
+                              bool(a.get("residual", False)), clip_hi, **extra, dtype=cube_dtype(op),
+                              group=a["group"])
         clip_hi = f32(a["max"]) if a["activation"] == "Clip" else 0.0
         return DwConv2dSpec(n, cin, h, w, kh, kw, sh, sw, pt, pl, pb, pr, dh, dw, a["bias"], relu, clip_hi)
     if op.type in ("Gemm", "MatMul"):
@@ -760,6 +786,8 @@ def spec_hash(spec: Opspec) -> str:
             values.pop(name)
     if not values.get("split", 1):  # nor a GEMM with one result
         values.pop("split")
+    if values.get("group", 2) == 1:  # nor a dense conv (before grouped convolution)
+        values.pop("group")
     if values.get("dtype") == "fp16":  # nor does an fp16 Cube kernel (the only type before KILN_DTYPE)
         values.pop("dtype")
     canon = json.dumps({"kind": spec.kind, **values},

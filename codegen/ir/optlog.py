@@ -73,6 +73,8 @@ REASONS = {
                                  "convolution, unpadded, square stride, nothing fused, its input ready in time)",
     "cost_model": "the variant with the fewest cycles predicted by the pipe cost model (codegen/cost/model.py); for a "
                   "tiling search: candidates enumerated, those that fit the buffers ranked, the best replayed exactly",
+    "grouped_conv": "a grouped convolution (1 < group, not depthwise): the Cube's block-diagonal img2col kernel "
+                    "(Winograd and the Vector conv take dense convolutions only)",
     "winograd_illegal": "Winograd needs a 3x3 kernel, stride 1 and dilation 1; direct convolution",
     "winograd_error_bound": ("rejected: the tile's expected fp16 error (codegen/ir/winograd.py expected_error) exceeds "
                              "the tolerance"),

@@ -2,7 +2,7 @@
 hardware profile can apply them on the way out.
 
 Epilogues each kernel family can run (the kernels implement them):
-  Conv (groups 1) and Gemm/MatMul run on the Cube: Fixpipe applies ReLU on the
+  Conv (dense or grouped) and Gemm/MatMul run on the Cube: Fixpipe applies ReLU on the
     way out of L0C. Clip/ReLU6 and GELU are not Fixpipe functions: they would
     need a Vector pass (through UB on coupled profiles, through GM/L2 between
     the separate Cube and Vector cores on ascend910b), which no kernel has yet.
@@ -31,6 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..ir.graph import Fused, Graph, Node
+from ..ir.opspec import is_depthwise
 from ..ir.optlog import OptLog
 from ..ir.profiles import Profile
 
@@ -116,14 +117,19 @@ def _label(node: Node, *more: str) -> str:
     return "+".join([node.op_type] + ["BN"] * own_bn + list(node.fused.op_types) + list(more))
 
 
+def _depthwise(conv: Node, g: Graph) -> bool:
+    """A depthwise Conv (the Vector unit's kernel); dense and grouped convolutions run on the Cube."""
+    group, w = conv.attrs.get("group", 1), conv.inputs[1]
+    wshape = g.initializers[w].shape if w in g.initializers else g.values[w].shape
+    return group > 1 and is_depthwise(group, g.values[conv.inputs[0]].shape[1], wshape)
+
+
 def _epilogue_support(producer: Node, act: Node, g: Graph) -> tuple[bool, str, str]:
     """(can the producer's kernel apply `act`, reason code, where it runs)."""
     op = act.op_type
     lo, hi = act.attrs.get("min", float("-inf")), act.attrs.get("max", float("inf"))
     if producer.op_type == "Conv":
-        x = g.values[producer.inputs[0]].shape
-        depthwise = producer.attrs.get("group", 1) != 1 and producer.attrs.get("group") == x[1]
-        if depthwise:
+        if _depthwise(producer, g):
             if op == "Relu":
                 return True, "epilogue_vector", "Vector pass"
             if op == "Clip" and lo == 0.0 and hi > 0:
@@ -382,16 +388,18 @@ def _fuse_chains(ps: _Pass, profile: Profile) -> None:
         if problem is not None:
             # A conv -> 1x1 conv pair that only lacks kernel support is an opportunity not taken, so it is
             # audited: MobileNet's depthwise -> pointwise, or a first conv ending in a clip (no Fixpipe clip).
-            depthwise = first.attrs.get("group", 1) != 1 and first.attrs.get("group") == \
-                g.values[first.inputs[0]].shape[1]
+            depthwise = _depthwise(first, g)
             plain_first = Node(first.name, "Conv", [], [])
-            if _chain_problem(plain_first, second, g) is None and (depthwise or "ends with" in problem):
+            grouped = problem == "grouped convolution"  # ResNeXt's grouped 3x3 -> 1x1: no chain kernel takes groups
+            if _chain_problem(plain_first, second, g) is None and (depthwise or grouped or "ends with" in problem):
                 kind = "DwConv+Conv1x1" if depthwise else pattern
                 where = ("they run on separate cores that meet only through GM" if not profile.coupled else
                          "they share a core, but the core has no UB -> L1 move")
                 detail = (f"{first.name} is depthwise (Vector unit, result in UB) and {second.name} pointwise "
                           f"(Cube, operands from L1): on {profile.name} {where}, so the intermediate goes "
-                          f"through GM in any kernel" if depthwise else problem + "; no kernel chains them")
+                          f"through GM in any kernel" if depthwise else
+                          f"{first.name} is a grouped convolution; the chained kernel takes dense window convs only"
+                          if grouped else problem + "; no kernel chains them")
                 log.add("fusion", subject, f"{kind}:rejected", "chain_unsupported", detail=detail)
                 res.audit.append({"node": second.name, "into": first.name, "pattern": kind,
                                   "reason": "chain_unsupported", "detail": detail})
@@ -447,7 +455,7 @@ def _fuse_residual(add: Node, ps: _Pass) -> None:
         return
     # the conv that takes the add: the latest one whose other operand already exists when it runs
     convs = [(producer_of[i], ins[1 - k]) for k, i in enumerate(ins) if i in producer_of
-             and producer_of[i].op_type == "Conv" and producer_of[i].attrs.get("group", 1) == 1
+             and producer_of[i].op_type == "Conv" and not _depthwise(producer_of[i], g)
              and producer_of[i].name not in removed]
     convs = [(p, other) for p, other in convs if ready_before(other, p)]
     if not convs:

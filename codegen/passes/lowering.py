@@ -23,6 +23,7 @@ from ..frontend.onnx_rules import pool_pads
 from ..ir import layouts
 from ..ir.eltwise_program import encode
 from ..ir.graph import Graph, Node, OpInstance
+from ..ir.opspec import is_depthwise
 from . import copy_rules
 from .eltwise_programs import CHAIN_OPS as PROGRAM_CHAIN_OPS  # lowered as elementwise programs
 from .lowered import LoweredModel, Step, Storage
@@ -147,10 +148,12 @@ class _Lowerer:
         if group == 1:
             attrs.update(self.cube_dtype())
             wname = self.weight(f"{node.name}.w", layouts.oihw_to_fractal_z(w, self.dtype))
-        elif group == xs[1] == w.shape[0] and w.shape[1] == 1:
+        elif is_depthwise(group, xs[1], w.shape):
             wname = self.weight(f"{node.name}.w", layouts.dw_weight_to_c1hwc0(w))
-        else:
-            raise self.fail(node, f"group={group} is neither 1 nor depthwise")
+        else:  # grouped: the block-diagonal dense weight, each N tile reads its groups' rows (conv2d_grouped_cube)
+            attrs.update(self.cube_dtype())
+            wname = self.weight(f"{node.name}.w", layouts.oihw_to_fractal_z(layouts.grouped_to_dense(w, group),
+                                                                             self.dtype))
         ins = [self.act(node, x, "NC1HWC0"), wname]
         second = node.fused.second  # a 1x1 conv accumulated into the same L0C (fusion)
         b = self.const(node, node.inputs[2]) if bias else None

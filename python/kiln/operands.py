@@ -21,7 +21,8 @@ def _conv2d(s: dict, out_hw: tuple[int, int]) -> list[tuple[str, tuple[int, ...]
                 + ([("mid_bias", (s["mid"],))] if s["mid_bias"] else [])
                 + [("w_mid", (cout, s["mid"], 1, 1))] + ([("bias", (cout,))] if s["bias"] else []) + residual)
     second = [("x2", (n, s["cin2"], s["h2"], s["w2"])), ("w2", (cout, s["cin2"], 1, 1))] if s.get("cin2") else []
-    return ([("x", (n, cin, s["h"], s["w"])), ("w", (cout, cin, s["kh"], s["kw"]))]
+    per_group = cin // s.get("group", 1)  # a grouped conv's weight: (Cout, Cin/group, kh, kw), as ONNX holds it
+    return ([("x", (n, cin, s["h"], s["w"])), ("w", (cout, per_group, s["kh"], s["kw"]))]
             + ([("bias", (cout,))] if s["bias"] else []) + residual + second)
 
 

@@ -106,6 +106,9 @@ class Kernel:
         the one packer of that layout."""
         args = tuple(check_operands(self.record, args))  # the one check: count, numbers, natural shapes
         numerics.check(f"kernel {self.name}", "argument", self._fp16_operands(args), numerics.strict_from_env())
+        group = self.record["spec"].get("group", 1) if self.record["features"]["kind"] == "conv2d" else 1
+        if group > 1:  # a grouped conv's (Cout, Cin/group, kh, kw) weight, packed block-diagonal as the build does
+            args = (args[0], layouts.grouped_to_dense(np.asarray(args[1], np.float32), group), *args[2:])
         with np.errstate(over="ignore"):  # NumPy's own overflow warning of the cast: said above, by name
             return [pack_operand(a, t, self.tiling) for a, t in zip(args, self.entry.inputs)]
 

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 import kiln
-from codegen.ir.opspec import AvgPool2dSpec
+from codegen.ir.layouts import grouped_to_dense
+from codegen.ir.opspec import AvgPool2dSpec, Conv2dSpec
 from kiln import reference as ref
 
 KERNELS = kiln.kernels()
@@ -35,8 +36,9 @@ def make_inputs(k: kiln.Kernel, seed: int):
             args.append(rng.standard_normal((s["n"], s["cout"], s_ho(s), s_wo(s))).astype(np.float32))
     elif kind == "conv2d":
         x = rng.standard_normal((s["n"], s["cin"], s["h"], s["w"]), np.float32)
-        w = (rng.standard_normal((s["cout"], s["cin"], s["kh"], s["kw"]), np.float32)
-             / math.sqrt(s["cin"] * s["kh"] * s["kw"]))
+        per_group = s["cin"] // s.get("group", 1)  # a grouped conv's weight: (Cout, Cin/group, kh, kw)
+        w = (rng.standard_normal((s["cout"], per_group, s["kh"], s["kw"]), np.float32)
+             / math.sqrt(per_group * s["kh"] * s["kw"]))
         args = [x, w]
         if s["bias"]:
             args.append(rng.standard_normal(s["cout"]).astype(np.float32))
@@ -113,6 +115,8 @@ def reference(k: kiln.Kernel, args, absolute=False):
         return chain_reference(s, args, absolute)
     dt = s.get("dtype", "fp16")  # KILN_DTYPE of a Cube kernel (depthwise: fp16)
     q = [ref.cube_operand(args[0], dt), ref.cube_operand(args[1], dt, activation=False)]  # as the kernel reads them
+    if kind == "conv2d" and s.get("group", 1) > 1:  # grouped: the dense block-diagonal weight, same convolution
+        q[1] = grouped_to_dense(q[1], s["group"])
     bias = np.asarray(args[2], np.float64) if s.get("bias") else None
     residual = ref.f16(args[3 if s.get("bias") else 2]) if s.get("residual") else None
     second = ([ref.cube_operand(args[-2], dt), ref.cube_operand(args[-1], dt, activation=False)]
@@ -344,6 +348,12 @@ def test_pipe_counters_match_tiling(k):
         k1 = math.ceil(s["cin"] / 16) * s["kh"] * s["kw"] * 16
         split = k.tiling.get("n_split", 1)  # the window conv runs once per N split of the 1x1
         assert st["cube_macs"] == s["n"] * m * (split * r16(s["mid"]) * k1 + r16(s["cout"]) * r16(s["mid"]))
+    elif kind == "conv2d" and s.get("group", 1) > 1:  # per N tile: its groups' input channel blocks only
+        spec = Conv2dSpec(**s)
+        n1 = k.tiling["base_n"] // 16
+        tiles = [(n0, min(n1, math.ceil(s["cout"] / 16) - n0)) for n0 in range(0, math.ceil(s["cout"] / 16), n1)]
+        k_work = sum(cnt * (hi - lo) for n0, cnt in tiles for lo, hi in [spec.group_c1_range(n0, cnt)])
+        assert st["cube_macs"] == s["n"] * r16(s_ho(s) * s_wo(s)) * k_work * 256 * s["kh"] * s["kw"]
     elif kind == "conv2d":
         k1 = math.ceil(s["cin"] / 16) * s["kh"] * s["kw"] + math.ceil(s.get("cin2", 0) / 16)
         m = r16(s_ho(s) * s_wo(s))

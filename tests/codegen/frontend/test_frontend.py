@@ -433,7 +433,7 @@ def test_bert_layer_as_exported_matches_onnxruntime(tmp_path, opset):
 
 def unsupported_model(tmp_path):
     nodes = [helper.make_node("NonMaxSuppression", ["boxes", "scores"], ["picked"], name="nms"),
-             helper.make_node("Conv", ["x", "w"], ["c"], name="grouped_conv", group=4, pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["x", "w"], ["c"], name="grouped_conv", group=3, pads=[1, 1, 1, 1]),
              helper.make_node("MaxPool", ["c"], ["y"], name="pool", kernel_shape=[3, 3], strides=[2, 2],
                               dilations=[2, 2])]
     inputs = [tensor("boxes", [1, 10, 4]), tensor("scores", [1, 1, 10]), tensor("x", ["batch", 32, 16, 16])]
@@ -448,7 +448,8 @@ def test_unsupported_nodes_are_all_listed(tmp_path):
     msg = str(e.value)
     assert str(path) in msg and "3 node(s)" in msg
     assert "node 'nms' (NonMaxSuppression, opset 17): op type NonMaxSuppression is not supported" in msg
-    assert "node 'grouped_conv' (Conv, opset 17): group=4 with 32 input and 32 output channels" in msg
+    assert "node 'grouped_conv' (Conv, opset 17): group=3 with 32 output channels: group must be a positive " \
+           "integer dividing the output channels" in msg
     assert "node 'pool' (MaxPool, opset 17): dilations=[2, 2] are not supported" in msg
     assert msg.rstrip().splitlines()[-1].startswith("Supported ops: Abs, Add, AveragePool, BatchNormalization")
 
