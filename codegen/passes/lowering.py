@@ -663,6 +663,13 @@ class _Lowerer:
         self.kernel(node, "Gelu", {"shape": (prod(self.storage[dv].packed),), "activation": "", "bias": False},
                     [dv], self.storage[dv].layout)
 
+    def resize(self, node: Node) -> None:
+        """Resize of H and W (the frontend normalised it: sizes, float32 scales, modes): the resize_vector kernel."""
+        a, x = node.attrs, node.inputs[0]
+        attrs = {"input": self.shape(x), "out_hw": tuple(a["out_hw"]), "mode": a["mode"], "coord": a["coord"],
+                 "nearest": a["nearest"], "scales": tuple(a["scales"]), "activation": "", "bias": False}
+        self.kernel(node, "Resize", attrs, [self.act(node, x, "NC1HWC0")], "NC1HWC0")
+
     LOWER: ClassVar[dict] = {
         "Conv": conv, "Gemm": gemm, "MatMul": gemm, "Relu": eltwise, "Clip": eltwise, "Add": eltwise,
         "Mul": eltwise, "Div": eltwise, "Sub": eltwise, "MaxPool": pool, "GlobalAveragePool": pool,
@@ -670,7 +677,7 @@ class _Lowerer:
         "LayerNormalization": row_op, "Gelu": gelu, "Attention": attention,
         "AveragePool": pool, "ReduceMean": reduce_mean, "BatchNormalization": batchnorm, "Squeeze": reshape,
         "Unsqueeze": reshape, "Slice": slice_op, "Split": split, "Gather": gather, "Concat": concat,
-        "EltwiseProgram": eltwise_program}
+        "EltwiseProgram": eltwise_program, "Resize": resize}
 
 
     def layernorm_decomposed(self, node: Node) -> None:
