@@ -84,6 +84,7 @@ EXAMPLES: dict[str, list[tuple[list, dict, dict]]] = {
     "Squeeze": [([("x", [1, 16, 32])], {"a": np.array([0], np.int64)}, {})],
     "Unsqueeze": [(_X2, {"a": np.array([0], np.int64)}, {})],
     "Identity": [(_X2, {}, {})],
+    "Resize": [(_X4, {"roi": np.zeros(0, np.float32), "s": np.array([1, 1, 2, 2], np.float32)}, {"mode": "nearest"})],
     **{op: [(_X2, {}, {})] for op in ("Relu", "Sqrt", "Erf", "Sigmoid", "HardSigmoid", "HardSwish")},
     "Sum": [(_X2 + [("z", [16, 32])], {}, {})],
     **{op: [(_X2 + [("z", [16, 32])], {}, {}), (_X2, {"c": np.array(2, np.float32)}, {}), (_X2, {"c": _f(32)}, {})]

@@ -187,19 +187,20 @@ def _parse_channel_gather(entry: str, raw: dict[str, Any], a: dict[str, Any]) ->
 def _parse_resize(entry: str, raw: dict[str, Any], a: dict[str, Any]) -> None:
     n, c, h, w = a["input"] = _ints(entry, "input", raw.get("input"), 4, lo=1)
     scales, sizes = raw.get("scales"), raw.get("sizes")
-    if (scales is None) == (sizes is None) or not (sizes is not None or (
-            isinstance(scales, list) and len(scales) == 2 and all(_number(v) and v > 0 for v in scales))):
-        raise KilnError("frontend", entry, "give 'scales' (two numbers > 0, for H and W) or 'sizes', not both")
-    if sizes is not None:
-        a["out_hw"] = _ints(entry, "sizes", sizes, 2, lo=1)
-        scales = [a["out_hw"][0] / h, a["out_hw"][1] / w]
+    if sizes is not None and scales is None:
+        ho, wo = _ints(entry, "sizes", sizes, 2, lo=1)
+        factors = (ho / h, wo / w)
+    elif sizes is None and isinstance(scales, list) and len(scales) == 2 and all(
+            _number(v) and v > 0 for v in scales):
+        factors = (float(scales[0]), float(scales[1]))
+        ho, wo = scaled_size(h, factors[0]), scaled_size(w, factors[1])
     else:
-        a["out_hw"] = (scaled_size(h, scales[0]), scaled_size(w, scales[1]))
-    a.update(scales=tuple(float(v) for v in scales), mode=raw.get("mode", "nearest"),
-             coord=raw.get("coordinate_transformation_mode", "half_pixel"),
-             nearest=raw.get("nearest_mode", "round_prefer_floor") if raw.get("mode", "nearest") == "nearest" else "")
+        raise KilnError("frontend", entry, "give 'scales' (two numbers > 0, for H and W) or 'sizes', not both")
+    mode = raw.get("mode", "nearest")
+    a.update(out_hw=(ho, wo), scales=factors, mode=mode, coord=raw.get("coordinate_transformation_mode", "half_pixel"),
+             nearest=raw.get("nearest_mode", "round_prefer_floor") if mode == "nearest" else "")
     try:
-        ResizeSpec(n, c, h, w, *a["out_hw"], a["mode"], a["coord"], a["nearest"], *a["scales"])
+        ResizeSpec(n, c, h, w, ho, wo, mode, a["coord"], a["nearest"], *factors)
     except ValueError as e:
         raise KilnError("frontend", entry, str(e)) from None
 
@@ -314,8 +315,8 @@ _TAKES_ACTIVATION = {"Conv": ("", "Relu", "Clip"), "Gemm": ("", "Relu"), "Add": 
 _KNOWN_FIELDS = {"label", "type", "activation", "bias", "input", "weight", "strides", "pads", "dilations", "group",
                  "a", "b", "shape", "min", "max", "kernel_shape", "scalar", "trans_b", "epsilon", "residual",
                  "algorithm", "tiling", "q", "kv", "scale", "mask", "count_include_pad", "ceil_mode", "layout",
-                 "forms", "program", "in_channels", "table", "shuffle", "perm", "inputs", "axis", "scales", "sizes", "mode",
-                 "coordinate_transformation_mode", "nearest_mode"}
+                 "forms", "program", "in_channels", "table", "shuffle", "perm", "inputs", "axis", "scales", "sizes",
+                 "mode", "coordinate_transformation_mode", "nearest_mode"}
 
 
 # ---------------------------------------------------------------- fields every op shares

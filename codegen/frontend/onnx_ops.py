@@ -220,7 +220,8 @@ OPS: dict[str, OpEntry] = {
     "Concat": OpEntry("concatenation along one axis", normalise=rules.normalise_concat, infer=rules.infer_concat,
                       fold=lambda node, args: [np.concatenate([a for a in args if a is not None],
                                                               axis=node.attrs["axis"])]),
-    "Resize": OpEntry("nearest or bilinear resize of H, W (constant scales or sizes)", resize.check_resize,
+    "Resize": OpEntry("nearest or bilinear resize of H, W (constant scales or sizes); Upsample (opsets 7..9) and "
+                      "Resize-10 arrive converted, with their own semantics kept", resize.check_resize,
                       resize.normalise_resize, resize.infer_resize, attr_inputs=(1, 2, 3), shape_inputs=(1, 2, 3),
                       index_inputs=(3,)),
     # data movement on run-time values (onnx_structure); with constant inputs they fold at build time

@@ -98,6 +98,10 @@ class ResizeSpec:
         return (f"resize_{self.mode}_{self.n}x{self.c}x{self.h}x{self.w}_to_{self.ho}x{self.wo}_{how}_{digest}")
 
     @property
+    def out_channels(self) -> int:
+        return self.c
+
+    @property
     def flops(self) -> int:  # bilinear: two weighted sums of two (3 ops each) per output value
         return self.n * self.c * self.ho * self.wo * (6 if self.mode == "linear" else 0)
 

@@ -669,6 +669,11 @@ class _Lowerer:
         attrs = {"input": self.shape(x), "out_hw": tuple(a["out_hw"]), "mode": a["mode"], "coord": a["coord"],
                  "nearest": a["nearest"], "scales": tuple(a["scales"]), "activation": "", "bias": False}
         self.kernel(node, "Resize", attrs, [self.act(node, x, "NC1HWC0")], "NC1HWC0")
+        after = [n for n in self.g.nodes
+                 if node.outputs[0] in n.inputs and n.op_type in {*PROGRAM_CHAIN_OPS, "EltwiseProgram"}]
+        self.decisions.append(f"{node.name}: Resize ({a['mode']}, {a['coord']}) is a resize_vector kernel"
+                              + "".join(f"; the elementwise {n.op_type} '{n.name}' after it is not fused into it "
+                                        f"(resize_vector takes no epilogue yet): its own kernel" for n in after))
 
     LOWER: ClassVar[dict] = {
         "Conv": conv, "Gemm": gemm, "MatMul": gemm, "Relu": eltwise, "Clip": eltwise, "Add": eltwise,
