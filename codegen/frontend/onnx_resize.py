@@ -19,6 +19,9 @@ ACCEPTED_RESIZE = {
 }
 
 
+MIXED_RESIZE10 = "simple (floor up, ceil down)"  # restore_resize10's mark for what no Resize-11 mode says
+
+
 def scaled_size(size: int, scale: float) -> int:
     """ONNX Runtime's output length for a scale: floor(size * scale) in float32."""
     return int(np.float32(size) * np.float32(scale))
@@ -32,6 +35,9 @@ def check_resize(node: Node, g: Graph) -> str | None:
     coord = a.get("coordinate_transformation_mode", "half_pixel")
     if coord not in COORDINATE_MODES:
         return f"coordinate_transformation_mode={coord!r} is not supported (accepted: {', '.join(COORDINATE_MODES)})"
+    if mode == "nearest" and a.get("nearest_mode") == MIXED_RESIZE10:
+        return ("a Resize-10 / Upsample nearest that upsamples one axis and downsamples another (it rounds down on "
+                "one, up on the other) is not supported: accepted, all scales >= 1 or all <= 1")
     if mode == "nearest" and a.get("nearest_mode", "round_prefer_floor") not in NEAREST_MODES:
         return f"nearest_mode={a['nearest_mode']!r} is not supported (accepted: {', '.join(NEAREST_MODES)})"
     for key, want in (("antialias", 0), ("exclude_outside", 0)):
@@ -104,7 +110,7 @@ def restore_resize10(original, converted) -> None:
         n.attribute.append(helper.make_attribute("coordinate_transformation_mode", "asymmetric"))
         factors = _old_scales(original, old[n.output[0]])
         down, up = any(f < 1 for f in factors), any(f > 1 for f in factors)
-        rounding = "ceil" if down and not up else "floor" if not down else "simple (floor up, ceil down)"
+        rounding = "ceil" if down and not up else "floor" if not down else MIXED_RESIZE10
         n.attribute.append(helper.make_attribute("nearest_mode", rounding))
 
 

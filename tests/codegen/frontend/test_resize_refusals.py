@@ -78,6 +78,17 @@ def test_resize10_semantics_kept_through_the_converter(tmp_path):
     assert (n.attrs["coord"], n.attrs["nearest"], n.attrs["out_hw"]) == ("asymmetric", "floor", (7, 10))
 
 
+def test_resize10_nearest_up_and_down_refused(tmp_path):
+    node = helper.make_node("Resize", ["x", "s"], ["y"], name="the_node", mode="nearest")
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 6, 6])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(np.array([1, 1, 2, 0.5], np.float32), "s")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 10)])
+    model.ir_version = 8
+    onnx.save(model, tmp_path / "mixed.onnx")
+    assert "upsamples one axis and downsamples another" in refusal(tmp_path / "mixed.onnx")
+
+
 def test_coordinates_and_rounding():
     assert [float(source_coordinate(x, 2.0, 8, 4, "half_pixel")) for x in (0, 1, 7)] == [-0.25, 0.25, 3.25]
     assert float(source_coordinate(3, 2.0, 1, 4, "pytorch_half_pixel")) == 0.0
