@@ -3,7 +3,8 @@
 For each kernel: median wall time of the emulated kernel (computing the real
 result and simulating the pipes), its GFLOP/s on this CPU, and the simulated
 Ascend figures (cycles, time at the profile's clock, Cube/Vector utilisation).
-For GEMMs the same product in NumPy fp32 (BLAS) runs in the same process as a
+For GEMMs the same product in NumPy fp32 (BLAS), for Resize the same gather /
+interpolation in NumPy fp32 (fancy indexing), runs in the same process as a
 reference point for the host's speed. Medians of --repeat runs after a warm-up.
 
     python benchmarks/bench_kernels.py [--repeat 7] [--filter gemm] [--json out.json]
@@ -30,6 +31,23 @@ def median_time(fn, repeat: int) -> float:
         fn()
         times.append(time.perf_counter() - t0)
     return statistics.median(times)
+
+
+def numpy_resize_ms(s: dict, rng, repeat: int) -> float:
+    """The Resize in NumPy fp32: rows then columns by index arrays, weighted when bilinear."""
+    from kiln.codegen.ir.resize_spec import ResizeSpec
+    spec = ResizeSpec(**s)
+    (r0, r1, u0, u1), (c0, c1, v0, v1) = (np.array(spec.taps(axis)).T for axis in (0, 1))
+    r0, r1, c0, c1 = (a.astype(np.int64) for a in (r0, r1, c0, c1))
+    x = rng.standard_normal((spec.n, spec.c, spec.h, spec.w)).astype(np.float32)
+    u0, u1, v0, v1 = (a.astype(np.float32) for a in (u0, u1, v0, v1))
+    if spec.mode == "nearest":
+        return median_time(lambda: x[:, :, r0][:, :, :, c0], repeat) * 1e3
+
+    def bilinear():
+        h = x[:, :, :, c0] * v0 + x[:, :, :, c1] * v1
+        return h[:, :, r0] * u0[:, None] + h[:, :, r1] * u1[:, None]
+    return median_time(bilinear, repeat) * 1e3
 
 
 def main() -> int:
@@ -62,6 +80,8 @@ def main() -> int:
             a = rng.standard_normal((s["m"], s["k"])).astype(np.float32)
             b = rng.standard_normal((s["k"], s["n"])).astype(np.float32)
             np_ms = median_time(lambda a=a, b=b: a @ b, args.repeat) * 1e3
+        elif k.record["features"]["kind"] == "resize":
+            np_ms = numpy_resize_ms(k.spec, rng, args.repeat)
         row = {"kernel": k.name, "variant": k.variant, "ms": sec * 1e3, "gflops": flops / sec / 1e9,
                "numpy_fp32_ms": np_ms, "sim_cycles": st["cycles"], "sim_us": st["simulated_us"],
                "cube_util": st["pipes"]["M"]["utilisation"], "vector_util": st["pipes"]["V"]["utilisation"]}

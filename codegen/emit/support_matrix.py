@@ -88,6 +88,7 @@ EXAMPLES: dict[str, list[tuple[list, dict, dict]]] = {
     **{op: [(_X2, {}, {})] for op in ("Relu", "Sqrt", "Erf", "Sigmoid", "HardSigmoid", "HardSwish", "Reciprocal",
                                       "Exp", "Log", "Abs", "Neg", "Tanh", "Softplus", "LeakyRelu")},
     **{op: [(_X2 + [("z", [16, 32])], {}, {})] for op in ("Sum", "Max", "Min", "Mean")},
+    "Resize": [(_X4, {"roi": np.zeros(0, np.float32), "s": np.array([1, 1, 2, 2], np.float32)}, {"mode": "nearest"})],
     **{op: [(_X2 + [("z", [16, 32])], {}, {}), (_X2, {"c": np.array(2, np.float32)}, {}), (_X2, {"c": _f(32)}, {})]
        for op in ("Add", "Sub", "Mul", "Div")},
     "Pow": [(_X2, {"c": np.array(p, np.float32)}, {}) for p in (2, 0.5, 1.7)],

@@ -29,6 +29,7 @@ from . import (
     global_avgpool_vector,
     layernorm_vector,
     maxpool2d_vector,
+    resize_vector,
     softmax_vector,
     transpose_mte,
 )
@@ -56,6 +57,7 @@ ORDER: tuple[Family, ...] = (
     channel_gather_mte.FAMILY,
     copy_mte.FAMILY,
     attention_flash.FAMILY,
+    resize_vector.FAMILY,
 )
 
 # Kinds implemented by several families, each with the function that chooses among them

@@ -16,6 +16,8 @@ from .. import KilnError
 from ..ir.copy_spec import concat_copy, transpose_copy
 from ..ir.eltwise_program import decode
 from ..ir.graph import OpInstance
+from ..ir.resize_spec import ResizeSpec
+from .onnx_resize import scaled_size
 from .onnx_rules import ceil_extra
 
 SUPPORTED = {
@@ -43,6 +45,8 @@ SUPPORTED = {
                      "'table' (\"t:c\" per output channel), 'shuffle' = groups (one input), or neither (a Concat)",
     "Copy": "fp16 data movement as one copy_mte kernel: a transpose of row-major 'input' by 'perm' (any permutation), "
             "or a concat of row-major 'inputs' (a list of shapes) along 'axis'",
+    "Resize": "Resize over H and W of NCHW 'input' by 'scales' [h, w] (the output floor(size * scale)) or to 'sizes' "
+              "[h, w]; 'mode' nearest or linear, 'coordinate_transformation_mode', 'nearest_mode' (ONNX names)",
     "EltwiseProgram": "a fused elementwise program (codegen/ir/eltwise_program.py): output 'shape', 'layout' NC1HWC0 "
                       "(4-D) or ND, 'forms' (one per input: full, channel, channel1), 'program' as text, e.g. "
                       "'sigmoid(1);mul(0,2)'",
@@ -176,6 +180,27 @@ def _parse_channel_gather(entry: str, raw: dict[str, Any], a: dict[str, Any]) ->
     a["table"] = table if table is not None else gather_table(list(chans), shuffle)
 
 
+def _parse_resize(entry: str, raw: dict[str, Any], a: dict[str, Any]) -> None:
+    n, c, h, w = a["input"] = _ints(entry, "input", raw.get("input"), 4, lo=1)
+    scales, sizes = raw.get("scales"), raw.get("sizes")
+    if sizes is not None and scales is None:
+        ho, wo = _ints(entry, "sizes", sizes, 2, lo=1)
+        factors = (ho / h, wo / w)
+    elif sizes is None and isinstance(scales, list) and len(scales) == 2 and all(
+            _number(v) and v > 0 for v in scales):
+        factors = (float(scales[0]), float(scales[1]))
+        ho, wo = scaled_size(h, factors[0]), scaled_size(w, factors[1])
+    else:
+        raise KilnError("frontend", entry, "give 'scales' (two numbers > 0, for H and W) or 'sizes', not both")
+    mode = raw.get("mode", "nearest")
+    a.update(out_hw=(ho, wo), scales=factors, mode=mode, coord=raw.get("coordinate_transformation_mode", "half_pixel"),
+             nearest=raw.get("nearest_mode", "round_prefer_floor") if mode == "nearest" else "")
+    try:
+        ResizeSpec(n, c, h, w, ho, wo, mode, a["coord"], a["nearest"], *factors)
+    except ValueError as e:
+        raise KilnError("frontend", entry, str(e)) from None
+
+
 def _parse_attention(entry: str, raw: dict[str, Any], a: dict[str, Any]) -> None:
     b, h, sq, d = _ints(entry, "q", raw.get("q"), 4, lo=1)
     kv = raw.get("kv")
@@ -278,6 +303,7 @@ _PARSERS = {
     "Adds": _parse_elementwise,
     "Gelu": _parse_elementwise,
     "EltwiseProgram": _parse_eltwise_program,
+    "Resize": _parse_resize,
 }
 assert set(_PARSERS) == set(SUPPORTED), "every supported op type needs its parser"
 
@@ -285,7 +311,8 @@ _TAKES_ACTIVATION = {"Conv": ("", "Relu", "Clip"), "Gemm": ("", "Relu"), "Add": 
 _KNOWN_FIELDS = {"label", "type", "activation", "bias", "input", "weight", "strides", "pads", "dilations", "group",
                  "a", "b", "shape", "min", "max", "kernel_shape", "scalar", "trans_b", "epsilon", "residual",
                  "algorithm", "tiling", "q", "kv", "scale", "mask", "count_include_pad", "ceil_mode", "layout",
-                 "forms", "program", "in_channels", "table", "shuffle", "perm", "inputs", "axis"}
+                 "forms", "program", "in_channels", "table", "shuffle", "perm", "inputs", "axis", "scales", "sizes",
+                 "mode", "coordinate_transformation_mode", "nearest_mode"}
 
 
 # ---------------------------------------------------------------- fields every op shares

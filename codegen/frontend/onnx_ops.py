@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from ..ir.graph import Graph, Node, Value
+from . import onnx_resize as resize
 from . import onnx_rules as rules
 from . import onnx_structure as structure
 from .onnx_base import as_ints
@@ -239,6 +240,10 @@ OPS: dict[str, OpEntry] = {
     "Concat": OpEntry("concatenation along one axis", normalise=rules.normalise_concat, infer=rules.infer_concat,
                       fold=lambda node, args: [np.concatenate([a for a in args if a is not None],
                                                               axis=node.attrs["axis"])]),
+    "Resize": OpEntry("nearest or bilinear resize of H, W (constant scales or sizes); Upsample (opsets 7..9) and "
+                      "Resize-10 arrive converted, with their own semantics kept", resize.check_resize,
+                      resize.normalise_resize, resize.infer_resize, attr_inputs=(1, 2, 3), shape_inputs=(1, 2, 3),
+                      index_inputs=(3,)),
     # data movement on run-time values (onnx_structure); with constant inputs they fold at build time
     "Slice": OpEntry("slice with step 1 (constant starts, ends, axes)", structure.check_slice,
                      structure.normalise_slice, structure.infer_slice, _fold_slice, attr_inputs=(1, 2, 3, 4),

@@ -11,6 +11,7 @@ import numpy as np
 from .. import KilnError
 from ..ir.graph import Graph, Node, Value
 from .onnx_base import Problem
+from .onnx_resize import restore_resize10
 
 try:
     import onnx
@@ -110,6 +111,8 @@ def upgrade_opset(model, path: str, log: list[str]):
         raise KilnError("frontend", f"node '{name}' ({op_type}, opset {opset})",
                         f"onnx's version converter cannot convert it to opset {target} ({error}); re-export the "
                         f"model at opset {target}..{NATIVE_OPSETS[-1]}") from None
+    if opset < 11:  # Upsample and Resize-10 keep what they computed
+        restore_resize10(model, converted)
     log.append(f"opset: converted from opset {opset} to {target} with onnx's version converter")
     return converted
 

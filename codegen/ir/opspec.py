@@ -19,6 +19,7 @@ from .channel_gather_spec import ChannelGatherSpec
 from .copy_spec import CopySpec
 from .eltwise_program import decode, vector_ops
 from .graph import OpInstance
+from .resize_spec import ResizeSpec
 from .tensor import C0, Tensor, c1
 
 # How a kernel's output becomes the natural-layout array a caller of kiln.kernel(...) gets back: NC1HWC0 to NCHW
@@ -654,13 +655,14 @@ class AttentionSpec:
 
 
 Opspec = (Conv2dSpec | DwConv2dSpec | GemmSpec | EltwiseSpec | Pool2dSpec | RowSpec | BatchedGemmSpec | TransposeSpec
-          | AttentionSpec | AvgPool2dSpec | EltwiseProgramSpec | ChannelGatherSpec | CopySpec)
+          | AttentionSpec | AvgPool2dSpec | EltwiseProgramSpec | ChannelGatherSpec | CopySpec
+          | ResizeSpec)
 # kind -> its spec class (the one table a spec is rebuilt from: an .opspec file, a manifest record)
 SPEC_CLASSES: dict[str, type[Opspec]] = {
     "conv2d": Conv2dSpec, "dwconv2d": DwConv2dSpec, "gemm": GemmSpec, "eltwise": EltwiseSpec, "pool2d": Pool2dSpec,
     "softmax": RowSpec, "layernorm": RowSpec, "bgemm": BatchedGemmSpec, "transpose": TransposeSpec,
     "attention": AttentionSpec, "avgpool2d": AvgPool2dSpec, "eltwise_program": EltwiseProgramSpec,
-    "channel_gather": ChannelGatherSpec, "copy": CopySpec}
+    "channel_gather": ChannelGatherSpec, "copy": CopySpec, "resize": ResizeSpec}
 
 
 CUBE_DTYPES = ("fp16", "bf16")
@@ -728,6 +730,10 @@ def opspec_of(op: OpInstance) -> Opspec:
         return ChannelGatherSpec(a["n"], a["h"], a["w"], a["in_channels"], a["table"])
     if op.type == "Copy":
         return CopySpec(a["out_numel"], a["moves"])
+    if op.type == "Resize":
+        (n, c, h, w), (ho, wo) = a["input"], a["out_hw"]
+        return ResizeSpec(n, c, h, w, ho, wo, a["mode"], a["coord"], a["nearest"], f32(a["scales"][0]),
+                          f32(a["scales"][1]))
     if op.type == "Attention":
         return AttentionSpec(a["batch"], a["heads"], a["q"], a["kv"], a["d"], f32(a["scale"]), bool(a.get("mask")))
     if op.type in ("MaxPool", "AveragePool", "GlobalAveragePool"):

@@ -666,6 +666,18 @@ class _Lowerer:
         self.kernel(node, "Gelu", {"shape": (prod(self.storage[dv].packed),), "activation": "", "bias": False},
                     [dv], self.storage[dv].layout)
 
+    def resize(self, node: Node) -> None:
+        """Resize of H and W (the frontend normalised it: sizes, float32 scales, modes): the resize_vector kernel."""
+        a, x = node.attrs, node.inputs[0]
+        attrs = {"input": self.shape(x), "out_hw": tuple(a["out_hw"]), "mode": a["mode"], "coord": a["coord"],
+                 "nearest": a["nearest"], "scales": tuple(a["scales"]), "activation": "", "bias": False}
+        self.kernel(node, "Resize", attrs, [self.act(node, x, "NC1HWC0")], "NC1HWC0")
+        after = [n for n in self.g.nodes
+                 if node.outputs[0] in n.inputs and n.op_type in {*PROGRAM_CHAIN_OPS, "EltwiseProgram"}]
+        self.decisions.append(f"{node.name}: Resize ({a['mode']}, {a['coord']}) is a resize_vector kernel"
+                              + "".join(f"; the elementwise {n.op_type} '{n.name}' after it is not fused into it "
+                                        f"(resize_vector takes no epilogue yet): its own kernel" for n in after))
+
     LOWER: ClassVar[dict] = {
         "Conv": conv, "Gemm": gemm, "MatMul": gemm, "Relu": eltwise, "Clip": eltwise, "Add": eltwise,
         "Mul": eltwise, "Div": eltwise, "Sub": eltwise, "MaxPool": pool, "GlobalAveragePool": pool,
@@ -673,7 +685,7 @@ class _Lowerer:
         "LayerNormalization": row_op, "Gelu": gelu, "Attention": attention,
         "AveragePool": pool, "ReduceMean": reduce_mean, "BatchNormalization": batchnorm, "Squeeze": reshape,
         "Unsqueeze": reshape, "Slice": slice_op, "Split": split, "Gather": gather, "Concat": concat,
-        "EltwiseProgram": eltwise_program}
+        "EltwiseProgram": eltwise_program, "Resize": resize}
 
 
     def layernorm_decomposed(self, node: Node) -> None:

@@ -35,7 +35,7 @@ def natural_shapes(record: dict) -> list[tuple[str, tuple[int, ...] | str]]:
     if kind == "dwconv2d":
         return [("x", (s["n"], s["c"], s["h"], s["w"])), ("w", (s["c"], 1, s["kh"], s["kw"]))] + \
             ([("bias", (s["c"],))] if s["bias"] else [])
-    if kind in ("pool2d", "avgpool2d"):
+    if kind in ("pool2d", "avgpool2d", "resize"):
         return [("x", (s["n"], s["c"], s["h"], s["w"]))]
     if kind == "gemm":
         return [("a", (s["m"], s["k"])), ("b", (s["k"], s["n"]))] + ([("bias", (s["n"],))] if s["bias"] else [])

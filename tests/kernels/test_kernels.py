@@ -10,6 +10,7 @@ import pytest
 import kiln
 from codegen.ir.layouts import grouped_to_dense
 from codegen.ir.opspec import AvgPool2dSpec, Conv2dSpec
+from codegen.ir.resize_spec import ResizeSpec
 from kiln import reference as ref
 
 KERNELS = kiln.kernels()
@@ -59,7 +60,7 @@ def make_inputs(k: kiln.Kernel, seed: int):
         args = [a, b]
         if s["bias"]:
             args.append(rng.standard_normal(s["n"]).astype(np.float32))
-    elif kind in ("pool2d", "avgpool2d"):
+    elif kind in ("pool2d", "avgpool2d", "resize"):
         args = [rng.standard_normal((s["n"], s["c"], s["h"], s["w"]), np.float32)]
     elif kind in ("softmax", "layernorm"):
         args = [(2 * rng.standard_normal((s["rows"], s["length"]))).astype(np.float16)]
@@ -168,6 +169,24 @@ def check_avgpool(s: dict, x: np.ndarray, y: np.ndarray) -> None:
 
 
 @pytest.mark.parametrize("k", KERNELS, ids=[k.name for k in KERNELS])
+def check_resize(s: dict, x: np.ndarray, y: np.ndarray) -> None:
+    """Nearest: a gather, bit for bit. Bilinear: the separable 4-tap sum within its fp16 arithmetic: per pass
+    the weights (rounded to fp16 in the per-column rows), both products and their sum round, 8u over both
+    passes of the sum of the absolute terms."""
+    spec = ResizeSpec(**s)
+    rows, cols = spec.taps(0), spec.taps(1)
+
+    def interpolate(a):
+        h = np.stack([a[..., c[0]] * c[2] + a[..., c[1]] * c[3] for c in cols], axis=-1)
+        return np.stack([h[..., r[0], :] * r[2] + h[..., r[1], :] * r[3] for r in rows], axis=-2)
+    want = interpolate(x.astype(np.float64))
+    if spec.mode == "nearest":
+        np.testing.assert_array_equal(y, want)
+        return
+    tol = 8 * 2.0 ** -11 * interpolate(np.abs(x.astype(np.float64))) + 2.0 ** -24
+    assert np.all(np.abs(y - want) <= tol), (np.abs(y - want) / tol).max()
+
+
 def test_kernel_matches_reference(k):
     args = make_inputs(k, seed=1234)
     y = k(*args).astype(np.float64)
@@ -223,6 +242,9 @@ def test_kernel_matches_reference(k):
         return
     if kind == "avgpool2d":
         check_avgpool(k.spec, ref.f16(args[0]), y)
+        return
+    if kind == "resize":
+        check_resize(k.spec, ref.f16(args[0]), y)
         return
     want = reference(k, args)
     bound = ref.bound(want, reference(k, args, absolute=True), k.record["features"]["reduction_length"])

@@ -2,6 +2,7 @@
 plan tables, and the options file it is configured with. Nothing is compiled here (tests/kiln/test_cpp_package.py
 builds and runs it)."""
 import json
+import re
 
 import numpy as np
 import onnx
@@ -22,6 +23,8 @@ def test_every_kernel_template_renders_into_the_kernel_namespace():
         if path.name.startswith("cpp_model"):
             continue
         text = path.read_text()
+        for included in re.findall(r'{% include "([^"]+)" %}', text):  # a family built on another's template
+            text += (REPO / "templates" / included).read_text()
         assert "namespace {{ kernel_namespace }} {" in text, path.name
         assert "namespace kiln::kernels {" not in text, path.name
 
