@@ -277,10 +277,12 @@ class _Img2colReplay:
 
     def signature(self, b: int) -> tuple:
         """What block b's instructions depend on (cost/steady.py): its M tile's pixels and input rows (and the
-        second source's), its N tile's width."""
+        second source's), its N tile's width and (grouped) how many C1 blocks its groups reduce over."""
         ni, mi = b % self.n_tiles, (b // self.n_tiles) % self.m_tiles
         _, m, _, rows = self.tiles[mi]
-        return m, rows, min(self.bn // 16, self.CO1 - ni * (self.bn // 16)), self.tiles2[mi][3] if self.second else 0
+        n1_cnt = min(self.bn // 16, self.CO1 - ni * (self.bn // 16))
+        lo, hi = self.spec.group_c1_range(ni * (self.bn // 16), n1_cnt)
+        return m, rows, n1_cnt, hi - lo, self.tiles2[mi][3] if self.second else 0
 
     def chain_signature(self, b: int) -> tuple:
         """chain_block's: its share of the 1x1's N chunks, its M tile's pixels and input rows."""
