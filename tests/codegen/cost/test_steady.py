@@ -29,6 +29,8 @@ CASES = [
     ("conv_stride", conv(4, 32, 29, 29, 64, s=2), dict(base_m=64)),
     ("conv_chain", conv(3, 64, 14, 14, 256, k=3, mid=64, mid_bias=True, mid_relu=True), {}),
     ("winograd", conv(3, 32, 19, 19, 48), {}),
+    # grouped, 24 channels per group over 16-wide N tiles: the tiles' groups reduce over 2 or 3 C1 blocks
+    ("conv_grouped", conv(2, 72, 14, 14, 72, group=3), dict(base_n=16)),
     ("gemm", GemmSpec(300, 520, 200, True, False), dict(base_m=64, base_n=64)),
     ("eltwise", EltwiseSpec("add", 3 * 1000 * 1000 + 17, act="relu"), {}),
 ]
