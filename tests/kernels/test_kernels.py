@@ -168,7 +168,6 @@ def check_avgpool(s: dict, x: np.ndarray, y: np.ndarray) -> None:
     assert np.count_nonzero(y) > 0.3 * y.size
 
 
-@pytest.mark.parametrize("k", KERNELS, ids=[k.name for k in KERNELS])
 def check_resize(s: dict, x: np.ndarray, y: np.ndarray) -> None:
     """Nearest: a gather, bit for bit. Bilinear: the separable 4-tap sum within its fp16 arithmetic: per pass
     the weights (rounded to fp16 in the per-column rows), both products and their sum round, 8u over both
@@ -187,6 +186,7 @@ def check_resize(s: dict, x: np.ndarray, y: np.ndarray) -> None:
     assert np.all(np.abs(y - want) <= tol), (np.abs(y - want) / tol).max()
 
 
+@pytest.mark.parametrize("k", KERNELS, ids=[k.name for k in KERNELS])
 def test_kernel_matches_reference(k):
     args = make_inputs(k, seed=1234)
     y = k(*args).astype(np.float64)
