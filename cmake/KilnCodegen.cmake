@@ -90,7 +90,7 @@ macro(_kiln_codegen target options_file output_dir extra depends)
     COMMAND ${_kiln_cmd} generate "${options_file}" "${output_dir}" --stamp "${_kiln_stamp}" ${extra}
     DEPENDS ${_kiln_codegen_modules} ${_kiln_templates} "${options_file}" ${depends}
     WORKING_DIRECTORY "${KILN_SOURCE_DIR}"
-    COMMENT "kiln: generating the kernels of ${target} (codegen)"
+    COMMENT "kiln: generating kernels for ${target} (codegen)"
     USES_TERMINAL  # ninja's console pool: the progress lines stream instead of arriving when it ends
     VERBATIM)
   add_custom_target(${target}_codegen DEPENDS "${_kiln_stamp}")
