@@ -3,6 +3,7 @@ the attribute and what is accepted (the frontend's checks, then the lowering's);
 rule (tests/kiln/op_cases/pooling.py checks the values against ONNX Runtime)."""
 import numpy as np
 import pytest
+from single_node import refusal
 
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
@@ -24,12 +25,6 @@ def one_op(tmp_path, op, shape, consts=None, opset=17, **attrs):
     path = tmp_path / f"{op}.onnx"
     onnx.save(model, path)
     return path
-
-
-def refusal(path) -> str:
-    (problem,) = onnx_import.check_onnx(path)
-    assert problem["node"] == "the_node"
-    return problem["reason"]
 
 
 @pytest.mark.parametrize("op, attrs, reason", [

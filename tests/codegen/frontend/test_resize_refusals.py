@@ -3,6 +3,7 @@ coordinate and rounding rules (tests/kiln/op_cases/resize.py checks the values a
 Resize-10 keep their semantics through the version converter."""
 import numpy as np
 import pytest
+from single_node import refusal
 
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
@@ -28,12 +29,6 @@ def resize_model(tmp_path, inputs: dict, opset=13, shape=(1, 4, 6, 6), x_runtime
     path = tmp_path / "resize.onnx"
     onnx.save(model, path)
     return path
-
-
-def refusal(path) -> str:
-    (problem,) = onnx_import.check_onnx(path)
-    assert problem["node"] == "the_node"
-    return problem["reason"]
 
 
 @pytest.mark.parametrize("attrs, reason", [
