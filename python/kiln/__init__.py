@@ -112,9 +112,16 @@ def manifest_record() -> Manifest:
     return Manifest.from_json(manifest())
 
 
-def build_info() -> dict:
-    info = dict(_core.build_info())
-    info["options"] = manifest_record().options
+def manifest_of(model: Model | None = None) -> Manifest:
+    """The manifest `model` was baked in: a `kiln compile` directory's own, else (and without a model) the
+    installed build's."""
+    return (model.package.manifest if model is not None else None) or manifest_record()
+
+
+def build_info(model: Model | None = None) -> dict:
+    """The build's facts (ISA, profile, threads, options); with `model`, of the build that baked it."""
+    info = dict((model.package.core if model is not None else _core).build_info())
+    info["options"] = manifest_of(model).options
     info["dtype"] = info["options"].get("KILN_DTYPE", "fp16")  # the Cube kernels' operand type
     return info
 

@@ -54,8 +54,17 @@ def parse_peers(text: str | None) -> list[str]:
 
 
 def resolve_model(name: str, batch: int | None) -> ModelRecord:
-    """The manifest record of the baked model `name`, at `batch` if given (`<name>_b<batch>`)."""
+    """The manifest record of the baked model `name` (or of a `kiln compile` directory), at `batch` if given
+    (`<name>_b<batch>`)."""
     import kiln
+
+    from .compiled import is_compiled_dir
+    if is_compiled_dir(name):
+        rec = kiln.load(name).entry
+        if batch is not None and batch != rec.inputs[0].shape[0]:
+            raise BenchError(f"{name} holds {rec.name} compiled at batch {rec.inputs[0].shape[0]}, not {batch}; "
+                             f"compile it at that batch with kiln compile MODEL@{batch}")
+        return rec
     records = {r.name: r for r in kiln.manifest_record().models}
     by_onnx = {r.onnx: r for r in records.values()}
     rec = records.get(name) or by_onnx.get(name)
@@ -74,15 +83,14 @@ def resolve_model(name: str, batch: int | None) -> ModelRecord:
                      f"{other}; bake it with -Ccmake.define.KILN_MODELS=\"...;{base}@{batch}\"")
 
 
-def model_flops(rec: ModelRecord, onnx_path: Path) -> tuple[int, str]:
+def model_flops(rec: ModelRecord, onnx_path: Path, kernels: list) -> tuple[int, str]:
     """The model's FLOPs at its baked batch: the ONNX graph's count, else the sum over kiln's kernel launches."""
     batch = rec.inputs[0].shape[0]
     try:
         from .codegen.analyze import analyze
         return int(analyze(str(onnx_path), batch=batch)["flops"]), "onnx_graph"
     except Exception:
-        import kiln
-        flops = {k.name: k.features["flops"] for k in kiln.manifest_record().kernels}
+        flops = {k.name: k.features["flops"] for k in kernels}
         return sum(flops[s.kernel] for s in rec.kernel_steps), "kiln_kernels"
 
 
@@ -208,21 +216,24 @@ def run(model: str, batch: int | None = None, threads: int | None = None, peers=
     if why:
         raise BenchError(f"--threads: {why}")
     rec = resolve_model(model, batch)
+    from .compiled import is_compiled_dir
+    target = model if is_compiled_dir(model) else rec.name  # what kiln.load takes, in this and the child process
     batch = rec.inputs[0].shape[0]
     threads = threads or machine()["cores"]
     try:
         onnx_path = onnx_path_of(rec)
     except FileNotFoundError as e:
         raise BenchError(str(e)) from None
-    flops, flops_source = model_flops(rec, onnx_path)
+    loaded = kiln.load(target) if target != rec.name else None  # a compiled directory's own build
+    info = kiln.build_info(loaded)
+    flops, flops_source = model_flops(rec, onnx_path, kiln.manifest_of(loaded).kernels)
     load = OtherLoad()
     peak = peak or measure_peak(threads)
-    info = kiln.build_info()
 
     unavailable = {p: why for p in peers if (why := _peer_unavailable(p))}
     engines = ["kiln"] + [p for p in peers if p not in unavailable]
     results: dict[str, dict] = {e: {"times_ms": [], "peak_rss_mb": 0.0} for e in engines}
-    common = ["--model", rec.name, "--onnx", str(onnx_path), "--threads", str(threads),
+    common = ["--model", target, "--onnx", str(onnx_path), "--threads", str(threads),
               "--warmup", str(warmup), "--repeat", str(repeat)]
     for r in range(rounds):
         for engine in engines[r % len(engines):] + engines[:r % len(engines)]:
@@ -258,7 +269,7 @@ def run(model: str, batch: int | None = None, threads: int | None = None, peers=
             row["simulated_ms"] = row["simulated_cycles"] / (clock_ghz * 1e6)
         rows.append(row)
     kiln_ms = rows[0]["median_ms"]
-    return {"model": rec.name, "batch": batch, "threads": threads, "dtype": rows[0]["dtype"],
+    return {"model": rec.name, "load": target, "batch": batch, "threads": threads, "dtype": rows[0]["dtype"],
             "engines": rows, "ratios": {r["name"]: kiln_ms / r["median_ms"] for r in rows[1:]},
             "unavailable": [{"name": p, "reason": why} for p, why in unavailable.items()],
             "flops": flops, "flops_source": flops_source, "peak_gflops": peak["gflops"], "peak": peak,
@@ -277,9 +288,10 @@ def write_profile(model: str, path: str, threads: int | None = None, warmup: int
     import numpy as np
 
     import kiln
+    m = kiln.load(model)  # a baked model's name or a `kiln compile` directory
     if threads:
         kiln.set_num_threads(threads)
-    m = kiln.load(model)
+        m.package.core.set_num_threads(threads)  # the same extension, unless m is a compiled directory's
     rng = np.random.default_rng(0)
     xs = [rng.standard_normal(shape).astype(np.float32) for _, shape in m.inputs]
     for _ in range(max(0, warmup)):
@@ -297,7 +309,7 @@ def write_profile(model: str, path: str, threads: int | None = None, warmup: int
         steps.append({"index": i, "name": st.name, "kernel": st.kernel,
                       "cpu_ms": round(1e3 * statistics.median(run[i] for run in per_step), 6),
                       "simulated_cycles": k.simulated_cycles if k else None})
-    info = kiln.build_info()
+    info = kiln.build_info(m)
     out = {"format": "kiln-profile/1", "model": m.name, "profile": info["profile"], "isa": info["isa"],
            "threads": info["threads"], "repeat": max(1, repeat),
            "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -362,18 +374,19 @@ def _child(engine: str, model: str, onnx: str, threads: int, warmup: int, repeat
     import numpy as np
 
     import kiln
-    rec = next(r for r in kiln.manifest_record().models if r.name == model)
+    m = kiln.load(model)  # a baked model's name or a `kiln compile` directory
+    rec = m.entry
     rng = np.random.default_rng(SEED)
     # kiln's record has the ONNX input names and the baked (concrete) shapes: one seeded input for every engine
     feeds = {i.name: rng.standard_normal(i.shape).astype(np.float32) for i in rec.inputs}
     extra: dict = {}
     if engine == "kiln":
-        kiln._core.set_num_threads(threads)
-        m = kiln.load(model)
+        m.package.core.set_num_threads(threads)
         xs = list(feeds.values())
         times = _time_runs(lambda: m.run(*xs), warmup, repeat)
-        extra = {"dtype": kiln.build_info()["dtype"],  # the build's KILN_DTYPE (Cube operands)
-                 "threads_used": kiln.build_info()["threads"], "simulated_cycles": m.simulated_cycles}
+        info = kiln.build_info(m)
+        extra = {"dtype": info["dtype"],  # the build's KILN_DTYPE (Cube operands)
+                 "threads_used": info["threads"], "simulated_cycles": m.simulated_cycles}
     elif engine == "ort":
         import onnxruntime as ort
         opts = ort.SessionOptions()

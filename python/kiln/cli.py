@@ -30,7 +30,7 @@ def _model_kernels(args) -> int:
     from .codegen.ir.profiles import get_profile
     from .codegen.select.launches import launch_fields
     recs = model.kernel_records
-    prof = get_profile((model.package.manifest or kiln.manifest_record()).profile)
+    prof = get_profile(kiln.manifest_of(model).profile)
 
     def row(k):
         # The launch as this step ran it (its L2 plan): the cost model's figures, which tests hold equal to the
@@ -259,7 +259,7 @@ def _run(args) -> int:
         np.save(buf, y)
         write_atomic(args.output, buf.getvalue())
     print(f"{model.name}: output {model.outputs[0][0]} shape {y.shape}, simulated {model.simulated_cycles:.0f} cycles "
-          f"over {model.kernel_launches} kernel launches ({kiln.build_info()['profile']})"
+          f"over {model.kernel_launches} kernel launches ({kiln.build_info(model)['profile']})"
           + (f"; wrote {args.output}" if args.output else ""))
     return 0
 
@@ -312,14 +312,14 @@ def _bench(args) -> int:
         print(f"kiln bench: {e}", file=sys.stderr)
         return 2
     if args.profile:  # per-step host times of kiln's own run, for `kiln visualize --profile`
-        report["profile_file"] = bench.write_profile(report["model"], args.profile, threads=report["threads"],
+        report["profile_file"] = bench.write_profile(report["load"], args.profile, threads=report["threads"],
                                                      warmup=args.warmup, repeat=args.repeat)
     if args.json:
         _emit_json(report)
     else:
         print(bench.format_text(report))
         if args.profile:
-            print(f"per-kernel profile written to {args.profile} (kiln visualize {report['model']} --profile "
+            print(f"per-kernel profile written to {args.profile} (kiln visualize {report['load']} --profile "
                   f"{args.profile})")
     return 0
 
@@ -405,9 +405,13 @@ def _trace(args) -> int:
 
 def _visualize(args) -> int:
     """`kiln visualize MODEL`: a self-contained HTML report (graph, bottlenecks, memory plan, fusion)."""
+    import os
+
     from . import visualize
     from .codegen.ir.files import OutputPathError, check_output_path
-    out = args.output or f"{args.model.replace('/', '_')}_report.html"
+    # a `kiln compile` directory's report is named after the directory
+    default = os.path.basename(os.path.abspath(args.model)) if os.path.isdir(args.model) else args.model
+    out = args.output or f"{default.replace('/', '_')}_report.html"
     try:
         check_output_path(out, "kiln visualize -o")  # the default name, too, before the work
     except OutputPathError as e:
@@ -421,7 +425,6 @@ def _visualize(args) -> int:
     except visualize.ProfileError as e:  # names the file and what differs
         print(f"kiln visualize: --profile {e}", file=sys.stderr)
         return 2
-    import os
     t = data["totals"]
     print(f"wrote {out} ({os.path.getsize(out)} bytes): {data['model']}, {t['kernel_launches']} kernel launches, "
           f"{t['simulated_us']:.1f} us simulated on {data['profile']['name']}")

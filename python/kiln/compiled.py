@@ -135,7 +135,7 @@ def _collect(out: Path, build: Path, api: str) -> None:
     if not module:
         raise CompileError(f"the build in {build} made no _core module")
     pairs = [(module[0], out / module[0].name), (generated / "manifest.json", out / "manifest.json")]
-    pairs += [(p, out / p.relative_to(generated)) for sub in ("models", "opspecs")
+    pairs += [(p, out / p.relative_to(generated)) for sub in ("models", "opspecs", "logs")
               for p in sorted((generated / sub).glob("*")) if p.is_file()]
     for src, dst in pairs:
         if not dst.is_file() or dst.read_bytes() != src.read_bytes():

@@ -23,13 +23,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from importlib import resources
+from pathlib import Path
 
 import numpy as np
 
 from . import _core
 from .codegen.ir.manifest import SPACE_ARENA, SPACE_WEIGHTS, KernelRecord, ModelRecord, StepRecord
 from .model import _unpack
-from .runtime import Kernel
 
 # c (docs/numerics.md, "Isolated per-kernel check"): an elementwise op (K=1) rounds its inputs and its output, up
 # to 3u max|ref| when its operands are no larger than its result; measured, the largest err / (u sqrt(K) max|ref|)
@@ -184,9 +184,11 @@ def isolated_error(got: np.ndarray, ref: np.ndarray) -> tuple[float, int]:
 class _Walk:
     """One pass over a plan's steps with the ideal arena; `rows` collects one dict per kernel launch."""
 
-    def __init__(self, rec: ModelRecord, weights: np.ndarray, kernels: Mapping[str, KernelRecord],
-                 cp: _Counterparts, captured: dict[str, np.ndarray], perturb: Mapping[str, Perturb]):
-        self.rec, self.weights, self.kernels, self.cp = rec, weights, kernels, cp
+    def __init__(self, rec: ModelRecord, weights: np.ndarray, model, cp: _Counterparts,
+                 captured: dict[str, np.ndarray], perturb: Mapping[str, Perturb]):
+        self.rec, self.weights, self.cp = rec, weights, cp
+        self.kernels: Mapping[str, KernelRecord] = model.kernel_records
+        self.kernel = model.kernel  # from the extension that baked the model (installed, or a compiled dir's)
         self.captured, self.perturb = captured, perturb
         self.arena = np.zeros(rec.arena_bytes, np.uint8)
         self.tainted: list[tuple[int, int, str]] = []  # arena ranges holding a value with no ONNX counterpart
@@ -241,7 +243,7 @@ class _Walk:
             self.store(step, ref, None)
             return
         arrays = [_operand(self.source(step, r), r.at, r.nbytes, desc) for r, desc in zip(step.inputs, record.inputs)]
-        packed = Kernel(record).run_packed(*arrays)
+        packed = self.kernel(record.name).run_packed(*arrays)
         if step.name in self.perturb:  # fault injection (tests): what a broken kernel would have written
             packed = self.perturb[step.name](packed)
         got = _unpack(packed.ravel(), step.layout, list(step.shape))
@@ -270,9 +272,10 @@ class _Walk:
                            f"(its error is not only its own)")
 
 
-def weights_of(rec: ModelRecord) -> np.ndarray:
-    """The plan's packed weights blob (installed beside the package)."""
-    with resources.as_file(resources.files("kiln") / rec.weights_file) as p:
+def weights_of(rec: ModelRecord, root: Path | None = None) -> np.ndarray:
+    """The plan's packed weights blob (installed beside the package, or in a `kiln compile` directory `root`)."""
+    base = resources.files("kiln") if root is None else root
+    with resources.as_file(base / rec.weights_file) as p:
         return np.fromfile(p, dtype=np.uint8)
 
 
@@ -291,7 +294,5 @@ def per_kernel(model, xs: list[np.ndarray], path, sess_factory, force_generic: b
     sess = sess_factory(names)
     feeds = dict(zip([i.name for i in sess.get_inputs()], xs))
     cp.values = {**feeds, **dict(zip(names, sess.run(names, feeds)))}
-    from . import manifest_record
-    kernels = manifest_record().kernels_by_name()
-    return _Walk(rec, weights_of(rec), kernels, cp, captured, perturb or {}).run()
+    return _Walk(rec, weights_of(rec, model.package.root), model, cp, captured, perturb or {}).run()
 

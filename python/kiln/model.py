@@ -17,6 +17,7 @@ from .codegen.ir.files import InputPathError, check_input_file
 from .codegen.ir.manifest import KernelRecord, Manifest, ModelRecord
 from .dispatch import Dispatcher, describe, log_line
 from .integrity import InstallError, check_file
+from .runtime import Kernel
 from .steps import KernelStep, executor, kernel_steps
 
 __all__ = ["KernelStep", "Model", "Package"]
@@ -58,6 +59,10 @@ class Model:
     def record(self) -> dict:
         """Its manifest record as JSON (manifest.json's entry)."""
         return self.entry.to_json()
+
+    def kernel(self, name: str) -> Kernel:
+        """One of its kernels on its own (`kiln.kernel`, but from the extension that baked this model)."""
+        return Kernel(self.kernel_records[name], self.package.core)
 
     def __repr__(self) -> str:
         return (f"<kiln.Model {self.name}: {self.kernel_launches} kernel launches, "

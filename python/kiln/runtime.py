@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 
@@ -59,8 +60,9 @@ def pack_operand(a: np.ndarray, t: TensorDesc, tiling: dict) -> np.ndarray:
 class Kernel:
     """One baked kernel. `entry` is its manifest record (`record` the same as JSON)."""
 
-    def __init__(self, entry: KernelRecord):
+    def __init__(self, entry: KernelRecord, core: Any = None):
         self.entry = entry
+        self._core = core or _core  # the extension it was baked into: the installed one, or a `kiln compile` dir's
         self.name: str = entry.name
         self.family: str = entry.family
         self.variant: str = entry.variant
@@ -91,7 +93,7 @@ class Kernel:
                 what = "out" if i == len(inputs) else f"packed input {i}"
                 raise TypeError(f"kernel {self.name}: {what} must be a NumPy array, got {type(a).__name__}")
         hits = None if l2_hits is None else [bool(h) for h in l2_hits]
-        self.last_stats = _core.run(self.name, list(inputs), out, hits)
+        self.last_stats = self._core.run(self.name, list(inputs), out, hits)
         return out
 
     # ---- natural layouts -------------------------------------------------------

@@ -26,10 +26,10 @@ COSINE_MIN = 0.999
 COSINE_MIN_BY_DTYPE = {"fp16": COSINE_MIN, "bf16": 0.995}
 
 
-def cosine_min() -> float:
-    """The cosine gate of this build's KILN_DTYPE."""
+def cosine_min(model=None) -> float:
+    """The cosine gate of the KILN_DTYPE `model` was baked with (without one: the installed build's)."""
     from . import build_info
-    return COSINE_MIN_BY_DTYPE.get(build_info()["dtype"], COSINE_MIN)
+    return COSINE_MIN_BY_DTYPE.get(build_info(model)["dtype"], COSINE_MIN)
 LOW_SIGNAL_STD = 1e-3  # a reference output with less spread than this says little: check every kernel
 
 
@@ -122,7 +122,7 @@ def validate(model, seeds=(0, 1, 2), input_size: tuple[int, int] | None = None, 
             if g.shape[-1] == 1000:  # a classifier head
                 top1.append(bool(np.array_equal(g.reshape(-1, 1000).argmax(1), w.reshape(-1, 1000).argmax(1))))
     outs = list(outputs.values())
-    gate = cosine_min()
+    gate = cosine_min(model)
     passed = all(o["cosine"] >= gate and not o["nonfinite"] for o in outs) and all(top1)
     report = {"model": model.name, "onnx": str(path), "passed": passed,
               "seeds": [] if inputs is not None else list(seeds), "outputs": outs,

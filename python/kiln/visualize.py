@@ -117,9 +117,11 @@ def load_profile(path, model_name: str, steps: Sequence[StepRecord], hw_profile:
             "glue_cpu_ms": steps_ms - kernel_ms, "steps": out_steps}
 
 
-def _optlog_lines(model: str) -> list[str] | None:
-    """The model's own optimisation log (logs/<model>.log) or else the build's, None without either."""
-    for path in (resources.files("kiln") / "logs" / f"{model}.log", resources.files("kiln") / "optimization_path.log"):
+def _optlog_lines(model: str, root=None) -> list[str] | None:
+    """The model's own optimisation log (logs/<model>.log) or else the build's, None without either; `root`: a
+    `kiln compile` directory instead of the installed package."""
+    base = resources.files("kiln") if root is None else root
+    for path in (base / "logs" / f"{model}.log", base / "optimization_path.log"):
         if path.is_file():
             return path.read_text().splitlines()
     return None
@@ -202,11 +204,8 @@ def build(model_name: str, threshold: float = 0.15, suggest: bool = True, profil
     import kiln
 
     from .codegen.ir.profiles import PROFILES
-    model = kiln.load(model_name)
-    if model.package.manifest is not None:  # each kernel is replayed alone through the installed extension
-        raise KeyError(f"{model_name} is a `kiln compile` directory: kiln visualize reports models of the installed "
-                       f"build only (for now); kiln kernels, run, plan and validate take the directory")
-    man = kiln.manifest_record()
+    model = kiln.load(model_name)  # a baked model's name, or a `kiln compile` directory
+    man = kiln.manifest_of(model)
     rec_m = model.entry
     profile = PROFILES[man.profile]
     recs = man.kernels_by_name()
@@ -217,8 +216,8 @@ def build(model_name: str, threshold: float = 0.15, suggest: bool = True, profil
     total = model.simulated_cycles or 1.0
 
     nodes, terms, edges = _graph(steps, model, recs, total)
-    log_lines = _optlog_lines(model.name)
-    kernels = _kernel_table(nodes, recs, profile, log_lines, model.name)
+    log_lines = _optlog_lines(model.name, model.package.root)
+    kernels = _kernel_table(nodes, recs, profile, log_lines, model)
     for k in kernels.values():
         k["share"] = k["cycles_total"] / total
     if measured:
@@ -351,9 +350,8 @@ def _graph(steps: list, model, recs: dict, total: float) -> tuple[list[dict], li
     return nodes, terms, edges
 
 
-def _kernel_table(nodes: list[dict], recs: dict, profile, log_lines, model_name: str) -> dict[str, dict]:
+def _kernel_table(nodes: list[dict], recs: dict, profile, log_lines, model) -> dict[str, dict]:
     """Per unique kernel: emulator stats, replayed trace, type, roofline, log lines."""
-    import kiln
     kernels: dict[str, dict] = {}
     for n in nodes:
         kname = n["kernel"]
@@ -362,7 +360,7 @@ def _kernel_table(nodes: list[dict], recs: dict, profile, log_lines, model_name:
             kernels[kname]["cycles_total"] += n["cycles"] or 0
             continue
         r = recs[kname]
-        k = kiln.kernel(kname)
+        k = model.kernel(kname)  # replayed alone through the extension that baked it
         k.run_packed(*_zeros(r))
         st = k.last_stats
         try:
@@ -390,7 +388,7 @@ def _kernel_table(nodes: list[dict], recs: dict, profile, log_lines, model_name:
             "roofline": _roofline(r, st["cycles"], profile),
             "trace": {"cycles": tcycles, "phases": phases, "events": len(tr.events) if tr else 0,
                       "pipes": summ, "gantt_core0": gantt},
-            "log": _kernel_log(log_lines, model_name, r, ops) if log_lines is not None else None,
+            "log": _kernel_log(log_lines, model.name, r, ops) if log_lines is not None else None,
             "launches": [n["idx"]], "cycles_total": n["cycles"] or 0,
             "diagnosis": advice.diagnose(r, trace.spec_of(r), profile, summ, kind) if tr else "",
             "suggestion": None,

@@ -209,12 +209,23 @@ def test_the_example_equals_kiln_compile_bit_for_bit(tmp_path):
     import kiln
     y = kiln.load(str(compiled)).run(x.reshape(1, 3, 32, 32))
     assert y.ravel().tobytes() == cpp.tobytes()
-    r = run([KILN, "validate", compiled, "--seeds", "2"])
+    r = run([KILN, "validate", compiled, "--seeds", "2", "--per-kernel"])  # each kernel alone: the dir's own
     assert r.returncode == 0, r.stdout + r.stderr
     r = run([KILN, "kernels", compiled, "--json"])
     assert r.returncode == 0, r.stderr
     launches = int(lines[10].split(", ")[-1].split()[0])  # "... on ascend910b), 4 kernel launches"
     assert json.loads(r.stdout)["kernel_launches"] == launches
+    own = set(kiln.load(str(compiled)).kernel_records) - {k.name for k in kiln.kernels()}
+    assert own, "the test needs a kernel the installed build does not have"
+    report = tmp_path / "tiny_report.html"
+    r = run([KILN, "visualize", compiled, "-o", report])
+    assert r.returncode == 0 and f"{launches} kernel launches" in r.stdout, r.stdout + r.stderr
+    assert all(name in report.read_text() for name in own)
+    r = run([KILN, "bench", compiled, "--peers", "ort", "--repeat", "1", "--warmup", "0", "--rounds", "1", "--json"])
+    assert r.returncode == 0, r.stdout + r.stderr
+    bench = json.loads(r.stdout)
+    assert bench["model"] == "tiny_cnn" and [e["name"] for e in bench["engines"]] == ["kiln", "ort"]
+    assert bench["engines"][0]["simulated_cycles"] == pytest.approx(float(lines[10].split()[2]))
     again = run([KILN, "compile", example / "tiny_cnn.onnx", "-o", compiled, "--option", "USE_WINOGRAD=OFF"])
     assert again.returncode == 0 and "up to date" in again.stdout, again.stdout + again.stderr
     bad = run([build / "kiln_example", tmp_path / "missing.bin"])
