@@ -6,8 +6,11 @@ included), mean Cube utilisation (useful MACs over the chip's Cube peak for that
 model's MACs at the Cube peak, or its compulsory bytes: weights, inputs and outputs once, at the chip's HBM read
 rate, whichever is longer) and how many kernels each unit bounds (a pipe, L2 or HBM).
 
+Per kernel (--kernels): its family and tiling, predicted cycles, the unit that bounds it, its Cube utilisation
+and its own roofline floor (its MACs at the Cube peak, or its inputs and output moved once at the HBM read rate).
+
     python benchmarks/bench_simulated.py [--models "resnet50;mobilenet_v2;bert_layer"] [--target ascend910b]
-        [--tree OLD_CHECKOUT] [--markdown] [--json out.json]
+        [--tree OLD_CHECKOUT] [--markdown] [--kernels] [--json out.json]
 
 Planning runs the tiling search (no search cache): about a minute for the zoo at batch 1, much longer at batch
 32 (issue 22 point 6).
@@ -66,6 +69,34 @@ def predicted_launches(m: ModelPlan, profile: Profile) -> list[Launch | None]:
     return out
 
 
+def step_bytes(m: ModelPlan, i: int) -> int:
+    """Step i's inputs (weights included) and output, each moved once."""
+    low = m.lowered
+    s = low.steps[i]
+    sizes = [low.weights[v].nbytes if v in low.weights else low.storage[v].nbytes
+             for v in [*s.inputs, s.output] if v in low.weights or v in low.storage]
+    return sum(sizes)
+
+
+def kernel_rows(m: ModelPlan, profile: Profile) -> list[dict]:
+    """One row per kernel launch with a replay: what bounds it and how far it is from its own roofline."""
+    peak = profile.cube_cores * CUBE_MACS_PER_CYCLE
+    hbm_bpc = getattr(profile, "hbm_read_gbps", 0.0) / profile.clock_ghz
+    rows = []
+    for i, k in m.step_kernels.items():
+        r = m.launches.get(i) if getattr(m, "launches", None) else None
+        if r is None:
+            continue
+        compute, memory = r.useful_macs / peak, step_bytes(m, i) / hbm_bpc if hbm_bpc else 0.0
+        rows.append({"model": m.name, "step": i, "kernel": k.symbol, "tiling": k.variant.tag,
+                     "cycles": round(r.predicted_cycles), "bound": r.bound,
+                     "cube_utilization": round(r.useful_macs / (r.predicted_cycles * peak), 4),
+                     "floor_cycles": round(max(compute, memory)),
+                     "floor_bound": "compute" if compute >= memory else "memory",
+                     "l2_hit_bytes": r.l2_hit_bytes, "hbm_bytes": r.hbm_bytes})
+    return rows
+
+
 def model_row(m: ModelPlan, profile: Profile) -> dict:
     launches = predicted_launches(m, profile)
     known = [r for r in launches if r is not None]
@@ -82,7 +113,8 @@ def model_row(m: ModelPlan, profile: Profile) -> dict:
             "cube_utilization": round(useful / (cycles * peak), 4) if cycles else 0.0,
             "floor_cycles": round(floor), "floor_bound": "compute" if compute_floor >= memory_floor else "memory",
             "floor_share": round(floor / cycles, 4) if cycles else 0.0,
-            "bounds": dict(Counter(r.bound for r in known).most_common())}
+            "bounds": dict(Counter(r.bound for r in known).most_common()),
+            "kernels": kernel_rows(m, profile)}
 
 
 def plan_models(models: str, target: str) -> list[dict]:
@@ -104,12 +136,24 @@ def markdown(rows: list[dict]) -> str:
     return "\n".join(out)
 
 
+def kernels_markdown(rows: list[dict]) -> str:
+    out = ["| model | profile | step | kernel | tiling | cycles | bound | Cube utilisation | floor (cycles, bound) "
+           "| floor / cycles |", "|---|---|--:|---|---|--:|---|--:|--:|--:|"]
+    for r in rows:
+        for k in r["kernels"]:
+            out.append(f"| {r['model']} | {r['profile']} | {k['step']} | {k['kernel']} | {k['tiling']} | "
+                       f"{k['cycles']:,} | {k['bound']} | {k['cube_utilization']:.1%} | "
+                       f"{k['floor_cycles']:,} ({k['floor_bound']}) | {k['floor_cycles'] / k['cycles']:.1%} |")
+    return "\n".join(out)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", default="resnet50;mobilenet_v2;bert_layer")
     ap.add_argument("--target", action="append", help="profile(s) (default: ascend910b and ascend310p)")
     ap.add_argument("--tree", type=Path, help="plan with this source tree's codegen (e.g. an older checkout)")
     ap.add_argument("--markdown", action="store_true")
+    ap.add_argument("--kernels", action="store_true", help="also a row per kernel launch (with --markdown)")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     rows = []
@@ -117,7 +161,11 @@ def main() -> int:
         t0 = time.perf_counter()
         rows += plan_models(args.models, target)
         print(f"planned {args.models!r} on {target} in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
-    print(markdown(rows) if args.markdown else json.dumps(rows, indent=1))
+    if args.markdown:
+        print(markdown(rows) + ("\n\n" + kernels_markdown(rows) if args.kernels else ""))
+    else:
+        print(json.dumps(rows if args.kernels else [{k: v for k, v in r.items() if k != "kernels"} for r in rows],
+                         indent=1))
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
     return 0
