@@ -29,7 +29,8 @@ from .ir.graph import Graph, Node
 # TensorProto element types that hold parameters, with their byte sizes
 _FLOAT_BYTES = {1: 4, 10: 2, 11: 8, 16: 2}  # FLOAT, FLOAT16, DOUBLE, BFLOAT16
 _DATA_MOVEMENT = {"Reshape", "Flatten", "Transpose", "Concat", "Identity"}
-_READS_INPUT = {"GlobalAveragePool", "ReduceMean", "Softmax", "LayerNormalization"}
+_READS_INPUT = {"GlobalAveragePool", "GlobalMaxPool", "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceL2",
+                "Softmax", "LayerNormalization"}
 
 
 def _float_bytes(tensor) -> int:

@@ -66,6 +66,7 @@ EXAMPLES: dict[str, list[tuple[list, dict, dict]]] = {
     "Gemm": [(_X2, {"w": _f(64, 32), "b": _f(64)}, {"transB": 1})],
     "MatMul": [(_X2, {"w": _f(32, 64)}, {}), ([("x", [2, 16, 32]), ("z", [2, 32, 16])], {}, {})],
     "Softmax": [(_X2, {}, {})],
+    "LogSoftmax": [(_X2, {}, {})],
     "LayerNormalization": [(_X2, {"g": _f(32), "b": _f(32)}, {})],
     "Gelu": [(_X2, {}, {})],
     "Clip": [(_X2, {"lo": np.array(0, np.float32), "hi": np.array(6, np.float32)}, {})],
@@ -77,6 +78,9 @@ EXAMPLES: dict[str, list[tuple[list, dict, dict]]] = {
                ([("x", [2, 3, 4]), ("z", [2, 5, 4])], {}, {"axis": 1})],  # interleaved rows: a copy
     "ReduceMean": [(_X2, {"a": np.array([1], np.int64)}, {}), (_X4, {"a": np.array([2, 3], np.int64)}, {}),
                    ([("x", [1, 32, 4, 4])], {"a": np.array([1], np.int64)}, {})],  # opset 20: axes as an input
+    **{op: [(_X2, {"a": np.array([1], np.int64)}, {}), (_X4, {"a": np.array([1], np.int64)}, {})]
+       for op in ("ReduceSum", "ReduceMax", "ReduceMin", "ReduceL2")},  # opset 20: axes as an input
+    "GlobalMaxPool": [(_X4, {}, {})],
     "Slice": [(_X2, {"s": np.array([4], np.int64), "e": np.array([12], np.int64), "a": np.array([0], np.int64)}, {}),
               ([("x", [1, 21, 4, 4])], {"s": np.array([5], np.int64), "e": np.array([13], np.int64),
                                         "a": np.array([1], np.int64)}, {})],  # unaligned channels: a copy

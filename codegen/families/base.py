@@ -169,7 +169,7 @@ def row_band_mte2(spec, rows_per_block: int) -> int:
     for r0 in range(0, spec.ho, rows_per_block):
         rows_out = min(rows_per_block, spec.ho - r0)
         lo = r0 * spec.sh - spec.pt
-        hi = lo + (rows_out - 1) * spec.sh + spec.kh
+        hi = lo + (rows_out - 1) * spec.sh + (spec.kh - 1) * spec.dh + 1
         total += max(0, min(hi, spec.h) - max(lo, 0)) * spec.w * 32
     return total * spec.n * c1(spec.c)
 

@@ -14,7 +14,7 @@ from .base import Family, GenericForm, Variant, fits, r32, register, row_band_mt
 
 def maxpool_buffers(spec: Pool2dSpec, rows_per_block: int) -> dict[str, int]:
     wp = spec.w + spec.pl + spec.pr
-    slab = ((rows_per_block - 1) * spec.sh + spec.kh) * wp * 32
+    slab = ((rows_per_block - 1) * spec.sh + (spec.kh - 1) * spec.dh + 1) * wp * 32
     return {"UB": r32(slab) + 2 * r32(spec.wo * 32)}
 
 
@@ -33,7 +33,7 @@ def replay_maxpool(spec, params: dict, profile: Profile) -> Prediction:
     def block(core: SimCore, b: int) -> None:
         r0 = (b % bands) * rpb
         rows_out = min(rpb, spec.ho - r0)
-        window_block_prologue(core, spec, rows_out, r0, 1)
+        window_block_prologue(core, spec, rows_out, r0, spec.dh)
         core.set_flag("MTE2", "V", 0)
         core.wait_flag("MTE2", "V", 0)
         outq = PingPongSim(core, "V", "MTE3", 2)

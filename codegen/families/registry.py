@@ -28,7 +28,9 @@ from . import (
     gemm_cube,
     global_avgpool_vector,
     layernorm_vector,
+    logsoftmax_vector,
     maxpool2d_vector,
+    reduce_vector,
     resize_vector,
     softmax_vector,
     transpose_mte,
@@ -52,12 +54,14 @@ ORDER: tuple[Family, ...] = (
     avgpool2d_vector.FAMILY,
     global_avgpool_vector.FAMILY,
     softmax_vector.FAMILY,
+    logsoftmax_vector.FAMILY,
     layernorm_vector.FAMILY,
     transpose_mte.FAMILY,
     channel_gather_mte.FAMILY,
     copy_mte.FAMILY,
     attention_flash.FAMILY,
     resize_vector.FAMILY,
+    reduce_vector.FAMILY,
 )
 
 # Kinds implemented by several families, each with the function that chooses among them

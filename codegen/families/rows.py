@@ -1,5 +1,6 @@
-"""Row kernels on the Vector unit (softmax, layernorm over the last axis): what the two families share, a tile
-of rows per block (templates/softmax_vector.cpp.j2, templates/layernorm_vector.cpp.j2)."""
+"""Row kernels on the Vector unit (softmax, log-softmax, layernorm over the last axis): what the families share, a
+tile of rows per block (templates/softmax_vector.cpp.j2, which logsoftmax_vector includes, and
+templates/layernorm_vector.cpp.j2)."""
 from __future__ import annotations
 
 from math import ceil
@@ -21,6 +22,8 @@ def row_buffers(spec: RowSpec, rows_per_tile: int) -> dict[str, int]:
     ub = 2 * r32(rows_per_tile * L * 2) * 2 + r32(padded * 4) + max(32, partials)
     if spec.op == "layernorm":
         ub += r32(padded * 4) + 2 * r32(L * 4)  # squares, gamma, beta
+    if spec.op == "logsoftmax":
+        ub += r32(padded * 4)  # exp(x - max), beside x - max
     return {"UB": ub}
 
 
@@ -75,11 +78,11 @@ def replay_rows(spec, params: dict, profile: Profile) -> Prediction:
             outq.acquire_for_write(s)
             for _ in range(nrows):
                 core.vec_flat(L, 64, [("Cast", True)])
-                if spec.op == "softmax":
+                if spec.op in ("softmax", "logsoftmax"):  # log: x - max - ln(sum), Adds where softmax Muls
                     row_reduce(core, "ReduceMax", L, True)
                     core.vec_flat(L, 64, [("Adds", True), ("Exp", True)])
                     row_reduce(core, "ReduceSum", L, True)
-                    core.vec_flat(L, 64, [("Muls", True), ("Cast", True)])
+                    core.vec_flat(L, 64, [("Muls" if spec.op == "softmax" else "Adds", True), ("Cast", True)])
                 else:
                     row_reduce(core, "ReduceSum", L, False)
                     core.vec_flat(L, 64, [("Adds", True), ("Mul", True)])

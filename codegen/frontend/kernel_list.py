@@ -33,7 +33,10 @@ SUPPORTED = {
     "Adds": "elementwise x + scalar",
     "Gelu": "elementwise x/2 (1 + erf(x/sqrt 2))",
     "Softmax": "softmax over the last axis of 'shape'",
+    "LogSoftmax": "log-softmax over the last axis of 'shape'",
     "LayerNormalization": "layer norm over the last axis of 'shape' with fp32 gamma/beta, 'epsilon'",
+    **{op: f"{op} over the last axis of 'shape' (fp16 rows, fp32 math, one fp16 value per row)"
+       for op in ("ReduceMax", "ReduceMin", "ReduceL2")},
     "BatchedMatMul": "Y[b] = A[b] B[b] for activations a [batch,m,k], b [batch,k,n] ([batch,n,k] with trans_b)",
     "Transpose0213": "swap axes 1 and 2 of a 4-D 'input'",
     "Attention": "softmax(Q K^T * scale [+ mask]) V per (batch, head): 'q' = [batch, heads, seq_q, d], 'kv' = seq_kv, "
@@ -219,7 +222,7 @@ def _parse_attention(entry: str, raw: dict[str, Any], a: dict[str, Any]) -> None
 
 
 def _parse_rows(entry: str, raw: dict[str, Any], a: dict[str, Any]) -> None:
-    """Softmax and LayerNormalization: over the last axis of 'shape'."""
+    """Softmax, LayerNormalization, ReduceMax/Min/L2: over the last axis of 'shape'."""
     shape = _ints(entry, "shape", raw.get("shape"), None, lo=1)
     a.update(rows=prod(shape[:-1]), length=shape[-1],
              epsilon=float(raw.get("epsilon", 1e-5)))
@@ -232,6 +235,8 @@ def _parse_pool(entry: str, raw: dict[str, Any], a: dict[str, Any]) -> None:
         a.update(kernel_shape=_ints(entry, "kernel_shape", raw.get("kernel_shape"), 2, lo=1),
                  strides=_ints(entry, "strides", raw.get("strides", [1, 1]), 2, lo=1),
                  pads=_ints(entry, "pads", raw.get("pads", [0, 0, 0, 0]), 4))
+        if raw.get("dilations", [1, 1]) != [1, 1]:
+            a["dilations"] = _ints(entry, "dilations", raw.get("dilations"), 2, lo=1)
         if max(a["pads"]) >= max(a["kernel_shape"]):
             raise KilnError("frontend", entry, f"pads {list(a['pads'])} must be smaller than the kernel")
 
@@ -291,7 +296,9 @@ _PARSERS = {
     "Copy": _parse_copy,
     "Attention": _parse_attention,
     "Softmax": _parse_rows,
+    "LogSoftmax": _parse_rows,
     "LayerNormalization": _parse_rows,
+    **dict.fromkeys(("ReduceMax", "ReduceMin", "ReduceL2"), _parse_rows),
     "MaxPool": _parse_pool,
     "GlobalAveragePool": _parse_pool,
     "AveragePool": _parse_avgpool,

@@ -161,6 +161,14 @@ def _binary(summary: str, fn: Callable) -> OpEntry:
     return OpEntry(summary, infer=rules.broadcast_shape, fold=_elementwise(fn))
 
 
+def _reduce(summary: str, fn: Callable) -> OpEntry:
+    """A Reduce* op: constant axes (attribute or input 1), folded with `fn(x, axis=, keepdims=)`."""
+    return OpEntry(summary, rules.check_reduce, rules.normalise_reduce, rules.infer_reduce,
+                   _fold_with_attrs(rules.normalise_reduce,
+                                    lambda args, a: fn(args[0], axis=a["axes"], keepdims=bool(a["keepdims"]))),
+                   attr_inputs=(1,), shape_inputs=(1,), index_inputs=(1,))
+
+
 def _build_time(summary: str, fold: Callable | None, shape_inputs: tuple[int, ...] = (),
                 index_inputs: tuple[int, ...] = ()) -> OpEntry:
     return OpEntry(summary, fold=fold, build_time_only=True, shape_inputs=shape_inputs,
@@ -172,13 +180,15 @@ OPS: dict[str, OpEntry] = {
                     rules.check_conv, rules.normalise_conv, rules.infer_conv),
     "BatchNormalization": OpEntry("inference-mode batch norm (folded into a preceding Conv when possible)",
                                   rules.check_batchnorm, rules.normalise_batchnorm, rules.same_shape),
-    "MaxPool": OpEntry("2-D max pooling, floor or ceil mode, no dilation",
+    "MaxPool": OpEntry("2-D max pooling, floor or ceil mode, any dilation",
                        rules.check_pool, rules.normalise_pool, rules.infer_pool),
     "AveragePool": OpEntry("2-D average pooling, floor or ceil mode, no dilation",
                            rules.check_pool, rules.normalise_pool, rules.infer_pool),
     "GlobalAveragePool": OpEntry("mean over the spatial dims", infer=rules.infer_global_pool),
-    "Gemm": OpEntry("alpha * A[M,K] * B (+ beta * C); transB allowed, transA not",
-                    rules.check_gemm, rules.normalise_gemm, rules.infer_gemm),
+    "GlobalMaxPool": OpEntry("maximum over the spatial dims", rules.check_global_maxpool,
+                             infer=rules.infer_global_pool),
+    "Gemm": OpEntry("alpha * A[M,K] * B (+ beta * C); transA, transB allowed",
+                    normalise=rules.normalise_gemm, infer=rules.infer_gemm),
     "MatMul": OpEntry("batched matrix product, rank >= 2", infer=rules.infer_matmul, fold=_elementwise(np.matmul)),
     "Relu": _unary("max(x, 0)", lambda x: np.maximum(x, 0)),
     "Clip": OpEntry("clamp; constant min/max inputs become attributes",
@@ -221,11 +231,15 @@ OPS: dict[str, OpEntry] = {
     "Pow": OpEntry("x ** p, p a constant scalar", rules.check_pow, infer=rules.broadcast_shape,
                    fold=_elementwise(np.power)),
     "Softmax": OpEntry("softmax along one axis", normalise=rules.normalise_softmax, infer=rules.same_shape),
+    "LogSoftmax": OpEntry("log of softmax along one axis", normalise=rules.normalise_softmax, infer=rules.same_shape),
     "LayerNormalization": OpEntry("layer norm over the trailing axes from `axis`", rules.check_layernorm,
                                   rules.normalise_layernorm, rules.same_shape),
-    "ReduceMean": OpEntry("mean over constant axes (attribute or opset-18 input)", rules.check_reducemean,
-                          rules.normalise_reducemean, rules.infer_reducemean, attr_inputs=(1,),
-                          shape_inputs=(1,), index_inputs=(1,)),
+    "ReduceMean": _reduce("mean over constant axes (attribute or opset-18 input)", np.mean),
+    "ReduceSum": _reduce("sum over constant axes (attribute, or input from opset 13)", np.sum),
+    "ReduceMax": _reduce("maximum over constant axes (attribute or opset-18 input)", np.max),
+    "ReduceMin": _reduce("minimum over constant axes (attribute or opset-18 input)", np.min),
+    "ReduceL2": _reduce("L2 norm over constant axes (attribute or opset-18 input)",
+                        lambda x, axis, keepdims: np.sqrt(np.sum(np.square(x), axis=axis, keepdims=keepdims))),
     "Reshape": OpEntry("reshape to a build-time shape (attribute 'shape')",
                        rules.check_reshape, rules.normalise_reshape, rules.infer_from_shape_attr,
                        _fold_with_attrs(rules.normalise_reshape, lambda args, a: args[0].reshape(a["shape"])),

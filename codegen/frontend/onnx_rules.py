@@ -141,8 +141,8 @@ def check_pool(node: Node, g: Graph) -> str | None:
         return f"ceil_mode={a['ceil_mode']} is not 0 or 1"
     if a.get("ceil_mode", 0) and a.get("auto_pad", "NOTSET") != "NOTSET":
         return f"ceil_mode=1 with auto_pad={a['auto_pad']!r} is not supported (ceil_mode=1 only with explicit pads)"
-    if any(d != 1 for d in a.get("dilations", ())):
-        return f"dilations={list(a['dilations'])} are not supported (only 1)"
+    if node.op_type != "MaxPool" and any(d != 1 for d in a.get("dilations", ())):
+        return f"dilations={list(a['dilations'])} are not supported (only 1; MaxPool takes any)"
     if node.op_type == "MaxPool" and a.get("storage_order", 0):
         return "storage_order=1 is not supported (it orders only the Indices output, which is not supported)"
     if node.op_type == "MaxPool" and output_used(g, node, 1):
@@ -169,8 +169,9 @@ def normalise_pool(node: Node, g: Graph) -> dict[str, Any]:
     if ceil_mode:  # kept beside the ONNX pads: AveragePool never counts these taps, even with count_include_pad
         x = shape_of(g, node.inputs[0])
         pt, pl, pb, pr = window["pads"]
-        attrs["ceil_extra"] = (ceil_extra(x[2], pt, pb, kernel[0], window["strides"][0]),
-                               ceil_extra(x[3], pl, pr, kernel[1], window["strides"][1])) if len(x) == 4 else (0, 0)
+        span = [(k - 1) * d + 1 for k, d in zip(kernel, window["dilations"])]  # a dilated window's extent
+        attrs["ceil_extra"] = (ceil_extra(x[2], pt, pb, span[0], window["strides"][0]),
+                               ceil_extra(x[3], pl, pr, span[1], window["strides"][1])) if len(x) == 4 else (0, 0)
     if node.op_type == "AveragePool":
         attrs["count_include_pad"] = int(node.attrs.get("count_include_pad", 0))
     return attrs
@@ -186,6 +187,11 @@ def pool_pads(attrs: dict) -> tuple[int, int, int, int]:
 def infer_pool(node: Node, g: Graph, attrs: dict) -> list[tuple[int, ...]]:
     x = shape_of(g, node.inputs[0])
     return [(x[0], x[1], *_window_output(x, attrs["kernel_shape"], {**attrs, "pads": pool_pads(attrs)}))]
+
+
+def check_global_maxpool(node: Node, g: Graph) -> str | None:
+    rank = len(shape_of(g, node.inputs[0]))
+    return None if rank == 4 else f"a rank-{rank} input is not supported (only 4-D NCHW)"
 
 
 def infer_global_pool(node: Node, g: Graph, attrs: dict) -> list[tuple[int, ...]]:
@@ -266,12 +272,6 @@ def normalise_leakyrelu(node: Node, g: Graph) -> dict[str, Any]:
 
 # Gemm, MatMul
 
-def check_gemm(node: Node, g: Graph) -> str | None:
-    if node.attrs.get("transA", 0):
-        return "transA=1 is not supported (A must be [M, K])"
-    return None
-
-
 def normalise_gemm(node: Node, g: Graph) -> dict[str, Any]:
     a = node.attrs
     return {"alpha": float(a.get("alpha", 1.0)), "beta": float(a.get("beta", 1.0)),
@@ -283,9 +283,11 @@ def infer_gemm(node: Node, g: Graph, attrs: dict) -> list[tuple[int, ...]]:
     if len(a) != 2 or len(b) != 2:
         raise Unsupported(f"Gemm needs 2-D operands, got {a} and {b}")
     k_b, n = (b[1], b[0]) if attrs["transB"] else b
-    if a[1] != k_b:
-        raise Unsupported(f"inner dimensions differ: A {a}, B {b} (transB={attrs['transB']})")
-    return [(a[0], n)]
+    m, k_a = (a[1], a[0]) if attrs["transA"] else a
+    if k_a != k_b:
+        raise Unsupported(f"inner dimensions differ: A {a}, B {b} (transA={attrs['transA']}, "
+                          f"transB={attrs['transB']})")
+    return [(m, n)]
 
 
 def infer_matmul(node: Node, g: Graph, attrs: dict) -> list[tuple[int, ...]]:
@@ -319,25 +321,25 @@ def normalise_layernorm(node: Node, g: Graph) -> dict[str, Any]:
             "epsilon": float(a.get("epsilon", 1e-5)), "stash_type": int(a.get("stash_type", 1))}
 
 
-def check_reducemean(node: Node, g: Graph) -> str | None:
+def check_reduce(node: Node, g: Graph) -> str | None:
+    """ReduceMean/Sum/Max/Min/L2: the axes must be known at build time."""
     if has_input(node, 1) and const_input(g, node, 1) is None:
         return "axes (input 1) are computed at run time; kiln needs them constant"
-    has_axes = has_input(node, 1) or len(node.attrs.get("axes", ())) > 0
-    if node.attrs.get("noop_with_empty_axes", 0) and not has_axes:
-        return "noop_with_empty_axes=1 without axes (a no-op reduction) is not supported"
     return None
 
 
-def normalise_reducemean(node: Node, g: Graph) -> dict[str, Any]:
+def normalise_reduce(node: Node, g: Graph) -> dict[str, Any]:
+    """axes sorted and non-negative (the attribute, or the input from opset 18, ReduceSum's from 13); none given:
+    every axis, or none at all with noop_with_empty_axes=1 (the identity: axes ())."""
     rank = len(shape_of(g, node.inputs[0]))
-    # opset 18 moved axes from an attribute to an optional input
     axes = const_input(g, node, 1) if has_input(node, 1) else node.attrs.get("axes", ())
     axes = as_ints(axes)
-    axes = tuple(sorted({_axis(a, rank) for a in axes})) if axes else tuple(range(rank))
+    noop = bool(node.attrs.get("noop_with_empty_axes", 0))
+    axes = tuple(sorted({_axis(a, rank) for a in axes})) if axes else (() if noop else tuple(range(rank)))
     return {"axes": axes, "keepdims": int(node.attrs.get("keepdims", 1))}
 
 
-def infer_reducemean(node: Node, g: Graph, attrs: dict) -> list[tuple[int, ...]]:
+def infer_reduce(node: Node, g: Graph, attrs: dict) -> list[tuple[int, ...]]:
     x = shape_of(g, node.inputs[0])
     if attrs["keepdims"]:
         return [tuple(1 if i in attrs["axes"] else d for i, d in enumerate(x))]
@@ -435,16 +437,20 @@ _WINDOW = (f"auto_pad: {', '.join(_AUTO_PADS)}; strides, dilations: 2 values >= 
            f"(top, left, bottom, right)")
 _OPERAND_FORMS = ("operands (either side): the same shape, a scalar constant, per channel ([N,C,1,1] or [1,C,1,1] of "
                   "a 4-D output), a row ([..,1,L] of a non-4-D output)")
+_REDUCE_AXES = ("axes: constant (attribute, or input from opset 18; ReduceSum's from 13), any subset, empty = all; "
+                "keepdims: 0, 1; noop_with_empty_axes: 0, 1 (with no axes: the identity)")
 ACCEPTED_ATTRIBUTES: dict[str, str] = {
     "Conv": f"group: any count dividing the input and output channels (1: dense, = input channels = output "
             f"channels: depthwise, otherwise a grouped Cube convolution); weight and bias constant; {_WINDOW}",
     "BatchNormalization": "training_mode: 0; scale, bias, mean, var constant; epsilon: any; input 4-D NCHW or "
                           "2-D (N, C) when no Conv absorbs it",
-    "MaxPool": f"kernel_shape: 2-D; ceil_mode: 0, 1 (1 with explicit pads); dilations: 1; storage_order: 0; "
+    "MaxPool": f"kernel_shape: 2-D; ceil_mode: 0, 1 (1 with explicit pads); dilations: any; storage_order: 0; "
                f"Indices output unused; {_WINDOW}",
     "AveragePool": f"kernel_shape: 2-D; ceil_mode: 0, 1 (1 with explicit pads); dilations: 1; "
                    f"count_include_pad: 0, 1; {_WINDOW}",
-    "Gemm": "transA: 0; transB: 0, 1; alpha, beta: any; A and B 2-D",
+    "GlobalMaxPool": "input 4-D NCHW; a MaxPool window over the whole map (maps of at most 2048 pixels), larger "
+                     "maps as ReduceMax over H, W (at most 4096 pixels)",
+    "Gemm": "transA: 0, 1 (A moved to [M, K] by a copy first); transB: 0, 1; alpha, beta: any; A and B 2-D",
     "MatMul": "operands rank >= 2 (1-D not supported); batch dims broadcast",
     "Clip": "min, max: constant scalars (input or attribute), either may be omitted",
     "Gelu": "approximate: none, tanh",
@@ -458,11 +464,15 @@ ACCEPTED_ATTRIBUTES: dict[str, str] = {
     "PRelu": "slope: a scalar (as LeakyRelu), per channel ([C,1,1] or [1,C,1,1] of a 4-D input), a row, or the "
              "input's shape; constant or computed",
     "Softmax": "axis: any (negative counts from the end)",
+    "LogSoftmax": "axis: the last (negative counts from the end), at most 4096 values",
     "LayerNormalization": "axis: any; epsilon: any; stash_type: any; Mean/InvStdDev outputs unused",
-    "ReduceMean": "axes: constant (attribute, or input from opset 18), empty = all; keepdims: 0, 1; "
-                  "noop_with_empty_axes: 0, or 1 with axes; any axes: H, W of 4-D is a global average pool, the "
-                  "last axis a GEMM with a column of 1/L, others move the reduced axes last (a copy) first; at most "
-                  "16384 reduced values in fp16 builds",
+    "ReduceMean": f"{_REDUCE_AXES}; H, W of 4-D is a global average pool, the last axis a GEMM with a column of "
+                  f"1/L, others move the reduced axes last (a copy) first; at most 16384 reduced values in fp16 builds",
+    "ReduceSum": f"{_REDUCE_AXES}; the reduced axes moved last (a copy, or a view when they "
+                 f"are), then a GEMM with a column of ones (fp32 accumulation, the sum rounded to fp16)",
+    **dict.fromkeys(("ReduceMax", "ReduceMin", "ReduceL2"), f"{_REDUCE_AXES}; the reduced axes moved last (a copy, or "
+                                                             f"a view when they are), then the reduce_vector kernel "
+                                                             f"(fp32); at most 4096 reduced values"),
     "Reshape": "shape: constant after folding (0 copies a dim unless allowzero, one -1 inferred); allowzero: 0, 1",
     "Flatten": "axis: 0..rank (negative counts from the end)",
     "Transpose": "perm: any permutation (default: reversed axes), at most 6 axes once neighbours that stay "

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from math import ceil, prod
 from typing import TYPE_CHECKING, ClassVar, Literal
 
@@ -19,13 +19,13 @@ from .channel_gather_spec import ChannelGatherSpec
 from .copy_spec import CopySpec
 from .eltwise_program import decode, vector_ops
 from .graph import OpInstance
+from .reduce_spec import REDUCE_OPS, ReduceSpec
 from .resize_spec import ResizeSpec
 from .tensor import C0, Tensor, c1
 
 # How a kernel's output becomes the natural-layout array a caller of kiln.kernel(...) gets back: NC1HWC0 to NCHW
 # with the spec's out_channels, reshaped like the first operand (elementwise and row-wise ops), or as written.
 NaturalOutput = Literal["nchw", "like_input", "as_written"]
-
 
 
 def _dtype(dtype: str) -> str:
@@ -457,8 +457,8 @@ class Pool2dSpec(_PerChannelWindow):
     pr: int
     kind: ClassVar[Literal["pool2d"]] = "pool2d"
     natural_output: ClassVar[NaturalOutput] = "nchw"
-    dh = 1
-    dw = 1
+    dh: int = field(default=1, kw_only=True)  # MaxPool's dilations (keyword-only: after AvgPool2dSpec's fields)
+    dw: int = field(default=1, kw_only=True)
 
     @property
     def is_global(self) -> bool:
@@ -468,7 +468,7 @@ class Pool2dSpec(_PerChannelWindow):
     def name(self) -> str:
         if self.is_global:
             return f"pool2d_global{self.op}_{self.n}x{self.c}x{self.h}x{self.w}"
-        win = _window(self.sh, self.sw, (self.pt, self.pl, self.pb, self.pr))
+        win = _window(self.sh, self.sw, (self.pt, self.pl, self.pb, self.pr), self.dh, self.dw)
         return f"pool2d_{self.op}_{self.n}x{self.c}x{self.h}x{self.w}_k{self.kh}x{self.kw}_{win}"
 
     @property
@@ -508,15 +508,15 @@ class AvgPool2dSpec(Pool2dSpec):
 
 @dataclass(frozen=True)
 class RowSpec:
-    """Softmax or LayerNormalization over the last axis of `rows` contiguous rows of `length`."""
-    op: Literal["softmax", "layernorm"]
+    """Softmax, LogSoftmax or LayerNormalization over the last axis of `rows` contiguous rows of `length`."""
+    op: Literal["softmax", "logsoftmax", "layernorm"]
     rows: int
     length: int
     eps: float = 0.0  # layernorm
     natural_output: ClassVar[NaturalOutput] = "like_input"
 
     @property
-    def kind(self) -> Literal["softmax", "layernorm"]:
+    def kind(self) -> Literal["softmax", "logsoftmax", "layernorm"]:
         return self.op
 
     @property
@@ -526,7 +526,7 @@ class RowSpec:
 
     @property
     def flops(self) -> int:
-        return self.rows * self.length * (5 if self.op == "softmax" else 8)
+        return self.rows * self.length * (8 if self.op == "layernorm" else 5)
 
     def inputs(self) -> list[Tensor]:
         t = [Tensor("x", (self.rows, self.length), "fp16", "ND")]
@@ -655,13 +655,13 @@ class AttentionSpec:
 
 
 Opspec = (Conv2dSpec | DwConv2dSpec | GemmSpec | EltwiseSpec | Pool2dSpec | RowSpec | BatchedGemmSpec | TransposeSpec
-          | AttentionSpec | AvgPool2dSpec | EltwiseProgramSpec | ChannelGatherSpec | CopySpec | ResizeSpec)
+          | AttentionSpec | AvgPool2dSpec | EltwiseProgramSpec | ChannelGatherSpec | CopySpec | ResizeSpec | ReduceSpec)
 # kind -> its spec class (the one table a spec is rebuilt from: an .opspec file, a manifest record)
 SPEC_CLASSES: dict[str, type[Opspec]] = {
     "conv2d": Conv2dSpec, "dwconv2d": DwConv2dSpec, "gemm": GemmSpec, "eltwise": EltwiseSpec, "pool2d": Pool2dSpec,
-    "softmax": RowSpec, "layernorm": RowSpec, "bgemm": BatchedGemmSpec, "transpose": TransposeSpec,
-    "attention": AttentionSpec, "avgpool2d": AvgPool2dSpec, "eltwise_program": EltwiseProgramSpec,
-    "channel_gather": ChannelGatherSpec, "copy": CopySpec, "resize": ResizeSpec}
+    "softmax": RowSpec, "logsoftmax": RowSpec, "layernorm": RowSpec, "bgemm": BatchedGemmSpec, "copy": CopySpec,
+    "transpose": TransposeSpec, "attention": AttentionSpec, "avgpool2d": AvgPool2dSpec, "resize": ResizeSpec,
+    "eltwise_program": EltwiseProgramSpec, "channel_gather": ChannelGatherSpec, "reduce": ReduceSpec}
 
 
 CUBE_DTYPES = ("fp16", "bf16")
@@ -716,10 +716,10 @@ def opspec_of(op: OpInstance) -> Opspec:
         return EltwiseSpec(op.type.lower(), numel, act, lo if act == "clip" else 0.0, hi if act == "clip" else 0.0)
     if op.type == "EltwiseProgram":
         return program_spec_of(op)
-    if op.type in ("Softmax", "LayerNormalization"):
+    if op.type in ("Softmax", "LogSoftmax", "LayerNormalization"):
         rows, length = a["rows"], a["length"]
-        if op.type == "Softmax":
-            return RowSpec("softmax", rows, length)
+        if op.type != "LayerNormalization":
+            return RowSpec("softmax" if op.type == "Softmax" else "logsoftmax", rows, length)
         return RowSpec("layernorm", rows, length, f32(a["epsilon"]))
     if op.type == "BatchedMatMul":
         return BatchedGemmSpec(a["batch"], a["m"], a["k"], a["n"], bool(a["trans_b"]), cube_dtype(op))
@@ -729,6 +729,8 @@ def opspec_of(op: OpInstance) -> Opspec:
         return ChannelGatherSpec(a["n"], a["h"], a["w"], a["in_channels"], a["table"])
     if op.type == "Copy":
         return CopySpec(a["out_numel"], a["moves"])
+    if op.type in REDUCE_OPS:
+        return ReduceSpec(REDUCE_OPS[op.type], a["rows"], a["length"])
     if op.type == "Resize":
         (n, c, h, w), (ho, wo) = a["input"], a["out_hw"]
         return ResizeSpec(n, c, h, w, ho, wo, a["mode"], a["coord"], a["nearest"], f32(a["scales"][0]),
@@ -743,7 +745,8 @@ def opspec_of(op: OpInstance) -> Opspec:
         if op.type == "AveragePool":
             return AvgPool2dSpec("avg", n, c, h, w, kh, kw, sh, sw, pt, pl, pb, pr, int(a["count_include_pad"]),
                                  *a["ceil_extra"])
-        return Pool2dSpec("max" if op.type == "MaxPool" else "avg", n, c, h, w, kh, kw, sh, sw, pt, pl, pb, pr)
+        return Pool2dSpec("max" if op.type == "MaxPool" else "avg", n, c, h, w, kh, kw, sh, sw, pt, pl, pb, pr,
+                          dh=a.get("dilations", (1, 1))[0], dw=a.get("dilations", (1, 1))[1])
     raise KilnError("opspec", op.label, f"no kernel for op type {op.type}")
 
 
@@ -770,14 +773,9 @@ def arithmetic_intensity(spec: Opspec) -> float:
 
 
 def features(spec: Opspec) -> dict:
-    return {
-        "kind": spec.kind,
-        "flops": spec.flops,
-        "bytes": bytes_moved(spec),
-        "arithmetic_intensity": round(arithmetic_intensity(spec), 3),
-        "reduction_length": spec.reduction_length,
-        "c0_padding_waste": round(spec.channel_padding, 4),
-    }
+    return {"kind": spec.kind, "flops": spec.flops, "bytes": bytes_moved(spec),
+            "arithmetic_intensity": round(arithmetic_intensity(spec), 3), "reduction_length": spec.reduction_length,
+            "c0_padding_waste": round(spec.channel_padding, 4)}
 
 
 def spec_hash(spec: Opspec) -> str:
@@ -793,8 +791,9 @@ def spec_hash(spec: Opspec) -> str:
         values.pop("split")
     if values.get("group", 2) == 1:  # nor a dense conv (before grouped convolution)
         values.pop("group")
+    if isinstance(spec, Pool2dSpec) and (spec.dh, spec.dw) == (1, 1):  # nor a pool without dilation
+        values.pop("dh"), values.pop("dw")
     if values.get("dtype") == "fp16":  # nor does an fp16 Cube kernel (the only type before KILN_DTYPE)
         values.pop("dtype")
-    canon = json.dumps({"kind": spec.kind, **values},
-                       sort_keys=True, separators=(",", ":"))
+    canon = json.dumps({"kind": spec.kind, **values}, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canon.encode()).hexdigest()[:16]

@@ -1,7 +1,7 @@
 """Lowering rules that move bytes with the copy_mte kernel (codegen/ir/copy_spec.py), and the in-place plan of
 a Concat whose inputs are earlier Concats' members (DenseNet): functions of the lowerer (codegen/passes/lowering.py
-calls them; it is at its size limit). A Transpose of any permutation, a Concat that cannot be views, ReduceMean
-over any axes (its reduced axes moved last, then the GEMM with a column of 1/L)."""
+calls them; it is at its size limit). A Transpose of any permutation, a Concat that cannot be views, the
+reductions over any axes (their reduced axes moved last, then a GEMM with a column or the reduce_vector kernel)."""
 from __future__ import annotations
 
 from math import prod
@@ -11,10 +11,12 @@ import numpy as np
 from ..ir import layouts
 from ..ir.copy_spec import CopySpec, concat_copy, format_moves, parse_moves
 from ..ir.graph import Node, OpInstance
+from ..ir.reduce_spec import MAX_LENGTH, REDUCE_OPS
 from .lowered import LowererState, Step, Storage
 from .views import blocked_transpose
 
 C0 = 16
+REDUCE_TYPES = tuple(REDUCE_OPS)  # ReduceMax, ReduceMin, ReduceL2 (reduce_vector); ReduceSum: the GEMM
 # ops whose kernels read a 4-D activation as NC1HWC0: a Transpose feeding one writes that layout when it can
 BLOCKED_CONSUMERS = {"Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "BatchNormalization", "Resize"}
 
@@ -156,28 +158,40 @@ def inplace_plan(lw: LowererState, ins: list[str], offsets: list[int],
     return plan, ""
 
 
-def reduce_mean(lw: LowererState, node: Node) -> None:
-    """ReduceMean over any axes: the kept axes first and the reduced ones last (a copy_mte kernel, or a view when
-    they already are), then the [kept, reduced] rows times a column of 1/L on the Cube (fp32 accumulation); the
-    result, with or without the unit axes, is a view of the GEMM's column."""
-    x, axes = node.inputs[0], tuple(node.attrs["axes"])
+def reduce(lw: LowererState, node: Node) -> None:
+    """ReduceMean/Sum/Max/Min/L2 over any axes: the kept axes first and the reduced ones last (a copy_mte kernel, or
+    a view when they already are), then per row of [kept, reduced]: Mean and Sum a GEMM with a column of 1/L or of
+    ones (fp32 accumulation on the Cube), Max, Min and L2 the reduce_vector kernel; the result, with or without the
+    unit axes, is a view of the (rows, 1) column."""
+    x, axes, op = node.inputs[0], tuple(node.attrs["axes"]), node.op_type
     xs = lw.shape(x)
     kept = tuple(a for a in range(len(xs)) if a not in axes)
     rows, length = prod(xs[a] for a in kept), prod(xs[a] for a in axes)
-    if length > 2 ** 14 and lw.dtype == "fp16":
+    if op == "ReduceMean" and length > 2 ** 14 and lw.dtype == "fp16":
         raise lw.fail(node, f"ReduceMean over {length} values (axes {list(axes)} of {list(xs)}): 1/{length} is "
                             f"below fp16's normal range, so the mean's weight column would lose precision; "
                             f"supported: at most 16384 reduced values")
+    if op in REDUCE_TYPES and length > MAX_LENGTH:
+        raise lw.fail(node, f"{op} over {length} values (axes {list(axes)} of {list(xs)}): the reduce_vector kernel "
+                            f"takes rows of at most {MAX_LENGTH} values")
     moved = f"{x}@perm_{'_'.join(map(str, kept + axes))}"  # isolate.py: x transposed by that permutation
-    if moved not in lw.storage:  # another ReduceMean over the same axes of x reuses the moved copy
+    if moved not in lw.storage:  # another reduction over the same axes of x reuses the moved copy
         moved = permuted(lw, node, x, kept + axes, moved, False)
     flat = lw.new_value(f"{moved}@rows", Storage("ND", (rows, length)), alias_of=moved)
-    column = np.full((length, 1), 1.0 / length, np.float32)
     dv = lw.new_value(f"{node.outputs[0]}@rows", Storage("ND", (rows, 1)))  # isolate.py: the same values
-    lw.steps.append(Step("kernel", node.name, list(node.source) or [node.name], [node.op_type],
-                         [flat, lw.weight(f"{node.name}.mean_column", layouts.kn_to_zn(column, lw.dtype))], dv,
-                         instance=OpInstance(node.name, "Gemm", dict(a=(rows, length), b=(length, 1), bias=False,
-                                                                     activation="", **lw.cube_dtype()))))
-    lw.decisions.append(f"{node.name}: ReduceMean over axes {list(axes)} of {list(xs)}: reduced axes last, then a "
-                        f"GEMM [{rows}, {length}] x a column of 1/{length}")
+    if op in REDUCE_TYPES:
+        lw.steps.append(Step("kernel", node.name, list(node.source) or [node.name], [op], [flat], dv,
+                             instance=OpInstance(node.name, op, {"rows": rows, "length": length, "activation": "",
+                                                                 "bias": False})))
+        how = "the reduce_vector kernel"
+    else:
+        mean = op == "ReduceMean"
+        column = np.full((length, 1), 1.0 / length if mean else 1.0, np.float32)
+        lw.steps.append(Step("kernel", node.name, list(node.source) or [node.name], [op],
+                             [flat, lw.weight(f"{node.name}.{'mean' if mean else 'sum'}_column",
+                                              layouts.kn_to_zn(column, lw.dtype))], dv,
+                             instance=OpInstance(node.name, "Gemm", dict(a=(rows, length), b=(length, 1), bias=False,
+                                                                         activation="", **lw.cube_dtype()))))
+        how = f"a GEMM [{rows}, {length}] x a column of {f'1/{length}' if mean else 'ones'}"
+    lw.decisions.append(f"{node.name}: {op} over axes {list(axes)} of {list(xs)}: reduced axes last, then {how}")
     lw.device[node.outputs[0]] = lw.view(node, dv)

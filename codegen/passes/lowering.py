@@ -33,6 +33,9 @@ from .views import as_swap_0213, canonical_transpose, contiguous_offset
 C0 = 16
 
 
+GLOBAL_MAXPOOL_WINDOW = 2048  # map pixels a GlobalMaxPool runs as one MaxPool window (64 KiB of NC1HWC0 rows)
+
+
 class _Lowerer:
     def __init__(self, g: Graph, model: str, dtype: str = "fp16", patterns: Patterns | None = None):
         self.g, self.model = g, model
@@ -256,8 +259,8 @@ class _Lowerer:
         if node.fused.siblings:
             return self.gemm_siblings(node)
         a = node.attrs
-        if node.op_type == "Gemm" and (a.get("transA", 0) or a.get("alpha", 1.0) != 1.0 or a.get("beta", 1.0) != 1.0):
-            raise self.fail(node, "Gemm with transA=1 or alpha/beta != 1 is not supported yet")
+        if node.op_type == "Gemm" and (a.get("alpha", 1.0) != 1.0 or a.get("beta", 1.0) != 1.0):
+            raise self.fail(node, "Gemm with alpha/beta != 1 is not supported yet")
         x = node.inputs[0]
         if node.op_type == "MatMul" and node.inputs[1] not in self.g.initializers:
             return self.batched_matmul(node)
@@ -265,8 +268,13 @@ class _Lowerer:
         if len(xs) < 2:
             raise self.fail(node, f"needs an activation of 2 or more dims, got {list(xs)}")
         xs = (prod(xs[:-1]), xs[-1])  # leading dims flatten into M: row-major ND needs no data movement
+        src = self.act(node, x, "ND")
+        if node.op_type == "Gemm" and a.get("transA", 0):  # A held as [K, M]: moved to [M, K] by a copy
+            src, xs = f"{x}@perm_1_0", (xs[1], xs[0])  # isolate.py: x transposed
+            if src not in self.storage:
+                src = copy_rules.permuted(self, node, x, (1, 0), src, False)
         b, bias, node = self.gemm_operands(node)
-        ins = [self.act(node, x, "ND"), self.weight(f"{node.name}.w", layouts.kn_to_zn(b, self.dtype))]
+        ins = [src, self.weight(f"{node.name}.w", layouts.kn_to_zn(b, self.dtype))]
         if bias is not None:
             ins.append(self.weight(f"{node.name}.b", layouts.pad_bias(bias)))
         self.kernel(node, "Gemm", dict(a=xs, b=tuple(b.shape), bias=bias is not None, **self.cube_dtype(),
@@ -349,9 +357,18 @@ class _Lowerer:
         xs = self.shape(x)
         attrs: dict = {"input": xs, "activation": "", "bias": False}
         op_type = node.op_type
+        if op_type == "GlobalMaxPool":
+            if xs[2] * xs[3] > GLOBAL_MAXPOOL_WINDOW:  # the window's rows would not fit UB: rows of H*W, reduced
+                return copy_rules.reduce(self, replace(node, op_type="ReduceMax", attrs={"axes": (2, 3),
+                                                                                       "keepdims": 1}))
+            op_type = "MaxPool"  # the whole map as one window: the max-pool kernel's computation
+            a = {"kernel_shape": xs[2:], "strides": (1, 1), "pads": (0, 0, 0, 0), "dilations": (1, 1)}
+            self.decisions.append(f"{node.name}: GlobalMaxPool is a MaxPool over the whole {xs[2]}x{xs[3]} map")
         if op_type in ("MaxPool", "AveragePool"):
             pads = pool_pads(a)
             attrs.update(kernel_shape=tuple(a["kernel_shape"]), strides=tuple(a["strides"]), pads=pads)
+            if op_type == "MaxPool" and tuple(a.get("dilations", (1, 1))) != (1, 1):
+                attrs["dilations"] = tuple(a["dilations"])
             if any(a.get("ceil_extra", (0, 0))):
                 self.decisions.append(f"{node.name}: ceil_mode=1 gives {list(self.shape(node.outputs[0])[2:])}: "
                                       f"pads {list(a['pads'])} read as {list(pads)}, the extra taps "
@@ -371,6 +388,8 @@ class _Lowerer:
         axis of a 2-/3-D tensor it is a GEMM with a constant column of 1/L (fp32 accumulation on the Cube)."""
         x, axes, keep = node.inputs[0], tuple(node.attrs["axes"]), node.attrs["keepdims"]
         xs = self.shape(x)
+        if not axes:  # noop_with_empty_axes=1 without axes: the identity
+            return self.reshape(node)
         if len(xs) == 4 and axes == (2, 3):
             n, c = xs[:2]
             dv = self.new_value(f"{node.outputs[0]}@pooled", Storage("NC1HWC0", (n, c, 1, 1)))
@@ -395,7 +414,12 @@ class _Lowerer:
                                   f"column of 1/{length}")
             self.device[node.outputs[0]] = self.view(node, dv)
             return
-        copy_rules.reduce_mean(self, node)  # any other axes: moved last by a copy, then the GEMM
+        copy_rules.reduce(self, node)  # any other axes: moved last by a copy, then the GEMM
+
+    def reduce(self, node: Node) -> None:
+        """ReduceSum (a GEMM with a column of ones), ReduceMax/Min/L2 (the reduce_vector kernel), the reduced axes
+        moved last first; without axes (noop_with_empty_axes=1) the identity, a view."""
+        return self.reshape(node) if not node.attrs["axes"] else copy_rules.reduce(self, node)
 
     def act_of(self, node: Node, dv: str, layout: str) -> str:
         """Device value dv in `layout` (act() for a value no IR name holds yet)."""
@@ -681,11 +705,12 @@ class _Lowerer:
     LOWER: ClassVar[dict] = {
         "Conv": conv, "Gemm": gemm, "MatMul": gemm, "Relu": eltwise, "Clip": eltwise, "Add": eltwise,
         "Mul": eltwise, "Div": eltwise, "Sub": eltwise, "MaxPool": pool, "GlobalAveragePool": pool,
-        "Flatten": reshape, "Reshape": reshape, "Transpose": transpose, "Softmax": row_op,
-        "LayerNormalization": row_op, "Gelu": gelu, "Attention": attention,
+        "GlobalMaxPool": pool, "Flatten": reshape, "Reshape": reshape, "Transpose": transpose, "Softmax": row_op,
+        "LogSoftmax": row_op, "LayerNormalization": row_op, "Gelu": gelu, "Attention": attention,
         "AveragePool": pool, "ReduceMean": reduce_mean, "BatchNormalization": batchnorm, "Squeeze": reshape,
         "Unsqueeze": reshape, "Slice": slice_op, "Split": split, "Gather": gather, "Concat": concat,
-        "EltwiseProgram": eltwise_program, "Resize": resize}
+        "EltwiseProgram": eltwise_program, "Resize": resize,
+        **dict.fromkeys(("ReduceSum", *copy_rules.REDUCE_TYPES), reduce)}
 
 
     def layernorm_decomposed(self, node: Node) -> None:

@@ -22,7 +22,7 @@ from ..passes.lowering import LoweredModel
 
 # Kernels that may write over their first input: outputs have its size, and every element (or row)
 # is read before the same core writes it.
-IN_PLACE_OPS = {"Relu", "Clip", "Add", "Mul", "Muls", "Adds", "Gelu", "Softmax", "LayerNormalization"}
+IN_PLACE_OPS = {"Relu", "Clip", "Add", "Mul", "Muls", "Adds", "Gelu", "Softmax", "LogSoftmax", "LayerNormalization"}
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,7 @@ def natural_shapes(record: dict) -> list[tuple[str, tuple[int, ...] | str]]:
     if kind == "channel_gather":  # NCHW inputs of their own channel counts
         chans = [int(c) for c in s["in_channels"].split(",")]
         return [(t["name"], (s["n"], c, s["h"], s["w"])) for t, c in zip(inputs, chans)]
-    if kind in ("softmax", "layernorm"):  # rows of `length`: any leading shape with as many rows
+    if kind in ("softmax", "logsoftmax", "layernorm"):  # rows of `length`: any leading shape with as many rows
         return [(inputs[0]["name"], ROWS)] + [(t["name"], tuple(t["shape"])) for t in inputs[1:]]
     return [(t["name"], tuple(t["shape"])) for t in inputs]  # softmax, layernorm, transpose, attention, bgemm
 

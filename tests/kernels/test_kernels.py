@@ -62,7 +62,7 @@ def make_inputs(k: kiln.Kernel, seed: int):
             args.append(rng.standard_normal(s["n"]).astype(np.float32))
     elif kind in ("pool2d", "avgpool2d", "resize"):
         args = [rng.standard_normal((s["n"], s["c"], s["h"], s["w"]), np.float32)]
-    elif kind in ("softmax", "layernorm"):
+    elif kind in ("softmax", "logsoftmax", "layernorm", "reduce"):
         args = [(2 * rng.standard_normal((s["rows"], s["length"]))).astype(np.float16)]
         if kind == "layernorm":
             args += [1 + 0.1 * rng.standard_normal(s["length"]).astype(np.float32),
@@ -208,7 +208,12 @@ def test_kernel_matches_reference(k):
         want = np.stack([args[t][:, c] for t, c in sources], axis=1)
         np.testing.assert_array_equal(y, want.astype(np.float64))
         return
-    if kind in ("softmax", "layernorm", "bgemm", "attention") or (kind == "eltwise" and k.spec["op"] == "gelu"):
+    if kind == "reduce" and k.spec["op"] != "l2":  # max and min of fp16 values are exact
+        x = args[0].astype(np.float64)
+        np.testing.assert_array_equal(y.reshape(-1), x.max(-1) if k.spec["op"] == "max" else x.min(-1))
+        return
+    if kind in ("softmax", "logsoftmax", "layernorm", "bgemm", "attention", "reduce") or (
+            kind == "eltwise" and k.spec["op"] == "gelu"):
         check_fp32_math(k, args, y)
         return
     if kind == "eltwise_program":
@@ -305,10 +310,17 @@ def check_fp32_math(k, args, y):
     if kind == "softmax":
         want = ref.softmax(x[0])
         tol = 2.0 ** -11 * np.abs(want) + 4 * s["length"] * 2.0 ** -24 * want + 2.0 ** -24
+    elif kind == "logsoftmax":  # x - max - ln(sum exp): fp32 terms of |x - max| and ln(length)
+        want = np.log(ref.softmax(x[0]))
+        scale = np.abs(x[0] - x[0].max(-1, keepdims=True)) + np.log(s["length"])
+        tol = 2.0 ** -11 * np.abs(want) + 4 * 2.0 ** -24 * scale + 2.0 ** -24
     elif kind == "layernorm":
         want = ref.layernorm(x[0], x[1], x[2], s["eps"])
         scale = np.abs((x[0] - x[0].mean(-1, keepdims=True)) / x[0].std(-1, keepdims=True) * x[1]) + np.abs(x[2])
         tol = 2.0 ** -11 * np.abs(want) + 4 * s["length"] * 2.0 ** -24 * scale + 2.0 ** -24
+    elif kind == "reduce":  # l2: fp32 squares summed over `length`, a square root, one fp16 rounding
+        want = np.sqrt(np.sum(x[0] ** 2, axis=-1, keepdims=True))
+        tol = 2.0 ** -11 * want + (s["length"] + 2) * 2.0 ** -24 * want + 2.0 ** -24
     elif kind == "bgemm":
         x = [ref.cube_operand(a, s.get("dtype", "fp16")) for a in args]
         b = x[1].transpose(0, 2, 1) if s["trans_b"] else x[1]

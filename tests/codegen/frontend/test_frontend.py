@@ -435,7 +435,7 @@ def unsupported_model(tmp_path):
     nodes = [helper.make_node("NonMaxSuppression", ["boxes", "scores"], ["picked"], name="nms"),
              helper.make_node("Conv", ["x", "w"], ["c"], name="grouped_conv", group=3, pads=[1, 1, 1, 1]),
              helper.make_node("MaxPool", ["c"], ["y"], name="pool", kernel_shape=[3, 3], strides=[2, 2],
-                              dilations=[2, 2])]
+                              storage_order=1)]
     inputs = [tensor("boxes", [1, 10, 4]), tensor("scores", [1, 1, 10]), tensor("x", ["batch", 32, 16, 16])]
     outputs = [helper.make_tensor_value_info("picked", TensorProto.INT64, None), tensor("y", None)]
     return save(tmp_path, nodes, inputs, outputs, [init("w", np.ones((32, 8, 3, 3), np.float32))])
@@ -450,7 +450,7 @@ def test_unsupported_nodes_are_all_listed(tmp_path):
     assert "node 'nms' (NonMaxSuppression, opset 17): op type NonMaxSuppression is not supported" in msg
     assert "node 'grouped_conv' (Conv, opset 17): group=3 with 32 output channels: group must be a positive " \
            "integer dividing the output channels" in msg
-    assert "node 'pool' (MaxPool, opset 17): dilations=[2, 2] are not supported" in msg
+    assert "node 'pool' (MaxPool, opset 17): storage_order=1 is not supported" in msg
     assert msg.rstrip().splitlines()[-1].startswith("Supported ops: Abs, Add, AveragePool, BatchNormalization")
 
     problems = onnx_frontend.check_onnx(path)

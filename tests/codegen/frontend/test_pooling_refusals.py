@@ -1,4 +1,4 @@
-"""What stays unsupported in pooling, ReduceMean and standalone BatchNormalization is refused naming the node,
+"""What stays unsupported in pooling, the Reduce ops and standalone BatchNormalization is refused naming the node,
 the attribute and what is accepted (the frontend's checks, then the lowering's); and the ceil_mode output
 rule (tests/kiln/op_cases/pooling.py checks the values against ONNX Runtime)."""
 import numpy as np
@@ -28,8 +28,8 @@ def one_op(tmp_path, op, shape, consts=None, opset=17, **attrs):
 
 
 @pytest.mark.parametrize("op, attrs, reason", [
-    ("AveragePool", {"kernel_shape": [3, 3], "dilations": [2, 2]}, "dilations=[2, 2] are not supported (only 1)"),
-    ("MaxPool", {"kernel_shape": [3, 3], "dilations": [1, 2]}, "dilations=[1, 2] are not supported (only 1)"),
+    ("AveragePool", {"kernel_shape": [3, 3], "dilations": [2, 2]},
+     "dilations=[2, 2] are not supported (only 1; MaxPool takes any)"),
     ("MaxPool", {"kernel_shape": [3, 3], "storage_order": 1}, "storage_order=1 is not supported"),
     ("MaxPool", {"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1, "auto_pad": "SAME_UPPER"},
      "ceil_mode=1 with auto_pad='SAME_UPPER' is not supported (ceil_mode=1 only with explicit pads)"),
@@ -54,9 +54,30 @@ def test_reduce_mean_over_too_many_values_refused_by_the_lowering(tmp_path):
            "range" in msg
 
 
-def test_reduce_mean_noop_without_axes_refused(tmp_path):
-    path = one_op(tmp_path, "ReduceMean", [2, 7], opset=18, noop_with_empty_axes=1)
-    assert "noop_with_empty_axes=1 without axes" in refusal(path)
+@pytest.mark.parametrize("op", ["ReduceMax", "ReduceMin", "ReduceL2"])
+def test_vector_reduce_over_too_many_values_refused_by_the_lowering(tmp_path, op):
+    msg = lowering_error(one_op(tmp_path, op, [2, 3, 40, 103], axes=[2, 3], keepdims=0))
+    assert f"{op} over 4120 values (axes [2, 3] of [2, 3, 40, 103]): the reduce_vector kernel takes rows of at " \
+           f"most 4096 values" in msg
+
+
+@pytest.mark.parametrize("op, opset", [("ReduceSum", 13), ("ReduceMax", 18), ("ReduceL2", 18)])
+def test_reduce_axes_computed_at_run_time_refused(tmp_path, op, opset):
+    node = helper.make_node(op, ["x", "a"], ["y"], name="the_node")
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 7]),
+                                            helper.make_tensor_value_info("a", TensorProto.INT64, [1])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    onnx.save(model, tmp_path / "m.onnx")
+    assert "axes (input 1) are computed at run time; kiln needs them constant" in refusal(tmp_path / "m.onnx")
+
+
+def test_reduce_noop_without_axes_is_the_identity(tmp_path):
+    """noop_with_empty_axes=1 and no axes: the output is the input (a view, no kernel)."""
+    for op in ("ReduceMean", "ReduceMax"):
+        lowered = lower(onnx_import.load_onnx(one_op(tmp_path, op, [2, 7], opset=18, noop_with_empty_axes=1)), "m")
+        assert not [s for s in lowered.steps if s.kind == "kernel"]
 
 
 def test_batchnorm_of_3d_input_refused_by_the_lowering(tmp_path):

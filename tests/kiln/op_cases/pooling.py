@@ -34,6 +34,11 @@ MAXPOOL = [
     _maxpool("maxpool_floor_k3_s3_p1", [3, 3], [3, 3], [1, 1, 1, 1], 0),
     _maxpool("maxpool_floor_k2_s2_p0", [2, 2], [2, 2], [0, 0, 0, 0], 0),
     _maxpool("maxpool_storage_order0", [3, 3], [2, 2], [1, 1, 1, 1], 1, storage_order=0),
+    # dilations (pairwise with strides, pads and ceil_mode); 1x2 and 2x1 unequal
+    _maxpool("maxpool_dil2_k3_s1_p2", [3, 3], [1, 1], [2, 2, 2, 2], 0, dilations=[2, 2]),
+    _maxpool("maxpool_dil2_k2_s2_p0_ceil", [2, 2], [2, 2], [0, 0, 0, 0], 1, dilations=[2, 2]),
+    _maxpool("maxpool_dil1x2_k3_s2_p1", [3, 3], [2, 2], [1, 1, 1, 1], 0, dilations=[1, 2]),
+    _maxpool("maxpool_dil3x1_k2x3_s1_asym_ceil", [2, 3], [1, 2], [0, 1, 1, 0], 1, dilations=[3, 1]),
 ]
 
 AVGPOOL = [
@@ -165,4 +170,10 @@ CASES += [
     _bn_tail("batchnorm_clip_neg_4d_c8", [1, 8, 3, 3], [("Clip", {"in:lo": np.float32(-1), "in:hi": np.float32(1)})],
              2),
     _bn_tail("batchnorm_relu_sigmoid_4d_c16", [1, 16, 3, 3], [("Relu", {}), ("Sigmoid", {})], 2),
+]
+
+CASES += [  # GlobalMaxPool: a MaxPool window over the whole map; past 2048 pixels rows of H*W on reduce_vector
+    OpCase("globalmaxpool_c21_7x7", single_op("GlobalMaxPool", [("x", [2, 21, 7, 7])], [("y", None)])),
+    OpCase("globalmaxpool_c32_13x11", single_op("GlobalMaxPool", [("x", [1, 32, 13, 11])], [("y", None)])),
+    OpCase("globalmaxpool_c5_50x50_rows", single_op("GlobalMaxPool", [("x", [1, 5, 50, 50])], [("y", None)])),
 ]
