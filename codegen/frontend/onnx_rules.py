@@ -463,7 +463,7 @@ ACCEPTED_ATTRIBUTES: dict[str, str] = {
     "LeakyRelu": "alpha: any (default 0.01)",
     "PRelu": "slope: a scalar (as LeakyRelu), per channel ([C,1,1] or [1,C,1,1] of a 4-D input), a row, or the "
              "input's shape; constant or computed",
-    "Softmax": "axis: any (negative counts from the end)",
+    "Softmax": "axis: the last (negative counts from the end); another axis is refused naming the node",
     "LogSoftmax": "axis: the last (negative counts from the end), at most 4096 values",
     "LayerNormalization": "axis: any; epsilon: any; stash_type: any; Mean/InvStdDev outputs unused",
     "ReduceMean": f"{_REDUCE_AXES}; H, W of 4-D is a global average pool, the last axis a GEMM with a column of "
