@@ -101,7 +101,7 @@ class _Rnn:
         """Append one node writing `out` (a fresh value named after `base` when empty) of `shape`."""
         out = out or self.fresh(f"{self.node.name}/{base}")
         self.g.values[out] = Value(out, tuple(shape), "float32")
-        self.nodes.append(Node(f"{self.node.name}/{base}", op_type, inputs, [out], attrs, [self.node.name]))
+        self.nodes.append(Node(f"{self.node.name}/{base}", op_type, inputs, [out], attrs))
         return out
 
     def split(self, x: str, parts: int, shape: tuple[int, ...], base: str) -> list[str]:
@@ -110,7 +110,7 @@ class _Rnn:
         for o in outs:
             self.g.values[o] = Value(o, shape, "float32")
         self.nodes.append(Node(f"{self.node.name}/{base}", "Split", [x, self.ints([shape[0]] * parts)], outs,
-                               {"axis": 0}, [self.node.name]))
+                               {"axis": 0}))
         return outs
 
     def ints(self, values: list[int]) -> str:
@@ -280,9 +280,12 @@ def expand_rnn(g: Graph, node: Node) -> list[Node]:
     x = node.inputs[0]
     if layout:
         x = r.op("Transpose", [x], (seq, batch, xs[2]), "x.seq", perm=[1, 0, 2])
-    x2d = r.op("Reshape", [x, r.ints([seq * batch, xs[2]])], (seq * batch, xs[2]), "x.rows")
+    # one row view of X per direction: each direction's gate GEMMs are a sibling group of their own (4 or 3
+    # GEMMs, within MAX_FUSION_DEPTH at O1/O2, where both directions' 8 would not be)
+    x2d = [r.op("Reshape", [x, r.ints([seq * batch, xs[2]])], (seq * batch, xs[2]), f"x.rows.d{d}")
+           for d in range(dirs)]
     inits = zip(_states(r, 5, dirs), _states(r, 6, dirs) if node.op_type == "LSTM" else [None] * dirs)
-    results = [_direction(r, x2d, d, init) for d, init in enumerate(inits)]
+    results = [_direction(r, x2d[d], d, init) for d, init in enumerate(inits)]
     outs = list(node.outputs) + [""] * 3
     used = {i for n in g.nodes for i in n.inputs if n is not node} | {v.name for v in g.outputs}
     if outs[0] and outs[0] in used:
@@ -306,17 +309,18 @@ def _live(nodes: list[Node], used: set[str]) -> list[Node]:
     return live[::-1]
 
 
-def expand_recurrent_nodes(g: Graph, log: list[str]) -> int:
+def expand_recurrent_nodes(g: Graph, log: list[str]) -> dict[str, list[Node]]:
     """Replace every accepted LSTM / GRU node of `g` (edited in place) by its expansion; the rest stay, for the
-    op check to refuse by name. Returns how many were expanded."""
-    expanded = 0
+    op check to refuse by name. Returns the nodes each expanded node became, by its name. The new nodes are named
+    `<node>/...` and are their own source (the isolated check finds each in ONNX Runtime's unrolled graph)."""
+    expanded: dict[str, list[Node]] = {}
     for node in [n for n in g.nodes if n.op_type in GATES and check_recurrent(n, g) is None]:
         at = g.nodes.index(node)
         g.nodes.remove(node)
         used = {i for n in g.nodes for i in n.inputs if i} | {v.name for v in g.outputs}
         new = _live(expand_rnn(g, node), used)
         g.nodes[at:at] = new
-        expanded += 1
+        expanded[node.name] = new
         kinds = sorted({n.op_type for n in new})
         log.append(f"expand_recurrent: '{node.name}' ({node.op_type}, {node.attrs.get('direction', 'forward')}) "
                    f"unrolled into {len(new)} node(s) ({', '.join(kinds)})")
