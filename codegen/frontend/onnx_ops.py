@@ -253,10 +253,10 @@ OPS: dict[str, OpEntry] = {
     # unrolled by the expand_recurrent pass (onnx_passes) when accepted; a node left here is refused by its check
     "LSTM": OpEntry("LSTM, unrolled over the baked sequence length: Cube GEMMs (the input projection over the whole "
                     "sequence, the hidden projection per step) and Vector gate programs", _refused_rnn,
-                    index_inputs=(4,)),
+                    infer=rnn.infer_recurrent, index_inputs=(4,)),
     "GRU": OpEntry("GRU, unrolled over the baked sequence length: Cube GEMMs (the input projection over the whole "
                    "sequence, the hidden projections per step) and Vector gate programs", _refused_rnn,
-                   index_inputs=(4,)),
+                   infer=rnn.infer_recurrent, index_inputs=(4,)),
     # data movement on run-time values (onnx_structure); with constant inputs they fold at build time
     "Slice": OpEntry("slice with step 1 (constant starts, ends, axes)", structure.check_slice,
                      structure.normalise_slice, structure.infer_slice, _fold_slice, attr_inputs=(1, 2, 3, 4),

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..ir.graph import Graph, Node, Value
-from .onnx_base import as_ints, const_input, has_input, is_static
+from .onnx_base import as_ints, const_input, has_input, is_static, shape_of
 
 DEFAULT_ACTIVATIONS = {"LSTM": ("Sigmoid", "Tanh", "Tanh"), "GRU": ("Sigmoid", "Tanh")}
 GATES = {"LSTM": 4, "GRU": 3}
@@ -72,6 +72,16 @@ def check_recurrent(node: Node, g: Graph) -> str | None:
             return (f"sequence_lens={as_ints(lens)[:8]} differs from the sequence length {seq} (accepted: absent "
                     f"or {seq} for every batch row)")
     return None
+
+
+def infer_recurrent(node: Node, g: Graph, attrs: dict) -> list[tuple[int, ...]]:
+    """The spec's output shapes: Y [T, D, B, H] and Y_h, Y_c [D, B, H] ([B, T, D, H], [B, D, H] with layout 1)."""
+    x, layout = shape_of(g, node.inputs[0]), attrs.get("layout", 0)
+    seq, batch = (x[1], x[0]) if layout else (x[0], x[1])
+    dirs = DIRECTIONS.get(attrs.get("direction", "forward"), 1)
+    hidden = int(attrs.get("hidden_size") or shape_of(g, node.inputs[2])[-1])
+    state = (batch, dirs, hidden) if layout else (dirs, batch, hidden)
+    return [(batch, seq, dirs, hidden) if layout else (seq, dirs, batch, hidden), state, state][:len(node.outputs)]
 
 
 @dataclass
