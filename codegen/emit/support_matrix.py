@@ -96,6 +96,8 @@ EXAMPLES: dict[str, list[tuple[list, dict, dict]]] = {
     **{op: [(_X2 + [("z", [16, 32])], {}, {}), (_X2, {"c": np.array(2, np.float32)}, {}), (_X2, {"c": _f(32)}, {})]
        for op in ("Add", "Sub", "Mul", "Div")},
     "Pow": [(_X2, {"c": np.array(p, np.float32)}, {}) for p in (2, 0.5, 1.7)],
+    "LSTM": [([("x", [4, 1, 16])], {"w": _f(1, 64, 16), "r": _f(1, 64, 16), "b": _f(1, 128)}, {"hidden_size": 16})],
+    "GRU": [([("x", [4, 1, 16])], {"w": _f(1, 48, 16), "r": _f(1, 48, 16), "b": _f(1, 96)}, {"hidden_size": 16})],
     "PRelu": [(_X4, {"s": _f(16, 1, 1)}, {}), (_X2, {"s": _f(1)}, {})],
 }
 

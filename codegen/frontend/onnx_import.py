@@ -35,17 +35,19 @@ from ..ir.graph import Graph, Node, Value
 from .onnx_base import Problem, ShapeUnknown, Unsupported, copy_graph, has_input, is_static
 from .onnx_checks import dtype_problems, shape_problems, weight_problems
 from .onnx_ops import OPS, OpEntry, supported_ops_text
-from .onnx_passes import PASSES
+from .onnx_passes import PASSES, fold_constants
 from .onnx_read import (
     bind_inputs,
     check_nodes_against_spec,
     default_opset,
     infer_onnx_shapes,
+    node_names,
     opset_problem,
     read_model,
     to_graph,
     upgrade_opset,
 )
+from .onnx_rnn import GATES, expand_recurrent_nodes
 
 # ---------------------------------------------------------------- check, normalise, finish
 
@@ -219,3 +221,30 @@ def check_onnx(path: str | Path, batch: int = 1, pinned: dict[str, tuple[int, ..
     model compiles. Raises only for a file that is not a readable ONNX model or a malformed graph."""
     _, problems = build_graph(read_model(path), path, batch, pinned=pinned)
     return [p.as_dict() for p in problems]
+
+
+def unrolled_reference(model, pinned: dict[str, tuple[int, ...]] | None = None):
+    """The parsed model (a copy) with every LSTM / GRU node kiln unrolls replaced by the ONNX nodes it unrolls
+    into, named as the build names them (the same frontend steps on the same shapes: `pinned`, input name ->
+    shape), so ONNX Runtime computes every value the unrolled kernels write (the isolated per-kernel check).
+    The model itself when it has none."""
+    if not any(n.op_type in GATES for n in model.graph.node):
+        return model
+    from onnx import helper, numpy_helper
+    m = upgrade_opset(type(model).FromString(model.SerializeToString()), "", [])
+    bind_inputs(m, 1, [], [], pinned)
+    g = fold_constants(to_graph(infer_onnx_shapes(m, []), "", default_opset(m) or 0), [])
+    unrolled = expand_recurrent_nodes(g, [])
+    nodes, consts = [], set()
+    for proto, name in zip(m.graph.node, node_names(m)):
+        if name not in unrolled:
+            nodes.append(proto)
+            continue
+        for n in unrolled[name]:
+            nodes.append(helper.make_node(n.op_type, n.inputs, n.outputs, name=n.name, **n.attrs))
+            consts |= {i for i in n.inputs if i in g.initializers}
+    del m.graph.node[:]
+    m.graph.node.extend(nodes)
+    have = {t.name for t in m.graph.initializer}
+    m.graph.initializer.extend(numpy_helper.from_array(g.initializers[c], c) for c in sorted(consts - have))
+    return m

@@ -13,6 +13,7 @@ import numpy as np
 
 from ..ir.graph import Graph, Node, Value
 from . import onnx_resize as resize
+from . import onnx_rnn as rnn
 from . import onnx_rules as rules
 from . import onnx_structure as structure
 from .onnx_base import as_ints
@@ -175,6 +176,11 @@ def _build_time(summary: str, fold: Callable | None, shape_inputs: tuple[int, ..
                    index_inputs=index_inputs or shape_inputs)
 
 
+def _refused_rnn(node: Node, g: Graph) -> str:
+    """An LSTM / GRU the expand_recurrent pass left in the graph: why (its check's reason)."""
+    return rnn.check_recurrent(node, g) or "not unrolled (its outputs' shapes are unknown)"
+
+
 OPS: dict[str, OpEntry] = {
     "Conv": OpEntry("2-D convolution, any group count (dense, grouped, depthwise); auto_pad resolved to pads [t,l,b,r]",
                     rules.check_conv, rules.normalise_conv, rules.infer_conv),
@@ -258,6 +264,13 @@ OPS: dict[str, OpEntry] = {
                       "Resize-10 arrive converted, with their own semantics kept", resize.check_resize,
                       resize.normalise_resize, resize.infer_resize, attr_inputs=(1, 2, 3), shape_inputs=(1, 2, 3),
                       index_inputs=(3,)),
+    # unrolled by the expand_recurrent pass (onnx_passes) when accepted; a node left here is refused by its check
+    "LSTM": OpEntry("LSTM, unrolled over the baked sequence length: Cube GEMMs (the input projection over the whole "
+                    "sequence, the hidden projection per step) and Vector gate programs", _refused_rnn,
+                    infer=rnn.infer_recurrent, index_inputs=(4,)),
+    "GRU": OpEntry("GRU, unrolled over the baked sequence length: Cube GEMMs (the input projection over the whole "
+                   "sequence, the hidden projections per step) and Vector gate programs", _refused_rnn,
+                   infer=rnn.infer_recurrent, index_inputs=(4,)),
     # data movement on run-time values (onnx_structure); with constant inputs they fold at build time
     "Slice": OpEntry("slice with step 1 (constant starts, ends, axes)", structure.check_slice,
                      structure.normalise_slice, structure.infer_slice, _fold_slice, attr_inputs=(1, 2, 3, 4),

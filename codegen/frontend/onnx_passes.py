@@ -1,6 +1,6 @@
 """ONNX frontend, graph passes run before the per-op check: constant folding (with kiln's shape rules
-completing the shapes onnx inference left open), Identity and Dropout removal, BatchNormalization folded
-into the Conv before it. Each appends its decisions to the log."""
+completing the shapes onnx inference left open), LSTM and GRU unrolled (onnx_rnn), Identity and Dropout removal,
+BatchNormalization folded into the Conv before it. Each appends its decisions to the log."""
 from __future__ import annotations
 
 from collections import Counter
@@ -12,6 +12,7 @@ from .. import KilnError
 from ..ir.graph import Graph, Node, Value
 from .onnx_base import ShapeUnknown, Unsupported, const_input, copy_graph, has_input, is_static, output_used
 from .onnx_ops import OPS, shape_slice
+from .onnx_rnn import expand_recurrent_nodes
 from .onnx_rules import check_batchnorm
 
 
@@ -242,6 +243,15 @@ def fold_batchnorm(graph: Graph, log: list[str]) -> Graph:
     return g
 
 
+def expand_recurrent(graph: Graph, log: list[str]) -> Graph:
+    """LSTM and GRU unrolled over their baked sequence length into ops kiln lowers (onnx_rnn), then folded again:
+    a constant initial state's hidden projection is evaluated at build time."""
+    if not any(n.op_type in ("LSTM", "GRU") for n in graph.nodes):
+        return graph
+    g = copy_graph(graph)
+    return fold_constants(g, log) if expand_recurrent_nodes(g, log) else g
+
+
 PASSES: tuple[Callable[[Graph, list[str]], Graph], ...] = (
-    fold_constants, remove_identities, remove_dropout, fold_batchnorm)
+    fold_constants, expand_recurrent, remove_identities, remove_dropout, fold_batchnorm)
 

@@ -281,13 +281,14 @@ def weights_of(rec: ModelRecord, root: Path | None = None) -> np.ndarray:
 
 def per_kernel(model, xs: list[np.ndarray], path, sess_factory, force_generic: bool = False,
                perturb: Mapping[str, Perturb] | None = None) -> list[dict]:
-    """Every kernel launch of the plan serving `xs`, checked alone (module docstring), in launch order.
+    """Every kernel launch of the plan serving `xs`, checked alone (module docstring), in launch order. `path`: the
+    ONNX file, or the parsed model ONNX Runtime runs (validate.py's: LSTM / GRU unrolled).
     perturb: {step name: f(packed output) -> packed output}, fault injection for tests: the check must fail
     exactly the kernels given."""
     import onnx
     _, captured = model.run_capture(*xs, force_generic=force_generic)
     rec: ModelRecord = model.plan_entry
-    graph = onnx.load(str(path), load_external_data=False).graph
+    graph = (onnx.load(str(path), load_external_data=False) if isinstance(path, (str, Path)) else path).graph
     cp = _Counterparts(graph, {})
     produced = {o for n in graph.node for o in n.output}
     names = sorted({b for s in rec.steps for b in cp.base_names(s.value, s.ops) if b in produced})

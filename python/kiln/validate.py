@@ -48,18 +48,19 @@ def onnx_path_of(record: ModelRecord) -> Path:
     raise FileNotFoundError(f"model {record.name}: its ONNX file {p} no longer exists")
 
 
-def ort_session(path: Path, extra_outputs: list[str] | None = None, threads: int = 2,
+def ort_session(path, extra_outputs: list[str] | None = None, threads: int = 2,
                 input_shapes: dict[str, tuple[int, ...]] | None = None):
-    """An ONNX Runtime session on the file; `input_shapes` re-declares inputs at other shapes (the file's input
-    dims are fixed, and ONNX Runtime checks them), dropping the stored shapes of everything downstream."""
+    """An ONNX Runtime session on the file (a Path, or a parsed model: edited in place); `input_shapes` re-declares
+    inputs at other shapes (the file's input dims are fixed, and ONNX Runtime checks them), dropping the stored
+    shapes of everything downstream."""
     import onnx
     import onnxruntime as ort
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = threads
     opts.log_severity_level = 3
-    if not extra_outputs and not input_shapes:
+    if not extra_outputs and not input_shapes and isinstance(path, (str, Path)):
         return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
-    model = onnx.load(str(path))
+    model = onnx.load(str(path)) if isinstance(path, (str, Path)) else path
     if input_shapes:
         for inp in model.graph.input:
             if inp.name in input_shapes:
@@ -147,9 +148,21 @@ def per_kernel(model, seed: int = 0, input_size: tuple[int, int] | None = None, 
     if inputs is None:
         inputs = seeded_inputs(shapes, seed)
     pins = dict(zip([n for n, _ in model.inputs], shapes)) if input_size else None
-    return isolate.per_kernel(model, list(inputs), path,
-                              lambda names: ort_session(path, extra_outputs=names, input_shapes=pins),
+    reference = _reference(path, dict(zip([n for n, _ in model.inputs], shapes)))
+    return isolate.per_kernel(model, list(inputs), reference,
+                              lambda names: ort_session(reference, extra_outputs=names, input_shapes=pins),
                               force_generic=force_generic, perturb=perturb)
+
+
+def _reference(path: Path, shapes: dict[str, tuple[int, ...]]):
+    """What ONNX Runtime runs for the isolated check: the file, or with its LSTM / GRU nodes unrolled as the build
+    unrolls them (the unrolled kernels' values exist in ONNX Runtime only then)."""
+    import onnx
+
+    from .codegen.frontend.onnx_import import unrolled_reference
+    model = onnx.load(str(path), load_external_data=False)
+    unrolled = unrolled_reference(model, shapes)
+    return path if unrolled is model else unrolled
 
 
 def kernels_passed(rows: list[dict]) -> bool:

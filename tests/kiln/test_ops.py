@@ -30,7 +30,8 @@ RUNNER = textwrap.dedent("""
         try:
             m = kiln.load(case.name)
             feeds = case.feeds(0)
-            sess = ort.InferenceSession(case.model.SerializeToString(), providers=["CPUExecutionProvider"])
+            ref_model = case.reference or case.model
+            sess = ort.InferenceSession(ref_model.SerializeToString(), providers=["CPUExecutionProvider"])
             refs = sess.run(None, feeds)
             got = m.run(*[feeds[n] for n, _ in m.inputs])
             got = got if isinstance(got, list) else [got]

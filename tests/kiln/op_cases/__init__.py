@@ -16,12 +16,14 @@ class OpCase:
     inputs are all runtime inputs (weights as initializers); tol: the bound on max|got - ref| / max|ref| over
     each output (fp16 storage: a few units of 2**-11 for an op without a reduction); inputs: per graph input,
     a function of an rng giving its fp32 value (default: standard normal); launches: the kernel launches the
-    baked model must have (None: not checked)."""
+    baked model must have (None: not checked); reference: the model ONNX Runtime runs instead, when it cannot run
+    `model` itself (same inputs and outputs; e.g. a layout-1 LSTM as Transposes around a layout-0 one)."""
     name: str
     model: object
     tol: float = 4e-3
     inputs: dict = field(default_factory=dict)
     launches: int | None = None
+    reference: object | None = None
 
     def feeds(self, seed: int = 0) -> dict[str, np.ndarray]:
         rng = np.random.default_rng(seed)
