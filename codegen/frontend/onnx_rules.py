@@ -9,6 +9,7 @@ import numpy as np
 
 from ..ir.graph import Graph, Node
 from .onnx_base import Unsupported, as_ints, const_input, has_input, output_used, shape_of
+from .onnx_convtranspose import ACCEPTED_CONVTRANSPOSE
 from .onnx_resize import ACCEPTED_RESIZE
 from .onnx_structure import ACCEPTED_STRUCTURE
 
@@ -475,4 +476,5 @@ ACCEPTED_ATTRIBUTES: dict[str, str] = {
     "Range": "start, limit, delta: scalars, delta != 0",
     **ACCEPTED_STRUCTURE,
     **ACCEPTED_RESIZE,
+    **ACCEPTED_CONVTRANSPOSE,
 }
