@@ -4,9 +4,9 @@
 output_shape (with and without auto_pad); with and without bias, batch 2; ReLU and Clip(0, 6) fused into every
 phase. Then a DBNet-style head (convs, Resize + Concat, two 2x2 stride-2 up-convs, Sigmoid)."""
 import numpy as np
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper
 
-from . import OpCase, single_op
+from . import OpCase, graph_case, single_op
 
 RNG = np.random.default_rng(20)
 
@@ -61,16 +61,6 @@ SINGLE = [
 ]
 
 
-def _graph(name: str, nodes: list, x: list[int], y: list[int] | None, init: dict[str, np.ndarray], tol: float,
-           launches: int | None) -> OpCase:
-    graph = helper.make_graph(nodes, name, [helper.make_tensor_value_info("x", TensorProto.FLOAT, x)],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, y)],
-                              [numpy_helper.from_array(v.astype(np.float32), k) for k, v in init.items()])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    return OpCase(name, model, tol=tol, launches=launches)
-
-
 def _fused(name: str, act: str) -> OpCase:
     """ConvTranspose 4x4/2 + Relu or Clip(0, 6): the activation runs in every phase convolution (5 launches)."""
     init = {"w": _w(8, 8, 4), "b": RNG.standard_normal(8).astype(np.float32)}
@@ -80,7 +70,7 @@ def _fused(name: str, act: str) -> OpCase:
     else:
         init.update(lo=np.zeros((), np.float32), hi=np.full((), 6.0, np.float32))
         nodes.append(helper.make_node("Clip", ["c", "lo", "hi"], ["y"]))
-    return _graph(name, nodes, [1, 8, 5, 5], [1, 8, 10, 10], init, 8e-3, 5)
+    return graph_case(name, nodes, [1, 8, 5, 5], [1, 8, 10, 10], init, 8e-3, 5)
 
 
 def _conv(name: str, x: str, y: str, cin: int, cout: int, k: int, init: dict, **attrs) -> object:
@@ -107,7 +97,7 @@ def _dbnet_head() -> OpCase:
              helper.make_node("Relu", ["u1"], ["u1r"]),
              helper.make_node("ConvTranspose", ["u1r", "up2.w", "up2.b"], ["u2"], strides=[2, 2]),
              helper.make_node("Sigmoid", ["u2"], ["y"])]
-    return _graph("block_dbnet_head", nodes, [1, 16, 12, 12], [1, 1, 48, 48], init, 1e-2, None)
+    return graph_case("block_dbnet_head", nodes, [1, 16, 12, 12], [1, 1, 48, 48], init, 1e-2, None)
 
 
 CASES = SINGLE + [_fused("convt_k4_s2_p1_relu", "relu"), _fused("convt_k4_s2_p1_relu6", "clip"), _dbnet_head()]
