@@ -44,3 +44,30 @@ def test_convtranspose_runtime_weight_refused(tmp_path):
 def test_convtranspose_normalised(tmp_path):
     (n,) = onnx_import.load_onnx(convt_model(tmp_path, (4, 4), strides=[2, 3], auto_pad="SAME_LOWER")).nodes
     assert (n.attrs["pads"], n.attrs["out_hw"], n.attrs["output_padding"]) == ((1, 1, 1, 0), (10, 15), (0, 0))
+
+
+def test_batchnorm_folds_into_grouped_convtranspose(tmp_path):
+    """ConvTranspose (2 groups) -> BatchNormalization is one node whose weight and bias give what both gave."""
+    ort = pytest.importorskip("onnxruntime")
+    rng = np.random.default_rng(3)
+    init = {"w": rng.standard_normal((4, 3, 2, 2)), "b": rng.standard_normal(6), "s": 1 + rng.random(6),
+            "t": rng.standard_normal(6), "m": rng.standard_normal(6), "v": 1 + rng.random(6)}
+    nodes = [helper.make_node("ConvTranspose", ["x", "w", "b"], ["c"], name="up", strides=[2, 2], group=2),
+             helper.make_node("BatchNormalization", ["c", "s", "t", "m", "v"], ["y"], name="bn")]
+
+    def save(nodes, init, name):
+        graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 3, 3])],
+                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                                  [numpy_helper.from_array(np.asarray(v, np.float32), k) for k, v in init.items()])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        model.ir_version = 8
+        onnx.save(model, tmp_path / name)
+        return ort.InferenceSession(str(tmp_path / name)).run(None, {"x": x})[0]
+    x = rng.standard_normal((1, 4, 3, 3)).astype(np.float32)
+    want = save(nodes, init, "bn.onnx")
+    g = onnx_import.load_onnx(tmp_path / "bn.onnx")
+    (n,) = g.nodes
+    assert n.op_type == "ConvTranspose" and n.source == ["up", "bn"]
+    got = save([helper.make_node("ConvTranspose", ["x", "w", "b"], ["y"], strides=[2, 2], group=2)],
+               {"w": g.initializers[n.inputs[1]], "b": g.initializers[n.inputs[2]]}, "folded.onnx")
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

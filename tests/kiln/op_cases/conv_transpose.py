@@ -82,10 +82,13 @@ def _conv(name: str, x: str, y: str, cin: int, cout: int, k: int, init: dict, **
 def _dbnet_head() -> OpCase:
     """A DBNet-style text-detection head (PaddleOCR's DB head on a small FPN): a stride-2 conv branch upsampled
     back by Resize (nearest x2) and concatenated with the input, a 3x3 conv + ReLU, then the head's 2x2 stride-2
-    ConvTranspose + ReLU, the second 2x2 stride-2 ConvTranspose to one channel, Sigmoid."""
+    ConvTranspose + BatchNormalization (folded into its weights) + ReLU, the second 2x2 stride-2 ConvTranspose to
+    one channel, Sigmoid: 9 launches."""
     init: dict = {"up1.w": _w(16, 16, 2), "up1.b": 0.1 * RNG.standard_normal(16).astype(np.float32),
                   "up2.w": _w(16, 1, 2), "up2.b": 0.1 * RNG.standard_normal(1).astype(np.float32),
-                  "scales": np.array([1, 1, 2, 2], np.float32)}
+                  "scales": np.array([1, 1, 2, 2], np.float32), "bn.s": 1 + 0.1 * RNG.standard_normal(16),
+                  "bn.b": 0.1 * RNG.standard_normal(16), "bn.m": 0.1 * RNG.standard_normal(16),
+                  "bn.v": 1 + 0.1 * RNG.random(16)}
     nodes = [_conv("c1", "x", "c1o", 16, 32, 3, init, strides=[2, 2], pads=[1, 1, 1, 1]),
              helper.make_node("Relu", ["c1o"], ["c1r"]),
              _conv("c2", "c1r", "c2o", 32, 16, 1, init),
@@ -94,10 +97,11 @@ def _dbnet_head() -> OpCase:
              _conv("c3", "cat", "c3o", 32, 16, 3, init, pads=[1, 1, 1, 1]),
              helper.make_node("Relu", ["c3o"], ["c3r"]),
              helper.make_node("ConvTranspose", ["c3r", "up1.w", "up1.b"], ["u1"], strides=[2, 2]),
-             helper.make_node("Relu", ["u1"], ["u1r"]),
+             helper.make_node("BatchNormalization", ["u1", "bn.s", "bn.b", "bn.m", "bn.v"], ["u1n"]),
+             helper.make_node("Relu", ["u1n"], ["u1r"]),
              helper.make_node("ConvTranspose", ["u1r", "up2.w", "up2.b"], ["u2"], strides=[2, 2]),
              helper.make_node("Sigmoid", ["u2"], ["y"])]
-    return graph_case("block_dbnet_head", nodes, [1, 16, 12, 12], [1, 1, 48, 48], init, 1e-2, None)
+    return graph_case("block_dbnet_head", nodes, [1, 16, 12, 12], [1, 1, 48, 48], init, 1e-2, 9)
 
 
 CASES = SINGLE + [_fused("convt_k4_s2_p1_relu", "relu"), _fused("convt_k4_s2_p1_relu6", "clip"), _dbnet_head()]
