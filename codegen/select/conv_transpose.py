@@ -101,9 +101,9 @@ def estimates(node: Node, g: Graph, profile: Profile, options) -> dict[str, tupl
     a = node.attrs
     (kh, kw), (sh, sw) = a["kernel_shape"], a["strides"]
     cout, ho, wo = g.values[node.outputs[0]].shape[1:]
-    conv = _cycles(opspec_of(_conv_instance(node, g, x, options)), profile)
     forms: dict[str, tuple] = {}
-    if (sh, sw) != (1, 1):
+    if (sh, sw) != (1, 1):  # stride 1: the zero-free convolution is the stride-phase form itself
+        conv = _cycles(opspec_of(_conv_instance(node, g, x, options)), profile)
         dilate = run(_dilate_replay, (x[0] * ceil(x[1] / C0), x[2], x[3], sh, sw, 0), {}, profile).cycles
         forms["zero_insert"] = (conv + dilate, 2)
     if a["group"] == 1:
