@@ -125,10 +125,15 @@ def conv_instance(lw: LowererState, conv: Node, weight_shape: tuple[int, ...], x
     return OpInstance(conv.name, "Conv", attrs)
 
 
+def writes_output(node: Node, form: Form) -> bool:
+    """The form's one convolution writes the output itself (stride 1): no copy."""
+    return len(form.convs) == 1 and form.convs[0][0].outputs[0] == node.outputs[0]
+
+
 def instances(lw: LowererState, node: Node, form: Form) -> list[OpInstance]:
     xs, ys = lw.shape(node.inputs[0]), lw.shape(node.outputs[0])
     out = [conv_instance(lw, c, tuple(w.shape), xs) for c, w, _, _ in form.convs]
-    if form.moves and not (len(form.convs) == 1 and form.name == "stride_phase"):
+    if not writes_output(node, form):
         numel = ys[0] * -(-ys[1] // C0) * ys[2] * ys[3] * C0
         out.append(OpInstance(f"{node.name}.interleave", "Copy", {"out_numel": numel,
                                                                   "moves": format_moves(form.moves),
@@ -146,7 +151,7 @@ def emit(lw: LowererState, node: Node, form: Form) -> None:
         lw.g.values[conv.outputs[0]] = Value(conv.outputs[0], shape)
         lw.conv(conv)
         values.append(lw.device[conv.outputs[0]])
-    if form.name == "stride_phase" and len(form.convs) == 1 and form.convs[0][0].outputs[0] == out:
+    if writes_output(node, form):
         return
     ins = []
     for t, (src, offset) in enumerate(zip(form.sources, form.offsets)):
