@@ -16,18 +16,21 @@ are priced as estimates, so the log says what each would cost at this shape:
   ceil(kh/s_h) * ceil(kw/s_w) times (the column values each output pixel sums; an estimate: the scatter's
   32-byte bursts are not priced; dense ConvTranspose only).
 
-Typical shapes (ascend910b, fp16, the rule tilings; predicted cycles, launches in brackets):
+Typical shapes (predicted cycles of the rule tilings, launches in brackets; benchmarks/bench_conv_transpose.py):
 
-| shape | stride_phase | zero_insert | gemm_col2im |
-| --- | --- | --- | --- |
-| DBNet head up-conv 1: 64x160x160 -> 64, 2x2 s2 | 152,093 (5) | 190,785 (2) | 1,075,917 (2) |
-| DBNet head up-conv 2: 64x320x320 -> 1, 2x2 s2 | 300,856 (5) | 320,264 (2) | 3,878,802 (2) |
-| U-Net decoder: 256x64x64 -> 128, 4x4 s2 p1 | 196,829 (5) | 336,930 (2) | 1,565,453 (2) |
-| FCN upscore: 21x32x32 -> 21, 4x4 s2 p1 | 60,162 (5) | 30,924 (2) | 56,962 (2) |
+| shape (910B, fp16) | built, chosen | stride_phase | gemm_depth_to_space | zero_insert (est.) | gemm_col2im (est.) |
+| --- | --- | --- | --- | --- | --- |
+| DBNet up-conv 1: 64x160x160 -> 64, 2x2/2 | gemm_depth_to_space | 121,636 (5) | 61,927 (2) | 151,218 (2) | 69,469 (2) |
+| DBNet up-conv 2: 64x320x320 -> 1, 2x2/2 | gemm_depth_to_space | 265,207 (5) | 94,892 (2) | 697,972 (2) | 79,880 (2) |
+| U-Net decoder: 256x64x64 -> 128, 4x4/2 p1 | stride_phase | 142,203 (5) | - | 219,000 (2) | 123,748 (2) |
+| FCN upscore: 21x32x32 -> 21, 4x4/2 p1 | stride_phase | 62,424 (5) | - | 35,330 (2) | 25,290 (2) |
+| PyTorch decoder: 128x40x40 -> 64, 3x3/2 p1 op1 | stride_phase | 74,689 (5) | - | 53,410 (2) | 36,134 (2) |
 
-On large maps the phase form wins (no zero multiplied, the interleave one extra pass over the output); on small
-ones the ~11k-cycle launch overhead of its s_h * s_w + 1 launches dominates and zero insertion would be cheaper
-(the log then names the form and the cycles it would save: not built yet).
+The zero-free forms beat zero insertion wherever the map is large (DBNet 2: 2.8x less than the phases, 7x less
+than zero insertion). Where windows overlap (U-Net, FCN, 3x3/2) the built form is the phases, and the col2im
+estimate comes out below it (by 13% on U-Net, 2.5x on FCN's small map, where the phases' five launches of about
+11k cycles each dominate): that estimate leaves out the scatter's 32-byte bursts, and neither it nor zero
+insertion is built yet; the log names them.
 """
 from __future__ import annotations
 
