@@ -65,8 +65,8 @@ def normalise_convtranspose(node: Node, g: Graph) -> dict[str, Any]:
         raise Unsupported(f"the input has rank {len(x)}; a 2-D ConvTranspose reads an NCHW tensor (rank 4)")
     try:
         pads, out_hw = resolve((x[2], x[3]), kernel, strides, dilations, output_padding,
-                               a.get("auto_pad", "NOTSET"), as_ints(a.get("pads", (0, 0, 0, 0))),
-                               as_ints(a.get("output_shape", ())))
+                               (a.get("auto_pad", "NOTSET"), as_ints(a.get("pads", (0, 0, 0, 0))),
+                                as_ints(a.get("output_shape", ()))))
     except ValueError as e:
         raise Unsupported(str(e)) from None
     for axis, i in (("H", 0), ("W", 1)):

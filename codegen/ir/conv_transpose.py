@@ -44,12 +44,14 @@ def phases(size: int, k: int, s: int, d: int, pad_begin: int, out: int) -> list[
 
 
 def resolve(in_hw: tuple[int, ...], kernel: tuple[int, ...], strides: tuple[int, ...], dilations: tuple[int, ...],
-            output_padding: tuple[int, ...], auto_pad: str, pads: tuple[int, ...],
-            output_shape: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, int]]:
-    """(pads top, left, bottom, right; output H, W) as ONNX Runtime computes them: explicit pads (NOTSET, VALID:
+            output_padding: tuple[int, ...], placement: tuple[str, tuple[int, ...], tuple[int, ...]]
+            ) -> tuple[tuple[int, ...], tuple[int, int]]:
+    """(pads top, left, bottom, right; output H, W) as ONNX Runtime computes them from placement = (auto_pad, pads,
+    output_shape) (output_shape empty when not given): explicit pads (NOTSET, VALID:
     zeros), or, with output_shape or SAME_*, the total padding s (in - 1) + output_padding + (k - 1) d + 1 - out
     split with the odd pixel at the end (SAME_UPPER) or at the beginning (SAME_LOWER, NOTSET with output_shape).
     Raises ValueError for a negative total padding or an empty output."""
+    auto_pad, pads, output_shape = placement
     if output_shape or auto_pad in ("SAME_UPPER", "SAME_LOWER"):
         want = tuple(output_shape[-2:]) if output_shape else tuple(i * s for i, s in zip(in_hw, strides))
         begin, end = [], []

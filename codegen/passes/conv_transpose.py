@@ -45,9 +45,10 @@ def phase_value(out: str, ph: int, pw: int, sh: int, sw: int) -> str:
     return f"{out}@phase_{ph}_{pw}_{sh}_{sw}"
 
 
-def _conv(node: Node, name: str, x: str, out: str, kernel: tuple[int, int], pads: tuple[int, ...],
+def _conv(node: Node, name: str, out: str, kernel: tuple[int, int], pads: tuple[int, ...],
           dilations: tuple[int, int], group: int) -> Node:
-    ins = [x, f"{name}.w"] + ([f"{name}.b"] if len(node.inputs) > 2 and node.inputs[2] else [])
+    """One of the form's Conv nodes: reads the ConvTranspose's input, its own weight and bias (`name`.w, .b)."""
+    ins = [node.inputs[0], f"{name}.w"] + ([f"{name}.b"] if len(node.inputs) > 2 and node.inputs[2] else [])
     return Node(name, "Conv", ins, [out], {"kernel_shape": kernel, "strides": (1, 1), "pads": pads,
                                            "dilations": dilations, "group": group},
                 list(node.source) or [node.name], node.fused)
@@ -66,7 +67,7 @@ def stride_phase(lw: LowererState, node: Node) -> Form:
         for pw in [p for p in phases(xs[3], kw, sw, dw, pads[1], wo) if p.count]:
             name = node.name if single else f"{node.name}.phase{ph.phase}_{pw.phase}"
             value = out if single else phase_value(out, ph.phase, pw.phase, sh, sw)
-            conv = _conv(node, name, x, value, (len(ph.taps), len(pw.taps)),
+            conv = _conv(node, name, value, (len(ph.taps), len(pw.taps)),
                          (ph.pad_begin, pw.pad_begin, ph.pad_end, pw.pad_end), (ph.dilation, pw.dilation), a["group"])
             form.convs.append((conv, phase_weight(w, a["group"], ph.taps, pw.taps), b,
                                (ys[0], ys[1], ph.count, pw.count)))
@@ -100,7 +101,7 @@ def gemm_depth_to_space(lw: LowererState, node: Node) -> Form:
         b1[:, :, :cout] = np.asarray(lw.g.initializers[node.inputs[2]], np.float32)
         b1 = b1.reshape(-1)
     value = f"{out}@d2s_{kh}_{kw}_{cpad}"
-    conv = _conv(node, f"{node.name}.gemm", x, value, (1, 1), (0, 0, 0, 0), (1, 1), 1)
+    conv = _conv(node, f"{node.name}.gemm", value, (1, 1), (0, 0, 0, 0), (1, 1), 1)
     form = Form("gemm_depth_to_space", [(conv, w1.reshape(kh * kw * cpad, xs[1], 1, 1), b1,
                                          (n, kh * kw * cpad, xs[2], xs[3]))])
     ho, wo, h, wi = ys[2], ys[3], xs[2], xs[3]

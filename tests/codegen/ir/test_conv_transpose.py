@@ -46,7 +46,7 @@ def test_phases_equal_the_definition():
         x = rng.standard_normal((1, 4, 4, 5))
         w = rng.standard_normal((4, 3, k, k))
         try:
-            pads, out = resolve((4, 5), (k, k), (s, s), (d, d), (op, op), "NOTSET", (p, p, p, p), ())
+            pads, out = resolve((4, 5), (k, k), (s, s), (d, d), (op, op), ("NOTSET", (p, p, p, p), ()))
         except ValueError:
             continue
         rows = phases(4, k, s, d, pads[0], out[0])
@@ -74,11 +74,11 @@ def test_phases_equal_the_definition():
     ("VALID", (), (0, 0, 0, 0)),
 ])
 def test_resolve_pads_as_onnxruntime(auto_pad, output_shape, pads):
-    got, out = resolve((5, 6), (3, 3), (2, 2), (1, 1), (0, 0), auto_pad, (2, 2, 2, 2), output_shape)
+    got, out = resolve((5, 6), (3, 3), (2, 2), (1, 1), (0, 0), (auto_pad, (2, 2, 2, 2), output_shape))
     assert got == pads
     assert out == (output_shape or ((11, 13) if auto_pad == "VALID" else (10, 12)))
 
 
 def test_resolve_refuses_negative_padding():
     with pytest.raises(ValueError, match="negative padding"):
-        resolve((5, 6), (3, 3), (2, 2), (1, 1), (0, 0), "NOTSET", (0, 0, 0, 0), (14, 14))
+        resolve((5, 6), (3, 3), (2, 2), (1, 1), (0, 0), ("NOTSET", (0, 0, 0, 0), (14, 14)))
