@@ -27,6 +27,7 @@ from .passes.lowering import LoweredModel, lower
 from .passes.memory import MemoryPlan, plan_arena
 from .passes.patterns import find_patterns
 from .select import search_cache
+from .select.conv_transpose import chooser as convt_chooser
 from .select.launches import attach_launches
 from .select.plan import KernelPlan, KernelRequest, ModelPlan, Plan
 from .select.tuning import load_records
@@ -66,7 +67,8 @@ def plan_model(graph: Graph, name: str, options: Options, log: OptLog, fusion_pr
     fusion = fuse(graph, name, limits, log)
     patterns = find_patterns(graph)
     patterns.decisions.extend(form_programs(graph, patterns, name, limits, log))
-    lowered = lower(graph, name, options.kiln_dtype, patterns)
+    lowered = lower(graph, name, options.kiln_dtype, patterns,
+                    convt_chooser(name, profile, options, log if log_lowering else OptLog()))
     for d in lowered.decisions if log_lowering else ():
         node, _, detail = d.partition(":")
         log.add("lowering", f"{name}:{node}", "decision", "view_or_relayout", detail=detail.strip())

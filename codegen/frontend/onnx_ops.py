@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from ..ir.graph import Graph, Node, Value
+from . import onnx_convtranspose as convtranspose
 from . import onnx_resize as resize
 from . import onnx_rnn as rnn
 from . import onnx_rules as rules
@@ -184,6 +185,11 @@ def _refused_rnn(node: Node, g: Graph) -> str:
 OPS: dict[str, OpEntry] = {
     "Conv": OpEntry("2-D convolution, any group count (dense, grouped, depthwise); auto_pad resolved to pads [t,l,b,r]",
                     rules.check_conv, rules.normalise_conv, rules.infer_conv),
+    "ConvTranspose": OpEntry("2-D transposed convolution on the Cube (stride-phase convolutions, or a GEMM + "
+                             "depth-to-space); pads and output size resolved from auto_pad, output_shape, "
+                             "output_padding",
+                             convtranspose.check_convtranspose, convtranspose.normalise_convtranspose,
+                             convtranspose.infer_convtranspose),
     "BatchNormalization": OpEntry("inference-mode batch norm (folded into a preceding Conv when possible)",
                                   rules.check_batchnorm, rules.normalise_batchnorm, rules.same_shape),
     "MaxPool": OpEntry("2-D max pooling, floor or ceil mode, any dilation",

@@ -197,8 +197,8 @@ def remove_dropout(graph: Graph, log: list[str]) -> Graph:
 
 
 def _bn_fold_blocker(g: Graph, bn: Node, conv: Node | None) -> str | None:
-    if conv is None or conv.op_type != "Conv":
-        return "its input does not come from a Conv"
+    if conv is None or conv.op_type not in ("Conv", "ConvTranspose"):
+        return "its input does not come from a Conv or ConvTranspose"
     if len(g.consumers(conv.outputs[0])) != 1 or any(v.name == conv.outputs[0] for v in g.outputs):
         return f"the output of '{conv.name}' is used elsewhere too"
     if (check_batchnorm(bn, g) or const_input(g, conv, 1) is None
@@ -209,8 +209,19 @@ def _bn_fold_blocker(g: Graph, bn: Node, conv: Node | None) -> str | None:
     return None
 
 
+def _scaled_weight(conv: Node, w: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """The weight times `scale` per output channel: OIHW's axis 0 for a Conv; for a ConvTranspose (C_in,
+    C_out/group, kh, kw), output channel g * C_out/group + o is axis 1's o within input group g."""
+    if conv.op_type == "Conv":
+        return w * scale.reshape(-1, *[1] * (w.ndim - 1))
+    group = int(conv.attrs.get("group", 1))
+    cin, cog = w.shape[:2]
+    per_group = w.reshape(group, cin // group, cog, *w.shape[2:])
+    return (per_group * scale.reshape(group, 1, cog, *[1] * (w.ndim - 2))).reshape(w.shape)
+
+
 def fold_batchnorm(graph: Graph, log: list[str]) -> Graph:
-    """Fold an inference BatchNormalization into the Conv feeding only it:
+    """Fold an inference BatchNormalization into the Conv (or ConvTranspose) feeding only it:
     w' = w * s per output channel, b' = (b - mean) * s + beta, with s = gamma / sqrt(var + eps)."""
     g = copy_graph(graph)
     folded = 0
@@ -225,13 +236,13 @@ def fold_batchnorm(graph: Graph, log: list[str]) -> Graph:
         scale = gamma / np.sqrt(var + float(bn.attrs.get("epsilon", 1e-5)))
         w = g.initializers[conv.inputs[1]].astype(np.float64)
         b = const_input(g, conv, 2)
-        b = np.zeros(w.shape[0]) if b is None else b.astype(np.float64)
+        b = np.zeros(len(scale)) if b is None else b.astype(np.float64)
         w_name = _fresh_name(g, f"{conv.inputs[1]}.bn_folded")
-        g.initializers[w_name] = (w * scale.reshape(-1, *[1] * (w.ndim - 1))).astype(np.float32)
+        g.initializers[w_name] = _scaled_weight(conv, w, scale).astype(np.float32)
         g.values[w_name] = Value(w_name, tuple(w.shape), "float32")
         b_name = _fresh_name(g, f"{conv.name}.bias.bn_folded")
         g.initializers[b_name] = ((b - mean) * scale + beta).astype(np.float32)
-        g.values[b_name] = Value(b_name, (int(w.shape[0]),), "float32")
+        g.values[b_name] = Value(b_name, (len(scale),), "float32")
 
         g.values.pop(conv.outputs[0], None)
         conv.inputs = [conv.inputs[0], w_name, b_name]

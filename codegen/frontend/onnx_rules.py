@@ -9,6 +9,7 @@ import numpy as np
 
 from ..ir.graph import Graph, Node
 from .onnx_base import Unsupported, as_ints, const_input, has_input, output_used, shape_of
+from .onnx_convtranspose import ACCEPTED_CONVTRANSPOSE
 from .onnx_resize import ACCEPTED_RESIZE
 from .onnx_rnn import ACCEPTED_RNN
 from .onnx_structure import ACCEPTED_STRUCTURE
@@ -487,4 +488,5 @@ ACCEPTED_ATTRIBUTES: dict[str, str] = {
     **ACCEPTED_STRUCTURE,
     **ACCEPTED_RESIZE,
     **ACCEPTED_RNN,
+    **ACCEPTED_CONVTRANSPOSE,
 }

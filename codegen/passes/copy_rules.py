@@ -18,7 +18,8 @@ from .views import blocked_transpose
 C0 = 16
 REDUCE_TYPES = tuple(REDUCE_OPS)  # ReduceMax, ReduceMin, ReduceL2 (reduce_vector); ReduceSum: the GEMM
 # ops whose kernels read a 4-D activation as NC1HWC0: a Transpose feeding one writes that layout when it can
-BLOCKED_CONSUMERS = {"Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "BatchNormalization", "Resize"}
+BLOCKED_CONSUMERS = {"Conv", "ConvTranspose", "MaxPool", "AveragePool", "GlobalAveragePool", "BatchNormalization",
+                     "Resize"}
 
 
 def copy_step(lw: LowererState, node: Node, spec: CopySpec, ins: list[str], out: str, name: str = "") -> None:

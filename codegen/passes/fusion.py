@@ -128,7 +128,7 @@ def _epilogue_support(producer: Node, act: Node, g: Graph) -> tuple[bool, str, s
     """(can the producer's kernel apply `act`, reason code, where it runs)."""
     op = act.op_type
     lo, hi = act.attrs.get("min", float("-inf")), act.attrs.get("max", float("inf"))
-    if producer.op_type == "Conv":
+    if producer.op_type in ("Conv", "ConvTranspose"):  # ConvTranspose: each of its phase convolutions applies it
         if _depthwise(producer, g):
             if op == "Relu":
                 return True, "epilogue_vector", "Vector pass"
@@ -241,7 +241,7 @@ def _fuse_activations(ps: _Pass) -> None:
 def _audit_program_epilogue(act: Node, prod: Node, ps: _Pass) -> None:
     """An elementwise-program op reading a Conv's or GEMM's output: its own Vector kernel (the program pass
     chains it with the elementwise ops after it), one GM round trip the audit names."""
-    if prod.op_type not in ("Conv", "Gemm", "MatMul") or prod.name in ps.removed:
+    if prod.op_type not in ("Conv", "ConvTranspose", "Gemm", "MatMul") or prod.name in ps.removed:
         return
     pattern, reason = f"{prod.op_type}+{act.op_type}", "no_program_epilogue"
     detail = f"{act.op_type} after {prod.name}: its own Vector kernel (epilogues: Fixpipe ReLU, Vector ReLU/Clip)"

@@ -3,6 +3,7 @@ model (LoweredModel). Their own module so the rule modules beside lowering.py (c
 importing the lowerer."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from math import prod
 from typing import Protocol
@@ -78,6 +79,7 @@ class LowererState(Protocol):
     alias_offsets: dict[str, int]
     decisions: list[str]
     device: dict[str, str]
+    convt_chooser: Callable | None
 
     def cube_dtype(self) -> dict: ...
     def fail(self, node: Node, why: str) -> KilnError: ...
@@ -86,3 +88,4 @@ class LowererState(Protocol):
     def act(self, node: Node, v: str, layout: str) -> str: ...
     def new_value(self, name: str, st: Storage, alias_of: str | None = None, offset: int = 0) -> str: ...
     def view(self, node: Node, dv: str) -> str: ...
+    def conv(self, node: Node) -> None: ...

@@ -12,6 +12,7 @@ Lowering rules are a table (LOWER): supporting one more op is one entry.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from math import prod
 from typing import ClassVar
@@ -25,6 +26,7 @@ from ..ir.eltwise_program import encode
 from ..ir.graph import Graph, Node, OpInstance
 from ..ir.opspec import is_depthwise
 from . import copy_rules
+from .conv_transpose import conv_transpose
 from .eltwise_programs import CHAIN_OPS as PROGRAM_CHAIN_OPS  # lowered as elementwise programs
 from .lowered import LoweredModel, Step, Storage
 from .patterns import Patterns, find_patterns
@@ -37,8 +39,10 @@ GLOBAL_MAXPOOL_WINDOW = 2048  # map pixels a GlobalMaxPool runs as one MaxPool w
 
 
 class _Lowerer:
-    def __init__(self, g: Graph, model: str, dtype: str = "fp16", patterns: Patterns | None = None):
+    def __init__(self, g: Graph, model: str, dtype: str = "fp16", patterns: Patterns | None = None,
+                 convt_chooser: Callable | None = None):
         self.g, self.model = g, model
+        self.convt_chooser = convt_chooser  # ConvTranspose's form by the cost model (conv_transpose.py)
         self.patterns = patterns if patterns is not None else find_patterns(g)
         self.dtype = dtype  # the Cube kernels' operand type (KILN_DTYPE): their weights are packed in it
         self.steps: list[Step] = []
@@ -709,7 +713,7 @@ class _Lowerer:
         "LogSoftmax": row_op, "LayerNormalization": row_op, "Gelu": gelu, "Attention": attention,
         "AveragePool": pool, "ReduceMean": reduce_mean, "BatchNormalization": batchnorm, "Squeeze": reshape,
         "Unsqueeze": reshape, "Slice": slice_op, "Split": split, "Gather": gather, "Concat": concat,
-        "EltwiseProgram": eltwise_program, "Resize": resize,
+        "EltwiseProgram": eltwise_program, "Resize": resize, "ConvTranspose": conv_transpose,
         **dict.fromkeys(("ReduceSum", *copy_rules.REDUCE_TYPES), reduce)}
 
 
@@ -771,11 +775,13 @@ class _Lowerer:
                             self.alias_offsets)
 
 
-def lower(g: Graph, model: str, dtype: str = "fp16", patterns: Patterns | None = None) -> LoweredModel:
+def lower(g: Graph, model: str, dtype: str = "fp16", patterns: Patterns | None = None,
+          convt_chooser: Callable | None = None) -> LoweredModel:
     """dtype: the Cube kernels' operand type (KILN_DTYPE), which their packed weights take; patterns: what
-    find_patterns(g) found (found here when not given)."""
+    find_patterns(g) found (found here when not given); convt_chooser: picks a ConvTranspose's form
+    (codegen/select/conv_transpose.py; None: stride_phase)."""
     with np.errstate(over="ignore", invalid="ignore"):  # overflow on packing is checked (and named) by weight()
-        return _Lowerer(g, model, dtype, patterns).run()
+        return _Lowerer(g, model, dtype, patterns, convt_chooser).run()
 
 
 def unsupported_nodes(g: Graph, model: str) -> list[Node]:

@@ -52,6 +52,10 @@ DEVICE_ONLY = {
     "affine": "a standalone BatchNormalization (and its fused activation) on the depthwise kernel: the same values",
     "nc1hwc0": "a row-major 4-D value relaid out as NC1HWC0 for a Conv or pool: the same values",
     "perm_<axes>": "a ReduceMean's input with its reduced axes moved last: the input transposed by <axes>",
+    "phase_<ph>_<pw>_<sh>_<sw>": "one stride phase of a ConvTranspose (and its fused activation): the output's rows "
+                                 "ph::sh, columns pw::sw",
+    "d2s_<kh>_<kw>_<cpad>": "a ConvTranspose's GEMM before its depth-to-space: the output's pixel (h kh + a, "
+                            "w kw + b) of channel c as channel (a kw + b) cpad + c of pixel (h, w), padded lanes 0",
 }
 
 Perturb = Callable[[np.ndarray], np.ndarray]
@@ -105,6 +109,14 @@ class _Counterparts:
             if not members or len(members) != shape[0] or any(m not in self.values for m in members):
                 return None
             return np.stack([self.values[m].reshape(shape[1:]) for m in members])
+        phase, d2s = _phase(kind, "phase", 4), _phase(kind, "d2s", 3)
+        if phase is not None or d2s is not None:
+            b = self._natural(base, ops, shape)
+            if b is None or b.ndim != 4:
+                return None
+            if phase is not None:
+                return b[:, :, phase[0]::phase[2], phase[1]::phase[3]]
+            return _space_to_depth(b, *d2s)
         perm = _permutation(kind)
         if kind not in DEVICE_ONLY and perm is None:
             return None
@@ -112,6 +124,26 @@ class _Counterparts:
         if b is None or (perm is not None and sorted(perm) != list(range(b.ndim))):
             return None
         return np.transpose(b, perm) if perm is not None else np.swapaxes(b, -1, -2) if kind == "bt" else b
+
+
+def _phase(kind: str, prefix: str, count: int) -> tuple[int, ...] | None:
+    """The integers of a `<prefix>_<i>_<j>...` device-only kind (a ConvTranspose's phase or GEMM), else None."""
+    parts = kind.split("_")
+    if parts[0] != prefix or len(parts) != count + 1 or not all(p.isdigit() for p in parts[1:]):
+        return None
+    return tuple(int(p) for p in parts[1:])
+
+
+def _space_to_depth(y: np.ndarray, kh: int, kw: int, cpad: int) -> np.ndarray | None:
+    """(N, C, H kh, W kw) -> (N, kh kw cpad, H, W): channel (a kw + b) cpad + c of pixel (h, w) is y[c, h kh + a,
+    w kw + b]; channels c >= C are zeros."""
+    n, c, ho, wo = y.shape
+    if ho % kh or wo % kw or c > cpad:
+        return None
+    t = y.reshape(n, c, ho // kh, kh, wo // kw, kw).transpose(0, 3, 5, 1, 2, 4)
+    out = np.zeros((n, kh, kw, cpad, ho // kh, wo // kw), np.float32)
+    out[:, :, :, :c] = t
+    return out.reshape(n, kh * kw * cpad, ho // kh, wo // kw)
 
 
 def _permutation(kind: str) -> tuple[int, ...] | None:

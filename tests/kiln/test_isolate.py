@@ -76,3 +76,17 @@ def test_bound_scales_with_the_dtype_and_sqrt_of_the_reduction():
     assert bound_of(fp16, ref) == C_BOUND * 2.0 ** -11 * 4 * 2.0 + FLOOR
     assert bound_of(bf16, ref) == C_BOUND * 2.0 ** -8 * 4 * 2.0 + FLOOR
     assert bound_of(SimpleNamespace(spec={}, features={}), np.zeros(3, np.float32)) == FLOOR
+
+
+def test_a_conv_transposes_phases_and_gemm_are_parts_of_its_output():
+    """`y@phase_<ph>_<pw>_<sh>_<sw>` (a stride-phase convolution) is y's rows ph::sh, columns pw::sw;
+    `y@d2s_<kh>_<kw>_<cpad>` (the GEMM before the depth-to-space) is y's tap (a, b) of channel c at channel
+    (a kw + b) cpad + c, the padded channels zero."""
+    y = np.random.default_rng(2).standard_normal((2, 3, 6, 4)).astype(np.float32)
+    cp = _Counterparts(siblings_graph(), {"y": y})
+    np.testing.assert_array_equal(cp.natural("y@phase_1_0_2_2", step("y@phase_1_0_2_2", (2, 3, 3, 2))),
+                                  y[:, :, 1::2, 0::2])
+    d2s = cp.natural("y@d2s_2_2_16", step("y@d2s_2_2_16", (2, 64, 3, 2)))
+    assert d2s[1, 1 * 16 + 2, 2, 1] == y[1, 2, 2 * 2 + 0, 1 * 2 + 1]  # tap (0, 1) of channel 2 at pixel (2, 1)
+    assert not d2s[:, 3:16].any() and not d2s[:, 51:64].any()
+    assert cp.natural("y@d2s_4_4_16", step("y@d2s_4_4_16", (2, 256, 1, 1))) is None  # 6 rows are not 4-tap blocks

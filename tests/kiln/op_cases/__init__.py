@@ -67,3 +67,15 @@ def single_op(op_type: str, inputs: list[tuple[str, list[int]]], outputs: list[t
         m = onnx.shape_inference.infer_shapes(m, strict_mode=True)
     onnx.checker.check_model(m)
     return m
+
+
+def graph_case(name: str, nodes: list, x: list[int], y: list[int] | None, init: dict[str, np.ndarray], tol: float,
+               launches: int | None) -> OpCase:
+    """A small multi-op case: `nodes` (onnx.helper) from graph input x to output y, the initializers as fp32."""
+    from onnx import TensorProto, helper, numpy_helper
+    graph = helper.make_graph(nodes, name, [helper.make_tensor_value_info("x", TensorProto.FLOAT, x)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, y)],
+                              [numpy_helper.from_array(v.astype(np.float32), k) for k, v in init.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return OpCase(name, model, tol=tol, launches=launches)

@@ -4,9 +4,9 @@ channels per group 1..24, mostly not multiples of 16 (groups share a C0 block, o
 (group = C_in < C_out); Conv + Relu / Clip / residual Add fused into the grouped kernel; and two small blocks in the
 exporters' shapes (a ResNeXt bottleneck, a RegNetX block with its strided projection shortcut), BN folded."""
 import numpy as np
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper
 
-from . import OpCase, single_op
+from . import OpCase, graph_case, single_op
 
 RNG = np.random.default_rng(19)
 
@@ -48,16 +48,6 @@ SINGLE = [
 ]
 
 
-def _graph(name: str, nodes: list, x: list[int], y: list[int] | None, init: dict[str, np.ndarray], tol: float,
-           launches: int | None) -> OpCase:
-    graph = helper.make_graph(nodes, name, [helper.make_tensor_value_info("x", TensorProto.FLOAT, x)],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, y)],
-                              [numpy_helper.from_array(v.astype(np.float32), k) for k, v in init.items()])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    return OpCase(name, model, tol=tol, launches=launches)
-
-
 def _bn(prefix: str, c: int) -> dict[str, np.ndarray]:
     return {f"{prefix}.s": 1 + 0.1 * RNG.standard_normal(c), f"{prefix}.b": 0.1 * RNG.standard_normal(c),
             f"{prefix}.m": 0.1 * RNG.standard_normal(c), f"{prefix}.v": 1 + 0.1 * RNG.random(c)}
@@ -85,7 +75,7 @@ def _fused(name: str, act: str) -> OpCase:
         nodes.append(helper.make_node("Clip", ["c", "lo", "hi"], ["y"]))
     else:
         nodes += [helper.make_node("Add", ["c", "x"], ["s"]), helper.make_node("Relu", ["s"], ["y"])]
-    return _graph(name, nodes, [1, 32, 9, 9], [1, 32, 9, 9], init, 8e-3, 1)
+    return graph_case(name, nodes, [1, 32, 9, 9], [1, 32, 9, 9], init, 8e-3, 1)
 
 
 def _resnext_block() -> OpCase:
@@ -96,7 +86,7 @@ def _resnext_block() -> OpCase:
              + _conv_bn("c2", "r1", "r2", _w(128, 4, 3), init, True, group=32, pads=[1, 1, 1, 1])
              + _conv_bn("c3", "r2", "o3", _w(64, 128, 1), init, False)
              + [helper.make_node("Add", ["o3", "x"], ["s"]), helper.make_node("Relu", ["s"], ["y"])])
-    return _graph("block_resnext_32x4d", nodes, [1, 64, 8, 8], [1, 64, 8, 8], init, 1e-2, 3)
+    return graph_case("block_resnext_32x4d", nodes, [1, 64, 8, 8], [1, 64, 8, 8], init, 1e-2, 3)
 
 
 def _regnet_block() -> OpCase:
@@ -109,7 +99,7 @@ def _regnet_block() -> OpCase:
              + _conv_bn("c", "rb", "oc", _w(48, 48, 1), init, False)
              + _conv_bn("p", "x", "op", _w(48, 32, 1), init, False, strides=[2, 2])
              + [helper.make_node("Add", ["oc", "op"], ["s"]), helper.make_node("Relu", ["s"], ["y"])])
-    return _graph("block_regnetx_g6", nodes, [1, 32, 14, 14], [1, 48, 7, 7], init, 1e-2, 3)
+    return graph_case("block_regnetx_g6", nodes, [1, 32, 14, 14], [1, 48, 7, 7], init, 1e-2, 3)
 
 
 CASES = SINGLE + [_fused("gconv_g4_relu", "relu"), _fused("gconv_g4_relu6", "clip"),
