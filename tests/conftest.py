@@ -69,6 +69,30 @@ def repo() -> Path:
     return REPO
 
 
+@pytest.fixture(scope="session")
+def search_cache(tmp_path_factory) -> Path:
+    """One tiling-search cache (codegen/select/search_cache.py) for the plans the session's tests make: a kernel
+    one plan searched is read back by the next. The cache is keyed by everything a search reads and replays the
+    search's [OPT] lines, so a plan is the same with it as without it (test_search_cache holds that)."""
+    return tmp_path_factory.mktemp("search_cache")
+
+
+@pytest.fixture(scope="session")
+def default_plan(tmp_path_factory, search_cache):
+    """The default build's plan (the default kernel list and the zoo) for a profile, made once per session and
+    shared by the tests that read it (none may change it): plan_for("ascend910b"). Searched in 2 processes."""
+    plans = {}
+
+    def plan_for(profile: str = "ascend910b"):
+        if profile not in plans:
+            from codegen.options import parse_options
+            from codegen.pipeline import plan
+            plans[profile] = plan(parse_options({"KILN_TARGET": profile}), REPO, tmp_path_factory.mktemp("zoo"),
+                                  jobs=2, search_cache_dir=search_cache)
+        return plans[profile]
+    return plan_for
+
+
 def cmake_exe() -> str:
     exe = shutil.which("cmake")
     if exe is None:

@@ -88,9 +88,8 @@ def test_identical_specs_dedup_and_depthwise_lowering(tmp_path):
 
 
 @pytest.mark.parametrize("profile", sorted(PROFILES))
-def test_default_variants_fit_every_profile(profile, tmp_path):
-    opts = parse_options({"KILN_TARGET": profile})  # kernel list and the default zoo models
-    pl = plan(opts, SOURCE, tmp_path)
+def test_default_variants_fit_every_profile(profile, default_plan):
+    pl = default_plan(profile)  # kernel list and the default zoo models
     prof = PROFILES[profile]
     for k in pl.kernels:
         for pos, used in k.variant.buffers.items():
@@ -118,8 +117,9 @@ def test_gemm_traffic_formula_counts_reloads():
     assert mte2_bytes(spec, v) == 256 * 64 * 2 * n_tiles + 64 * 512 * 2 * m_tiles
 
 
-def test_render_and_atomic_write(tmp_path):
-    pl = plan(parse_options({"DEBUG_OPTIMIZATION_PATH": "ON", "KILN_MODELS": ""}), SOURCE)
+def test_render_and_atomic_write(tmp_path, search_cache):
+    pl = plan(parse_options({"DEBUG_OPTIMIZATION_PATH": "ON", "KILN_MODELS": ""}), SOURCE,
+              search_cache_dir=search_cache)
     files = render(pl)
     assert sorted(files) == sorted(output_files(pl))
     out = tmp_path / "gen"
@@ -192,10 +192,10 @@ def test_model_entries_with_a_batch(tmp_path):
     assert any(k.spec.kind == "conv2d" and k.spec.n == 2 for k in p.kernels)
 
 
-def test_vector_passes_give_each_core_at_most_one_tile(tmp_path):
+def test_vector_passes_give_each_core_at_most_one_tile(default_plan):
     from math import ceil
     prof = PROFILES["ascend910b"]
-    p = plan(parse_options({}), SOURCE, tmp_path)
+    p = default_plan("ascend910b")  # the default options' plan
     checked = 0
     for k in p.kernels:
         tile = k.variant.params.get("tile_elems") or k.variant.params.get("epi_tile")

@@ -55,18 +55,16 @@ def test_no_l2_means_every_read_misses():
 
 
 @pytest.fixture(scope="module")
-def resnet_plan(tmp_path_factory):
-    from conftest import REPO, minimal_kernel_list
-
-    from codegen.options import parse_options
-    from codegen.pipeline import plan
-    kl = minimal_kernel_list(tmp_path_factory.mktemp("l2"))
-    return plan(parse_options({"KILN_MODELS": "resnet50", "DEBUG_OPTIMIZATION_PATH": "ON",
-                               "KILN_KERNEL_LIST": str(kl)}), REPO)
+def resnet_plan(default_plan):
+    """ResNet-50's model plan in the default build (shared with tests/codegen/emit/test_render.py) and the build's
+    L2 lines about it."""
+    p = default_plan("ascend910b")
+    m = next(m for m in p.models if m.name == "resnet50")
+    return m, [ln for ln in p.log.lines if "reason=l2_residency" in ln and ln.split()[2].startswith("resnet50:")]
 
 
 def test_resnet50_plan_hits_activations_and_misses_weights_on_first_touch(resnet_plan):
-    m = resnet_plan.models[0]
+    m, lines = resnet_plan
     steps = m.lowered.steps
     first = min(m.step_kernels)  # the stem conv: its input comes from the host glue, its weight is cold
     assert m.l2_hits[first] == (False,) * len(m.l2_hits[first])
@@ -77,5 +75,4 @@ def test_resnet50_plan_hits_activations_and_misses_weights_on_first_touch(resnet
                 assert not h, (steps[i].name, v)  # ResNet-50 reads each weight once: always its first touch
     assert sum(h for hits in m.l2_hits.values() for h in hits) > len(m.l2_hits)  # most activations hit
     assert all(m.launches[i] is not None and m.launches[i].predicted_cycles > 0 for i in m.step_kernels)
-    lines = [ln for ln in resnet_plan.log.lines if "reason=l2_residency" in ln]
     assert len(lines) == len(m.step_kernels)
