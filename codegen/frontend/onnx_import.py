@@ -88,11 +88,20 @@ def _check_and_normalise(graph: Graph, problems: list[Problem], log: list[str]) 
         node.attrs = attrs
         if any(has_input(node, i) for i in entry.attr_inputs):
             moved[node.op_type] += 1
-        node.inputs = [x for i, x in enumerate(node.inputs) if i not in entry.attr_inputs]
+        node.inputs = _without_attr_inputs(node, g, entry.attr_inputs)
     if moved:
         log.append("normalise: constant inputs moved to attributes on " +
                    ", ".join(f"{op} x{k}" for op, k in moved.most_common()))
     return g
+
+
+def _without_attr_inputs(node: Node, g: Graph, attr_inputs: tuple[int, ...]) -> list[str]:
+    """The node's inputs less those now attributes. An attr input computed at run time (Clip's bounds, which its
+    check lets through) stays an input, at its position: the constant ones before it are left as ""."""
+    runtime = [i for i in attr_inputs if has_input(node, i) and node.inputs[i] not in g.initializers]
+    if not runtime:
+        return [x for i, x in enumerate(node.inputs) if i not in attr_inputs]
+    return [x if i not in attr_inputs or i in runtime else "" for i, x in enumerate(node.inputs)][:max(runtime) + 1]
 
 
 def _shape_rule_problem(node: Node, g: Graph, entry: OpEntry, attrs: dict) -> str | None:
