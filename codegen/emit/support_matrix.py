@@ -41,9 +41,15 @@ computation and are refused on run-time tensors.
 
 def _one_op_model(op: str, ins: list[tuple[str, list[int]]], consts: dict[str, np.ndarray], attrs: dict):
     from onnx import TensorProto, helper, numpy_helper
-    node = helper.make_node(op, [n for n, _ in ins] + list(consts), ["y"], name=op.lower(), **attrs)
-    graph = helper.make_graph([node], op, [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in ins],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    names = [n for n, _ in ins] + list(consts)
+    if op == "Where":  # the condition (a constant mask: a graph input is refused) comes first
+        names = list(consts) + [n for n, _ in ins]
+    node = helper.make_node(op, names, ["y"], name=op.lower(), **attrs)
+    bool_out = op in ("Not", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual")
+    graph = helper.make_graph([node], op, [helper.make_tensor_value_info(
+                                  n, TensorProto.BOOL if op == "Not" else TensorProto.FLOAT, s) for n, s in ins],
+                              [helper.make_tensor_value_info("y", TensorProto.BOOL if bool_out else TensorProto.FLOAT,
+                                                             None)],
                               [numpy_helper.from_array(a, n) for n, a in consts.items()])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
 
@@ -71,7 +77,17 @@ EXAMPLES: dict[str, list[tuple[list, dict, dict]]] = {
     "LogSoftmax": [(_X2, {}, {})],
     "LayerNormalization": [(_X2, {"g": _f(32), "b": _f(32)}, {})],
     "Gelu": [(_X2, {}, {})],
-    "Clip": [(_X2, {"lo": np.array(0, np.float32), "hi": np.array(6, np.float32)}, {})],
+    "Clip": [(_X2, {"lo": np.array(0, np.float32), "hi": np.array(6, np.float32)}, {}),
+             (_X2 + [("lo", []), ("hi", [])], {}, {})],  # bounds computed at run time
+    "Where": [(_X2 + [("z", [16, 32])], {"c": np.eye(16, 32, dtype=bool)}, {})],
+    "DepthToSpace": [(_X4, {}, {"blocksize": 2}), (_X4, {}, {"blocksize": 2, "mode": "CRD"})],
+    "SpaceToDepth": [(_X4, {}, {"blocksize": 2})],
+    **{op: [(_X2, {"c": np.array(0.5, np.float32)}, {})]  # a bool result alone: refused (read by Where or Not)
+       for op in ("Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual")},
+    "Not": [(_X2, {}, {})],  # a bool graph input: refused (a condition computed in the model or a constant)
+    "Pad": [(_X4, {"p": np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64)}, {})],  # alone: refused (folds into a Conv)
+    "Expand": [([("x", [1, 16, 1, 1])], {"s": np.array([1, 16, 8, 8], np.int64)}, {})],
+    "Tile": [([("x", [1, 16, 1, 1])], {"r": np.array([2, 1, 8, 8], np.int64)}, {})],
     "Reshape": [(_X2, {"shape": np.array([32, 16], np.int64)}, {})],
     "Flatten": [(_X4, {}, {})],
     "Transpose": [([("x", [1, 4, 16, 32])], {}, {"perm": [0, 2, 1, 3]}), ([("x", [2, 3, 4])], {}, {"perm": [2, 1, 0]})],

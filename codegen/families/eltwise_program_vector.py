@@ -2,7 +2,8 @@
 as one Vector kernel: per tile, the inputs GM->UB (a per-channel input as its one C0 block, expanded over the
 tile), each cast to fp32, the program's instruction sequence, one cast back, UB->GM
 (templates/eltwise_program_vector.cpp.j2). NC1HWC0 outputs are walked plane by plane ((n, c1) = H*W*C0
-values) so a broadcast block is one per tile; padded channel lanes are written as zeros."""
+values) so a broadcast block is one per tile; padded channel lanes are written as zeros. A run-time scalar input
+is read as its one value, broadcast to a 32-byte block by a Brcb, then expanded over the tile as a channel block."""
 from __future__ import annotations
 
 from math import ceil
@@ -24,9 +25,13 @@ def ub_per_elem(spec: EltwiseProgramSpec) -> int:
     return 4 * full + 4 + 2 * (len(forms) - full) + 4 * (len(forms) + len(spec.steps) + len(scratch_names(spec.steps)))
 
 
+SCALAR_BLOCK = 128  # fp16 values a scalar input's Brcb writes (8 blocks; the expansion reads the first)
+
+
 def ub_fixed(spec: EltwiseProgramSpec) -> int:
-    """The broadcast inputs' C0 blocks (ping-pong)."""
-    return sum(2 * C0 * 2 for f in spec.form_list if f not in ("full", "row"))
+    """The broadcast inputs' C0 blocks (ping-pong), and each scalar input's Brcb destination."""
+    return sum(2 * C0 * 2 + (SCALAR_BLOCK * 2 if f == "scalar" else 0) for f in spec.form_list
+               if f not in ("full", "row"))
 
 
 def tile_of(spec: EltwiseProgramSpec, profile: Profile) -> int:
@@ -51,7 +56,19 @@ def program_rule(spec: EltwiseProgramSpec, profile: Profile, log: OptLog) -> Var
 
 def program_mte2(spec: EltwiseProgramSpec, v: Variant) -> int:
     chunks, _ = items(spec, v.params["tile_elems"])
-    return sum(spec.numel * 2 if f in ("full", "row") else spec.planes * chunks * C0 * 2 for f in spec.form_list)
+    return sum(spec.numel * 2 if f in ("full", "row") else spec.planes * chunks * _loaded(f) * 2
+               for f in spec.form_list)
+
+
+def _loaded(form: str) -> int:
+    """fp16 values a broadcast input loads per tile: its C0 block, or a scalar's one value."""
+    return 1 if form == "scalar" else C0
+
+
+def _spread(form: str, n: int) -> list[tuple[int, int, list[tuple[str, bool]]]]:
+    """The Vector passes expanding a broadcast input over a tile of n values (a scalar's Brcb first)."""
+    brcb = [(SCALAR_BLOCK, SCALAR_BLOCK, [("Brcb", False)])] if form == "scalar" else []
+    return brcb + [(n, 128, [("Copy", False)])]
 
 
 def replay_program(spec, params: dict, profile: Profile) -> Prediction:
@@ -67,10 +84,10 @@ def replay_program(spec, params: dict, profile: Profile) -> Prediction:
         for it in range(i0, i1):
             p, off0 = it // chunks, (it % chunks) * tile
             n = min(tile, spec.plane - off0)
-            spread = [(n, 128, [("Copy", False)])] * sum(f not in ("full", "row") for f in forms)  # C0 blocks
+            spread = [s for f in forms if f not in ("full", "row") for s in _spread(f, n)]  # broadcast inputs
             pad_lanes = [(n, 128, [("Dup", False)])] if spec.c_tail and p % spec.c1 == spec.c1 - 1 else []
             pingpong_tile(core, inq, outq, inq.slot(it - i0), n,
-                          [(n if f in ("full", "row") else C0, i) for i, f in enumerate(forms)],
+                          [(n if f in ("full", "row") else _loaded(f), i) for i, f in enumerate(forms)],
                           spread + [(n, 64, fp32_ops)] + pad_lanes)
         inq.drain()
         outq.drain()
@@ -89,10 +106,11 @@ def program_lines(spec: EltwiseProgramSpec) -> list[str]:
         named = ", ".join(f"{n}={v:.9g}" for n, v in zip(PROGRAM_OPS[op].params, params))
         lines.append(f"// step {j}: {op}({', '.join(f'r{a}' for a in args)}" + (f"; {named}" if named else "")
                      + f") -> r{k + j}")
-        reg = {"d": f"r{k + j}", "a": f"r{args[0]}", "b": f"r{args[1]}" if len(args) > 1 else "", "t": f"t{j}",
-               "u": f"u{j}"}
+        reg = {"d": f"r{k + j}", "t": f"t{j}", "u": f"u{j}", **{r: f"r{a}" for r, a in zip("abc", args)}}
         for vec_op, dst, src, *rest in PROGRAM_OPS[op].sequence(params):
-            if vec_op in BINARY_VECOPS:
+            if vec_op == "Dup":
+                lines.append(f"core.vdup({reg[dst]}, off, {_cfloat(scalar_of(rest[0], op, params))}, mk, rp);")
+            elif vec_op in BINARY_VECOPS:
                 lines.append(f"core.vbinary(VecOp::{vec_op}, {reg[dst]}, off, {reg[src]}, off, {reg[rest[0]]}, off, "
                              f"mk, rp);")
             elif rest:
@@ -120,4 +138,4 @@ def pad_mask_word(c_tail: int) -> str:
 FAMILY = register(Family("eltwise_program_vector", "eltwise_program", "vector", program_rule, program_mte2,
                          replay_program,
                          template_globals={"program_lines": program_lines, "pad_mask_word": pad_mask_word,
-                                           "scratch_names": scratch_names}))
+                                           "scratch_names": scratch_names, "scalar_block": SCALAR_BLOCK}))

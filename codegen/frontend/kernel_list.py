@@ -51,8 +51,8 @@ SUPPORTED = {
     "Resize": "Resize over H and W of NCHW 'input' by 'scales' [h, w] (the output floor(size * scale)) or to 'sizes' "
               "[h, w]; 'mode' nearest or linear, 'coordinate_transformation_mode', 'nearest_mode' (ONNX names)",
     "EltwiseProgram": "a fused elementwise program (codegen/ir/eltwise_program.py): output 'shape', 'layout' NC1HWC0 "
-                      "(4-D) or ND, 'forms' (one per input: full, channel, channel1), 'program' as text, e.g. "
-                      "'sigmoid(1);mul(0,2)'",
+                      "(4-D) or ND, 'forms' (one per input: full, channel, channel1, row, scalar), 'program' as "
+                      "text, e.g. 'sigmoid(1);mul(0,2)'",
 }
 ACTIVATIONS = ("", "Relu", "Clip")
 

@@ -120,7 +120,7 @@ def _bad_values(a: np.ndarray, allow_neg_inf: bool) -> str:
 def weight_problems(g: Graph, ops: dict) -> list[Problem]:
     """Float constants that would bake as NaN/inf (a damaged or badly exported weight), and BatchNormalization
     variances with var + epsilon <= 0 (a NaN scale), each naming the initializer and the node reading it. -inf is
-    accepted in an Add's operand: the additive attention mask's "masked" value."""
+    accepted in an Add's or a Where's operand: the attention mask's "masked" value."""
     problems = []
     for node in g.nodes:
         entry = ops.get(node.op_type)
@@ -128,7 +128,7 @@ def weight_problems(g: Graph, ops: dict) -> list[Problem]:
             a = g.initializers.get(name) if name else None
             if a is None or a.dtype.kind != "f" or (entry is not None and i in entry.index_inputs):
                 continue
-            what = _bad_values(a, allow_neg_inf=node.op_type == "Add")
+            what = _bad_values(a, allow_neg_inf=node.op_type in ("Add", "Where"))
             if what:
                 problems.append(Problem(node.name, node.op_type, f"constant '{name}' (input {i}): {what}; kiln "
                                         f"bakes only finite weights", "op"))

@@ -34,6 +34,8 @@ from .. import KilnError
 from ..ir.graph import Graph, Node, Value
 from .onnx_base import Problem, ShapeUnknown, Unsupported, copy_graph, has_input, is_static
 from .onnx_checks import dtype_problems, shape_problems, weight_problems
+from .onnx_depth_space import OPS_HERE as DEPTH_SPACE_OPS
+from .onnx_depth_space import expand_depth_space
 from .onnx_ops import OPS, OpEntry, supported_ops_text
 from .onnx_passes import PASSES, fold_constants
 from .onnx_read import (
@@ -90,11 +92,20 @@ def _check_and_normalise(graph: Graph, problems: list[Problem], log: list[str]) 
         node.attrs = attrs
         if any(has_input(node, i) for i in entry.attr_inputs):
             moved[node.op_type] += 1
-        node.inputs = [x for i, x in enumerate(node.inputs) if i not in entry.attr_inputs]
+        node.inputs = _without_attr_inputs(node, g, entry.attr_inputs)
     if moved:
         log.append("normalise: constant inputs moved to attributes on " +
                    ", ".join(f"{op} x{k}" for op, k in moved.most_common()))
     return g
+
+
+def _without_attr_inputs(node: Node, g: Graph, attr_inputs: tuple[int, ...]) -> list[str]:
+    """The node's inputs less those now attributes. An attr input computed at run time (Clip's bounds, which its
+    check lets through) stays an input, at its position: the constant ones before it are left as ""."""
+    runtime = [i for i in attr_inputs if has_input(node, i) and node.inputs[i] not in g.initializers]
+    if not runtime:
+        return [x for i, x in enumerate(node.inputs) if i not in attr_inputs]
+    return [x if i not in attr_inputs or i in runtime else "" for i, x in enumerate(node.inputs)][:max(runtime) + 1]
 
 
 def _shape_rule_problem(node: Node, g: Graph, entry: OpEntry, attrs: dict) -> str | None:
@@ -224,27 +235,34 @@ def check_onnx(path: str | Path, batch: int = 1, pinned: dict[str, tuple[int, ..
 
 
 def unrolled_reference(model, pinned: dict[str, tuple[int, ...]] | None = None):
-    """The parsed model (a copy) with every LSTM / GRU node kiln unrolls replaced by the ONNX nodes it unrolls
-    into, named as the build names them (the same frontend steps on the same shapes: `pinned`, input name ->
-    shape), so ONNX Runtime computes every value the unrolled kernels write (the isolated per-kernel check).
-    The model itself when it has none."""
-    if not any(n.op_type in GATES for n in model.graph.node):
+    """The parsed model (a copy) with every node the frontend rewrites into other ops (LSTM / GRU unrolled,
+    DepthToSpace / SpaceToDepth as Reshape -> Transpose -> Reshape) replaced by the ONNX nodes it becomes, named as
+    the build names them (the same frontend steps on the same shapes: `pinned`, input name -> shape), so ONNX
+    Runtime computes every value their kernels write (the isolated per-kernel check). The model itself when it
+    has none."""
+    if not any(n.op_type in GATES or n.op_type in DEPTH_SPACE_OPS for n in model.graph.node):
         return model
     from onnx import helper, numpy_helper
     m = upgrade_opset(type(model).FromString(model.SerializeToString()), "", [])
     bind_inputs(m, 1, [], [], pinned)
     g = fold_constants(to_graph(infer_onnx_shapes(m, []), "", default_opset(m) or 0), [])
-    unrolled = expand_recurrent_nodes(g, [])
+    rewritten = expand_recurrent_nodes(g, [])
+    spaced = expand_depth_space(g, [])
+    for orig in (n for n in g.nodes if n.op_type in DEPTH_SPACE_OPS):
+        into = [n for n in spaced.nodes if n.source == [orig.name]]
+        if into and all(n.op_type != orig.op_type for n in into):  # rewritten (not left for its check to refuse)
+            rewritten[orig.name] = into
+    inits = {**g.initializers, **spaced.initializers}
     nodes, consts = [], set()
     for proto, name in zip(m.graph.node, node_names(m)):
-        if name not in unrolled:
+        if name not in rewritten:
             nodes.append(proto)
             continue
-        for n in unrolled[name]:
+        for n in rewritten[name]:
             nodes.append(helper.make_node(n.op_type, n.inputs, n.outputs, name=n.name, **n.attrs))
-            consts |= {i for i in n.inputs if i in g.initializers}
+            consts |= {i for i in n.inputs if i in inits}
     del m.graph.node[:]
     m.graph.node.extend(nodes)
     have = {t.name for t in m.graph.initializer}
-    m.graph.initializer.extend(numpy_helper.from_array(g.initializers[c], c) for c in sorted(consts - have))
+    m.graph.initializer.extend(numpy_helper.from_array(np.asarray(inits[c]), c) for c in sorted(consts - have))
     return m

@@ -13,6 +13,8 @@ import numpy as np
 
 from ..ir.graph import Graph, Node, Value
 from . import onnx_convtranspose as convtranspose
+from . import onnx_depth_space as depth_space
+from . import onnx_pad as pad
 from . import onnx_resize as resize
 from . import onnx_rnn as rnn
 from . import onnx_rules as rules
@@ -171,6 +173,10 @@ def _reduce(summary: str, fn: Callable) -> OpEntry:
                    attr_inputs=(1,), shape_inputs=(1,), index_inputs=(1,))
 
 
+def _compare(summary: str, fn: Callable) -> OpEntry:
+    return OpEntry(summary, infer=rules.broadcast_shape, fold=lambda node, args: [fn(args[0], args[1])])
+
+
 def _build_time(summary: str, fold: Callable | None, shape_inputs: tuple[int, ...] = (),
                 index_inputs: tuple[int, ...] = ()) -> OpEntry:
     return OpEntry(summary, fold=fold, build_time_only=True, shape_inputs=shape_inputs,
@@ -203,7 +209,7 @@ OPS: dict[str, OpEntry] = {
                     normalise=rules.normalise_gemm, infer=rules.infer_gemm),
     "MatMul": OpEntry("batched matrix product, rank >= 2", infer=rules.infer_matmul, fold=_elementwise(np.matmul)),
     "Relu": _unary("max(x, 0)", lambda x: np.maximum(x, 0)),
-    "Clip": OpEntry("clamp; constant min/max inputs become attributes",
+    "Clip": OpEntry("clamp; constant min/max inputs become attributes, run-time ones stay inputs",
                     rules.check_clip, rules.normalise_clip, rules.same_shape, _fold_clip, attr_inputs=(1, 2)),
     "Sigmoid": _unary("1 / (1 + exp(-x))", lambda x: 1 / (1 + np.exp(-x))),
     "HardSigmoid": OpEntry("max(0, min(1, alpha x + beta))", normalise=rules.normalise_hardsigmoid,
@@ -242,6 +248,17 @@ OPS: dict[str, OpEntry] = {
     "Div": OpEntry("x / y, broadcasting", infer=rules.broadcast_shape, fold=_fold_div),
     "Pow": OpEntry("x ** p, p a constant scalar", rules.check_pow, infer=rules.broadcast_shape,
                    fold=_elementwise(np.power)),
+    # conditions (1 / 0 tiles in an elementwise program) and the select reading them
+    "Where": OpEntry("elementwise select: x where the condition holds, else y, broadcasting", rules.check_where,
+                     infer=rules.broadcast_shape, fold=lambda node, args: [np.where(args[0], args[1], args[2])],
+                     index_inputs=(0,)),
+    "Not": OpEntry("logical not of a condition", rules.check_not, infer=rules.same_shape,
+                   fold=lambda node, args: [np.logical_not(args[0])], index_inputs=(0,)),
+    "Equal": _compare("elementwise a == b (bool), broadcasting", np.equal),
+    "Less": _compare("elementwise a < b (bool), broadcasting", np.less),
+    "Greater": _compare("elementwise a > b (bool), broadcasting", np.greater),
+    "LessOrEqual": _compare("elementwise a <= b (bool), broadcasting", np.less_equal),
+    "GreaterOrEqual": _compare("elementwise a >= b (bool), broadcasting", np.greater_equal),
     "Softmax": OpEntry("softmax along one axis", normalise=rules.normalise_softmax, infer=rules.same_shape),
     "LogSoftmax": OpEntry("log of softmax along one axis", normalise=rules.normalise_softmax, infer=rules.same_shape),
     "LayerNormalization": OpEntry("layer norm over the trailing axes from `axis`", rules.check_layernorm,
@@ -277,6 +294,13 @@ OPS: dict[str, OpEntry] = {
     "GRU": OpEntry("GRU, unrolled over the baked sequence length: Cube GEMMs (the input projection over the whole "
                    "sequence, the hidden projections per step) and Vector gate programs", _refused_rnn,
                    infer=rnn.infer_recurrent, index_inputs=(4,)),
+    "Pad": OpEntry("pad with a constant, the reflection or the edge value; on run-time data only folded into the "
+                   "Conv reading it", pad.check_pad, pad.normalise_pad, pad.infer_pad, pad.fold_pad,
+                   attr_inputs=(1, 2, 3), shape_inputs=(1, 3), index_inputs=(1, 3)),
+    **{op: OpEntry(f"blocks of {what}, as ONNX defines it: Reshape -> Transpose -> Reshape",
+                   depth_space.check_depth_space, infer=depth_space.infer_depth_space,
+                   fold=depth_space.fold_depth_space)
+       for op, what in (("DepthToSpace", "channels moved to H and W"), ("SpaceToDepth", "H and W moved to channels"))},
     # data movement on run-time values (onnx_structure); with constant inputs they fold at build time
     "Slice": OpEntry("slice with step 1 (constant starts, ends, axes)", structure.check_slice,
                      structure.normalise_slice, structure.infer_slice, _fold_slice, attr_inputs=(1, 2, 3, 4),
@@ -287,6 +311,14 @@ OPS: dict[str, OpEntry] = {
                       structure.check_gather, structure.normalise_gather, structure.infer_gather,
                       lambda node, args: [np.take(args[0], args[1], axis=node.attrs.get("axis", 0))],
                       attr_inputs=(1,), index_inputs=(1,)),
+    "Expand": OpEntry("broadcast to a constant shape (an elementwise-program copy)", structure.check_expand,
+                      structure.normalise_expand, structure.infer_broadcast, lambda node, args: [
+                          np.broadcast_to(args[0], np.broadcast_shapes(args[0].shape, as_ints(args[1]))).copy()],
+                      attr_inputs=(1,), shape_inputs=(1,), index_inputs=(1,)),
+    "Tile": OpEntry("repeat along each axis; on run-time data a broadcast of size-1 axes (as Expand)",
+                    structure.check_tile, structure.normalise_tile, structure.infer_broadcast,
+                    lambda node, args: [np.tile(args[0], as_ints(args[1]))], attr_inputs=(1,), shape_inputs=(1,),
+                    index_inputs=(1,)),
     "Unsqueeze": OpEntry("insert unit axes", structure.check_axes_input, structure.normalise_unsqueeze,
                          structure.infer_unsqueeze, _fold_unsqueeze, attr_inputs=(1,), shape_inputs=(1,),
                          index_inputs=(1,)),
@@ -298,12 +330,7 @@ OPS: dict[str, OpEntry] = {
     "Shape": _build_time("static shape of a tensor", None),  # folded from the input's shape, see onnx_passes._try_fold
     "Cast": _build_time("type conversion", _fold_cast),
     "Mod": _build_time("remainder (fmod 0 or 1)", _fold_mod),
-    "Equal": _build_time("elementwise equality", lambda node, args: [np.equal(args[0], args[1])]),
-    "Where": _build_time("elementwise select", lambda node, args: [np.where(args[0], args[1], args[2])],
-                         index_inputs=(0,)),
     "ConstantOfShape": _build_time("filled tensor of a constant shape", _fold_constant_of_shape, shape_inputs=(0,)),
-    "Expand": _build_time("broadcast to a constant shape", lambda node, args: [
-        np.broadcast_to(args[0], np.broadcast_shapes(args[0].shape, as_ints(args[1]))).copy()], shape_inputs=(1,)),
     "Range": _build_time("arithmetic sequence start, start + delta, ... below limit", _fold_range,
                          shape_inputs=(0, 1, 2)),
 }

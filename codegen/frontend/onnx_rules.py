@@ -10,6 +10,8 @@ import numpy as np
 from ..ir.graph import Graph, Node
 from .onnx_base import Unsupported, as_ints, const_input, has_input, output_used, shape_of
 from .onnx_convtranspose import ACCEPTED_CONVTRANSPOSE
+from .onnx_depth_space import ACCEPTED_DEPTH_SPACE
+from .onnx_pad import ACCEPTED_PAD
 from .onnx_resize import ACCEPTED_RESIZE
 from .onnx_rnn import ACCEPTED_RNN
 from .onnx_structure import ACCEPTED_STRUCTURE
@@ -220,13 +222,35 @@ def normalise_batchnorm(node: Node, g: Graph) -> dict[str, Any]:
 # Clip
 
 def check_clip(node: Node, g: Graph) -> str | None:
+    """min and max: scalars, constant (they become attributes) or computed at run time (inputs of the
+    elementwise program, broadcast from their one value)."""
     for i, what in ((1, "min"), (2, "max")):
         if has_input(node, i):
             c = const_input(g, node, i)
-            if c is None:
-                return f"{what} (input {i}) is computed at run time; kiln needs it constant"
-            if c.size != 1:
-                return f"{what} (input {i}) must be a scalar, got shape {list(c.shape)}"
+            shape = tuple(c.shape) if c is not None else tuple(shape_of(g, node.inputs[i]))
+            if math.prod(shape) != 1:
+                return f"{what} (input {i}) must be a scalar, got shape {list(shape)}"
+    return None
+
+
+def check_where(node: Node, g: Graph) -> str | None:
+    """The condition: constant (a mask) or computed in the model (a comparison, Not); not a graph input. A
+    constant scalar condition must pick a run-time operand."""
+    c = const_input(g, node, 0)
+    if c is not None and c.size == 1 and node.inputs[1 if c.reshape(-1)[0] else 2] in g.initializers:
+        return "a constant scalar condition picking a constant operand: the result is a constant of another shape"
+    return _condition_problem(node, g, 0)
+
+
+def check_not(node: Node, g: Graph) -> str | None:
+    return _condition_problem(node, g, 0)
+
+
+def _condition_problem(node: Node, g: Graph, index: int) -> str | None:
+    if node.inputs[index] in {v.name for v in g.inputs}:
+        return (f"the condition (input {index}) is the graph input '{node.inputs[index]}'; kiln takes a condition "
+                f"that is a constant or computed in the model (Equal, Less, Greater, LessOrEqual, GreaterOrEqual, "
+                f"Not)")
     return None
 
 
@@ -454,7 +478,14 @@ ACCEPTED_ATTRIBUTES: dict[str, str] = {
                      "maps as ReduceMax over H, W (at most 4096 pixels)",
     "Gemm": "transA: 0, 1 (A moved to [M, K] by a copy first); transB: 0, 1; alpha, beta: any; A and B 2-D",
     "MatMul": "operands rank >= 2 (1-D not supported); batch dims broadcast",
-    "Clip": "min, max: constant scalars (input or attribute), either may be omitted",
+    "Clip": "min, max: scalars (input or attribute), constant or computed at run time, either may be omitted",
+    "Where": "condition: a constant (mask) or computed in the model (a comparison, Not), not a graph input; x, y: "
+             "each in one of the operand forms of Add (a scalar constant included)",
+    "Not": "input: a condition computed in the model or a constant",
+    **dict.fromkeys(("Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"),
+                    "run-time operands float, each in one of the operand forms of Add; the bool result (a 1 / 0 "
+                    "condition) read by Where or Not, not a graph output; on constants (int64 shape values "
+                    "included) evaluated at build time"),
     "Gelu": "approximate: none, tanh",
     "HardSigmoid": "alpha, beta: any (defaults 0.2, 0.5)",
     **dict.fromkeys(("Add", "Sub", "Mul", "Div"), _OPERAND_FORMS),
@@ -489,4 +520,6 @@ ACCEPTED_ATTRIBUTES: dict[str, str] = {
     **ACCEPTED_RESIZE,
     **ACCEPTED_RNN,
     **ACCEPTED_CONVTRANSPOSE,
+    **ACCEPTED_PAD,
+    **ACCEPTED_DEPTH_SPACE,
 }

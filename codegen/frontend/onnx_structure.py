@@ -168,7 +168,47 @@ def infer_unsqueeze(node: Node, g: Graph, attrs: dict) -> list[tuple[int, ...]]:
     return [tuple(dims)]
 
 
+# Expand and Tile: a broadcast of size-1 axes, run by the elementwise program (the operand forms of Add)
+
+def check_expand(node: Node, g: Graph) -> str | None:
+    return _constant_inputs(node, g, {1: "shape"})
+
+
+def normalise_expand(node: Node, g: Graph) -> dict[str, Any]:
+    shape, target = shape_of(g, node.inputs[0]), as_ints(const_input(g, node, 1))
+    try:
+        return {"shape": tuple(int(d) for d in np.broadcast_shapes(shape, target))}
+    except ValueError:
+        raise Unsupported(f"{list(shape)} does not broadcast to {list(target)}") from None
+
+
+def check_tile(node: Node, g: Graph) -> str | None:
+    reason = _constant_inputs(node, g, {1: "repeats"})
+    if reason:
+        return reason
+    shape, repeats = shape_of(g, node.inputs[0]), as_ints(const_input(g, node, 1))
+    if len(repeats) != len(shape):
+        return f"repeats {list(repeats)} do not match the input's rank {len(shape)}"
+    wide = [i for i, (d, r) in enumerate(zip(shape, repeats)) if r != 1 and d != 1]
+    if wide:
+        return (f"axes {wide} of {list(shape)} are repeated but not of size 1: only a Tile that is a broadcast "
+                f"(repeated axes of size 1) runs on run-time data")
+    return None
+
+
+def normalise_tile(node: Node, g: Graph) -> dict[str, Any]:
+    shape, repeats = shape_of(g, node.inputs[0]), as_ints(const_input(g, node, 1))
+    return {"shape": tuple(d * r for d, r in zip(shape, repeats))}
+
+
+def infer_broadcast(node: Node, g: Graph, attrs: dict) -> list[tuple[int, ...]]:
+    return [attrs["shape"]]
+
+
 ACCEPTED_STRUCTURE: dict[str, str] = {
+    "Expand": "shape: constant; the input in one of the operand forms of Add over the result (the same shape, per "
+              "channel, a row, a scalar)",
+    "Tile": "repeats: constant; on run-time data only repeated axes of size 1 (a broadcast, as Expand)",
     "Slice": "starts, ends, axes: constant (negative counts from the end, clamped to the dim); steps: 1; "
              "non-empty result",
     "Split": "axis: any; split: constant sizes (input), or equal parts (num_outputs, last part may be smaller)",

@@ -6,10 +6,14 @@ chain pass (codegen/passes/eltwise_programs.py) all read it.
 A program is a tuple of steps (op, args, params): args index the kernel's inputs (0..k-1) and earlier steps
 (k, k+1, ...); params are the op's constants (fp32). Every value is a full fp32 tile of the output: a
 broadcast input is expanded into one before the program runs, so the instructions never see a broadcast.
-In an instruction, "d" is the step's own buffer, "a" and "b" its first and second argument, "t" and "u" its
-scratch buffers (an op declaring `scratch` gets that many fp32 tiles of its own); a scalar operand is a number or
+In an instruction, "d" is the step's own buffer, "a", "b" and "c" its first, second and third argument, "t" and "u"
+its scratch buffers (an op declaring `scratch` gets that many fp32 tiles of its own); a scalar operand is a number or
 the name of one of the op's params. An op whose sequence depends on a param (powi) gives `instrs` as a function of
 the params, and `check` says which param values it takes.
+
+A condition (Where's first input, a comparison's result) is a tile of 1.0 (true) and 0.0 (false): a comparison
+(Cmp*, vcmpv) writes 1 or 0 per lane, and Sel (vsel) reads its condition from its own destination ("d = d != 0 ?
+a : b"), so a select first copies the condition there. A Dup writes its scalar to every lane of "d" (no source).
 """
 from __future__ import annotations
 
@@ -19,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 Instr = tuple  # (VecOp, dst, src0[, src1 | scalar]): src1 for binary VecOps, scalar for the *s forms and Dup
-BINARY_VECOPS = ("Add", "Sub", "Mul", "Div", "Max", "Min")
+BINARY_VECOPS = ("Add", "Sub", "Mul", "Div", "Max", "Min", "CmpLt", "CmpGt", "CmpEq", "CmpLe", "CmpGe", "Sel")
 
 
 @dataclass(frozen=True)
@@ -149,6 +153,42 @@ PROGRAM_OPS: dict[str, ProgramOp] = {
                           scratch=1),
     "erf": ProgramOp(1, (), _ERF, _erf, scratch=2),
 }
+
+
+# comparisons (ONNX Less, Greater, Equal, LessOrEqual, GreaterOrEqual) to a 1 / 0 condition: of two tensors, or of a
+# tensor and a scalar constant c (Dup'ed into a scratch tile; a constant on the left is the mirrored comparison)
+COMPARISONS = {"less": ("CmpLt", np.less), "greater": ("CmpGt", np.greater), "equal": ("CmpEq", np.equal),
+               "lessequal": ("CmpLe", np.less_equal), "greaterequal": ("CmpGe", np.greater_equal)}
+MIRRORED = {"less": "greater", "greater": "less", "equal": "equal", "lessequal": "greaterequal",
+            "greaterequal": "lessequal"}
+
+
+def _compare(fn: Callable) -> Callable[..., np.ndarray]:
+    return lambda a, b: fn(a, b).astype(np.float64)
+
+
+for _name, (_vec, _fn) in COMPARISONS.items():
+    PROGRAM_OPS[_name] = ProgramOp(2, (), ((_vec, "d", "a", "b"),), _compare(_fn))
+    PROGRAM_OPS[_name + "s"] = ProgramOp(1, ("c",), (("Dup", "t", "", "c"), (_vec, "d", "a", "t")),
+                                         _compare(_fn), scratch=1)
+
+
+def _where(c, x, y):
+    return np.where(c != 0, x, y)
+
+
+PROGRAM_OPS.update({
+    # Not of a condition: 1 - c
+    "not": ProgramOp(1, (), (("Muls", "d", "a", -1.0), ("Adds", "d", "d", 1.0)), lambda c: 1.0 - c),
+    # Where(c, x, y): the condition copied to d, then d = d != 0 ? x : y; a scalar constant x or y Dup'ed first
+    "where": ProgramOp(3, (), (("Copy", "d", "a"), ("Sel", "d", "b", "c")), _where),
+    "wherex": ProgramOp(2, ("x",), (("Dup", "t", "", "x"), ("Copy", "d", "a"), ("Sel", "d", "t", "b")),
+                        lambda c, y, x: _where(c, x, y), scratch=1),
+    "wherey": ProgramOp(2, ("y",), (("Dup", "t", "", "y"), ("Copy", "d", "a"), ("Sel", "d", "b", "t")),
+                        lambda c, x, y: _where(c, x, y), scratch=1),
+    "wherexy": ProgramOp(1, ("x", "y"), (("Dup", "t", "", "x"), ("Dup", "u", "", "y"), ("Copy", "d", "a"),
+                                         ("Sel", "d", "t", "u")), lambda c, x, y: _where(c, x, y), scratch=2),
+})
 
 Step = tuple[str, tuple[int, ...], tuple[float, ...]]
 

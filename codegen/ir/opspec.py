@@ -372,8 +372,8 @@ class EltwiseSpec:
 
 # The operand forms of an elementwise program (codegen/ir/eltwise_program.py): the output's own shape; one C0
 # block per (n, c1) of an NC1HWC0 output, broadcast over H*W ([N,C,1,1]); the same with one image ([1,C,1,1]);
-# one row of a flat output's last axis, broadcast over the rows ([..., 1, L] over [..., M, L]).
-PROGRAM_FORMS = ("full", "channel", "channel1", "row")
+# one row of a flat output's last axis, broadcast over the rows ([..., 1, L] over [..., M, L]); one run-time value.
+PROGRAM_FORMS = ("full", "channel", "channel1", "row", "scalar")
 
 
 @dataclass(frozen=True)
@@ -395,9 +395,9 @@ class EltwiseProgramSpec:
         if any(f not in PROGRAM_FORMS for f in forms) or self.numel % self.plane:
             raise ValueError(f"forms {self.forms!r} (accepted: {PROGRAM_FORMS}) or plane {self.plane} of {self.numel}")
         channel = any(f.startswith("channel") for f in forms)
-        if "full" not in forms or (self.c1 == 0 and channel) or (self.c1 > 0 and "row" in forms):
+        if (self.c1 == 0 and channel) or (self.c1 > 0 and "row" in forms):
             raise ValueError(f"forms {self.forms!r}: a per-channel input needs an NC1HWC0 output (c1 > 0), a row "
-                             f"input a flat one, and one input has the output's shape")
+                             f"input a flat one")
         decode(self.program, len(forms))
 
     @property
@@ -415,7 +415,7 @@ class EltwiseProgramSpec:
     @property
     def name(self) -> str:
         ops = "_".join(op for op, _, _ in self.steps)
-        forms = "".join({"full": "f", "channel": "c", "channel1": "k", "row": "r"}[f] for f in self.form_list)
+        forms = "".join("fckrs"[PROGRAM_FORMS.index(f)] for f in self.form_list)
         digest = hashlib.sha256(f"{self.program}/{self.forms}/{self.plane}/{self.c_tail}".encode()).hexdigest()[:6]
         return f"eltwise_program_{ops}_{forms}_{self.numel}_{digest}"
 
@@ -424,7 +424,7 @@ class EltwiseProgramSpec:
         return self.numel * len(vector_ops(self.steps))
 
     def input_numel(self, form: str) -> int:
-        return {"full": self.numel, "channel": self.planes * C0, "channel1": self.c1 * C0, "row": self.plane}[form]
+        return (self.numel, self.planes * C0, self.c1 * C0, self.plane, 1)[PROGRAM_FORMS.index(form)]
 
     def inputs(self) -> list[Tensor]:
         return [Tensor(f"x{i}", (self.input_numel(f),), "fp16", "ND") for i, f in enumerate(self.form_list)]

@@ -47,6 +47,8 @@ REASONS = {
     "no_program_epilogue": "rejected: an elementwise-program op after a Conv/GEMM runs as its own Vector kernel; no "
                            "Cube or depthwise kernel takes a program epilogue yet",
     "no_epilogue": "rejected: the producing kernel family takes no epilogue",
+    "pad_into_conv": "taken: a zero constant Pad of H and W before a Conv is the Conv's own padding (exact)",
+    "pad_not_foldable": "rejected: the Pad is not a zero constant pad of H and W read only by a Conv (no Pad kernel)",
     "fusion_off": "rejected: ENABLE_FUSION=OFF",
     "multiple_consumers": "rejected: the producer's output is read by another op too, so it must be stored",
     "depth_limit": "rejected: the fused kernel would absorb more source ops than MAX_FUSION_DEPTH",

@@ -21,7 +21,7 @@ KB = 1024
 POSITIONS = ("GM", "L1", "L0A", "L0B", "L0C", "UB", "BT")
 VEC_OPS = ("Add", "Sub", "Mul", "Div", "Max", "Min", "MulAddDst", "Adds", "Muls", "Maxs", "Mins", "Relu", "Exp",
            "Abs", "Reciprocal", "Copy", "Dup", "Cast", "ReduceSum", "ReduceMax", "Transpose", "Brcb", "Ln", "Sqrt",
-           "LeakyRelu")
+           "LeakyRelu", "CmpLt", "CmpGt", "CmpEq", "CmpLe", "CmpGe", "Sel")
 
 
 def _vec_cycles(overrides: dict[str, float], default: float) -> tuple[float, ...]:
@@ -111,7 +111,8 @@ class Profile:
 # the conflicts, AD-add case 6); Exp fp16 4 / fp32 2; Div 4; MulAdd 6; ReduceSum fp16 7 / fp32 3; ReduceMax 7.
 # Transpose (TransDataTo5HD) has no figure: costed as data movement, like Copy (a 16x16 fp16 tile is two repeats).
 # Added for the elementwise catalogue (issue 19), same table: Ln (VLN) and Sqrt (VSQRT) fp16 4 / fp32 2 (as Exp),
-# LeakyRelu (VLRELU) 1.
+# LeakyRelu (VLRELU) 1. Where and the comparisons (issue 19): the five compares (VCMPV_LT/GT/EQ/LE/GE) and the
+# select (VSEL) 2, the tensor-tensor default (VCMPV fp32 and VSEL fp32 measured at 2; their fp16 rows assumed equal).
 _ONE = dict.fromkeys(("Relu", "Cast", "Copy", "Dup", "Abs", "Reciprocal", "Transpose", "Brcb",
                       "Adds", "Muls", "Maxs", "Mins", "LeakyRelu"), 1)
 _VEC_F16 = _vec_cycles({**_ONE, "Exp": 4, "Ln": 4, "Sqrt": 4, "Div": 4, "MulAddDst": 6, "ReduceSum": 7,

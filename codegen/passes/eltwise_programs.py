@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import KilnError
-from ..ir.eltwise_program import PROGRAM_OPS, f32
+from ..ir.eltwise_program import MIRRORED, PROGRAM_OPS, f32
 from ..ir.graph import Graph, Node
 from ..ir.optlog import OptLog
 from .patterns import Patterns
@@ -24,9 +24,15 @@ from .patterns import Patterns
 UNARY = {"Sqrt": "sqrt", "Reciprocal": "reciprocal", "Exp": "exp", "Log": "log", "Abs": "abs", "Neg": "neg",
          "Tanh": "tanh", "Erf": "erf", "Softplus": "softplus"}
 VARIADIC = ("Sum", "Max", "Min", "Mean")
+COMPARE = {"Less": "less", "Greater": "greater", "Equal": "equal", "LessOrEqual": "lessequal",
+           "GreaterOrEqual": "greaterequal"}
+CONDITION_OPS = ("Where", "Not", *COMPARE)
+BROADCASTS = ("Expand", "Tile")  # a copy of the operand in its broadcast form: Muls 1 (keeps NaN and -0)
 CHAIN_OPS = ("Sigmoid", "HardSigmoid", "HardSwish", "Relu", "Clip", "Add", "Sub", "Mul", "Div", *VARIADIC, "Pow",
-             "LeakyRelu", "PRelu", *UNARY)
-NEW_OPS = ("Sigmoid", "HardSigmoid", "HardSwish", *VARIADIC, "Pow", "LeakyRelu", "PRelu", *UNARY)
+             "LeakyRelu", "PRelu", *UNARY, *CONDITION_OPS, *BROADCASTS)
+NEW_OPS = ("Sigmoid", "HardSigmoid", "HardSwish", *VARIADIC, "Pow", "LeakyRelu", "PRelu", *UNARY, *CONDITION_OPS,
+           *BROADCASTS)
+ARITY = {**dict.fromkeys(("Add", "Sub", "Mul", "Div", "Pow", "PRelu", *COMPARE), 2), "Where": 3}
 BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div"}
 FpStep = tuple[str, list[str], tuple[float, ...]]  # (program op, argument value names, params)
 
@@ -77,6 +83,10 @@ def node_steps(g: Graph, n: Node) -> tuple[list[FpStep], bool]:
         steps, new = _variadic_steps(g, n.op_type, ins), True
     elif n.op_type in UNARY:
         steps, new = [(UNARY[n.op_type], [ins[0]], ())], True
+    elif n.op_type in BROADCASTS:
+        steps, new = [("muls", [ins[0]], (1.0,))], True
+    elif n.op_type in CONDITION_OPS:
+        steps, new = _condition_steps(g, n.op_type, ins), True
     elif n.op_type in ("Pow", "PRelu", "LeakyRelu") or (n.op_type == "Clip" and len(ins) > 1):
         steps, new = _param_steps(g, n, ins), True
     else:
@@ -138,13 +148,36 @@ def _param_steps(g: Graph, n: Node, ins: list[str]) -> list[FpStep]:
         slope = _scalar(g, ins[1])
         return [("leakyrelu", [ins[0]], (slope,))] if slope is not None else [("prelu", [ins[0], ins[1]], ())]
     steps: list[FpStep] = []
-    for k, (pair, scalar_op) in ((1, ("max", "maxs")), (2, ("min", "mins"))):
-        v = n.inputs[k] if len(n.inputs) > k else ""
-        if v:
+    for k, key, pair, scalar_op in ((1, "min", "max", "maxs"), (2, "max", "min", "mins")):
+        v = n.inputs[k] if len(n.inputs) > k else ""  # a run-time bound; a constant one is an attribute
+        c = _scalar(g, v) if v else n.attrs.get(key, math.inf if key == "max" else -math.inf)
+        if v or math.isfinite(c):  # type: ignore[arg-type]
             x = f"@{len(steps) - 1}" if steps else ins[0]
-            c = _scalar(g, v)
             steps.append((scalar_op, [x], (c,)) if c is not None else (pair, [x, v], ()))
     return steps
+
+
+def _condition_steps(g: Graph, op: str, ins: list[str]) -> list[FpStep]:
+    """Where (a scalar constant x or y Dup'ed: wherex, wherey, wherexy), Not, the comparisons (a scalar constant
+    operand as the *s form; on the left, the mirrored comparison). A condition is a 1 / 0 tile."""
+    if op == "Not":
+        return [("not", [ins[0]], ())]
+    if op in COMPARE:
+        name, (a, b) = COMPARE[op], ins
+        ca, cb = _scalar(g, a), _scalar(g, b)
+        if cb is not None:
+            return [(name + "s", [a], (cb,))]
+        return [(MIRRORED[name] + "s", [b], (ca,))] if ca is not None else [(name, [a, b], ())]
+    c, x, y = ins
+    cs = _scalar(g, c)
+    if cs is not None:  # a constant scalar condition picks one operand (a tensor: onnx_rules.check_where)
+        return [("muls", [x if cs else y], (1.0,))]
+    xs, ys = _scalar(g, x), _scalar(g, y)
+    if xs is not None and ys is not None:
+        return [("wherexy", [c], (xs, ys))]
+    if xs is not None:
+        return [("wherex", [c, y], (xs,))]
+    return [("wherey", [c, x], (ys,))] if ys is not None else [("where", [c, x, y], ())]
 
 
 def _capable(n: Node, patterns: Patterns, g: Graph) -> bool:
@@ -152,7 +185,7 @@ def _capable(n: Node, patterns: Patterns, g: Graph) -> bool:
     plain = not (f.residual or f.second or f.chain_first or f.siblings) and len(f.ops) == (1 if f.activation else 0)
     ins = [i for i in n.inputs if i]
     tensors = [i for i in ins if i not in g.initializers]
-    arity = 2 if n.op_type in (*BINARY, "Pow", "PRelu") else 1
+    arity = ARITY.get(n.op_type, 1)
     return (n.op_type in CHAIN_OPS and plain and not patterns.absorbed(n.name) and len(n.outputs) == 1
             and bool(tensors) and (n.op_type in (*VARIADIC, "Clip") or len(ins) == arity))
 
@@ -230,6 +263,8 @@ class _Former:
         vs = tuple(self.g.values[v].shape)
         if vs == shape:
             return "full"
+        if math.prod(vs) == 1 and v not in self.g.initializers:  # a run-time scalar (Clip's bound)
+            return "scalar"
         aligned = (1,) * (len(shape) - len(vs)) + vs
         if len(shape) == 4 and aligned[1:] == (shape[1], 1, 1) and aligned[0] in (1, shape[0]):
             return "channel" if aligned[0] == shape[0] else "channel1"
@@ -237,7 +272,7 @@ class _Former:
             return "row"
         raise KilnError("lowering", f"node '{node.name}' ({node.op_type}) of {self.model}",
                         f"operand '{v}' of shape {list(vs)} broadcasts to {list(shape)} in a way no elementwise "
-                        f"kernel supports yet; supported: the same shape, a scalar constant, per channel "
+                        f"kernel supports yet; supported: the same shape, a scalar, per channel "
                         f"([N,C,1,1] or [1,C,1,1] over a 4-D [N,C,H,W]), or a row ([1,..,L] over [..,M,L], not 4-D)")
 
 

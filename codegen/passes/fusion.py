@@ -34,6 +34,7 @@ from ..ir.graph import Fused, Graph, Node
 from ..ir.opspec import is_depthwise
 from ..ir.optlog import OptLog
 from ..ir.profiles import Profile
+from .pad_fold import fold_pads
 
 ACTIVATIONS = ("Relu", "Clip", "Gelu")
 # elementwise ops that run in a fused elementwise program (codegen/passes/eltwise_programs.py); after a Cube or
@@ -128,6 +129,8 @@ def _epilogue_support(producer: Node, act: Node, g: Graph) -> tuple[bool, str, s
     """(can the producer's kernel apply `act`, reason code, where it runs)."""
     op = act.op_type
     lo, hi = act.attrs.get("min", float("-inf")), act.attrs.get("max", float("inf"))
+    if op == "Clip" and len([i for i in act.inputs if i]) > 1:
+        return False, "epilogue_unsupported", "Clip with a bound computed at run time: an elementwise program"
     if producer.op_type in ("Conv", "ConvTranspose"):  # ConvTranspose: each of its phase convolutions applies it
         if _depthwise(producer, g):
             if op == "Relu":
@@ -179,6 +182,7 @@ def fuse(g: Graph, model: str, limits: FusionLimits, log: OptLog) -> FusionResul
     """Every fusion pass over `g` (rewritten in place), in order: attention, activations and residual adds,
     sibling GEMMs, Conv -> Conv 1x1 chains (with a profile)."""
     res = FusionResult(g, ops_before=len(g.nodes))
+    res.audit += fold_pads(g, model, log)  # exact and the only way a Pad runs: taken whatever ENABLE_FUSION says
     _fuse_attention(_Pass(g, model, limits, log, res))
     ps = _Pass(g, model, limits, log, res, *_index(g), {n.name: i for i, n in enumerate(g.nodes)})
     _fuse_activations(ps)

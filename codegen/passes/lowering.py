@@ -29,6 +29,7 @@ from . import copy_rules
 from .conv_transpose import conv_transpose
 from .eltwise_programs import CHAIN_OPS as PROGRAM_CHAIN_OPS  # lowered as elementwise programs
 from .lowered import LoweredModel, Step, Storage
+from .pad_fold import why_not_folded
 from .patterns import Patterns, find_patterns
 from .views import as_swap_0213, canonical_transpose, contiguous_offset
 
@@ -326,7 +327,8 @@ class _Lowerer:
         forms = node.attrs["forms"]
         named = replace(node, op_type="+".join(node.attrs["op_types"]))  # refusals name the source ops
         full = [v for v, f in zip(node.inputs, forms) if f == "full" and v not in self.g.initializers]
-        layout = self.storage[self.device[full[0]]].layout if full else ("NC1HWC0" if len(out_shape) == 4 else "ND")
+        layout = self.storage[self.device[full[0]]].layout if full else \
+            ("NC1HWC0" if len(out_shape) == 4 and "row" not in forms else "ND")  # an Expand has no full operand
         if len(out_shape) == 4 and any(f.startswith("channel") for f in forms):
             layout = "NC1HWC0"  # a per-channel operand is read as C0 blocks: row-major inputs are relaid out (act)
         if len(out_shape) != 4:
@@ -345,9 +347,9 @@ class _Lowerer:
 
     def program_operand(self, node: Node, v: str, form: str, layout: str, out_shape: tuple[int, ...]) -> str:
         if v not in self.g.initializers:
-            return self.act(node, v, {"full": layout, "row": "ND"}.get(form, "NC1HWC0"))
+            return self.act(node, v, {"full": layout, "row": "ND", "scalar": "ND"}.get(form, "NC1HWC0"))
         c = np.asarray(self.g.initializers[v], np.float32)
-        if form == "row":
+        if form in ("row", "scalar"):
             packed = c.reshape(-1).astype(np.float16)
         elif form == "full":
             packed = layouts.nchw_to_nc1hwc0(c) if layout == "NC1HWC0" else c.astype(np.float16)
@@ -706,6 +708,13 @@ class _Lowerer:
                               + "".join(f"; the elementwise {n.op_type} '{n.name}' after it is not fused into it "
                                         f"(resize_vector takes no epilogue yet): its own kernel" for n in after))
 
+    def pad(self, node: Node) -> None:
+        """A Pad the fusion pass did not fold into a Conv (codegen/passes/pad_fold.py): no Pad kernel yet."""
+        readers = [n for n in self.g.nodes if node.outputs[0] in n.inputs]
+        why = why_not_folded(self.g, node, readers, {v.name for v in self.g.outputs}) or "fusion did not run"
+        raise self.fail(node, f"Pad runs only folded into the Conv reading it (constant 0 on H and W of a 4-D input, "
+                              f"pads >= 0, read only by that Conv); here: {why}")
+
     LOWER: ClassVar[dict] = {
         "Conv": conv, "Gemm": gemm, "MatMul": gemm, "Relu": eltwise, "Clip": eltwise, "Add": eltwise,
         "Mul": eltwise, "Div": eltwise, "Sub": eltwise, "MaxPool": pool, "GlobalAveragePool": pool,
@@ -713,7 +722,7 @@ class _Lowerer:
         "LogSoftmax": row_op, "LayerNormalization": row_op, "Gelu": gelu, "Attention": attention,
         "AveragePool": pool, "ReduceMean": reduce_mean, "BatchNormalization": batchnorm, "Squeeze": reshape,
         "Unsqueeze": reshape, "Slice": slice_op, "Split": split, "Gather": gather, "Concat": concat,
-        "EltwiseProgram": eltwise_program, "Resize": resize, "ConvTranspose": conv_transpose,
+        "EltwiseProgram": eltwise_program, "Resize": resize, "ConvTranspose": conv_transpose, "Pad": pad,
         **dict.fromkeys(("ReduceSum", *copy_rules.REDUCE_TYPES), reduce)}
 
 

@@ -52,7 +52,7 @@ enum class CoreKind : std::uint8_t { AIC, AIV };
 // clang-format off: one line per group of ops, not one per op
 enum class VecOp : std::uint8_t {
   Add, Sub, Mul, Div, Max, Min, MulAddDst, Adds, Muls, Maxs, Mins, Relu, Exp, Abs, Reciprocal, Copy, Dup, Cast,
-  ReduceSum, ReduceMax, Transpose, Brcb, Ln, Sqrt, LeakyRelu, COUNT
+  ReduceSum, ReduceMax, Transpose, Brcb, Ln, Sqrt, LeakyRelu, CmpLt, CmpGt, CmpEq, CmpLe, CmpGe, Sel, COUNT
 };
 // clang-format on
 constexpr int kNumVecOps = static_cast<int>(VecOp::COUNT);

@@ -74,6 +74,12 @@ inline vf vmax(vf a, vf b) { return _mm512_max_ps(a, b); }
 inline vf vmin(vf a, vf b) { return _mm512_min_ps(a, b); }
 inline vf vfma(vf a, vf b, vf c) { return _mm512_fmadd_ps(a, b, c); }
 inline vf vabs(vf a) { return _mm512_abs_ps(a); }
+// a comparison as 1.0 / 0.0 per lane (ordered: NaN compares false, as the scalar form); select a where c != 0
+template <int kPred>
+inline vf vcmp(vf a, vf b) {
+  return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(a, b, kPred), _mm512_set1_ps(1.0f));
+}
+inline vf vsel(vf c, vf a, vf b) { return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(c, vzero(), _CMP_NEQ_UQ), b, a); }
 // W raw 16-bit Cube operands (fp16, or bf16 = the top half of an fp32) widened exactly.
 inline vf vwiden(__m256i h, bool bf16) {
   if (!bf16) return _mm512_cvtph_ps(h);
@@ -101,6 +107,11 @@ inline vf vmax(vf a, vf b) { return _mm256_max_ps(a, b); }
 inline vf vmin(vf a, vf b) { return _mm256_min_ps(a, b); }
 inline vf vfma(vf a, vf b, vf c) { return _mm256_fmadd_ps(a, b, c); }
 inline vf vabs(vf a) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), a); }
+template <int kPred>
+inline vf vcmp(vf a, vf b) {
+  return _mm256_and_ps(_mm256_cmp_ps(a, b, kPred), _mm256_set1_ps(1.0f));
+}
+inline vf vsel(vf c, vf a, vf b) { return _mm256_blendv_ps(b, a, _mm256_cmp_ps(c, vzero(), _CMP_NEQ_UQ)); }
 inline vf vwiden(const f16* p, bool bf16) {
   const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
   if (!bf16) return _mm256_cvtph_ps(h);
@@ -467,6 +478,12 @@ KILN_SIMD_OP(OpAdds, false, a + s, vadd(a, b))
 KILN_SIMD_OP(OpMuls, false, a * s, vmul(a, b))
 KILN_SIMD_OP(OpMaxs, false, a > s ? a : s, vmax(a, b))
 KILN_SIMD_OP(OpMins, false, a < s ? a : s, vmin(a, b))
+KILN_SIMD_OP(OpCmpLt, false, a < b ? 1.f : 0.f, vcmp<_CMP_LT_OQ>(a, b))  /* vcmpv_*: 1 / 0 per lane, NaN false */
+KILN_SIMD_OP(OpCmpGt, false, a > b ? 1.f : 0.f, vcmp<_CMP_GT_OQ>(a, b))
+KILN_SIMD_OP(OpCmpEq, false, a == b ? 1.f : 0.f, vcmp<_CMP_EQ_OQ>(a, b))
+KILN_SIMD_OP(OpCmpLe, false, a <= b ? 1.f : 0.f, vcmp<_CMP_LE_OQ>(a, b))
+KILN_SIMD_OP(OpCmpGe, false, a >= b ? 1.f : 0.f, vcmp<_CMP_GE_OQ>(a, b))
+KILN_SIMD_OP(OpSel, true, c != 0.f ? a : b, vsel(c, a, b))  /* vsel: the condition is dst before the op */
 #undef KILN_SIMD_OP
 // clang-format on
 #undef KILN_SIMD_V
@@ -569,6 +586,12 @@ inline VecKernel<T> binary_kernel(emu::VecOp op) {
     case VecOp::Max: return make_kernel<OpMax, T, true>(0.f);
     case VecOp::Min: return make_kernel<OpMin, T, true>(0.f);
     case VecOp::MulAddDst: return make_kernel<OpMulAddDst, T, true>(0.f);
+    case VecOp::CmpLt: return make_kernel<OpCmpLt, T, true>(0.f);
+    case VecOp::CmpGt: return make_kernel<OpCmpGt, T, true>(0.f);
+    case VecOp::CmpEq: return make_kernel<OpCmpEq, T, true>(0.f);
+    case VecOp::CmpLe: return make_kernel<OpCmpLe, T, true>(0.f);
+    case VecOp::CmpGe: return make_kernel<OpCmpGe, T, true>(0.f);
+    case VecOp::Sel: return make_kernel<OpSel, T, true>(0.f);
     default: return {};
   }
 }

@@ -283,6 +283,8 @@ def check_eltwise_program(k, args, y):
         a = ref.f16(a).reshape(-1)
         if f == "row":  # one row, the same for every plane (a plane is one row)
             a = np.tile(a, planes)
+        elif f == "scalar":  # one value for every element
+            a = np.full(s["numel"], a[0])
         elif f != "full":  # one C0 block per plane (per channel block of one image for channel1)
             idx = np.arange(planes) if f == "channel" else np.arange(planes) % s["c1"]
             a = np.broadcast_to(a.reshape(-1, 16)[idx][:, None, :], (planes, per_plane, 16)).reshape(-1)

@@ -7,8 +7,16 @@ import pytest
 from codegen.ir.eltwise_program import PROGRAM_OPS, check_program, scalar_of
 
 F = np.float32
+
+
+def _cmp(fn):
+    return lambda a, b: fn(a, b).astype(F)
+
+
 BINARY = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": np.divide,
-          "Max": lambda a, b: np.where(a > b, a, b), "Min": lambda a, b: np.where(a < b, a, b)}
+          "Max": lambda a, b: np.where(a > b, a, b), "Min": lambda a, b: np.where(a < b, a, b),
+          "CmpLt": _cmp(np.less), "CmpGt": _cmp(np.greater), "CmpEq": _cmp(np.equal), "CmpLe": _cmp(np.less_equal),
+          "CmpGe": _cmp(np.greater_equal)}
 SCALAR = {"Adds": np.add, "Muls": np.multiply, "Maxs": lambda a, s: np.where(a > s, a, F(s)),
           "Mins": lambda a, s: np.where(a < s, a, F(s)),
           "LeakyRelu": lambda a, s: np.where(a < 0, a * F(s), a)}
@@ -18,10 +26,14 @@ UNARY = {"Relu": lambda a: np.where(a < 0, F(0), a), "Exp": np.exp, "Ln": np.log
 
 def replay(op: str, params: tuple, *args: np.ndarray) -> np.ndarray:
     """One step's instruction sequence in float32, as the emulator runs it (scalar operands rounded to fp32)."""
-    reg = {"a": args[0].astype(F), "b": args[1].astype(F) if len(args) > 1 else None}
+    reg = {r: a.astype(F) for r, a in zip("abc", args)}
     with np.errstate(all="ignore"):
         for vec_op, dst, src, *rest in PROGRAM_OPS[op].sequence(params):
-            if vec_op in BINARY:
+            if vec_op == "Dup":
+                reg[dst] = np.full(args[0].shape, scalar_of(rest[0], op, params), F)
+            elif vec_op == "Sel":  # the condition is the destination before the op
+                reg[dst] = np.where(reg[dst] != 0, reg[src], reg[rest[0]]).astype(F)
+            elif vec_op in BINARY:
                 reg[dst] = BINARY[vec_op](reg[src], reg[rest[0]]).astype(F)
             elif rest:
                 reg[dst] = SCALAR[vec_op](reg[src], F(scalar_of(rest[0], op, params))).astype(F)
@@ -110,3 +122,29 @@ def test_powi_refuses_exponents_it_does_not_take():
     for n in (0.0, 2.5, 17.0, -20.0):
         assert "powi takes an integer exponent" in check_program(1, (("powi", (0,), (n,)),))
     assert check_program(1, (("powi", (0,), (16.0,)),)) is None
+
+
+NANS = np.array([-1.0, 0.0, 0.25, np.nan, np.inf, -np.inf, 0.25, -0.0], F)
+OTHER = np.array([0.25, 0.0, 0.25, 1.0, np.inf, 0.0, np.nan, 0.0], F)
+
+
+@pytest.mark.parametrize("op", ["less", "greater", "equal", "lessequal", "greaterequal"])
+def test_comparisons_are_exact_one_or_zero_nan_false(op):
+    got = replay(op, (), NANS, OTHER)
+    np.testing.assert_array_equal(got, reference(op, (), NANS, OTHER).astype(F))
+    assert set(np.unique(got)) <= {0.0, 1.0} and got[3] == 0 and got[6] == 0  # NaN compares false
+    scalar = replay(op + "s", (0.25,), NANS)
+    np.testing.assert_array_equal(scalar, reference(op + "s", (0.25,), NANS).astype(F))
+
+
+def test_where_forms_select_exactly_and_keep_inf_and_nan():
+    c = np.array([1, 0, 1, 0, 1, 0, 1, 0], F)
+    want = np.where(c != 0, NANS, OTHER)
+    np.testing.assert_array_equal(replay("where", (), c, NANS, OTHER), want)
+    np.testing.assert_array_equal(replay("wherex", (-np.inf,), c, OTHER), np.where(c != 0, F(-np.inf), OTHER))
+    np.testing.assert_array_equal(replay("wherey", (0.5,), c, NANS), np.where(c != 0, NANS, F(0.5)))
+    np.testing.assert_array_equal(replay("wherexy", (0.0, -1e4), c), np.where(c != 0, F(0.0), F(-1e4)))
+    np.testing.assert_array_equal(replay("not", (), c), 1 - c)
+    for op, args, params in (("where", (c, NANS, OTHER), ()), ("wherex", (c, OTHER), (-np.inf,)),
+                             ("wherey", (c, NANS), (0.5,)), ("wherexy", (c,), (0.0, -1e4))):
+        np.testing.assert_array_equal(replay(op, params, *args), reference(op, params, *args).astype(F))

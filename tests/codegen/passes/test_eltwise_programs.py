@@ -173,3 +173,89 @@ def test_a_program_op_after_a_conv_is_its_own_kernel_and_audited(tmp_path):
     assert any("m:n1 Conv+LeakyRelu:rejected reason=no_program_epilogue" in line for line in log.lines)
     _, log = _steps(tmp_path, nodes, X, [("y", [1, 16, 4, 4])], {"w": np.ones((16, 20, 1, 1))}, ENABLE_FUSION="OFF")
     assert any("m:n1 Conv+LeakyRelu:rejected reason=fusion_off" in line for line in log.lines)
+
+
+# ---- Where, the comparisons, Not, Clip with run-time bounds (issue 19)
+
+def _typed_model(tmp_path, nodes, inputs, outputs, inits):
+    """As _model, with (name, shape, onnx elem type) inputs/outputs and initializers keeping their dtype."""
+    import onnx
+    from onnx import helper, numpy_helper
+    graph = helper.make_graph(
+        [helper.make_node(op, ins, outs, name=f"n{i}", **attrs) for i, (op, ins, outs, attrs) in enumerate(nodes)],
+        "g", [helper.make_tensor_value_info(n, t, s) for n, s, t in inputs],
+        [helper.make_tensor_value_info(n, t, s) for n, s, t in outputs],
+        [numpy_helper.from_array(np.asarray(v), k) for k, v in inits.items()])
+    path = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+def test_comparison_where_and_not_are_one_program(tmp_path):
+    nodes = [("Less", ["x", "b"], ["c"], {}), ("Not", ["c"], ["n"], {}), ("Where", ["n", "x", "b"], ["y"], {})]
+    (steps,), log = _steps(tmp_path, nodes, X + [("b", [1, 20, 1, 1])], [("y", [1, 20, 4, 4])])
+    assert steps == [("less", ()), ("not", ()), ("where", ())]
+    assert any("EltwiseProgram(Less+Not+Where) reason=vector_chain" in line for line in log.lines)
+    nodes = [("Less", ["h", "x"], ["c"], {}), ("Where", ["c", "x", "z"], ["y"], {})]  # constants on the left/right
+    (steps,), _ = _steps(tmp_path, nodes, X, [("y", [1, 20, 4, 4])], {"h": np.float32(0.5), "z": np.float32(0)})
+    assert steps == [("greaters", (0.5,)), ("wherey", (0.0,))]
+
+
+def test_a_constant_mask_selects_with_scalar_forms(tmp_path):
+    from onnx import TensorProto
+    f = TensorProto.FLOAT
+    path = _typed_model(tmp_path, [("Where", ["m", "ninf", "s"], ["y"], {})], [("s", [4, 8, 24], f)],
+                        [("y", [4, 8, 24], f)], {"m": np.ones((1, 1, 24), bool), "ninf": np.float32(-np.inf)})
+    stages, _ = _plan(path)
+    (spec,) = stages.specs.values()
+    assert spec.program == "wherex(0,1|-inf)" and spec.forms == "row,full"
+
+
+def test_clip_bounds_computed_at_run_time_are_scalar_operands(tmp_path):
+    shape = [1, 20, 4, 4]
+    (steps,), _ = _steps(tmp_path, [("Clip", ["x", "lo", "hi"], ["y"], {})], X + [("lo", []), ("hi", [])],
+                         [("y", shape)])
+    assert steps == [("max", ()), ("min", ())]
+    stages, _ = _plan(_model(tmp_path, [("Clip", ["x", "lo", "hi"], ["y"], {})], X + [("hi", [])],
+                             [("y", shape)], {"lo": np.float32(-1)}))
+    (spec,) = stages.specs.values()
+    assert spec.program == "maxs(0|-1.0);min(2,1)" and spec.forms == "full,scalar"
+    # after a Conv, a Clip(0, run-time max) is no epilogue (Relu6 would drop the bound): a program of its own
+    nodes = [("Conv", ["x", "w"], ["c"], {}), ("Clip", ["c", "zero", "hi"], ["y"], {})]
+    kinds, log = _steps(tmp_path, nodes, X + [("hi", [])], [("y", [1, 16, 4, 4])],
+                        {"w": np.ones((16, 20, 1, 1)), "zero": np.float32(0)})
+    assert kinds == [[], [("maxs", (0.0,)), ("min", ())]]
+    assert any("Conv+Clip:rejected reason=epilogue_unsupported" in line for line in log.lines)
+
+
+def test_conditions_kiln_cannot_take_are_refused_naming_the_node(tmp_path):
+    from onnx import TensorProto
+
+    from codegen.frontend.onnx_import import check_onnx
+    f, b = TensorProto.FLOAT, TensorProto.BOOL
+    path = _typed_model(tmp_path, [("Where", ["c", "x", "x"], ["y"], {})], [("c", [4, 5], b), ("x", [4, 5], f)],
+                        [("y", [4, 5], f)], {})
+    (problem,) = check_onnx(path)
+    assert problem["node"] == "n0" and "the condition (input 0) is the graph input 'c'" in problem["reason"]
+    path = _typed_model(tmp_path, [("Less", ["x", "x"], ["c"], {})], [("x", [4, 5], f)], [("c", [4, 5], b)], {})
+    (problem,) = check_onnx(path)
+    assert problem["node"] == "n0" and "element type bool, but it is a graph output" in problem["reason"]
+
+
+def test_expand_and_tile_are_a_program_copy_of_the_broadcast_operand(tmp_path):
+    from onnx import TensorProto
+    f = TensorProto.FLOAT
+    path = _typed_model(tmp_path, [("Tile", ["g", "r"], ["y"], {})], [("g", [1, 20, 1, 1], f)],
+                        [("y", [2, 20, 3, 4], f)], {"r": np.array([2, 1, 3, 4], np.int64)})
+    stages, _ = _plan(path)
+    (spec,) = stages.specs.values()
+    assert spec.program == "muls(0|1.0)" and spec.forms == "channel1"
+    path = _typed_model(tmp_path, [("Expand", ["x", "s"], ["y"], {})], [("x", [2, 1, 4], f)],
+                        [("y", [2, 3, 4], f)], {"s": np.array([2, 3, 4], np.int64)})
+    with pytest.raises(KilnError, match=r"node 'n0' \(Expand\).*operand 'x' of shape \[2, 1, 4\] broadcasts to"):
+        _plan(path)
+    from codegen.frontend.onnx_import import check_onnx
+    path = _typed_model(tmp_path, [("Tile", ["g", "r"], ["y"], {})], [("g", [1, 20, 2, 1], f)],
+                        [("y", [1, 20, 4, 1], f)], {"r": np.array([1, 1, 2, 1], np.int64)})
+    (problem,) = check_onnx(path)
+    assert problem["node"] == "n0" and "axes [2] of [1, 20, 2, 1] are repeated but not of size 1" in problem["reason"]

@@ -34,7 +34,7 @@ class OpCase:
                 continue
             shape = [d.dim_value for d in vi.type.tensor_type.shape.dim]
             make = self.inputs.get(vi.name)
-            out[vi.name] = (make(rng, shape) if make else rng.standard_normal(shape)).astype(np.float32)
+            out[vi.name] = np.asarray(make(rng, shape) if make else rng.standard_normal(shape), np.float32)  # 0-d too
         return out
 
 

@@ -1,0 +1,86 @@
+"""Pad (codegen/frontend/onnx_pad.py, codegen/passes/pad_fold.py): a zero constant pad of H and W folds into the
+Conv reading it, logged; every other Pad on run-time data is refused naming the node and what would be taken;
+Pad of constant data (any mode) folds at build time as np.pad. The values: tests/kiln/op_cases/pad.py."""
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+from codegen import KilnError  # noqa: E402
+from codegen.frontend.onnx_import import check_onnx, load_onnx  # noqa: E402
+from codegen.ir.optlog import OptLog  # noqa: E402
+from codegen.options import parse_options  # noqa: E402
+from codegen.pipeline import plan_model  # noqa: E402
+
+X = [1, 4, 6, 7]
+
+
+def _model(tmp_path, pads, mode="constant", value=None, after=("Conv",), opset=17, data_const=False):
+    inits = {"pads": np.asarray(pads, np.int64), "w": np.ones((8, 4, 3, 3), np.float32)}
+    if value is not None:
+        inits["v"] = np.float32(value)
+    if data_const:
+        inits["c"] = np.arange(np.prod(X), dtype=np.float32).reshape(X)
+    pad_in = ["c" if data_const else "x", "pads"] + (["v"] if value is not None else [])
+    nodes = [helper.make_node("Pad", pad_in, ["p"], name="the_node", mode=mode)]
+    out = "y"
+    if data_const:
+        nodes.append(helper.make_node("Add", ["p", "x"], ["y"], name="add"))
+    for i, op in enumerate(after):
+        src, dst = ("p" if i == 0 else f"a{i}"), ("y" if i == len(after) - 1 else f"a{i + 1}")
+        nodes.append(helper.make_node(op, [src, "w"] if op == "Conv" else [src], [dst], name=f"after{i}"))
+    shape = [X[d] + pads[d] + pads[4 + d] for d in range(4)] if data_const else X
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                              [helper.make_tensor_value_info(out, TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    path = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]), path)
+    return path
+
+
+def _plan(path):
+    log = OptLog()
+    stages = plan_model(load_onnx(path), "m", parse_options({"KILN_MODELS": ""}), log, memory=False)
+    return stages, log
+
+
+def test_a_zero_pad_of_h_and_w_is_the_convs_padding(tmp_path):
+    stages, log = _plan(_model(tmp_path, [0, 0, 1, 2, 0, 0, 3, 0], value=0.0))
+    (spec,) = stages.specs.values()
+    assert (spec.pt, spec.pl, spec.pb, spec.pr) == (1, 2, 3, 0) and (spec.h, spec.w) == (6, 7)
+    assert "[OPT] fusion m:the_node Fused(Pad+Conv) reason=pad_into_conv into=after0 pads=1x2x3x0" in log.lines
+    _, log = _plan(_model(tmp_path, [0, 0, 1, 1, 0, 0, 1, 1]))
+    assert any("Fused(Pad+Conv) reason=pad_into_conv" in line for line in log.lines)
+
+
+@pytest.mark.parametrize("pads, mode, value, after, why", [
+    ([0, 0, 1, 1, 0, 0, 1, 1], "reflect", None, ("Conv",), "mode reflect value 0"),
+    ([0, 0, 1, 1, 0, 0, 1, 1], "edge", None, ("Conv",), "mode edge value 0"),
+    ([0, 0, 1, 1, 0, 0, 1, 1], "constant", 1.5, ("Conv",), "mode constant value 1.5"),
+    ([0, 2, 1, 1, 0, 0, 1, 1], "constant", None, ("Relu",), "only H and W of a 4-D input"),
+    ([0, 0, -1, 1, 0, 0, 1, 1], "constant", None, ("Conv",), "each >= 0"),
+    ([0, 0, 1, 1, 0, 0, 1, 1], "constant", None, ("Relu",), "it folds only into the one Conv reading it"),
+])
+def test_other_pads_on_run_time_data_are_refused_naming_the_node(tmp_path, pads, mode, value, after, why):
+    path = _model(tmp_path, pads, mode, value, after)
+    with pytest.raises(KilnError, match=r"node 'the_node' \(Pad\).*Pad runs only folded into the Conv") as e:
+        _plan(path)
+    assert why in str(e.value)
+
+
+def test_pad_inputs_kiln_cannot_take_are_refused_by_the_frontend(tmp_path):
+    (problem,) = check_onnx(_model(tmp_path, [0, 0, 1, 1, 0, 0, 1, 1], mode="wrap", opset=19))
+    assert problem["node"] == "the_node" and "mode='wrap' is not supported (accepted: constant, reflect, edge)" \
+        in problem["reason"]
+
+
+@pytest.mark.parametrize("mode", ["constant", "reflect", "edge"])
+def test_pad_of_constant_data_folds_at_build_time_as_np_pad(tmp_path, mode):
+    pads = [0, 0, 1, 2, 0, 0, 2, 1]
+    g = load_onnx(_model(tmp_path, pads, mode, 0.5 if mode == "constant" else None, after=(), data_const=True))
+    (node,) = g.nodes
+    const = next(v for k, v in g.initializers.items() if k in node.inputs)
+    c = np.arange(np.prod(X), dtype=np.float32).reshape(X)
+    kw = {"constant_values": 0.5} if mode == "constant" else {}
+    np.testing.assert_array_equal(const, np.pad(c, [(0, 0), (0, 0), (1, 2), (2, 1)], mode=mode, **kw))

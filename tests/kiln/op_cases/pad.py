@@ -1,0 +1,50 @@
+"""Pad on run-time data: a zero constant pad of H and W folded into the Conv reading it (codegen/passes/pad_fold.py;
+other pads are refused, tests/codegen/passes/test_pad_fold.py): the opset 11+ input form, Pad-2's attributes
+(through the version converter), opset 18's axes input, an explicit constant_value 0, asymmetric pads onto a Conv
+with its own pads, a strided depthwise Conv and a TF-style VALID Conv."""
+import numpy as np
+
+from . import OpCase
+
+RNG = np.random.default_rng(23)
+
+
+def _w(*shape):
+    return (RNG.standard_normal(shape) / np.sqrt(np.prod(shape[1:]))).astype(np.float32)
+
+
+def _pad_conv(name: str, x: list, pad_inputs: dict, conv: dict, w: np.ndarray, out: list, opset: int = 17,
+              pad_attrs: dict | None = None) -> OpCase:
+    """Pad(x, *pad_inputs) -> Conv(w, **conv): pad_inputs in order (pads, constant_value, axes; "" skips one)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    names = [k if v is not None else "" for k, v in pad_inputs.items()]
+    nodes = [helper.make_node("Pad", ["x", *names], ["p"], name=f"{name}.pad", **(pad_attrs or {})),
+             helper.make_node("Conv", ["p", "w"], ["y"], name=f"{name}.conv", **conv)]
+    inits = [numpy_helper.from_array(np.asarray(v), k) for k, v in pad_inputs.items() if v is not None]
+    graph = helper.make_graph(nodes, name, [helper.make_tensor_value_info("x", TensorProto.FLOAT, x)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, out)],
+                              inits + [numpy_helper.from_array(w, "w")])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 8 if opset >= 13 else 5
+    onnx.checker.check_model(m)
+    return OpCase(name, m, launches=1)
+
+
+def _cases() -> list[OpCase]:
+    x = [1, 20, 9, 11]
+    pads = np.array([0, 0, 1, 2, 0, 0, 2, 1], np.int64)
+    return [
+        _pad_conv("pad_conv_hw_asym", x, {"pads": pads}, {"pads": [1, 1, 1, 1]}, _w(24, 20, 3, 3), [1, 24, 12, 14]),
+        _pad_conv("pad_conv_value0_valid", x, {"pads": np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64),
+                                               "cval": np.float32(0.0)},
+                  {"auto_pad": "VALID", "strides": [2, 2]}, _w(16, 20, 3, 3), [1, 16, 5, 6]),
+        _pad_conv("pad_conv_opset10_attrs", x, {}, {"pads": [0, 0, 0, 0]}, _w(24, 20, 3, 3), [1, 24, 9, 11],
+                  opset=10, pad_attrs={"pads": [0, 0, 1, 1, 0, 0, 1, 1], "mode": "constant", "value": 0.0}),
+        _pad_conv("pad_axes_dw_stride2", x, {"pads": np.array([1, 0, 2, 1], np.int64), "": None,
+                                             "axes": np.array([2, 3], np.int64)},
+                  {"group": 20, "strides": [2, 2]}, _w(20, 1, 3, 3), [1, 20, 5, 5], opset=18),
+    ]
+
+
+CASES = _cases()
