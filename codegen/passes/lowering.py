@@ -19,6 +19,7 @@ from typing import ClassVar
 import numpy as np
 
 from .. import KilnError
+from ..frontend import onnx_aicpu
 from ..frontend.onnx_rules import pool_pads
 from ..ir import layouts
 from ..ir.eltwise_program import encode
@@ -26,7 +27,7 @@ from ..ir.graph import Graph, Node, OpInstance
 from ..ir.opspec import is_depthwise
 from . import copy_rules
 from .eltwise_programs import CHAIN_OPS as PROGRAM_CHAIN_OPS  # lowered as elementwise programs
-from .lowered import LoweredModel, Step, Storage
+from .lowered import HostOp, LoweredModel, Step, Storage
 from .patterns import Patterns, find_patterns
 from .views import as_swap_0213, canonical_transpose, contiguous_offset
 
@@ -697,10 +698,21 @@ class _Lowerer:
         self.kernel(fused, "LayerNormalization", {"rows": prod(xs[:-1]), "length": xs[-1], "epsilon": eps,
                                                   "activation": "", "bias": False}, ins, "ND")
 
+    def aicpu(self, node: Node) -> None:
+        """A node the frontend sent to the AI CPU (graph.aicpu): a host step between the AI Core launches before and
+        after it. It reads its run-time inputs as ND fp16 (a relayout step first where one is held NC1HWC0) and
+        writes its first output as ND fp16; the host evaluates the node alone (HostOp.model, kiln/aicpu.py)."""
+        runtime = [v for v in dict.fromkeys(node.inputs) if v and v not in self.g.initializers]
+        ins = [self.act(node, v, "ND") for v in runtime]
+        out = self.out(node, "ND")
+        elements = sum(prod(self.shape(v)) for v in runtime) + prod(self.shape(out))
+        host = HostOp(onnx_aicpu.one_node_model(node, self.g), self.g.aicpu[node.name], elements)
+        self.steps.append(Step("aicpu", node.name, [node.name], [node.op_type], ins, out, glue="aicpu", host=host))
+
     def unsupported_nodes(self) -> list[Node]:
-        """Nodes no rule lowers, after the patterns absorbed what they could."""
+        """Nodes no rule lowers, after the patterns absorbed what they could (AI CPU nodes are lowered)."""
         return [n for n in self.g.nodes if n.op_type not in self.LOWER and n.op_type not in PROGRAM_CHAIN_OPS
-                and not self.patterns.absorbed(n.name)]
+                and not self.patterns.absorbed(n.name) and n.name not in self.g.aicpu]
 
     def run(self) -> LoweredModel:
         g = self.g
@@ -727,6 +739,8 @@ class _Lowerer:
                 self.layernorm_decomposed(n)
             elif n.name in self.patterns.channel_shuffle:  # one permutation (patterns.py logged it)
                 self.channel_gather(n, self.patterns.shuffle_sources(n.name))
+            elif n.name in g.aicpu:
+                self.aicpu(n)
             elif n.op_type in self.LOWER:
                 self.LOWER[n.op_type](self, n)
             else:  # a chain op (PROGRAM_CHAIN_OPS) that no elementwise program took: the pipeline forms them first
