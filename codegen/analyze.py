@@ -175,6 +175,8 @@ def predict_launches(model: tuple[str, int, dict], options) -> dict[str, Any]:
         k, launch = m.step_kernels[i], m.launches.get(i)
         kernels.append({"step": m.lowered.steps[i].name, "name": k.symbol, "family": k.variant.family,
                         "tiling": dict(k.variant.params), **launch_fields(launch, profile)})
+    aicpu: list[dict[str, Any]] = [{"step": m.lowered.steps[i].name, "op_type": m.lowered.steps[i].op_types[0],
+                                    "predicted_cycles": c} for i, c in sorted(m.host_cycles.items())]
     launches = [m.launches.get(i) for i in sorted(m.step_kernels)]
     cycles = sum(x.predicted_cycles for x in launches if x is not None)
     cube = sum(x.cube_busy for x in launches if x is not None)
@@ -185,7 +187,8 @@ def predict_launches(model: tuple[str, int, dict], options) -> dict[str, Any]:
             "mean_cube_utilization": round(cube / (cycles * profile.cube_cores), 4) if cycles else 0.0,
             "mean_vector_utilization": round(vector / (cycles * profile.vector_cores), 4) if cycles else 0.0,
             "bounds": dict(sorted(Counter(str(k["bound"]) for k in kernels).items())),
-            "kernels": kernels}
+            "kernels": kernels, "aicpu_steps": aicpu,
+            "aicpu_cycles": round(sum(a["predicted_cycles"] for a in aicpu), 3)}
 
 
 def analysis_options(settings: AnalysisSettings):
@@ -227,6 +230,8 @@ def _bake_preview(model: tuple[str, int, dict], report: dict[str, Any], options)
         "kernel_launches": len(specs), "unique_kernels": len(set(specs)),
         "glue_steps": sum(1 for s in lowered.steps if s.kind == "glue"),
         "kernels": sorted({s.name for s in specs})},
+        "aicpu": [{"node": s.name, "op_type": s.op_types[0], "reason": s.host.reason, "elements": s.host.elements}
+                  for s in lowered.steps if s.host is not None],
         "fusion": {"enable": options.enable_fusion, "max_depth": options.max_fusion_depth,
                    "flash_attention": options.use_flash_attention, "max_seq_len": options.max_seq_len,
                    "target": options.kiln_target, "launches_unfused": unfused,
@@ -242,6 +247,16 @@ def _si(x: float, unit: str) -> str:
 
 def _histogram(h: dict[str, int]) -> str:
     return ", ".join(f"{op} {k}" for op, k in h.items())
+
+
+def _aicpu_lines(aicpu: list[dict[str, Any]]) -> list[str]:
+    """The nodes that run on the AI CPU (no AI Core kernel), node by node."""
+    if not aicpu:
+        return []
+    lines = [f"AI CPU      {len(aicpu)} node(s) run on the AI CPU as host steps between AI Core launches "
+             f"(no AI Core kernel; the C++ runtime refuses such a model)"]
+    lines += [f"  node '{a['node']}' ({a['op_type']}): reason={a['reason']}, {a['elements']} elements" for a in aicpu]
+    return lines
 
 
 def format_text(report: dict[str, Any]) -> str:
@@ -285,7 +300,11 @@ def format_text(report: dict[str, Any]) -> str:
         lines.append("kernels")
         for name in wb.get("kernels", []):
             lines.append(f"  {name}")
+        lines += _aicpu_lines(report.get("aicpu", []))
     pr = report.get("prediction")
+    if pr and pr.get("aicpu_steps"):
+        lines.append(f"AI CPU      {pr['aicpu_cycles']:.0f} predicted cycles over {len(pr['aicpu_steps'])} step(s) "
+                     f"(host sync included; not in the kernels' total below)")
     if pr:
         lines.append(f"predicted   {pr['cycles']:.0f} cycles = {pr['latency_ms']:.3f} ms on {pr['profile']} "
                      f"({pr['cost_model']}), Cube {100 * pr['mean_cube_utilization']:.1f}%, Vector "

@@ -72,6 +72,9 @@ def plan_model(graph: Graph, name: str, options: Options, log: OptLog, fusion_pr
     for d in lowered.decisions if log_lowering else ():
         node, _, detail = d.partition(":")
         log.add("lowering", f"{name}:{node}", "decision", "view_or_relayout", detail=detail.strip())
+    for st in lowered.steps if log_lowering else ():
+        if st.host is not None:  # the AI CPU fallback: a host step between AI Core launches
+            log.add("lowering", f"{name}:{st.name}", "aicpu", st.host.reason, op=st.op_types[0])
     specs = {}
     for i, st in enumerate(lowered.steps):
         if st.kind == "kernel":

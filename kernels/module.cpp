@@ -403,8 +403,13 @@ class InteractiveCore {
 class PyExecutor {
  public:
   PyExecutor(const std::string& model, py::list steps, std::size_t arena_bytes, py::array_t<std::uint8_t> weights,
-             std::vector<std::vector<std::size_t>> input_shapes, std::vector<std::vector<std::size_t>> output_shapes)
-      : model_(model), weights_(weights), in_shapes_(std::move(input_shapes)), out_shapes_(std::move(output_shapes)) {
+             std::vector<std::vector<std::size_t>> input_shapes, std::vector<std::vector<std::size_t>> output_shapes,
+             py::object host)
+      : model_(model),
+        weights_(weights),
+        in_shapes_(std::move(input_shapes)),
+        out_shapes_(std::move(output_shapes)),
+        host_(std::move(host)) {
     std::vector<StepPlan> plan;
     const std::size_t wbytes = weights.size();
     auto ref = [](py::handle r) {
@@ -442,7 +447,11 @@ class PyExecutor {
       plan.push_back(std::move(s));
     }
     check_plan(model, plan, arena_bytes, wbytes, in_shapes_.size(), out_shapes_.size());  // ValueError in Python
+    install_host(plan);
     exec_ = std::make_unique<Executor>(std::move(plan), arena_bytes, weights.data(), wbytes);
+    if (!host_.is_none())
+      exec_->set_host(
+          [this](std::size_t step, const std::vector<const void*>& in, void* out) { run_host(step, in, out); });
   }
 
   py::list run(const std::vector<py::array>& inputs, const std::vector<py::array>& outputs, bool capture, bool poison) {
@@ -508,11 +517,45 @@ class PyExecutor {
   }
 
  private:
+  // The AI CPU steps' tensor sizes (fp16 elements of each input, then of the output), for the host callback.
+  void install_host(const std::vector<StepPlan>& plan) {
+    for (std::size_t i = 0; i < plan.size(); ++i) {
+      const StepPlan& s = plan[i];
+      if (s.kernel || s.generic || s.glue != Glue::HostOp) continue;
+      if (host_.is_none())
+        throw py::value_error("model '" + model_ + "', step '" + s.name +
+                              "': an AI CPU step, but the executor was given no host function");
+      std::vector<std::size_t> sizes;
+      for (const auto& r : s.inputs) sizes.push_back(r.bytes / 2);
+      sizes.push_back(s.output.bytes / 2);
+      host_sizes_[i] = sizes;
+    }
+  }
+  // One AI CPU step: host_(step, [fp16 inputs as uint16]) returns the output's fp16 bits (uint16), copied back.
+  void run_host(std::size_t step, const std::vector<const void*>& in, void* out) {
+    py::gil_scoped_acquire gil;
+    const std::vector<std::size_t>& sizes = host_sizes_.at(step);
+    try {
+      py::list arrays;
+      for (std::size_t k = 0; k + 1 < sizes.size(); ++k)
+        arrays.append(py::array_t<std::uint16_t>(sizes[k], static_cast<const std::uint16_t*>(in[k])));
+      auto r = py::array_t<std::uint16_t, py::array::c_style | py::array::forcecast>(host_(step, arrays));
+      if (static_cast<std::size_t>(r.size()) != sizes.back())
+        throw std::runtime_error("the host returned " + std::to_string(r.size()) + " elements, expected " +
+                                 std::to_string(sizes.back()));
+      std::memcpy(out, r.data(), sizes.back() * 2);
+    } catch (py::error_already_set& e) {
+      throw std::runtime_error("model '" + model_ + "', AI CPU step " + std::to_string(step) + ": " + e.what());
+    }
+  }
+
   std::mutex seconds_mutex_;
   std::vector<double> last_seconds_;  // host wall time per step of the latest run (any thread's)
   std::string model_;
   py::array_t<std::uint8_t> weights_;  // keeps the blob alive
   std::vector<std::vector<std::size_t>> in_shapes_, out_shapes_;
+  py::object host_;                                             // the AI CPU steps' evaluator, or None
+  std::map<std::size_t, std::vector<std::size_t>> host_sizes_;  // AI CPU step -> its tensors' fp16 counts
   std::unique_ptr<Executor> exec_;
 };
 
@@ -605,9 +648,10 @@ PYBIND11_MODULE(_core, m) {
 
   py::class_<PyExecutor>(m, "Executor")
       .def(py::init<const std::string&, py::list, std::size_t, py::array_t<std::uint8_t>,
-                    std::vector<std::vector<std::size_t>>, std::vector<std::vector<std::size_t>>>(),
+                    std::vector<std::vector<std::size_t>>, std::vector<std::vector<std::size_t>>, py::object>(),
            py::arg("model"), py::arg("steps"), py::arg("arena_bytes"), py::arg("weights"), py::arg("input_shapes"),
-           py::arg("output_shapes"))
+           py::arg("output_shapes"), py::arg("host") = py::none(),
+           "host: the AI CPU steps' evaluator, host(step index, [fp16 inputs as uint16]) -> the output's fp16 bits")
       .def("run", &PyExecutor::run, py::arg("inputs"), py::arg("outputs"), py::arg("capture") = false,
            py::arg("poison") = false,
            "Runs every step; returns per step the simulated cycles of a kernel (None for glue steps), "

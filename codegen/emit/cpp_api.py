@@ -92,6 +92,12 @@ def cpp_api_files(plan: Plan, record: ModelRecord, api: str, weights_path: Path,
     if plan.options.kiln_shape_buckets or record.shape_buckets is not None:
         raise KilnError("render", f"model {record.name}", "KILN_SHAPE_BUCKETS is not served by the C++ runtime "
                         "(other input sizes are planned at run time in Python); bake the model without it")
+    aicpu = [s for s in record.steps if s.is_aicpu]
+    if aicpu:
+        nodes = "; ".join(f"node '{s.name}' ({', '.join(s.op_types)})" for s in aicpu)
+        raise KilnError("render", f"model {record.name}", f"{nodes} run(s) on the AI CPU fallback (no AI Core kernel "
+                        f"family), which the Python runtime evaluates with onnx's reference evaluator; the C++ "
+                        f"runtime has no AI CPU: bake it with Python (KILN_MODELS), or replace the op")
     if any(s.runtime_shape is not None for s in record.steps):
         raise KilnError("render", f"model {record.name}", "a generic-kernel step; the C++ runtime serves baked "
                         "shapes only")

@@ -7,6 +7,7 @@ so an unchanged kernel is not recompiled.
 """
 from __future__ import annotations
 
+import base64
 import json
 import sys
 import time
@@ -32,6 +33,7 @@ from ..ir.manifest import (
     SPACE_WEIGHTS,
     FusionRecord,
     GenericKernelRecord,
+    HostRecord,
     InPlace,
     IoDesc,
     KernelRecord,
@@ -179,7 +181,7 @@ def model_record(m: ModelPlan, kernel_symbols: dict[int, str], windex: dict[str,
             tuple(s.params), tuple(ref(v) for v in step_inputs(m, i)), ref(s.output),
             # the ONNX value this step produces, as held on the device (for per-kernel checks)
             s.output, st.layout, tuple(st.logical), tuple(sorted(frees.get(i, []))),
-            l2_hits=m.l2_hits.get(i), launch=m.launches.get(i)))
+            l2_hits=m.l2_hits.get(i), launch=m.launches.get(i), host=host_record(m, i)))
     memory = MemoryRecord(
         mem.lower_bound_bytes, mem.naive_bytes, mem.strategy, mem.strategies, round(mem.fragmentation, 6),
         mem.alignment, tuple(InPlace(o, i) for o, i in mem.in_place),
@@ -193,6 +195,14 @@ def model_record(m: ModelPlan, kernel_symbols: dict[int, str], windex: dict[str,
         mem.arena_bytes, memory, sum(1 for s in low.steps if s.kind == "kernel"), fusion,
         len(set(kernel_symbols.values())), tuple(steps),
         shape_buckets_record(m, windex, blob_bytes) if m.shapes is not None else None)
+
+
+def host_record(m: ModelPlan, i: int) -> HostRecord | None:
+    """Step i's record as an AI CPU step (the node as a base64 ONNX model, reason, cost), None for other steps."""
+    host = m.lowered.steps[i].host
+    if host is None:
+        return None
+    return HostRecord(base64.b64encode(host.model).decode(), host.reason, host.elements, m.host_cycles[i])
 
 
 def shape_buckets_record(m: ModelPlan, windex: dict[str, tuple[int, int]], blob_bytes: int) -> ShapeBucketsRecord:

@@ -13,6 +13,7 @@ import numpy as np
 
 from .. import KilnError
 from ..families.registry import ORDER
+from ..frontend.onnx_aicpu import ISSUE19_OPS
 from ..frontend.onnx_ops import OPS
 from ..frontend.onnx_rules import ACCEPTED_ATTRIBUTES
 from ..ir.opspec import opspec_of
@@ -32,7 +33,7 @@ Opsets 13..21 are read as they are, 7..12 after onnx's version converter (to 13)
 int64/int32/bool only as index, shape or condition operands. *Kernel families* are those serving the op on its
 own, found by lowering a one-op model; an op listed without one is accepted by the frontend but runs only inside a
 fused pattern (GELU, LayerNorm) or has no kernel yet. *Build time only* ops are evaluated while folding shape
-computation and are refused on run-time tensors.
+computation; on run-time tensors they run on the AI CPU fallback (below), except those issue 19 gives a kernel.
 
 | op | supported | attributes and values | kernel families |
 | --- | --- | --- | --- |
@@ -174,4 +175,20 @@ def support_matrix(progress: Callable[[str], None] | None = None) -> str:
                 progress(op)
             families = None if OPS[op].build_time_only else _families_of(op, Path(work))
             rows.append(_row(op, families))
-    return HEADER + "\n".join(rows) + "\n"
+    return HEADER + "\n".join(rows) + "\n" + aicpu_section()
+
+
+def aicpu_section() -> str:
+    """The AI CPU fallback's rule and issue 19's operators (frontend/onnx_aicpu.py ISSUE19_OPS), which never use it."""
+    listed = ", ".join(f"{op}{'' if st == 'kernel' else ' (pending)'}" for op, st in sorted(ISSUE19_OPS.items()))
+    return f"""
+## The AI CPU fallback
+
+Any other op of the default ONNX domain that the onnx package's reference evaluator implements (for example
+CumSum, Einsum, Round, Sign, TopK with its values only, Hardmax, Mod on run-time values) is not refused: it runs on
+the AI CPU, as a host step between the AI Core launches before and after it (`[OPT] lowering MODEL:NODE aicpu
+reason=no_kernel`; `kiln analyze` lists such nodes; cost: docs/ascend-model.md, "AI CPU"). Its run-time inputs
+and first output are float tensors of static shape (any other output unused); constant inputs of any type. The
+C++ runtime (`kiln_add_model`) refuses such a model at build time, naming the node. Issue 19's operators never
+run there: each has an AI Core kernel or stays refused until it has one: {listed}.
+"""

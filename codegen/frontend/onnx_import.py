@@ -32,6 +32,7 @@ import numpy as np
 
 from .. import KilnError
 from ..ir.graph import Graph, Node, Value
+from . import onnx_aicpu
 from .onnx_base import Problem, ShapeUnknown, Unsupported, copy_graph, has_input, is_static
 from .onnx_checks import dtype_problems, shape_problems, weight_problems
 from .onnx_depth_space import OPS_HERE as DEPTH_SPACE_OPS
@@ -72,6 +73,13 @@ def _check_and_normalise(graph: Graph, problems: list[Problem], log: list[str]) 
     moved: Counter[str] = Counter()
     for node in g.nodes:
         entry = OPS.get(node.op_type)
+        if onnx_aicpu.is_candidate(node, None if entry is None else entry.build_time_only, g):
+            reason = onnx_aicpu.problem(node, g)  # no AI Core kernel: an AI CPU step, or refused saying why not
+            if reason:
+                problems.append(Problem(node.name, node.op_type, reason, "op"))
+            else:
+                g.aicpu[node.name] = onnx_aicpu.NO_KERNEL
+            continue
         reason = _unsupported_reason(node, entry, g)
         if reason:
             problems.append(Problem(node.name, node.op_type, reason, "op"))

@@ -16,7 +16,8 @@ from .opspec import SPEC_CLASSES
 
 # a value reference of a step: [space, offset or index, bytes]
 SPACE_ARENA, SPACE_WEIGHTS, SPACE_INPUT, SPACE_OUTPUT = 0, 1, 2, 3
-GLUE_CODES = {"input_nchw": 0, "input_nd": 1, "to_nchw": 2, "output_nd": 3, "output_nchw": 4, "to_nc1hwc0": 5}
+GLUE_CODES = {"input_nchw": 0, "input_nd": 1, "to_nchw": 2, "output_nd": 3, "output_nchw": 4, "to_nc1hwc0": 5,
+              "aicpu": 6}  # aicpu: a host step evaluated by the runtime's callback (the AI CPU fallback)
 
 Json = dict[str, Any]
 
@@ -209,6 +210,26 @@ class LaunchRecord:
 
 
 @dataclass(frozen=True)
+class HostRecord:
+    """An aicpu step's op (the AI CPU fallback): the node alone as a base64 ONNX model the runtime evaluates with
+    onnx.reference (its inputs: the step's inputs in order, ND fp16 in the arena), why it runs on the AI CPU (a
+    reason code of the [OPT] log), the elements it reads and writes, and its predicted cycles
+    (codegen/cost/aicpu.py, in AI Core clock cycles)."""
+    model: str
+    reason: str
+    elements: int
+    predicted_cycles: float
+
+    def to_json(self) -> Json:
+        return {"model": self.model, "reason": self.reason, "elements": self.elements,
+                "predicted_cycles": self.predicted_cycles}
+
+    @classmethod
+    def from_json(cls, d: Mapping) -> HostRecord:
+        return cls(d["model"], d["reason"], d["elements"], d["predicted_cycles"])
+
+
+@dataclass(frozen=True)
 class StepRecord:
     """One step of a model's plan, as the executor takes it: a kernel launch or host glue."""
     name: str
@@ -227,10 +248,15 @@ class StepRecord:
     runtime_shape: Json | None = None  # a generic kernel's runtime arguments at this size
     l2_hits: tuple[bool, ...] | None = None  # kernel steps: per input, a read hits L2 (codegen/passes/l2.py)
     launch: LaunchRecord | None = None  # kernel steps with a cost-model replay: the launch as this step runs it
+    host: HostRecord | None = None    # aicpu steps: the node the host evaluates, and its AI CPU cost
 
     @property
     def is_kernel(self) -> bool:
         return self.kind == "kernel"
+
+    @property
+    def is_aicpu(self) -> bool:
+        return self.kind == "aicpu"
 
     @property
     def generic(self) -> bool:
@@ -249,6 +275,8 @@ class StepRecord:
             d["l2_hits"] = list(self.l2_hits)
         if self.launch is not None:
             d["launch"] = self.launch.to_json()
+        if self.host is not None:
+            d["host"] = self.host.to_json()
         return d
 
     @classmethod
@@ -257,7 +285,8 @@ class StepRecord:
                    _tuple(d["params"]), tuple(Ref.from_json(r) for r in d["inputs"]), Ref.from_json(d["output"]),
                    d["value"], d["layout"], _tuple(d["shape"]), tuple(Region(*r) for r in d["frees"]),
                    d.get("runtime_shape"), None if d.get("l2_hits") is None else _tuple(d["l2_hits"]),
-                   None if d.get("launch") is None else LaunchRecord.from_json(d["launch"]))
+                   None if d.get("launch") is None else LaunchRecord.from_json(d["launch"]),
+                   None if d.get("host") is None else HostRecord.from_json(d["host"]))
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,10 @@ REASONS = {
                       "is not, but the Winograd kernel's transforms and GEMM are fp16 only so far",
     "tuning_record": "the variant comes from KILN_TUNING_RECORDS (measured on the emulator by `kiln tune`), no search",
     "opt_level": "the option was left empty, so KILN_OPT_LEVEL set it (codegen/options.py OPT_LEVELS)",
+    "no_kernel": "the AI CPU fallback: no AI Core kernel family runs this op (and it is not one issue 19 gives a "
+                 "kernel), so it runs on the AI CPU as a host step between the AI Core launches before and after it, "
+                 "evaluated by the onnx package's reference evaluator (codegen/frontend/onnx_aicpu.py; cost: "
+                 "codegen/cost/aicpu.py)",
     "view_or_relayout": "a lowering decision: a reshape shares its input's bytes, a layout change needs a host "
                         "relayout step, or a pattern (bias, transposed B, GELU, LayerNorm) became one kernel",
     "memory_plan": "arena placement of the model's intermediate tensors: the smaller of greedy-by-size and best-fit",

@@ -35,9 +35,19 @@ class Storage:
         return prod(self.packed) * (2 if self.dtype == "fp16" else 4)
 
 
+@dataclass(frozen=True)
+class HostOp:
+    """An aicpu step's op: the node alone as a serialised ONNX model (its run-time inputs, ND fp16 in the arena,
+    are the model's inputs in step order; its constant inputs are inside), why it runs on the AI CPU (a reason code
+    of the [OPT] log's catalogue), and the elements it reads and writes (the AI CPU cost model's measure)."""
+    model: bytes
+    reason: str
+    elements: int
+
+
 @dataclass
 class Step:
-    kind: str                      # kernel | glue
+    kind: str                      # kernel | glue | aicpu (a host step: the AI CPU fallback)
     name: str                      # the node (or nodes) it comes from
     ops: list[str]                 # source ONNX node names
     op_types: list[str]
@@ -46,6 +56,7 @@ class Step:
     instance: OpInstance | None = None   # kernel steps
     glue: str = ""                       # glue steps: input_nchw, input_nd, to_nchw, to_nc1hwc0, output_nd, output_nchw
     params: list[int] = field(default_factory=list)
+    host: HostOp | None = None           # aicpu steps: what the host evaluates
 
     @property
     def kernel_op(self) -> OpInstance:
@@ -86,6 +97,7 @@ class LowererState(Protocol):
     def shape(self, v: str) -> tuple[int, ...]: ...
     def weight(self, name: str, arr: np.ndarray, masked_value_ok: bool = False) -> str: ...
     def act(self, node: Node, v: str, layout: str) -> str: ...
+    def out(self, node: Node, layout: str) -> str: ...
     def new_value(self, name: str, st: Storage, alias_of: str | None = None, offset: int = 0) -> str: ...
     def view(self, node: Node, dv: str) -> str: ...
     def conv(self, node: Node) -> None: ...

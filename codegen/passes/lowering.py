@@ -26,6 +26,7 @@ from ..ir.eltwise_program import encode
 from ..ir.graph import Graph, Node, OpInstance
 from ..ir.opspec import is_depthwise
 from . import copy_rules
+from .aicpu_step import aicpu_step
 from .conv_transpose import conv_transpose
 from .eltwise_programs import CHAIN_OPS as PROGRAM_CHAIN_OPS  # lowered as elementwise programs
 from .lowered import LoweredModel, Step, Storage
@@ -736,9 +737,9 @@ class _Lowerer:
                                                   "activation": "", "bias": False}, ins, "ND")
 
     def unsupported_nodes(self) -> list[Node]:
-        """Nodes no rule lowers, after the patterns absorbed what they could."""
+        """Nodes no rule lowers, after the patterns absorbed what they could (AI CPU nodes are lowered)."""
         return [n for n in self.g.nodes if n.op_type not in self.LOWER and n.op_type not in PROGRAM_CHAIN_OPS
-                and not self.patterns.absorbed(n.name)]
+                and not self.patterns.absorbed(n.name) and n.name not in self.g.aicpu]
 
     def run(self) -> LoweredModel:
         g = self.g
@@ -765,6 +766,8 @@ class _Lowerer:
                 self.layernorm_decomposed(n)
             elif n.name in self.patterns.channel_shuffle:  # one permutation (patterns.py logged it)
                 self.channel_gather(n, self.patterns.shuffle_sources(n.name))
+            elif n.name in g.aicpu:
+                aicpu_step(self, n)
             elif n.op_type in self.LOWER:
                 self.LOWER[n.op_type](self, n)
             else:  # a chain op (PROGRAM_CHAIN_OPS) that no elementwise program took: the pipeline forms them first

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from ..cost.aicpu import aicpu_cycles
 from ..cost.model import Prediction
 from ..families.registry import predict
 from ..ir.manifest import LaunchRecord, StepRecord
@@ -73,6 +74,9 @@ def attach_launches(m: ModelPlan, profile: Profile, log: OptLog) -> None:
         if (k.symbol, h) not in done:
             done[(k.symbol, h)] = launch_record(k, h, profile)
         m.launches[i] = done[(k.symbol, h)]
+    for i, s in enumerate(m.lowered.steps):  # the AI CPU fallback's host steps (codegen/cost/aicpu.py)
+        if s.host is not None:
+            m.host_cycles[i] = aicpu_cycles(s.host.elements, profile)
 
 
 def launch_fields(launch: LaunchRecord | None, profile: Profile) -> dict:

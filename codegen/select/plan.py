@@ -68,6 +68,7 @@ class ModelPlan:
     shapes: Any = None
     l2_hits: dict[int, tuple[bool, ...]] = field(default_factory=dict)  # kernel step -> a hit per input (passes/l2)
     launches: dict[int, LaunchRecord | None] = field(default_factory=dict)  # kernel step -> its predicted launch
+    host_cycles: dict[int, float] = field(default_factory=dict)  # aicpu step -> its predicted AI CPU cycles
 
 
 def weight_transform(k: KernelPlan | None):

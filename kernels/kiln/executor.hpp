@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -26,7 +27,19 @@ struct TensorRef {
   std::size_t bytes;
 };
 
-enum class Glue : int { InputNCHW = 0, InputND = 1, ToNCHW = 2, OutputND = 3, OutputNCHW = 4, ToNC1HWC0 = 5 };
+enum class Glue : int {
+  InputNCHW = 0,
+  InputND = 1,
+  ToNCHW = 2,
+  OutputND = 3,
+  OutputNCHW = 4,
+  ToNC1HWC0 = 5,
+  HostOp = 6  // the AI CPU fallback: a node evaluated on the host between AI Core launches (HostFn)
+};
+
+// Evaluates an AI CPU step: (step index, its inputs: ND fp16 arena tensors, its output: ND fp16). The Python
+// module installs one (kiln/aicpu.py, onnx's reference evaluator); a model with such steps has no C++-only run.
+using HostFn = std::function<void(std::size_t step, const std::vector<const void*>& inputs, void* output)>;
 
 struct StepPlan {
   const KernelEntry* kernel = nullptr;          // kernel step, or
@@ -91,6 +104,7 @@ class Executor {
       : steps_(std::move(steps)), arena_bytes_(arena_bytes), weights_(weights), weight_bytes_(weight_bytes) {}
 
   std::size_t arena_bytes() const { return arena_bytes_; }
+  void set_host(HostFn host) { host_ = std::move(host); }
 
   // inputs/outputs: host fp32 buffers in the model's logical shapes.
   // capture: keep a copy of every kernel step's output (for per-kernel validation).
@@ -124,6 +138,9 @@ class Executor {
           const auto* o = static_cast<const std::uint8_t*>(out);
           results[i].output.assign(o, o + s.output.bytes);
         }
+      } else if (s.glue == Glue::HostOp) {
+        if (!host_) throw std::runtime_error("step '" + s.name + "' runs on the AI CPU fallback, which needs a host");
+        host_(i, in_ptrs, out);
       } else {
         run_glue(s, in_ptrs[0], out);
       }
@@ -183,10 +200,12 @@ class Executor {
         f16_to_f32(tmp.data(), static_cast<float*>(out), n);
         break;
       }
+      case Glue::HostOp: break;  // run() calls the host function
     }
   }
 
   std::vector<StepPlan> steps_;
+  HostFn host_;
   std::size_t arena_bytes_;
   const std::uint8_t* weights_;
   std::size_t weight_bytes_;

@@ -48,7 +48,7 @@ def _model_kernels(args) -> int:
               "simulated_latency_ms": round(model.simulated_cycles / (prof.clock_ghz * 1e6), 6),
               "mean_cube_utilization": round(cube_busy / (model.simulated_cycles * prof.cube_cores), 4),
               "bounds": dict(sorted(Counter(str(r["bound"]) for r in rows).items())),  # launches per bound unit
-              "kernels": rows}
+              "kernels": rows, **_aicpu_report(model)}
     if args.json:
         _emit_json(report)
         return 0
@@ -58,7 +58,21 @@ def _model_kernels(args) -> int:
           f"Cube utilisation {100 * report['mean_cube_utilization']:.1f}%")
     for r in rows:
         print(f"  {r['simulated_cycles']:>9.0f}  {r['name']:<62} {', '.join(r['ops'])}")
+    if report["aicpu_steps"]:
+        print(f"{len(report['aicpu_steps'])} AI CPU step(s), {report['aicpu_cycles']:.0f} predicted cycles (AI CPU "
+              f"cost model, host sync included; not in the simulated cycles above)")
+    for a in report["aicpu_steps"]:
+        print(f"  {a['predicted_cycles']:>9.0f}  AI CPU {a['step']:<55} {', '.join(a['op_types'])} "
+              f"(reason={a['reason']})")
     return 0
+
+
+def _aicpu_report(model) -> dict:
+    """The model's AI CPU steps (issue 19's fallback: nodes without an AI Core kernel, run on the host between
+    launches) with their predicted cost (codegen/cost/aicpu.py), and the sum."""
+    steps = [{"step": s.name, "op_types": list(s.op_types), "reason": s.host.reason, "elements": s.host.elements,
+              "predicted_cycles": s.host.predicted_cycles} for s in model.plan_entry.steps if s.host is not None]
+    return {"aicpu_steps": steps, "aicpu_cycles": round(sum(a["predicted_cycles"] for a in steps), 3)}
 
 
 def _kernels(args) -> int:

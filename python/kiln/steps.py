@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import _core
+from .aicpu import host_steps
 from .codegen.ir.manifest import LaunchRecord, ModelRecord
 
 
@@ -32,8 +33,10 @@ def kernel_steps(record: ModelRecord) -> list[KernelStep]:
 def executor(name: str, record: ModelRecord, weights: np.ndarray, core=_core):
     """The C++ executor of a plan (its steps, arena, input and output shapes) over the model's weights blob, from
     `core`: the installed extension, or a `kiln compile` directory's (kiln/compiled.py)."""
+    host = host_steps(name, record)  # the AI CPU steps' evaluator (kiln/aicpu.py), passed only when there are some
     return core.Executor(name, record.steps_json(), record.arena_bytes, weights,
-                          [list(i.shape) for i in record.inputs], [list(o.shape) for o in record.outputs])
+                          [list(i.shape) for i in record.inputs], [list(o.shape) for o in record.outputs],
+                          **({} if host is None else {"host": host}))
 
 
 @dataclass

@@ -265,6 +265,9 @@ def build(model_name: str, threshold: float = 0.15, suggest: bool = True, profil
         "nodes": nodes, "terminals": terms, "edges": edges, "kernels": kernels, "bottlenecks": rows,
         "log_available": log_lines is not None,
         "trace_note": trace.SOURCE_NOTE,
+        # the AI CPU fallback's host steps (ops without an AI Core kernel), with their predicted cost
+        "aicpu": [{"step": s.name, "op_types": list(s.op_types), "reason": s.host.reason,
+                   "predicted_cycles": s.host.predicted_cycles} for s in steps if s.host is not None],
     }
     if measured:
         data["measured"] = {k: v for k, v in measured.items() if k != "steps"}

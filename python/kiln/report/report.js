@@ -53,6 +53,10 @@ function heat(t) {
     " GFLOP)</span></div>" +
     '<div class="card"><b>pipe utilisation</b><span>' + esc(utils) + "</span></div>" +
     '<div class="card"><b>time by type</b><span>' + esc(types) + "</span></div>" +
+    ((D.aicpu || []).length ? '<div class="card" id="aicpu"><b>' + D.aicpu.length + " AI CPU step(s)</b><span>" +
+     "no AI Core kernel, run between launches: " + D.aicpu.map(function (a) {
+       return esc(a.step) + " (" + esc(a.op_types.join(", ")) + ", " + fmt(a.predicted_cycles) + " cycles predicted)";
+     }).join(" · ") + "</span></div>" : "") +
     (MS ? '<div class="card measured" id="measured-total"><b>' + fmt(MS.total_cpu_ms, 2) + " ms</b><span>" +
      "measured CPU (host emulation, not Ascend time): median of " + MS.repeat + " runs, " + MS.threads + " threads, " + esc(MS.isa) +
      ", " + esc(MS.date) + " · " + esc(MS.file) + " · steps: kernels " + fmt(MS.kernel_cpu_ms, 2) + " ms, glue " +
