@@ -511,7 +511,8 @@ ACCEPTED_ATTRIBUTES: dict[str, str] = {
     "Transpose": "perm: any permutation (default: reversed axes), at most 6 axes once neighbours that stay "
                  "neighbours are merged",
     "Concat": "axis: any; inputs equal outside the axis; in place where the inputs can be views of the result "
-              "(a Concat of Concats included), a copy otherwise",
+              "(a Concat of Concats included), a copy otherwise; a constant input (ViT's class token) is copied "
+              "in from the weights",
     "Mod": "fmod: 0 (integers, sign of the divisor), 1 (sign of the dividend)",
     "Shape": "start, end: any (opset 15)",
     "Cast": "to: any numeric type",

@@ -91,14 +91,16 @@ def concat(lw: LowererState, node: Node, ins: list[str], axis: int, layout: str,
     """A Concat whose inputs cannot be views of the result (`why`): one copy_mte kernel, over the NC1HWC0 stored
     bytes (images, H or W; channels of whole C0 blocks) or row-major."""
     out, shape = node.outputs[0], lw.shape(node.outputs[0])
+    consts = {v: np.asarray(lw.g.initializers[v], np.float32) for v in ins if v in lw.g.initializers}
     aligned = all(lw.shape(v)[1] % C0 == 0 for v in ins[:-1])
-    if layout == "NC1HWC0" and (axis != 1 or aligned):
+    if layout == "NC1HWC0" and not consts and (axis != 1 or aligned):
         dev = [lw.act(node, v, "NC1HWC0") for v in ins]
         spec = concat_copy([lw.storage[d].packed for d in dev], axis)
-    else:
+    else:  # a constant input (ViT's class token) is read from the weights blob, row-major fp16 like the others
         layout = "ND"
-        dev = [lw.act(node, v, "ND") for v in ins]
-        spec = concat_copy([lw.shape(v) for v in ins], axis)
+        dev = [lw.weight(f"{node.name}.{v}", consts[v].astype(np.float16).reshape(-1)) if v in consts
+               else lw.act(node, v, "ND") for v in ins]
+        spec = concat_copy([consts[v].shape if v in consts else lw.shape(v) for v in ins], axis)
     lw.device[out] = lw.new_value(out, Storage(layout, shape))
     copy_step(lw, node, spec, dev, out)
     lw.decisions.append(f"{node.name}: Concat along axis {axis} copies ({why}): a copy_mte kernel over {layout}")

@@ -635,7 +635,7 @@ class _Lowerer:
             return copy_rules.same_bytes(self, node, ins[0])
         shape = self.shape(out)
         layouts_in = {self.storage[self.device[v]].layout for v in ins if v in self.device}
-        layout = "NC1HWC0" if layouts_in == {"NC1HWC0"} and len(shape) == 4 else "ND"
+        layout = "NC1HWC0" if layouts_in == {"NC1HWC0"} and len(shape) == 4 and set(ins) <= set(self.device) else "ND"
         plan, why = self.concat_offsets(node, ins, axis, layout)
         if why and layout == "NC1HWC0" and axis in (1, -3) and any(self.shape(v)[1] % C0 for v in ins[:-1]):
             return self.channel_gather(node, [(v, c) for v in ins for c in range(self.shape(v)[1])], why=why)

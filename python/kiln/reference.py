@@ -76,17 +76,19 @@ def dwconv2d_nchw(x, w, bias=None, stride=(1, 1), pads=(0, 0, 0, 0), dilation=(1
     return np.maximum(y, 0) if relu else y
 
 
-def pool2d_nchw(x, op, kernel, stride=(1, 1), pads=(0, 0, 0, 0)):
+def pool2d_nchw(x, op, kernel, stride=(1, 1), pads=(0, 0, 0, 0), dilation=(1, 1)):
     """Max or average pooling (average over the window, padding excluded: windows here never
-    include padding for average pooling, which kiln supports only as a global pool)."""
+    include padding for average pooling, which kiln supports only as a global pool); tap (i, j) of a window reads
+    row i*dh, column j*dw of it (ONNX MaxPool's dilations)."""
     x = np.asarray(x, np.float64)
     n, c, h, w = x.shape
-    (kh, kw), (sh, sw), (pt, pl, pb, pr) = kernel, stride, pads
+    (kh, kw), (sh, sw), (pt, pl, pb, pr), (dh, dw) = kernel, stride, pads, dilation
     fill = -np.inf if op == "max" else 0.0
     xp = np.full((n, c, h + pt + pb, w + pl + pr), fill)
     xp[:, :, pt:pt + h, pl:pl + w] = x
-    ho, wo = (h + pt + pb - kh) // sh + 1, (w + pl + pr - kw) // sw + 1
-    taps = [xp[:, :, i: i + sh * (ho - 1) + 1: sh, j: j + sw * (wo - 1) + 1: sw] for i in range(kh) for j in range(kw)]
+    ho, wo = (h + pt + pb - dh * (kh - 1) - 1) // sh + 1, (w + pl + pr - dw * (kw - 1) - 1) // sw + 1
+    taps = [xp[:, :, i * dh: i * dh + sh * (ho - 1) + 1: sh, j * dw: j * dw + sw * (wo - 1) + 1: sw]
+            for i in range(kh) for j in range(kw)]
     return np.max(taps, axis=0) if op == "max" else np.mean(taps, axis=0)
 
 

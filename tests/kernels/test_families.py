@@ -16,7 +16,7 @@ from kiln.runtime import as_packed
 
 SPEC_CLASS = {c.kind: c for c in vars(opspec).values()
               if isinstance(c, type) and isinstance(getattr(c, "kind", None), str)}
-SPEC_CLASS.update(softmax=opspec.RowSpec, layernorm=opspec.RowSpec)
+SPEC_CLASS.update(softmax=opspec.RowSpec, logsoftmax=opspec.RowSpec, layernorm=opspec.RowSpec)
 PROFILE = PROFILES[kiln.build_info()["profile"]]
 BF16_BUILD = kiln.build_info()["dtype"] == "bf16"
 BAKED = {f.name: [k for k in kiln.kernels() if k.record["family"] == f.name] for f in ORDER}

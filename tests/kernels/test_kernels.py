@@ -236,7 +236,8 @@ def test_kernel_matches_reference(k):
     if kind == "pool2d":
         x = ref.f16(args[0])
         want = ref.pool2d_nchw(x, k.spec["op"], (k.spec["kh"], k.spec["kw"]), (k.spec["sh"], k.spec["sw"]),
-                               (k.spec["pt"], k.spec["pl"], k.spec["pb"], k.spec["pr"]))
+                               (k.spec["pt"], k.spec["pl"], k.spec["pb"], k.spec["pr"]),
+                               (k.spec.get("dh", 1), k.spec.get("dw", 1)))
         if k.spec["op"] == "max":  # max is exact
             np.testing.assert_array_equal(y, want)
         else:

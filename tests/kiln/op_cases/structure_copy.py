@@ -69,6 +69,16 @@ def _slice(name: str, shape: list[int], starts, ends, axes) -> OpCase:
     return OpCase(name, single_op("Slice", [("x", shape)], [("y", None)], init))
 
 
+def _concat_constant(name: str, x: list[int], const: list[int], first: bool) -> OpCase:
+    """Concat of a run-time value and a constant (ViT's class token before the patch embeddings, a 4-D map beside
+    constant channels): a copy_mte kernel reading the constant from the weights blob."""
+    token = np.random.default_rng(7).standard_normal(const).astype(np.float32)
+    ins = ["token", "r"] if first else ["r", "token"]
+    out = [x[i] + const[i] if i == 1 else x[i] for i in range(len(x))]
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Concat", ins, ["y"], axis=1)]
+    return OpCase(name, _model(name, nodes, {"x": x}, {"y": out}, {"token": token}))
+
+
 CASES: list[OpCase] = [
     # Concat along the channels of unaligned counts: 58 + 58 (ShuffleNet), three odd inputs, two images, axis -3
     _relu_concat("copy_concat_58_58", [[1, 58, 4, 4], [1, 58, 4, 4]]),
@@ -89,4 +99,6 @@ CASES: list[OpCase] = [
                                          {"split": _i64(58, 58)}, axis=1)),
     OpCase("copy_split_3_parts_odd", single_op("Split", [("x", [1, 21, 2, 2])], [("a", None), ("b", None), ("c", None)],
                                                opset=18, axis=1, num_outputs=3)),
+    _concat_constant("concat_class_token_first", [1, 6, 16], [1, 1, 16], True),
+    _concat_constant("concat_constant_channels_4d", [1, 8, 4, 4], [1, 3, 4, 4], False),
 ]
