@@ -161,6 +161,8 @@ def model_record(name: str) -> ModelRecord:
         raise TypeError(f"kiln.load: expected a model name, ONNX path or model spec (a str), got "
                         f"{type(name).__name__}")
     name = os.fspath(name)
+    if os.path.isdir(name):  # a `kiln compile` directory: its own manifest, nothing loaded
+        return Manifest.from_json(json.loads((Path(name) / "manifest.json").read_text())).models[0]
     man = manifest_record()
     try:
         return man.model(name)

@@ -60,7 +60,7 @@ def resolve_model(name: str, batch: int | None) -> ModelRecord:
 
     from .compiled import is_compiled_dir
     if is_compiled_dir(name):
-        rec = kiln.load(name).entry
+        rec = kiln.model_record(name)
         if batch is not None and batch != rec.inputs[0].shape[0]:
             raise BenchError(f"{name} holds {rec.name} compiled at batch {rec.inputs[0].shape[0]}, not {batch}; "
                              f"compile it at that batch with kiln compile MODEL@{batch}")
@@ -374,13 +374,13 @@ def _child(engine: str, model: str, onnx: str, threads: int, warmup: int, repeat
     import numpy as np
 
     import kiln
-    m = kiln.load(model)  # a baked model's name or a `kiln compile` directory
-    rec = m.entry
+    rec = kiln.model_record(model)  # a baked model's name or a `kiln compile` directory; a peer loads no kiln model
     rng = np.random.default_rng(SEED)
     # kiln's record has the ONNX input names and the baked (concrete) shapes: one seeded input for every engine
     feeds = {i.name: rng.standard_normal(i.shape).astype(np.float32) for i in rec.inputs}
     extra: dict = {}
     if engine == "kiln":
+        m = kiln.load(model)
         m.package.core.set_num_threads(threads)
         xs = list(feeds.values())
         times = _time_runs(lambda: m.run(*xs), warmup, repeat)
