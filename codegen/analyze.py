@@ -164,10 +164,12 @@ def predict_launches(model: tuple[str, int, dict], options) -> dict[str, Any]:
     from .cost.model import COST_MODEL_VERSION
     from .pipeline import plan
     from .select.launches import launch_fields
+    from .select.search_cache import default_jobs
     path, batch, pinned = model
     options = replace(options, kiln_models=(_model_entry(path, batch, pinned),))
+    # the tiling search spread over the CPUs as the build's (KILN_CODEGEN_JOBS); results are the same for any count
     with tempfile.TemporaryDirectory(prefix="kiln-analyze-plan-") as work:
-        planned = plan(options, Path(__file__).resolve().parent, Path(work), kernel_list=False)
+        planned = plan(options, Path(__file__).resolve().parent, Path(work), kernel_list=False, jobs=default_jobs())
     m = next(mp for mp in planned.models if mp.name == Path(path).stem)
     profile = planned.profile
     kernels = []

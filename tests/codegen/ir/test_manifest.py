@@ -11,8 +11,9 @@ from codegen.pipeline import plan
 SOURCE = Path(__file__).resolve().parents[3]
 
 
-def test_render_writes_the_manifest_through_the_records(tmp_path):
-    pl = plan(parse_options({"KILN_MODELS": "", "KILN_ISA_RESOLVED": "portable"}), SOURCE, tmp_path)
+def test_render_writes_the_manifest_through_the_records(tmp_path, search_cache):
+    pl = plan(parse_options({"KILN_MODELS": "", "KILN_ISA_RESOLVED": "portable"}), SOURCE, tmp_path,
+              search_cache_dir=search_cache)
     rec = manifest_record(pl)
     assert manifest(pl) == rec.to_json()
     assert Manifest.from_json(json.loads(json.dumps(rec.to_json(), indent=1))) == rec

@@ -272,10 +272,11 @@ def torchvision_style_resnet50(path):
     return path
 
 
-def test_torchvision_style_resnet50_export_fits_47_launches(tmp_path):
+def test_torchvision_style_resnet50_export_fits_47_launches(tmp_path, search_cache):
     path = torchvision_style_resnet50(tmp_path / "resnet50_tv.onnx")
     p = plan(parse_options({"KILN_MODELS": str(path), "KILN_KERNEL_LIST": str(minimal_kernel_list(tmp_path)),
-                            "KILN_OPT_LEVEL": "O1"}), REPO, tmp_path)  # O1: no Winograd search (faster plan)
+                            "KILN_OPT_LEVEL": "O1"}), REPO, tmp_path,  # O1: no Winograd search (faster plan)
+             jobs=2, search_cache_dir=search_cache)
     (m,) = p.models
     kernels = [s for s in m.lowered.steps if s.kind == "kernel"]
     assert len(kernels) <= 47, len(kernels)
