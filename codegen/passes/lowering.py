@@ -214,6 +214,7 @@ class _Lowerer:
         b = self.const(node, node.inputs[1])
         if node.op_type == "Gemm" and node.attrs.get("transB", 0):
             b = b.T
+        b = b.reshape(-1, 1) if b.ndim == 1 else b  # a 1-D MatMul B: one column (the same bytes as the result)
         bias_value = node.inputs[2] if node.op_type == "Gemm" and len(node.inputs) > 2 and node.inputs[2] else None
         if node.name in self.patterns.bias_add:
             add = self.patterns.bias_add[node.name]
@@ -271,9 +272,7 @@ class _Lowerer:
         if node.op_type == "MatMul" and node.inputs[1] not in self.g.initializers:
             return self.batched_matmul(node)
         xs = self.shape(x)
-        if len(xs) < 2:
-            raise self.fail(node, f"needs an activation of 2 or more dims, got {list(xs)}")
-        xs = (prod(xs[:-1]), xs[-1])  # leading dims flatten into M: row-major ND needs no data movement
+        xs = (prod(xs[:-1]), xs[-1])  # leading dims flatten into M (1 for a 1-D A; 0-D refused by infer_matmul)
         src = self.act(node, x, "ND")
         if node.op_type == "Gemm" and a.get("transA", 0):  # A held as [K, M]: moved to [M, K] by a copy
             src, xs = f"{x}@perm_1_0", (xs[1], xs[0])  # isolate.py: x transposed
