@@ -501,8 +501,9 @@ ACCEPTED_ATTRIBUTES: dict[str, str] = {
     "LeakyRelu": "alpha: any (default 0.01)",
     "PRelu": "slope: a scalar (as LeakyRelu), per channel ([C,1,1] or [1,C,1,1] of a 4-D input), a row, or the "
              "input's shape; constant or computed",
-    "Softmax": "axis: the last (negative counts from the end); another axis is refused naming the node",
-    "LogSoftmax": "axis: the last (negative counts from the end), at most 4096 values",
+    **dict.fromkeys(("Softmax", "LogSoftmax"), "axis: any (negative counts from the end; another than the last "
+                                               "moved last and back by copy_mte transposes), at most 4096 values; "
+                                               "opsets < 13 coerce to 2-D as their spec says"),
     "LayerNormalization": "axis: any; epsilon: any; stash_type: any; Mean/InvStdDev outputs unused",
     "ReduceMean": f"{_REDUCE_AXES}; H, W of 4-D is a global average pool, the last axis a GEMM with a column of "
                   f"1/L, others move the reduced axes last (a copy) first; at most 16384 reduced values in fp16 builds",
