@@ -85,7 +85,8 @@ EXAMPLES: dict[str, list[tuple[list, dict, dict]]] = {
     **{op: [(_X2, {"c": np.array(0.5, np.float32)}, {})]  # a bool result alone: refused (read by Where or Not)
        for op in ("Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual")},
     "Not": [(_X2, {}, {})],  # a bool graph input: refused (a condition computed in the model or a constant)
-    "Pad": [(_X4, {"p": np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64)}, {})],  # alone: a copy (folds into a Conv)
+    "Pad": [(_X4, {"p": np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64)}, {}),  # alone: a copy (folds into a Conv)
+            (_X4, {"p": np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64)}, {"mode": "reflect"})],
     "Expand": [([("x", [1, 16, 1, 1])], {"s": np.array([1, 16, 8, 8], np.int64)}, {})],
     "Tile": [([("x", [1, 16, 1, 1])], {"r": np.array([2, 1, 8, 8], np.int64)}, {})],
     "Reshape": [(_X2, {"shape": np.array([32, 16], np.int64)}, {})],

@@ -294,7 +294,7 @@ OPS: dict[str, OpEntry] = {
     "GRU": OpEntry("GRU, unrolled over the baked sequence length: Cube GEMMs (the input projection over the whole "
                    "sequence, the hidden projections per step) and Vector gate programs", _refused_rnn,
                    infer=rnn.infer_recurrent, index_inputs=(4,)),
-    "Pad": OpEntry("pad with a constant, the reflection or the edge value (on run-time data a constant)",
+    "Pad": OpEntry("pad with a constant, the reflection or the edge value",
                    pad.check_pad, pad.normalise_pad, pad.infer_pad, pad.fold_pad,
                    attr_inputs=(1, 2, 3), shape_inputs=(1, 3), index_inputs=(1, 3)),
     **{op: OpEntry(f"blocks of {what}, as ONNX defines it: Reshape -> Transpose -> Reshape",

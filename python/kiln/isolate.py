@@ -51,6 +51,8 @@ DEVICE_ONLY = {
     "rows": "a ReduceMean over the last axis held as (M, 1) rows: the same values",
     "affine": "a standalone BatchNormalization (and its fused activation) on the depthwise kernel: the same values",
     "nc1hwc0": "a row-major 4-D value relaid out as NC1HWC0 for a Conv or pool: the same values",
+    "crop_<begins>_<ends>": "a reflect or edge Pad's result before its last padded axis: the output with the "
+                            "pads of the axes not yet padded cropped back",
     "perm_<axes>": "a value with axes moved last (a Reduce op's input, a Softmax's input and result over another "
                    "axis): the value transposed by <axes>",
     "phase_<ph>_<pw>_<sh>_<sw>": "one stride phase of a ConvTranspose (and its fused activation): the output's rows "
@@ -118,6 +120,12 @@ class _Counterparts:
             if phase is not None:
                 return b[:, :, phase[0]::phase[2], phase[1]::phase[3]]
             return _space_to_depth(b, *d2s)
+        crop = _crop(kind)
+        if crop is not None:
+            b = self._natural(base, ops, shape)
+            if b is None or len(crop) != 2 * b.ndim:
+                return None
+            return b[tuple(slice(lo, b.shape[i] - hi) for i, (lo, hi) in enumerate(zip(crop[:b.ndim], crop[b.ndim:])))]
         perm = _permutation(kind)
         if kind not in DEVICE_ONLY and perm is None:
             return None
@@ -125,6 +133,14 @@ class _Counterparts:
         if b is None or (perm is not None and sorted(perm) != list(range(b.ndim))):
             return None
         return np.transpose(b, perm) if perm is not None else np.swapaxes(b, -1, -2) if kind == "bt" else b
+
+
+def _crop(kind: str) -> tuple[int, ...] | None:
+    """The begins then ends of a `crop_<b0>_..._<e0>_...` device-only kind, else None."""
+    parts = kind.split("_")
+    if parts[0] != "crop" or len(parts) < 3 or len(parts) % 2 == 0 or not all(p.isdigit() for p in parts[1:]):
+        return None
+    return tuple(int(p) for p in parts[1:])
 
 
 def _phase(kind: str, prefix: str, count: int) -> tuple[int, ...] | None:

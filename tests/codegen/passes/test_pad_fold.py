@@ -1,6 +1,6 @@
 """Pad (codegen/frontend/onnx_pad.py, codegen/passes/pad_fold.py): a zero constant pad of H and W folds into the
-Conv reading it, logged; another constant pad (pads >= 0) is one copy_mte kernel; reflect, edge and crops on
-run-time data are refused naming the node and what would be taken;
+Conv reading it, logged; another constant pad (pads >= 0) is one copy_mte kernel, reflect and edge one gather_mte
+kernel per padded axis; crops and reflections beyond size - 1 on run-time data are refused naming the node;
 Pad of constant data (any mode) folds at build time as np.pad. The values: tests/kiln/op_cases/pad.py."""
 import numpy as np
 import pytest
@@ -56,15 +56,27 @@ def test_a_zero_pad_of_h_and_w_is_the_convs_padding(tmp_path):
 
 
 @pytest.mark.parametrize("pads, mode, value, after, why", [
-    ([0, 0, 1, 1, 0, 0, 1, 1], "reflect", None, ("Conv",), "mode reflect value 0"),
-    ([0, 0, 1, 1, 0, 0, 1, 1], "edge", None, ("Relu",), "mode edge value 0"),
-    ([0, 0, -1, 1, 0, 0, 1, 1], "constant", None, ("Conv",), "each >= 0"),
+    ([0, 0, -1, 1, 0, 0, 1, 1], "constant", None, ("Conv",), "Pad runs with pads >= 0"),
+    ([0, 0, -1, 0, 0, 0, 0, 0], "edge", None, ("Relu",), "here pads [0, 0, -1, 0, 0, 0, 0, 0]"),
+    ([0, 0, 6, 0, 0, 0, 0, 0], "reflect", None, ("Relu",), "reflect pads 6, 0 of axis 2 (size 6): reflect takes "
+                                                             "at most size - 1 a side"),
 ])
 def test_other_pads_on_run_time_data_are_refused_naming_the_node(tmp_path, pads, mode, value, after, why):
     path = _model(tmp_path, pads, mode, value, after)
-    with pytest.raises(KilnError, match=r"node 'the_node' \(Pad\).*Pad runs in mode constant with pads >= 0") as e:
+    with pytest.raises(KilnError, match=r"node 'the_node' \(Pad\)") as e:
         _plan(path)
     assert why in str(e.value)
+
+
+@pytest.mark.parametrize("mode, pads, kernels", [
+    ("reflect", [0, 0, 1, 1, 0, 0, 1, 1], 2), ("edge", [0, 0, 0, 2, 0, 0, 0, 0], 1),
+    ("edge", [1, 0, 0, 0, 0, 0, 0, 0], 1),
+])
+def test_reflect_and_edge_are_a_gather_per_padded_axis(tmp_path, mode, pads, kernels):
+    stages, _ = _plan(_model(tmp_path, pads, mode, None, ("Conv",)))
+    steps = [s for s in stages.lowered.steps if s.kind == "kernel" and s.name == "the_node"]
+    assert [s.kernel_op.type for s in steps] == ["Gather"] * kernels
+    assert steps[-1].output == "p" and all(s.output.startswith("p@crop_") for s in steps[:-1])
 
 
 @pytest.mark.parametrize("pads, value, after", [
