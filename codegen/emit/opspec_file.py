@@ -64,7 +64,7 @@ def _fused_chain(spec: Opspec) -> str:
         chain = {"conv2d": "Conv", "dwconv2d": "DwConv", "gemm": "Gemm", "bgemm": "BatchedMatMul",
                  "softmax": "Softmax", "logsoftmax": "LogSoftmax", "layernorm": "LayerNorm", "transpose": "Transpose",
                  "attention": "MatMul+Scale+Softmax+MatMul", "channel_gather": "ChannelGather",
-                 "copy": "Copy", "resize": "Resize", "reduce": "Reduce"}[spec.kind]
+                 "copy": "Copy", "resize": "Resize", "reduce": "Reduce", "gather": "Gather"}[spec.kind]
     parts = [chain]
     if isinstance(spec, Conv2dSpec) and spec.mid:  # the window conv's epilogue, then the chained 1x1 conv
         parts += (["Bias"] if spec.mid_bias else []) + (["Relu"] if spec.mid_relu else []) + ["Conv1x1"]

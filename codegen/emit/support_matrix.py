@@ -74,8 +74,7 @@ EXAMPLES: dict[str, list[tuple[list, dict, dict]]] = {
     "GlobalAveragePool": [(_X4, {}, {})],
     "Gemm": [(_X2, {"w": _f(64, 32), "b": _f(64)}, {"transB": 1})],
     "MatMul": [(_X2, {"w": _f(32, 64)}, {}), ([("x", [2, 16, 32]), ("z", [2, 32, 16])], {}, {})],
-    "Softmax": [(_X2, {}, {})],
-    "LogSoftmax": [(_X2, {}, {})],
+    **{op: [(_X2, {}, {}), (_X2, {}, {"axis": 0})] for op in ("Softmax", "LogSoftmax")},  # axis 0: moved last
     "LayerNormalization": [(_X2, {"g": _f(32), "b": _f(32)}, {})],
     "Gelu": [(_X2, {}, {})],
     "Clip": [(_X2, {"lo": np.array(0, np.float32), "hi": np.array(6, np.float32)}, {}),
@@ -86,7 +85,8 @@ EXAMPLES: dict[str, list[tuple[list, dict, dict]]] = {
     **{op: [(_X2, {"c": np.array(0.5, np.float32)}, {})]  # a bool result alone: refused (read by Where or Not)
        for op in ("Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual")},
     "Not": [(_X2, {}, {})],  # a bool graph input: refused (a condition computed in the model or a constant)
-    "Pad": [(_X4, {"p": np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64)}, {})],  # alone: refused (folds into a Conv)
+    "Pad": [(_X4, {"p": np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64)}, {}),  # alone: a copy (folds into a Conv)
+            (_X4, {"p": np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64)}, {"mode": "reflect"})],
     "Expand": [([("x", [1, 16, 1, 1])], {"s": np.array([1, 16, 8, 8], np.int64)}, {})],
     "Tile": [([("x", [1, 16, 1, 1])], {"r": np.array([2, 1, 8, 8], np.int64)}, {})],
     "Reshape": [(_X2, {"shape": np.array([32, 16], np.int64)}, {})],
@@ -104,7 +104,7 @@ EXAMPLES: dict[str, list[tuple[list, dict, dict]]] = {
               ([("x", [1, 21, 4, 4])], {"s": np.array([5], np.int64), "e": np.array([13], np.int64),
                                         "a": np.array([1], np.int64)}, {})],  # unaligned channels: a copy
     "Split": [(_X2, {"s": np.array([16], np.int64)}, {"axis": 0})],
-    "Gather": [(_X2, {"i": np.array(3, np.int64)}, {})],
+    "Gather": [(_X2, {"i": np.array(3, np.int64)}, {}), (_X2, {"i": np.array([3, -1, 5], np.int64)}, {})],
     "Squeeze": [([("x", [1, 16, 32])], {"a": np.array([0], np.int64)}, {})],
     "Unsqueeze": [(_X2, {"a": np.array([0], np.int64)}, {})],
     "Identity": [(_X2, {}, {})],

@@ -24,6 +24,7 @@ from . import (
     dwconv2d_vector,
     eltwise_program_vector,
     eltwise_vector,
+    gather_mte,
     gelu_vector,
     gemm_cube,
     global_avgpool_vector,
@@ -62,6 +63,7 @@ ORDER: tuple[Family, ...] = (
     attention_flash.FAMILY,
     resize_vector.FAMILY,
     reduce_vector.FAMILY,
+    gather_mte.FAMILY,
 )
 
 # Kinds implemented by several families, each with the function that chooses among them

@@ -48,6 +48,8 @@ SUPPORTED = {
                      "'table' (\"t:c\" per output channel), 'shuffle' = groups (one input), or neither (a Concat)",
     "Copy": "fp16 data movement as one copy_mte kernel: a transpose of row-major 'input' by 'perm' (any permutation), "
             "or a concat of row-major 'inputs' (a list of shapes) along 'axis'",
+    "Gather": "ONNX Gather with run-time indices as one gather_mte kernel: 'input' = [outer, axis, inner] (row-major "
+              "fp16), 'count' indices (fp32 integers)",
     "Resize": "Resize over H and W of NCHW 'input' by 'scales' [h, w] (the output floor(size * scale)) or to 'sizes' "
               "[h, w]; 'mode' nearest or linear, 'coordinate_transformation_mode', 'nearest_mode' (ONNX names)",
     "EltwiseProgram": "a fused elementwise program (codegen/ir/eltwise_program.py): output 'shape', 'layout' NC1HWC0 "
@@ -160,6 +162,11 @@ def _parse_copy(entry: str, raw: dict[str, Any], a: dict[str, Any]) -> None:
             raise KilnError("frontend", entry, f"inputs {[list(d) for d in dims]} do not concatenate along {axis}")
         spec = concat_copy([tuple(d) for d in dims], axis)
     a.update(out_numel=spec.out_numel, moves=spec.moves)
+
+
+def _parse_gather(entry: str, raw: dict[str, Any], a: dict[str, Any]) -> None:
+    outer, axis, inner = _ints(entry, "input", raw.get("input"), 3, lo=1)
+    a["gather"] = (outer, axis, _ints(entry, "count", [raw.get("count")], 1, lo=1)[0], inner)
 
 
 def gather_table(in_channels: list[int], shuffle: int = 0) -> str:
@@ -294,6 +301,7 @@ _PARSERS = {
     "Transpose0213": _parse_transpose0213,
     "ChannelGather": _parse_channel_gather,
     "Copy": _parse_copy,
+    "Gather": _parse_gather,
     "Attention": _parse_attention,
     "Softmax": _parse_rows,
     "LogSoftmax": _parse_rows,
@@ -319,7 +327,7 @@ _KNOWN_FIELDS = {"label", "type", "activation", "bias", "input", "weight", "stri
                  "a", "b", "shape", "min", "max", "kernel_shape", "scalar", "trans_b", "epsilon", "residual",
                  "algorithm", "tiling", "q", "kv", "scale", "mask", "count_include_pad", "ceil_mode", "layout",
                  "forms", "program", "in_channels", "table", "shuffle", "perm", "inputs", "axis", "scales", "sizes",
-                 "mode", "coordinate_transformation_mode", "nearest_mode"}
+                 "mode", "coordinate_transformation_mode", "nearest_mode", "count"}
 
 
 # ---------------------------------------------------------------- fields every op shares

@@ -294,8 +294,8 @@ OPS: dict[str, OpEntry] = {
     "GRU": OpEntry("GRU, unrolled over the baked sequence length: Cube GEMMs (the input projection over the whole "
                    "sequence, the hidden projections per step) and Vector gate programs", _refused_rnn,
                    infer=rnn.infer_recurrent, index_inputs=(4,)),
-    "Pad": OpEntry("pad with a constant, the reflection or the edge value; on run-time data only folded into the "
-                   "Conv reading it", pad.check_pad, pad.normalise_pad, pad.infer_pad, pad.fold_pad,
+    "Pad": OpEntry("pad with a constant, the reflection or the edge value",
+                   pad.check_pad, pad.normalise_pad, pad.infer_pad, pad.fold_pad,
                    attr_inputs=(1, 2, 3), shape_inputs=(1, 3), index_inputs=(1, 3)),
     **{op: OpEntry(f"blocks of {what}, as ONNX defines it: Reshape -> Transpose -> Reshape",
                    depth_space.check_depth_space, infer=depth_space.infer_depth_space,
@@ -307,7 +307,7 @@ OPS: dict[str, OpEntry] = {
                      shape_inputs=(1, 2, 3, 4), index_inputs=(1, 2, 3, 4)),
     "Split": OpEntry("split along one axis into constant sizes", structure.check_split, structure.normalise_split,
                      structure.infer_split, _fold_split, attr_inputs=(1,), shape_inputs=(1,), index_inputs=(1,)),
-    "Gather": OpEntry("indexing: a constant scalar index on a run-time value, any indices of a constant",
+    "Gather": OpEntry("indexing along one axis by indices of any shape (run-time or constant)",
                       structure.check_gather, structure.normalise_gather, structure.infer_gather,
                       lambda node, args: [np.take(args[0], args[1], axis=node.attrs.get("axis", 0))],
                       attr_inputs=(1,), index_inputs=(1,)),

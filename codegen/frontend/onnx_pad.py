@@ -2,7 +2,8 @@
 attributes arrive as inputs through onnx's version converter). The normaliser makes every pad explicit: `pads`
 as begins then ends over all axes, `mode`, and `value` (constant mode's fill). With constant data the op folds
 at build time (np.pad); on run-time data the fusion pass folds a zero constant pad of H and W into the Conv
-reading it (codegen/passes/fusion.py), and the lowering refuses the rest naming the node."""
+reading it (codegen/passes/fusion.py), another constant pad is a copy_mte kernel, reflect and edge gather_mte
+kernels (codegen/passes/pad_rules.py), and the lowering refuses crops naming the node."""
 from __future__ import annotations
 
 from typing import Any
@@ -74,7 +75,9 @@ def fold_pad(node: Node, args: list) -> list[np.ndarray]:
 
 
 ACCEPTED_PAD = {
-    "Pad": "mode: constant (any value), reflect, edge at build time (constant data); on run-time data a zero "
-           "constant pad of H and W (pads >= 0) of a 4-D input read only by a Conv, folded into its pads; pads, "
-           "constant_value, axes: constant (opset 11+ inputs, Pad-2 attributes converted)",
+    "Pad": "mode: constant (any value), reflect, edge; pads >= 0 on any axes on run-time data (a zero pad of H and "
+           "W of a 4-D input read only by a Conv folded into its pads; another constant pad one copy_mte kernel; "
+           "reflect (at most size - 1 a side) and edge one gather_mte kernel per padded axis), any pads at build "
+           "time (constant data); pads, constant_value, axes: constant (opset 11+ inputs, Pad-2 attributes "
+           "converted, opset 18 axes, negative axes)",
 }

@@ -318,15 +318,19 @@ def infer_gemm(node: Node, g: Graph, attrs: dict) -> list[tuple[int, ...]]:
 
 def infer_matmul(node: Node, g: Graph, attrs: dict) -> list[tuple[int, ...]]:
     a, b = shape_of(g, node.inputs[0]), shape_of(g, node.inputs[1])
-    if len(a) < 2 or len(b) < 2:
-        raise Unsupported(f"1-D MatMul operands are not supported (shapes {a}, {b})")
-    if a[-1] != b[-2]:
+    if not a or not b:
+        raise Unsupported(f"0-D MatMul operands are not valid (shapes {a}, {b})")
+    if (len(a) == 1 and len(b) > 2) or (len(b) == 1 and const_input(g, node, 1) is None):
+        raise Unsupported(f"a 1-D MatMul operand is supported as A against a 2-D B, or as a constant B (shapes {a}, "
+                          f"{b})")
+    a2, b2 = ((1,) + a if len(a) == 1 else a), (b + (1,) if len(b) == 1 else b)  # numpy's promotion
+    if a2[-1] != b2[-2]:
         raise Unsupported(f"inner dimensions differ: {a} x {b}")
     try:
-        batch = tuple(int(d) for d in np.broadcast_shapes(a[:-2], b[:-2]))
+        batch = tuple(int(d) for d in np.broadcast_shapes(a2[:-2], b2[:-2]))
     except ValueError:
         raise Unsupported(f"batch dimensions of {a} and {b} do not broadcast") from None
-    return [batch + (a[-2], b[-1])]
+    return [batch + (a2[-2],) * (len(a) > 1) + (b2[-1],) * (len(b) > 1)]  # the promoted axes dropped again
 
 
 # Softmax, LayerNormalization, ReduceMean, Gelu
@@ -477,7 +481,8 @@ ACCEPTED_ATTRIBUTES: dict[str, str] = {
     "GlobalMaxPool": "input 4-D NCHW; a MaxPool window over the whole map (maps of at most 2048 pixels), larger "
                      "maps as ReduceMax over H, W (at most 4096 pixels)",
     "Gemm": "transA: 0, 1 (A moved to [M, K] by a copy first); transB: 0, 1; alpha, beta: any; A and B 2-D",
-    "MatMul": "operands rank >= 2 (1-D not supported); batch dims broadcast",
+    "MatMul": "operands rank >= 2, batch dims broadcast; 1-D: A against a 2-D B, or a constant B (numpy's "
+              "promotion)",
     "Clip": "min, max: scalars (input or attribute), constant or computed at run time, either may be omitted",
     "Where": "condition: a constant (mask) or computed in the model (a comparison, Not), not a graph input; x, y: "
              "each in one of the operand forms of Add (a scalar constant included)",
@@ -496,8 +501,9 @@ ACCEPTED_ATTRIBUTES: dict[str, str] = {
     "LeakyRelu": "alpha: any (default 0.01)",
     "PRelu": "slope: a scalar (as LeakyRelu), per channel ([C,1,1] or [1,C,1,1] of a 4-D input), a row, or the "
              "input's shape; constant or computed",
-    "Softmax": "axis: the last (negative counts from the end); another axis is refused naming the node",
-    "LogSoftmax": "axis: the last (negative counts from the end), at most 4096 values",
+    **dict.fromkeys(("Softmax", "LogSoftmax"), "axis: any (negative counts from the end; another than the last "
+                                               "moved last and back by copy_mte transposes), at most 4096 values; "
+                                               "opsets < 13 coerce to 2-D as their spec says"),
     "LayerNormalization": "axis: any; epsilon: any; stash_type: any; Mean/InvStdDev outputs unused",
     "ReduceMean": f"{_REDUCE_AXES}; H, W of 4-D is a global average pool, the last axis a GEMM with a column of "
                   f"1/L, others move the reduced axes last (a copy) first; at most 16384 reduced values in fp16 builds",

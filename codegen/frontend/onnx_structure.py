@@ -1,7 +1,7 @@
-"""ONNX frontend, import rules of the data-movement ops on run-time values: Slice, Split, Gather (a constant
-scalar index), Squeeze, Unsqueeze. Each has a check (a reason when kiln cannot lower the node), a normaliser
-(every index constant, non-negative and clamped per the ONNX spec, as attributes) and a shape rule. With
-constant data the same ops still fold at build time (onnx_ops evaluators); these rules serve the rest."""
+"""ONNX frontend, import rules of the data-movement ops on run-time values: Slice, Split, Gather, Squeeze,
+Unsqueeze. Each has a check (a reason when kiln cannot lower the node), a normaliser (every index constant,
+non-negative and clamped per the ONNX spec, as attributes) and a shape rule. With constant data the same ops
+still fold at build time (onnx_ops evaluators); these rules serve the rest."""
 from __future__ import annotations
 
 from typing import Any
@@ -97,29 +97,36 @@ def infer_split(node: Node, g: Graph, attrs: dict) -> list[tuple[int, ...]]:
     return [shape[:axis] + (s,) + shape[axis + 1:] for s in attrs["sizes"]]
 
 
-# Gather (run-time data, constant scalar index)
+# Gather: a constant scalar index on run-time data is a view; other indices (run-time: a graph input; constant:
+# any shape) drive the gather_mte kernel
 
 def check_gather(node: Node, g: Graph) -> str | None:
     index = const_input(g, node, 1)
-    if index is None:
-        return "indices (input 1) are computed at run time; kiln needs a constant scalar index"
-    if index.ndim != 0:
-        return f"indices of shape {list(index.shape)}: only a constant scalar index is supported"
+    if index is None and node.inputs[1] not in {v.name for v in g.inputs}:
+        return ("indices (input 1) are computed in the model; kiln takes run-time indices from a graph input "
+                "(int64/int32) or a constant")
     return None
 
 
 def normalise_gather(node: Node, g: Graph) -> dict[str, Any]:
     shape = shape_of(g, node.inputs[0])
     axis = _axis(int(node.attrs.get("axis", 0)), len(shape))
-    index = int(np.asarray(const_input(g, node, 1)))
-    if not -shape[axis] <= index < shape[axis]:
-        raise Unsupported(f"index {index} is out of range for axis {axis} (size {shape[axis]})")
-    return {"axis": axis, "index": index % shape[axis]}
+    index = const_input(g, node, 1)
+    if index is not None:
+        values = np.asarray(index).reshape(-1)
+        bad = values[(values < -shape[axis]) | (values >= shape[axis])]
+        if bad.size:
+            raise Unsupported(f"index {int(bad[0])} is out of range for axis {axis} (size {shape[axis]})")
+        if index.ndim == 0:
+            return {"axis": axis, "index": int(values[0]) % shape[axis]}
+        return {"axis": axis, "indices": tuple(int(v) for v in values), "indices_shape": tuple(index.shape)}
+    return {"axis": axis}
 
 
 def infer_gather(node: Node, g: Graph, attrs: dict) -> list[tuple[int, ...]]:
     shape, axis = shape_of(g, node.inputs[0]), attrs["axis"]
-    return [shape[:axis] + shape[axis + 1:]]
+    indices = () if "index" in attrs else attrs.get("indices_shape") or tuple(shape_of(g, node.inputs[1]))
+    return [shape[:axis] + tuple(indices) + shape[axis + 1:]]
 
 
 # Squeeze, Unsqueeze (opset 13: axes as an input)
@@ -212,7 +219,9 @@ ACCEPTED_STRUCTURE: dict[str, str] = {
     "Slice": "starts, ends, axes: constant (negative counts from the end, clamped to the dim); steps: 1; "
              "non-empty result",
     "Split": "axis: any; split: constant sizes (input), or equal parts (num_outputs, last part may be smaller)",
-    "Gather": "axis: any; indices: a constant scalar (on run-time data; any constant indices fold at build time)",
+    "Gather": "axis: any (negative counts from the end); indices: any shape, negative counting from the end of the "
+              "axis, a graph input (int64/int32, run-time values below 2**24) or a constant; a constant scalar "
+              "index is a view, others one gather_mte kernel; with constant data and indices it folds",
     "Squeeze": "axes: constant (input or attribute), size-1 axes; omitted = every size-1 axis",
     "Unsqueeze": "axes: constant (input or attribute), distinct",
 }

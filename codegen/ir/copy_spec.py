@@ -141,3 +141,45 @@ def concat_copy(shapes: list[tuple[int, ...]], axis: int) -> CopySpec:
         moves.append((tuple(s), strides, at * strides[axis]))
         at += s[axis]
     return CopySpec(prod(out_shape), format_moves(moves))
+
+
+GATHER_MAX_INDICES = 8192  # the index vector sits whole in UB (fp32, 32 KB) next to the two row buffers
+
+
+@dataclass(frozen=True)
+class GatherSpec:
+    """y[o, j, :] = x[o, idx[j], :] (ONNX Gather over one axis, flattened): x row-major [outer, axis, inner] fp16,
+    the indices `count` values held as fp32 (exact integers below 2**24; a negative index counts from the end of the
+    axis, ONNX's rule; out of range raises), y [outer, count, inner] fp16. Pure data movement driven by the
+    indices: the scalar unit reads them from UB, each output row is one MTE burst from its source row."""
+    outer: int
+    axis: int
+    count: int
+    inner: int
+    kind: ClassVar[Literal["gather"]] = "gather"
+    natural_output: ClassVar[Literal["as_written"]] = "as_written"
+
+    def __post_init__(self) -> None:
+        if min(self.outer, self.axis, self.count, self.inner) < 1 or self.count > GATHER_MAX_INDICES:
+            raise ValueError(f"a gather of {self.count} indices: 1..{GATHER_MAX_INDICES} indices, every dim >= 1")
+
+    @property
+    def name(self) -> str:
+        return f"gather_{self.outer}x{self.axis}x{self.inner}_i{self.count}"
+
+    flops = 0
+
+    @property
+    def rows(self) -> int:
+        """Output rows of `inner` elements, one per (outer, index) pair."""
+        return self.outer * self.count
+
+    def inputs(self) -> list[Tensor]:
+        return [Tensor("x", (self.outer, self.axis, self.inner), "fp16", "ND"),
+                Tensor("indices", (self.count,), "fp32", "ND")]
+
+    def output(self) -> Tensor:
+        return Tensor("y", (self.outer, self.count, self.inner), "fp16", "ND")
+
+    reduction_length = 1
+    channel_padding = 0.0

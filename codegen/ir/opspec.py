@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, ClassVar, Literal
 
 from .. import KilnError
 from .channel_gather_spec import ChannelGatherSpec
-from .copy_spec import CopySpec
+from .copy_spec import CopySpec, GatherSpec
 from .eltwise_program import decode, vector_ops
 from .graph import OpInstance
 from .reduce_spec import REDUCE_OPS, ReduceSpec
@@ -267,7 +267,6 @@ class DwConv2dSpec(_PerChannelWindow):
         if self.bias:
             t.append(Tensor("bias", (c1(self.c) * C0,), "fp32", "ND"))
         return t
-
 
 
 @dataclass(frozen=True)
@@ -655,13 +654,15 @@ class AttentionSpec:
 
 
 Opspec = (Conv2dSpec | DwConv2dSpec | GemmSpec | EltwiseSpec | Pool2dSpec | RowSpec | BatchedGemmSpec | TransposeSpec
-          | AttentionSpec | AvgPool2dSpec | EltwiseProgramSpec | ChannelGatherSpec | CopySpec | ResizeSpec | ReduceSpec)
+          | AttentionSpec | AvgPool2dSpec | EltwiseProgramSpec | ChannelGatherSpec | CopySpec | ResizeSpec | ReduceSpec
+          | GatherSpec)
 # kind -> its spec class (the one table a spec is rebuilt from: an .opspec file, a manifest record)
 SPEC_CLASSES: dict[str, type[Opspec]] = {
     "conv2d": Conv2dSpec, "dwconv2d": DwConv2dSpec, "gemm": GemmSpec, "eltwise": EltwiseSpec, "pool2d": Pool2dSpec,
     "softmax": RowSpec, "logsoftmax": RowSpec, "layernorm": RowSpec, "bgemm": BatchedGemmSpec, "copy": CopySpec,
     "transpose": TransposeSpec, "attention": AttentionSpec, "avgpool2d": AvgPool2dSpec, "resize": ResizeSpec,
-    "eltwise_program": EltwiseProgramSpec, "channel_gather": ChannelGatherSpec, "reduce": ReduceSpec}
+    "eltwise_program": EltwiseProgramSpec, "channel_gather": ChannelGatherSpec, "reduce": ReduceSpec,
+    "gather": GatherSpec}
 
 
 CUBE_DTYPES = ("fp16", "bf16")
@@ -727,8 +728,8 @@ def opspec_of(op: OpInstance) -> Opspec:
         return TransposeSpec(*a["input"])
     if op.type == "ChannelGather":
         return ChannelGatherSpec(a["n"], a["h"], a["w"], a["in_channels"], a["table"])
-    if op.type == "Copy":
-        return CopySpec(a["out_numel"], a["moves"])
+    if op.type in ("Copy", "Gather"):
+        return CopySpec(a["out_numel"], a["moves"]) if op.type == "Copy" else GatherSpec(*a["gather"])
     if op.type in REDUCE_OPS:
         return ReduceSpec(REDUCE_OPS[op.type], a["rows"], a["length"])
     if op.type == "Resize":

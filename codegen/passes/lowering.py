@@ -25,12 +25,11 @@ from ..ir import layouts
 from ..ir.eltwise_program import encode
 from ..ir.graph import Graph, Node, OpInstance
 from ..ir.opspec import is_depthwise
-from . import copy_rules
+from . import copy_rules, gather_rules, pad_rules, row_axis
 from .aicpu_step import aicpu_step
 from .conv_transpose import conv_transpose
 from .eltwise_programs import CHAIN_OPS as PROGRAM_CHAIN_OPS  # lowered as elementwise programs
 from .lowered import LoweredModel, Step, Storage
-from .pad_fold import why_not_folded
 from .patterns import Patterns, find_patterns
 from .views import as_swap_0213, canonical_transpose, contiguous_offset
 
@@ -214,6 +213,7 @@ class _Lowerer:
         b = self.const(node, node.inputs[1])
         if node.op_type == "Gemm" and node.attrs.get("transB", 0):
             b = b.T
+        b = b.reshape(-1, 1) if b.ndim == 1 else b  # a 1-D MatMul B: one column (the same bytes as the result)
         bias_value = node.inputs[2] if node.op_type == "Gemm" and len(node.inputs) > 2 and node.inputs[2] else None
         if node.name in self.patterns.bias_add:
             add = self.patterns.bias_add[node.name]
@@ -271,9 +271,7 @@ class _Lowerer:
         if node.op_type == "MatMul" and node.inputs[1] not in self.g.initializers:
             return self.batched_matmul(node)
         xs = self.shape(x)
-        if len(xs) < 2:
-            raise self.fail(node, f"needs an activation of 2 or more dims, got {list(xs)}")
-        xs = (prod(xs[:-1]), xs[-1])  # leading dims flatten into M: row-major ND needs no data movement
+        xs = (prod(xs[:-1]), xs[-1])  # leading dims flatten into M (1 for a 1-D A; 0-D refused by infer_matmul)
         src = self.act(node, x, "ND")
         if node.op_type == "Gemm" and a.get("transA", 0):  # A held as [K, M]: moved to [M, K] by a copy
             src, xs = f"{x}@perm_1_0", (xs[1], xs[0])  # isolate.py: x transposed
@@ -675,8 +673,8 @@ class _Lowerer:
         x = node.inputs[0]
         xs = self.shape(x)
         axis = node.attrs.get("axis", -1)
-        if axis not in (-1, len(xs) - 1):
-            raise self.fail(node, f"{node.op_type} over axis {axis} of {list(xs)}: only the last axis is supported")
+        if axis not in (-1, len(xs) - 1):  # Softmax, LogSoftmax: the axis moved last and back
+            return row_axis.moved_row_op(self, node)
         attrs = {"rows": prod(xs[:-1]), "length": xs[-1], "activation": "", "bias": False}
         ins = [self.act(node, x, "ND")]
         if node.op_type == "LayerNormalization":
@@ -709,21 +707,14 @@ class _Lowerer:
                               + "".join(f"; the elementwise {n.op_type} '{n.name}' after it is not fused into it "
                                         f"(resize_vector takes no epilogue yet): its own kernel" for n in after))
 
-    def pad(self, node: Node) -> None:
-        """A Pad the fusion pass did not fold into a Conv (codegen/passes/pad_fold.py): no Pad kernel yet."""
-        readers = [n for n in self.g.nodes if node.outputs[0] in n.inputs]
-        why = why_not_folded(self.g, node, readers, {v.name for v in self.g.outputs}) or "fusion did not run"
-        raise self.fail(node, f"Pad runs only folded into the Conv reading it (constant 0 on H and W of a 4-D input, "
-                              f"pads >= 0, read only by that Conv); here: {why}")
-
     LOWER: ClassVar[dict] = {
         "Conv": conv, "Gemm": gemm, "MatMul": gemm, "Relu": eltwise, "Clip": eltwise, "Add": eltwise,
         "Mul": eltwise, "Div": eltwise, "Sub": eltwise, "MaxPool": pool, "GlobalAveragePool": pool,
         "GlobalMaxPool": pool, "Flatten": reshape, "Reshape": reshape, "Transpose": transpose, "Softmax": row_op,
         "LogSoftmax": row_op, "LayerNormalization": row_op, "Gelu": gelu, "Attention": attention,
         "AveragePool": pool, "ReduceMean": reduce_mean, "BatchNormalization": batchnorm, "Squeeze": reshape,
-        "Unsqueeze": reshape, "Slice": slice_op, "Split": split, "Gather": gather, "Concat": concat,
-        "EltwiseProgram": eltwise_program, "Resize": resize, "ConvTranspose": conv_transpose, "Pad": pad,
+        "Unsqueeze": reshape, "Slice": slice_op, "Split": split, "Gather": gather_rules.gather, "Concat": concat,
+        "EltwiseProgram": eltwise_program, "Resize": resize, "ConvTranspose": conv_transpose, "Pad": pad_rules.pad,
         **dict.fromkeys(("ReduceSum", *copy_rules.REDUCE_TYPES), reduce)}
 
 
@@ -744,13 +735,7 @@ class _Lowerer:
     def run(self) -> LoweredModel:
         g = self.g
         for v in g.inputs:
-            shape = tuple(v.shape)
-            layout = "NC1HWC0" if len(shape) == 4 else "ND"
-            dv = self.new_value(f"{v.name}@staged", Storage(layout, shape))
-            self.device[v.name] = dv
-            self.steps.append(Step("glue", f"input {v.name}", [], ["Input"], [v.name], dv,
-                                   glue="input_nchw" if layout == "NC1HWC0" else "input_nd",
-                                   params=list(shape)))
+            gather_rules.stage_input(self, v)
         self.decisions.extend(self.patterns.decisions)
         unsupported = self.unsupported_nodes()
         if unsupported:

@@ -21,12 +21,11 @@ def _model_kernels(args) -> int:
     """`kiln kernels MODEL`: the model's kernel launches, with simulated cycles from one seeded run."""
     from collections import Counter
 
-    import numpy as np
-
     import kiln
+
+    from .validate import index_bounds, seeded_inputs
     model = kiln.load(args.model)
-    rng = np.random.default_rng(0)
-    model.run(*[rng.standard_normal(shape).astype(np.float32) for _, shape in model.inputs])
+    model.run(*seeded_inputs([shape for _, shape in model.inputs], 0, index_bounds(model)))  # indices in range
     from .codegen.ir.profiles import get_profile
     from .codegen.select.launches import launch_fields
     recs = model.kernel_records

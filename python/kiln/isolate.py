@@ -51,7 +51,10 @@ DEVICE_ONLY = {
     "rows": "a ReduceMean over the last axis held as (M, 1) rows: the same values",
     "affine": "a standalone BatchNormalization (and its fused activation) on the depthwise kernel: the same values",
     "nc1hwc0": "a row-major 4-D value relaid out as NC1HWC0 for a Conv or pool: the same values",
-    "perm_<axes>": "a ReduceMean's input with its reduced axes moved last: the input transposed by <axes>",
+    "crop_<begins>_<ends>": "a reflect or edge Pad's result before its last padded axis: the output with the "
+                            "pads of the axes not yet padded cropped back",
+    "perm_<axes>": "a value with axes moved last (a Reduce op's input, a Softmax's input and result over another "
+                   "axis): the value transposed by <axes>",
     "phase_<ph>_<pw>_<sh>_<sw>": "one stride phase of a ConvTranspose (and its fused activation): the output's rows "
                                  "ph::sh, columns pw::sw",
     "d2s_<kh>_<kw>_<cpad>": "a ConvTranspose's GEMM before its depth-to-space: the output's pixel (h kh + a, "
@@ -117,6 +120,12 @@ class _Counterparts:
             if phase is not None:
                 return b[:, :, phase[0]::phase[2], phase[1]::phase[3]]
             return _space_to_depth(b, *d2s)
+        crop = _crop(kind)
+        if crop is not None:
+            b = self._natural(base, ops, shape)
+            if b is None or len(crop) != 2 * b.ndim:
+                return None
+            return b[tuple(slice(lo, b.shape[i] - hi) for i, (lo, hi) in enumerate(zip(crop[:b.ndim], crop[b.ndim:])))]
         perm = _permutation(kind)
         if kind not in DEVICE_ONLY and perm is None:
             return None
@@ -124,6 +133,14 @@ class _Counterparts:
         if b is None or (perm is not None and sorted(perm) != list(range(b.ndim))):
             return None
         return np.transpose(b, perm) if perm is not None else np.swapaxes(b, -1, -2) if kind == "bt" else b
+
+
+def _crop(kind: str) -> tuple[int, ...] | None:
+    """The begins then ends of a `crop_<b0>_..._<e0>_...` device-only kind, else None."""
+    parts = kind.split("_")
+    if parts[0] != "crop" or len(parts) < 3 or len(parts) % 2 == 0 or not all(p.isdigit() for p in parts[1:]):
+        return None
+    return tuple(int(p) for p in parts[1:])
 
 
 def _phase(kind: str, prefix: str, count: int) -> tuple[int, ...] | None:
@@ -172,6 +189,13 @@ def _operand(src: np.ndarray, at: int, nbytes: int, desc) -> np.ndarray:
         raise ValueError(f"operand {desc.name}: the step reads {nbytes} bytes, the kernel takes "
                          f"{math.prod(desc.shape) * dt.itemsize} ({list(desc.shape)} {desc.dtype})")
     return src[at:at + nbytes].copy().view(dt).reshape(desc.shape)
+
+
+def ort_feeds(sess, xs: list[np.ndarray]) -> dict[str, np.ndarray]:
+    """ONNX Runtime's feeds of kiln's fp32 inputs: an int64/int32 input (indices) as the integers it holds."""
+    types = {"tensor(int64)": np.int64, "tensor(int32)": np.int32}
+    return {i.name: np.asarray(x).astype(types[i.type]) if i.type in types else x
+            for i, x in zip(sess.get_inputs(), xs)}
 
 
 def compare(got: np.ndarray, want: np.ndarray) -> dict:
@@ -225,10 +249,12 @@ class _Walk:
         self.arena = np.zeros(rec.arena_bytes, np.uint8)
         self.tainted: list[tuple[int, int, str]] = []  # arena ranges holding a value with no ONNX counterpart
         self.rows: list[dict] = []
+        self.index_glue = -1  # the glue code of a staged index input (run() reads it from the manifest's table)
 
     def run(self) -> list[dict]:
         from .codegen.ir.manifest import GLUE_CODES
         outputs = {GLUE_CODES["output_nd"], GLUE_CODES["output_nchw"]}
+        self.index_glue = GLUE_CODES["input_index"]
         for step in self.rec.steps:
             if step.is_kernel:
                 self.kernel_step(step)
@@ -243,7 +269,9 @@ class _Walk:
             return
         lo, hi = out.at, out.at + out.nbytes
         self.tainted = [t for t in self.tainted if not (lo <= t[0] and t[1] <= hi)]  # overwritten
-        if ideal is not None:
+        if ideal is not None and step.glue == self.index_glue:  # Gather indices: held as fp32
+            data = np.frombuffer(np.ascontiguousarray(ideal, np.float32).tobytes(), np.uint8)
+        elif ideal is not None:
             data = device_bytes(ideal, step.layout)
         else:
             data = fallback if fallback is not None else np.zeros(out.nbytes, np.uint8)
@@ -325,7 +353,7 @@ def per_kernel(model, xs: list[np.ndarray], path, sess_factory, force_generic: b
     produced = {o for n in graph.node for o in n.output}
     names = sorted({b for s in rec.steps for b in cp.base_names(s.value, s.ops) if b in produced})
     sess = sess_factory(names)
-    feeds = dict(zip([i.name for i in sess.get_inputs()], xs))
+    feeds = ort_feeds(sess, xs)
     cp.values = {**feeds, **dict(zip(names, sess.run(names, feeds)))}
     return _Walk(rec, weights_of(rec, model.package.root), model, cp, captured, perturb or {}).run()
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from . import isolate
 from .codegen.ir.manifest import ModelRecord
-from .isolate import compare
+from .isolate import compare, ort_feeds
 from .npyfile import read_npy
 
 COSINE_MIN = 0.999
@@ -87,10 +87,29 @@ def _input_shapes(model, input_size: tuple[int, int] | None) -> list[tuple[int, 
     return [shapes[0][:2] + tuple(int(d) for d in input_size)]
 
 
-def seeded_inputs(shapes: list[tuple[int, ...]], seed: int) -> list[np.ndarray]:
-    """The standard-normal fp32 inputs of one seed, one array per input shape."""
+def seeded_inputs(shapes: list[tuple[int, ...]], seed: int, bounds: list[int] | None = None) -> list[np.ndarray]:
+    """The standard-normal fp32 inputs of one seed, one array per input shape; an input with a bound (Gather
+    indices, index_bounds) as integers in [-bound, bound), negative ones counting from the end as the spec says."""
     rng = np.random.default_rng(seed)
-    return [rng.standard_normal(shape).astype(np.float32) for shape in shapes]
+    bounds = bounds or [0] * len(shapes)
+    return [(rng.integers(-b, b, shape) if b else rng.standard_normal(shape)).astype(np.float32)
+            for shape, b in zip(shapes, bounds)]
+
+
+def index_bounds(model) -> list[int]:
+    """Per model input: the size of the axis its values index when Gathers read it as indices (the smallest such
+    size), else 0."""
+    from .codegen.frontend.onnx_import import load_onnx
+    from .codegen.ir.manifest import GLUE_CODES
+    bounds = dict.fromkeys((n for n, _ in model.inputs), 0)
+    if not any(s.glue == GLUE_CODES["input_index"] for s in model.plan_entry.steps):  # no index input: no parse
+        return list(bounds.values())
+    g = load_onnx(onnx_path_of(model.entry))
+    for node in g.nodes:
+        if node.op_type == "Gather" and len(node.inputs) > 1 and node.inputs[1] in bounds:
+            size = g.values[node.inputs[0]].shape[node.attrs["axis"]]
+            bounds[node.inputs[1]] = min(bounds[node.inputs[1]] or size, size)
+    return list(bounds.values())
 
 
 def validate(model, seeds=(0, 1, 2), input_size: tuple[int, int] | None = None, force_generic: bool = False,
@@ -101,16 +120,16 @@ def validate(model, seeds=(0, 1, 2), input_size: tuple[int, int] | None = None, 
     path = onnx_path_of(model.entry)
     shapes = _input_shapes(model, input_size)
     sess = ort_session(path, input_shapes=dict(zip([n for n, _ in model.inputs], shapes)) if input_size else None)
-    ort_inputs = [i.name for i in sess.get_inputs()]
     outputs: dict[str, dict] = {}
     top1, low_signal = [], [float("inf")]
     dispatch = None
-    runs = [list(inputs)] if inputs is not None else [seeded_inputs(shapes, seed) for seed in seeds]
+    bounds = index_bounds(model)
+    runs = [list(inputs)] if inputs is not None else [seeded_inputs(shapes, seed, bounds) for seed in seeds]
     for xs in runs:
         got = model.run(*xs, force_generic=force_generic)
         dispatch = model.last_dispatch
         got = [got] if isinstance(got, np.ndarray) else got
-        want = sess.run([n for n, _ in model.outputs], dict(zip(ort_inputs, xs)))
+        want = sess.run([n for n, _ in model.outputs], ort_feeds(sess, xs))
         for (name, _), g, w in zip(model.outputs, got, want):
             low_signal.append(float(np.std(w)))
             c = compare(g, w)
@@ -146,7 +165,7 @@ def per_kernel(model, seed: int = 0, input_size: tuple[int, int] | None = None, 
     path = onnx_path_of(model.entry)
     shapes = _input_shapes(model, input_size)
     if inputs is None:
-        inputs = seeded_inputs(shapes, seed)
+        inputs = seeded_inputs(shapes, seed, index_bounds(model))
     pins = dict(zip([n for n, _ in model.inputs], shapes)) if input_size else None
     reference = _reference(path, dict(zip([n for n, _ in model.inputs], shapes)))
     return isolate.per_kernel(model, list(inputs), reference,

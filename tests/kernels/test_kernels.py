@@ -69,6 +69,9 @@ def make_inputs(k: kiln.Kernel, seed: int):
                      0.1 * rng.standard_normal(s["length"]).astype(np.float32)]
     elif kind in ("bgemm", "attention", "transpose", "copy"):
         args = [rng.standard_normal(t["shape"]).astype(np.float16) for t in k.record["inputs"]]
+    elif kind == "gather":  # indices of every form: negative ones (from the end), repeats
+        idx = rng.integers(-s["axis"], s["axis"], s["count"]).astype(np.float32)
+        args = [rng.standard_normal((s["outer"], s["axis"], s["inner"])).astype(np.float16), idx]
     elif kind == "channel_gather":
         chans = [int(c) for c in s["in_channels"].split(",")]
         args = [rng.standard_normal((s["n"], c, s["h"], s["w"])).astype(np.float16) for c in chans]
@@ -207,6 +210,9 @@ def test_kernel_matches_reference(k):
         sources = [tuple(int(v) for v in e.split(":")) for e in k.spec["table"].split(",")]
         want = np.stack([args[t][:, c] for t, c in sources], axis=1)
         np.testing.assert_array_equal(y, want.astype(np.float64))
+        return
+    if kind == "gather":  # pure data movement: each output row is the row its index names, bit for bit
+        np.testing.assert_array_equal(y, np.take(args[0], args[1].astype(np.int64), axis=1).astype(np.float64))
         return
     if kind == "reduce" and k.spec["op"] != "l2":  # max and min of fp16 values are exact
         x = args[0].astype(np.float64)
@@ -399,7 +405,7 @@ def test_pipe_counters_match_tiling(k):
         assert st["cube_macs"] == 0
         moved = st["pipes"]["MTE3"]["bytes"]
         assert moved == math.prod(k.record["output"]["shape"]) * 2  # every output byte stored once
-        if kind not in ("transpose", "channel_gather", "copy"):
+        if kind not in ("transpose", "channel_gather", "copy", "gather"):
             assert st["pipes"]["V"]["instructions"] > 0
     assert st["cycles"] > 0
     if k.record.get("algorithm") == "vector_direct":  # its epilogue is already on the Vector unit
@@ -437,3 +443,12 @@ def test_bad_arguments_name_the_kernel_and_argument():
         k.run_packed(packed[0].astype(np.float32), *packed[1:])
     with pytest.raises(KeyError, match="no baked kernel"):
         kiln.kernel("gemm_cube_does_not_exist")
+
+
+def test_a_gather_index_out_of_range_raises_naming_the_kernel():
+    k = next(k for k in KERNELS if k.record["features"]["kind"] == "gather")
+    x, idx = make_inputs(k, 0)
+    for bad in (k.spec["axis"], -k.spec["axis"] - 1, 0.5):  # one past either end, not an integer
+        idx[0] = bad
+        with pytest.raises(IndexError, match=rf"{k.name}: index .* out of range for an axis of {k.spec['axis']}"):
+            k(x, idx)

@@ -1,5 +1,6 @@
 """Pad (codegen/frontend/onnx_pad.py, codegen/passes/pad_fold.py): a zero constant pad of H and W folds into the
-Conv reading it, logged; every other Pad on run-time data is refused naming the node and what would be taken;
+Conv reading it, logged; another constant pad (pads >= 0) is one copy_mte kernel, reflect and edge one gather_mte
+kernel per padded axis; crops and reflections beyond size - 1 on run-time data are refused naming the node;
 Pad of constant data (any mode) folds at build time as np.pad. The values: tests/kiln/op_cases/pad.py."""
 import numpy as np
 import pytest
@@ -55,18 +56,40 @@ def test_a_zero_pad_of_h_and_w_is_the_convs_padding(tmp_path):
 
 
 @pytest.mark.parametrize("pads, mode, value, after, why", [
-    ([0, 0, 1, 1, 0, 0, 1, 1], "reflect", None, ("Conv",), "mode reflect value 0"),
-    ([0, 0, 1, 1, 0, 0, 1, 1], "edge", None, ("Conv",), "mode edge value 0"),
-    ([0, 0, 1, 1, 0, 0, 1, 1], "constant", 1.5, ("Conv",), "mode constant value 1.5"),
-    ([0, 2, 1, 1, 0, 0, 1, 1], "constant", None, ("Relu",), "only H and W of a 4-D input"),
-    ([0, 0, -1, 1, 0, 0, 1, 1], "constant", None, ("Conv",), "each >= 0"),
-    ([0, 0, 1, 1, 0, 0, 1, 1], "constant", None, ("Relu",), "it folds only into the one Conv reading it"),
+    ([0, 0, -1, 1, 0, 0, 1, 1], "constant", None, ("Conv",), "Pad runs with pads >= 0"),
+    ([0, 0, -1, 0, 0, 0, 0, 0], "edge", None, ("Relu",), "here pads [0, 0, -1, 0, 0, 0, 0, 0]"),
+    ([0, 0, 6, 0, 0, 0, 0, 0], "reflect", None, ("Relu",), "reflect pads 6, 0 of axis 2 (size 6): reflect takes "
+                                                             "at most size - 1 a side"),
 ])
 def test_other_pads_on_run_time_data_are_refused_naming_the_node(tmp_path, pads, mode, value, after, why):
     path = _model(tmp_path, pads, mode, value, after)
-    with pytest.raises(KilnError, match=r"node 'the_node' \(Pad\).*Pad runs only folded into the Conv") as e:
+    with pytest.raises(KilnError, match=r"node 'the_node' \(Pad\)") as e:
         _plan(path)
     assert why in str(e.value)
+
+
+@pytest.mark.parametrize("mode, pads, kernels", [
+    ("reflect", [0, 0, 1, 1, 0, 0, 1, 1], 2), ("edge", [0, 0, 0, 2, 0, 0, 0, 0], 1),
+    ("edge", [1, 0, 0, 0, 0, 0, 0, 0], 1),
+])
+def test_reflect_and_edge_are_a_gather_per_padded_axis(tmp_path, mode, pads, kernels):
+    stages, _ = _plan(_model(tmp_path, pads, mode, None, ("Conv",)))
+    steps = [s for s in stages.lowered.steps if s.kind == "kernel" and s.name == "the_node"]
+    assert [s.kernel_op.type for s in steps] == ["Gather"] * kernels
+    assert steps[-1].output == "p" and all(s.output.startswith("p@crop_") for s in steps[:-1])
+
+
+@pytest.mark.parametrize("pads, value, after", [
+    ([0, 0, 1, 1, 0, 0, 1, 1], 1.5, ("Conv",)),  # a non-zero value: not the Conv's padding
+    ([0, 2, 1, 1, 0, 0, 1, 1], None, ("Relu",)),  # channels padded
+    ([0, 0, 1, 1, 0, 0, 1, 1], None, ("Relu",)),  # not read by a Conv
+])
+def test_a_constant_pad_not_folded_is_one_copy_kernel(tmp_path, pads, value, after):
+    stages, _ = _plan(_model(tmp_path, pads, "constant", value, after))
+    (step,) = [s for s in stages.lowered.steps if s.kind == "kernel" and s.name == "the_node"]
+    assert step.kernel_op.type == "Copy"
+    assert sum(d > 0 for d in pads) + 1 == len(step.inputs)  # the input and one constant block per padded side
+    assert any("the_node: Pad constant" in d for d in stages.lowered.decisions)
 
 
 def test_pad_inputs_kiln_cannot_take_are_refused_by_the_frontend(tmp_path):

@@ -113,8 +113,8 @@ def test_transpose_of_three_groups_is_one_copy_kernel(tmp_path):
 @pytest.mark.parametrize("node, inits, reason", [
     (helper.make_node("Slice", ["x", "s", "e", "a", "st"], ["y"]),
      [("s", [0]), ("e", [4]), ("a", [1]), ("st", [2])], "steps [2]: only step 1 is supported"),
-    (helper.make_node("Gather", ["x", "i"], ["y"]), [("i", [0, 1])],
-     "indices of shape [2]: only a constant scalar index is supported"),
+    (helper.make_node("Gather", ["x", "i"], ["y"]), [("i", [0, -3])],
+     "index -3 is out of range for axis 0 (size 2)"),
     (helper.make_node("Split", ["x", "s"], ["y", "z"], axis=1), [("s", [2, 3])],
      "split [2, 3] does not divide axis 1 (size 6) into 2 non-empty parts"),
 ])
@@ -128,3 +128,27 @@ def test_frontend_refusals_name_the_attribute(tmp_path, node, inits, reason):
     onnx.save(m, tmp_path / "m.onnx")
     problems = check_onnx(tmp_path / "m.onnx")
     assert [p["reason"] for p in problems if p["op_type"] == node.op_type] == [reason]
+
+
+def test_runtime_indices_are_staged_as_fp32_and_drive_one_gather_kernel(tmp_path):
+    # an embedding lookup (int64 ids of shape [2, 3] into a [50, 8] table) and a Gather of run-time data on axis 1
+    # by the same ids: the ids input is staged once as fp32 (glue input_index), each Gather is one gather_mte kernel
+    nodes = [helper.make_node("Gather", ["table", "ids"], ["e"], name="embed"),
+             helper.make_node("Gather", ["x", "ids"], ["g"], name="pick", axis=1),
+             helper.make_node("Relu", ["e"], ["y"]), helper.make_node("Relu", ["g"], ["z"])]
+    graph = helper.make_graph(
+        nodes, "m", [helper.make_tensor_value_info("ids", TensorProto.INT64, [2, 3]),
+                     helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 50, 5])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None),
+         helper.make_tensor_value_info("z", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.ones((50, 8), np.float32), "table")])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.save(m, tmp_path / "m.onnx")
+    low = lower(load_onnx(tmp_path / "m.onnx"), "m")
+    (staged,) = [s for s in low.steps if s.glue == "input_index"]
+    assert staged.output == "ids@staged" and low.storage["ids@staged"].dtype == "fp32"
+    gathers = {s.name: s for s in low.steps if s.kind == "kernel" and s.kernel_op.type == "Gather"}
+    assert gathers["embed"].kernel_op.attrs["gather"] == (1, 50, 6, 8)
+    assert gathers["embed"].inputs == ["embed.data", "ids@staged"]
+    assert gathers["pick"].kernel_op.attrs["gather"] == (4, 50, 6, 5) and low.storage["g"].logical == (4, 2, 3, 5)

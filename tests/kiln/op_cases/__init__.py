@@ -34,7 +34,8 @@ class OpCase:
                 continue
             shape = [d.dim_value for d in vi.type.tensor_type.shape.dim]
             make = self.inputs.get(vi.name)
-            out[vi.name] = np.asarray(make(rng, shape) if make else rng.standard_normal(shape), np.float32)  # 0-d too
+            dtype = {7: np.int64, 6: np.int32}.get(vi.type.tensor_type.elem_type, np.float32)  # indices: as declared
+            out[vi.name] = np.asarray(make(rng, shape) if make else rng.standard_normal(shape), dtype)  # 0-d too
         return out
 
 

@@ -18,3 +18,16 @@ CASES = [
     _gemm_trans_a("gemm_transa_transb_bias_k64_m7_n16", 64, 7, 16, 1, True, 2),
 ]
 
+
+
+def _matmul_1d(name, a_shape, b_shape, seed):
+    rng = np.random.default_rng(seed)
+    w = (rng.standard_normal(b_shape) / np.sqrt(b_shape[0])).astype(np.float32)
+    return OpCase(name, single_op("MatMul", [("x", a_shape)], [("y", None)], {"w": w}), tol=8e-3)
+
+
+CASES += [  # MatMul with a 1-D operand (numpy's promotion: A [K] one row, a constant B [K] one column)
+    _matmul_1d("matmul_1d_a_k48_n20", [48], [48, 20], 3),
+    _matmul_1d("matmul_1d_b_m6_k40", [6, 40], [40], 4),
+    _matmul_1d("matmul_1d_b_3d_a", [2, 5, 40], [40], 5),
+]
