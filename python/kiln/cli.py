@@ -254,10 +254,11 @@ def _run(args) -> int:
     from .codegen.ir.files import write_atomic
     try:
         model = kiln.load(args.model)
-        x = _read_input(args.input) if args.input else \
-            np.random.default_rng(0).standard_normal(model.inputs[0][1]).astype(np.float32)
+        from .validate import index_bounds, seeded_inputs  # seed 0: every input, indices in range
+        xs = [_read_input(args.input)] if args.input else \
+            seeded_inputs([shape for _, shape in model.inputs], 0, index_bounds(model))
         try:
-            y = model.run(x)
+            y = model.run(*xs)
         except (ValueError, TypeError) as e:  # a shape the model does not take: say which file it came from
             raise type(e)(f"--input {args.input}: {e}" if args.input else str(e)) from None
     except KeyError as e:
