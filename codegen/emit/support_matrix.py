@@ -77,6 +77,9 @@ EXAMPLES: dict[str, list[tuple[list, dict, dict]]] = {
     "Softmax": [(_X2, {}, {})],
     "LogSoftmax": [(_X2, {}, {})],
     "LayerNormalization": [(_X2, {"g": _f(32), "b": _f(32)}, {})],
+    "InstanceNormalization": [(_X4, {"s": _f(16), "b": _f(16)}, {})],
+    "GroupNormalization": [(_X4, {"s": _f(4), "b": _f(4)}, {"num_groups": 4})],  # opset 20: scale per group
+    "LRN": [(_X4, {}, {"size": 5})],
     "Gelu": [(_X2, {}, {})],
     "Clip": [(_X2, {"lo": np.array(0, np.float32), "hi": np.array(6, np.float32)}, {}),
              (_X2 + [("lo", []), ("hi", [])], {}, {})],  # bounds computed at run time

@@ -73,5 +73,6 @@ def copy_graph(graph: Graph) -> Graph:
     nodes = [replace(n, inputs=list(n.inputs), outputs=list(n.outputs), attrs=dict(n.attrs), source=list(n.source))
              for n in graph.nodes]
     return replace(graph, nodes=nodes, values=dict(graph.values), initializers=dict(graph.initializers),
-                   inputs=list(graph.inputs), outputs=list(graph.outputs), aicpu=dict(graph.aicpu))
+                   inputs=list(graph.inputs), outputs=list(graph.outputs), aicpu=dict(graph.aicpu),
+                   rewrites=dict(graph.rewrites))
 

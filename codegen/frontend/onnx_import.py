@@ -37,6 +37,8 @@ from .onnx_base import Problem, ShapeUnknown, Unsupported, copy_graph, has_input
 from .onnx_checks import dtype_problems, shape_problems, weight_problems
 from .onnx_depth_space import OPS_HERE as DEPTH_SPACE_OPS
 from .onnx_depth_space import expand_depth_space
+from .onnx_norm import OPS_HERE as NORM_OPS
+from .onnx_norm import expand_norms
 from .onnx_ops import OPS, OpEntry, supported_ops_text
 from .onnx_passes import PASSES, fold_constants
 from .onnx_read import (
@@ -244,19 +246,21 @@ def check_onnx(path: str | Path, batch: int = 1, pinned: dict[str, tuple[int, ..
 
 def unrolled_reference(model, pinned: dict[str, tuple[int, ...]] | None = None):
     """The parsed model (a copy) with every node the frontend rewrites into other ops (LSTM / GRU unrolled,
-    DepthToSpace / SpaceToDepth as Reshape -> Transpose -> Reshape) replaced by the ONNX nodes it becomes, named as
+    DepthToSpace / SpaceToDepth as Reshape -> Transpose -> Reshape, the normalisations of onnx_norm; the opset
+    import raised to 17 for their LayerNormalization) replaced by the ONNX nodes it becomes, named as
     the build names them (the same frontend steps on the same shapes: `pinned`, input name -> shape), so ONNX
     Runtime computes every value their kernels write (the isolated per-kernel check). The model itself when it
     has none."""
-    if not any(n.op_type in GATES or n.op_type in DEPTH_SPACE_OPS for n in model.graph.node):
+    rewritten_ops = (*DEPTH_SPACE_OPS, *NORM_OPS)
+    if not any(n.op_type in GATES or n.op_type in rewritten_ops for n in model.graph.node):
         return model
     from onnx import helper, numpy_helper
     m = upgrade_opset(type(model).FromString(model.SerializeToString()), "", [])
     bind_inputs(m, 1, [], [], pinned)
     g = fold_constants(to_graph(infer_onnx_shapes(m, []), "", default_opset(m) or 0), [])
     rewritten = expand_recurrent_nodes(g, [])
-    spaced = expand_depth_space(g, [])
-    for orig in (n for n in g.nodes if n.op_type in DEPTH_SPACE_OPS):
+    spaced = expand_norms(expand_depth_space(g, []), [])
+    for orig in (n for n in g.nodes if n.op_type in rewritten_ops):
         into = [n for n in spaced.nodes if n.source == [orig.name]]
         if into and all(n.op_type != orig.op_type for n in into):  # rewritten (not left for its check to refuse)
             rewritten[orig.name] = into
@@ -273,4 +277,8 @@ def unrolled_reference(model, pinned: dict[str, tuple[int, ...]] | None = None):
     m.graph.node.extend(nodes)
     have = {t.name for t in m.graph.initializer}
     m.graph.initializer.extend(numpy_helper.from_array(np.asarray(inits[c]), c) for c in sorted(consts - have))
+    if any(n.op_type == "LayerNormalization" for n in nodes) and (default_opset(m) or 0) < 17:
+        for imp in m.opset_import:  # the ops kiln reads (13..16) mean the same at 17
+            if imp.domain in ("", "ai.onnx"):
+                imp.version = 17
     return m

@@ -19,6 +19,7 @@ from codegen.cost.aicpu import AI_CPUS, aicpu_cycles  # noqa: E402
 from codegen.emit.render import CppApi, render  # noqa: E402
 from codegen.frontend import onnx_aicpu, onnx_import  # noqa: E402
 from codegen.frontend.onnx_depth_space import OPS_HERE as DEPTH_SPACE_OPS  # noqa: E402
+from codegen.frontend.onnx_norm import OPS_HERE as NORM_OPS  # noqa: E402
 from codegen.frontend.onnx_ops import OPS  # noqa: E402
 from codegen.ir.graph import Graph, Node, Value  # noqa: E402
 from codegen.ir.optlog import OptLog  # noqa: E402
@@ -173,7 +174,7 @@ def test_issue19_ops_are_never_routed_to_the_aicpu(op, status):
 def test_issue19_ops_have_an_ai_core_kernel(op, status):
     entry = OPS.get(op)
     assert entry is not None and not entry.build_time_only, f"{op}: no run-time entry in the op table"
-    assert op in _Lowerer.LOWER or op in CHAIN_OPS or op in DEPTH_SPACE_OPS, f"{op}: no lowering rule"
+    assert op in _Lowerer.LOWER or op in CHAIN_OPS or op in DEPTH_SPACE_OPS or op in NORM_OPS, f"{op}: no lowering rule"
 
 
 def test_an_op_outside_the_list_with_a_reference_is_a_candidate():
