@@ -69,6 +69,7 @@ def plan_model(graph: Graph, name: str, options: Options, log: OptLog, fusion_pr
     patterns.decisions.extend(form_programs(graph, patterns, name, limits, log))
     lowered = lower(graph, name, options.kiln_dtype, patterns,
                     convt_chooser(name, profile, options, log if log_lowering else OptLog()))
+    lowered.int64_outputs = tuple(v.name for v in graph.outputs if graph.values[v.name].dtype == "int64")
     for d in lowered.decisions if log_lowering else ():
         node, _, detail = d.partition(":")
         log.add("lowering", f"{name}:{node}", "decision", "view_or_relayout", detail=detail.strip())

@@ -33,6 +33,8 @@ import numpy as np
 from .. import KilnError
 from ..ir.graph import Graph, Node, Value
 from . import onnx_aicpu
+from .onnx_argmax import OPS_HERE as ARG_OPS
+from .onnx_argmax import expand_args
 from .onnx_base import Problem, ShapeUnknown, Unsupported, copy_graph, has_input, is_static
 from .onnx_checks import dtype_problems, shape_problems, weight_problems
 from .onnx_depth_space import OPS_HERE as DEPTH_SPACE_OPS
@@ -251,7 +253,7 @@ def unrolled_reference(model, pinned: dict[str, tuple[int, ...]] | None = None):
     the build names them (the same frontend steps on the same shapes: `pinned`, input name -> shape), so ONNX
     Runtime computes every value their kernels write (the isolated per-kernel check). The model itself when it
     has none."""
-    rewritten_ops = (*DEPTH_SPACE_OPS, *NORM_OPS)
+    rewritten_ops = (*DEPTH_SPACE_OPS, *NORM_OPS, *ARG_OPS)
     if not any(n.op_type in GATES or n.op_type in rewritten_ops for n in model.graph.node):
         return model
     from onnx import helper, numpy_helper
@@ -259,20 +261,25 @@ def unrolled_reference(model, pinned: dict[str, tuple[int, ...]] | None = None):
     bind_inputs(m, 1, [], [], pinned)
     g = fold_constants(to_graph(infer_onnx_shapes(m, []), "", default_opset(m) or 0), [])
     rewritten = expand_recurrent_nodes(g, [])
-    spaced = expand_norms(expand_depth_space(g, []), [])
+    spaced = expand_args(expand_norms(expand_depth_space(g, []), []), [])
     for orig in (n for n in g.nodes if n.op_type in rewritten_ops):
         into = [n for n in spaced.nodes if n.source == [orig.name]]
         if into and all(n.op_type != orig.op_type for n in into):  # rewritten (not left for its check to refuse)
             rewritten[orig.name] = into
     inits = {**g.initializers, **spaced.initializers}
+    arg_nodes = {n.name for n in g.nodes if n.op_type in ARG_OPS}
     nodes, consts = [], set()
     for proto, name in zip(m.graph.node, node_names(m)):
         if name not in rewritten:
             nodes.append(proto)
             continue
         for n in rewritten[name]:
-            nodes.append(helper.make_node(n.op_type, n.inputs, n.outputs, name=n.name, **n.attrs))
             consts |= {i for i in n.inputs if i in inits}
+            if n.name == name and name in arg_nodes:  # the index as kiln holds it (float), then the graph's int64
+                nodes += [helper.make_node(n.op_type, n.inputs, [f"{n.outputs[0]}/float"], name=n.name, **n.attrs),
+                          helper.make_node("Cast", [f"{n.outputs[0]}/float"], n.outputs, name=f"{name}/int64", to=7)]
+                continue
+            nodes.append(helper.make_node(n.op_type, n.inputs, n.outputs, name=n.name, **n.attrs))
     del m.graph.node[:]
     m.graph.node.extend(nodes)
     have = {t.name for t in m.graph.initializer}

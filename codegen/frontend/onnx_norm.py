@@ -25,7 +25,7 @@ import numpy as np
 
 from ..ir.graph import Graph, Node, Value
 from ..ir.reduce_spec import ROW_MAX_LENGTH
-from .onnx_base import copy_graph, shape_of
+from .onnx_base import rewrite_nodes, shape_of
 
 OPS_HERE = ("InstanceNormalization", "GroupNormalization", "LRN")
 
@@ -188,24 +188,16 @@ def _rewrite_lrn(b: _Builder) -> str:
             f"banded {c}x{c} weight and bias {bias:g}, then Pow {-beta:g} and Mul by x")
 
 
+def _rewrite(g: Graph, node: Node) -> tuple[list[Node], str]:
+    b = _Builder(g, node)
+    what = (_rewrite_lrn if node.op_type == "LRN" else _rewrite_norm)(b)
+    return b.nodes, what
+
+
 def expand_norms(graph: Graph, log: list[str]) -> Graph:
     """Each InstanceNormalization / GroupNormalization / LRN the check takes, on a run-time value, as the ops it
     is (see the module docstring)."""
-    if not any(n.op_type in OPS_HERE for n in graph.nodes):
-        return graph
-    g = copy_graph(graph)
-    nodes: list[Node] = []
-    for node in g.nodes:
-        if node.op_type not in OPS_HERE or node.inputs[0] in g.initializers or check_norm(node, g):
-            nodes.append(node)
-            continue
-        b = _Builder(g, node)
-        what = (_rewrite_lrn if node.op_type == "LRN" else _rewrite_norm)(b)
-        nodes += b.nodes
-        g.rewrites[node.name] = f"{node.op_type} as {what}"
-        log.append(f"expand_norms: '{node.name}' ({node.op_type}) as {what}")
-    g.nodes = nodes
-    return g
+    return rewrite_nodes(graph, OPS_HERE, check_norm, _rewrite, log, "expand_norms")
 
 
 ACCEPTED_NORMS = {

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from ..ir.graph import Graph, Node, Value
+from . import onnx_argmax as argmax
 from . import onnx_convtranspose as convtranspose
 from . import onnx_depth_space as depth_space
 from . import onnx_norm as norm
@@ -308,6 +309,10 @@ OPS: dict[str, OpEntry] = {
                                   "affine"),
         ("GroupNormalization", "per-group normalisation: LayerNormalization over rows + per-channel affine"),
         ("LRN", "local response normalisation across channels: a banded 1x1 Conv over squares + Pow, Mul"))},
+    # rewritten by the expand_args pass (onnx_argmax); int64 result, a graph output
+    **{op: OpEntry(f"position of the {what} along one axis (int64): Reduce{what.capitalize()[:3]}, Equal, Where, "
+                   f"ReduceMin/Max", argmax.check_arg, infer=argmax.infer_arg, fold=argmax.fold_arg)
+       for op, what in (("ArgMax", "maximum"), ("ArgMin", "minimum"))},
     # data movement on run-time values (onnx_structure); with constant inputs they fold at build time
     "Slice": OpEntry("slice with step 1 (constant starts, ends, axes)", structure.check_slice,
                      structure.normalise_slice, structure.infer_slice, _fold_slice, attr_inputs=(1, 2, 3, 4),

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from ..ir.graph import Graph, Node
+from .onnx_argmax import ACCEPTED_ARGS
 from .onnx_base import Unsupported, as_ints, const_input, has_input, output_used, shape_of
 from .onnx_convtranspose import ACCEPTED_CONVTRANSPOSE
 from .onnx_depth_space import ACCEPTED_DEPTH_SPACE
@@ -525,4 +526,5 @@ ACCEPTED_ATTRIBUTES: dict[str, str] = {
     **ACCEPTED_PAD,
     **ACCEPTED_DEPTH_SPACE,
     **ACCEPTED_NORMS,
+    **ACCEPTED_ARGS,
 }
