@@ -69,6 +69,7 @@ def plan_model(graph: Graph, name: str, options: Options, log: OptLog, fusion_pr
     patterns.decisions.extend(form_programs(graph, patterns, name, limits, log))
     lowered = lower(graph, name, options.kiln_dtype, patterns,
                     convt_chooser(name, profile, options, log if log_lowering else OptLog()))
+    lowered.int64_outputs = tuple(v.name for v in graph.outputs if graph.values[v.name].dtype == "int64")
     for d in lowered.decisions if log_lowering else ():
         node, _, detail = d.partition(":")
         log.add("lowering", f"{name}:{node}", "decision", "view_or_relayout", detail=detail.strip())
@@ -181,12 +182,15 @@ def _log_options(options: Options, profile, log: OptLog) -> None:
 
 
 def _log_frontend(graph: Graph, name: str, spec: ModelSpec, log: OptLog) -> None:
-    """The frontend's decisions that change what is baked: an opset conversion, pinned input shapes."""
+    """The frontend's decisions that change what is baked: an opset conversion, pinned input shapes, an op
+    rewritten into others (InstanceNormalization, GroupNormalization, LRN: codegen/frontend/onnx_norm.py)."""
     if graph.source_opset:
         log.add("frontend", name, f"opset={graph.source_opset}->{graph.opset}", "opset_converted",
                 converter="onnx.version_converter")
     for inp, dims in spec.pins:
         log.add("frontend", name, f"input={inp}", "pinned_shape", shape=dims)
+    for node, what in graph.rewrites.items():
+        log.add("frontend", f"{name}:{node}", "rewritten", "frontend_pass", into=what)
 
 
 def _plan_models(options: Options, work_dir: Path | None, progress, log: OptLog, kernels: _Kernels):

@@ -98,6 +98,10 @@ def cpp_api_files(plan: Plan, record: ModelRecord, api: str, weights_path: Path,
         raise KilnError("render", f"model {record.name}", f"{nodes} run(s) on the AI CPU fallback (no AI Core kernel "
                         f"family), which the Python runtime evaluates with onnx's reference evaluator; the C++ "
                         f"runtime has no AI CPU: bake it with Python (KILN_MODELS), or replace the op")
+    ints = [o.name for o in record.outputs if o.dtype != "float32"]
+    if ints:
+        raise KilnError("render", f"model {record.name}", f"output(s) {ints} are int64 (ArgMax/ArgMin positions); "
+                        "the C++ runtime returns float outputs only")
     if any(s.runtime_shape is not None for s in record.steps):
         raise KilnError("render", f"model {record.name}", "a generic-kernel step; the C++ runtime serves baked "
                         "shapes only")

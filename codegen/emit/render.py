@@ -191,7 +191,8 @@ def model_record(m: ModelPlan, kernel_symbols: dict[int, str], windex: dict[str,
                           tuple(m.fusion.audit) if m.fusion else ())
     return ModelRecord(
         m.name, m.onnx_path, tuple(IoDesc(n, tuple(sh)) for n, sh in low.graph_inputs),
-        tuple(IoDesc(n, tuple(sh)) for n, sh in low.graph_outputs), f"models/{m.name}.weights.bin", blob_bytes,
+        tuple(IoDesc(n, tuple(sh), "int64" if n in low.int64_outputs else "float32") for n, sh in low.graph_outputs),
+        f"models/{m.name}.weights.bin", blob_bytes,
         mem.arena_bytes, memory, sum(1 for s in low.steps if s.kind == "kernel"), fusion,
         len(set(kernel_symbols.values())), tuple(steps),
         shape_buckets_record(m, windex, blob_bytes) if m.shapes is not None else None)

@@ -49,7 +49,8 @@ def _one_op_model(op: str, ins: list[tuple[str, list[int]]], consts: dict[str, n
     bool_out = op in ("Not", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual")
     graph = helper.make_graph([node], op, [helper.make_tensor_value_info(
                                   n, TensorProto.BOOL if op == "Not" else TensorProto.FLOAT, s) for n, s in ins],
-                              [helper.make_tensor_value_info("y", TensorProto.BOOL if bool_out else TensorProto.FLOAT,
+                              [helper.make_tensor_value_info("y", TensorProto.BOOL if bool_out else TensorProto.INT64
+                                                             if op in ("ArgMax", "ArgMin") else TensorProto.FLOAT,
                                                              None)],
                               [numpy_helper.from_array(a, n) for n, a in consts.items()])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
@@ -76,6 +77,10 @@ EXAMPLES: dict[str, list[tuple[list, dict, dict]]] = {
     "MatMul": [(_X2, {"w": _f(32, 64)}, {}), ([("x", [2, 16, 32]), ("z", [2, 32, 16])], {}, {})],
     **{op: [(_X2, {}, {}), (_X2, {}, {"axis": 0})] for op in ("Softmax", "LogSoftmax")},  # axis 0: moved last
     "LayerNormalization": [(_X2, {"g": _f(32), "b": _f(32)}, {})],
+    "InstanceNormalization": [(_X4, {"s": _f(16), "b": _f(16)}, {})],
+    "GroupNormalization": [(_X4, {"s": _f(4), "b": _f(4)}, {"num_groups": 4})],  # opset 20: scale per group
+    "LRN": [(_X4, {}, {"size": 5})],
+    **{op: [(_X2, {}, {"axis": 1}), (_X4, {}, {"axis": 1, "keepdims": 0})] for op in ("ArgMax", "ArgMin")},
     "Gelu": [(_X2, {}, {})],
     "Clip": [(_X2, {"lo": np.array(0, np.float32), "hi": np.array(6, np.float32)}, {}),
              (_X2 + [("lo", []), ("hi", [])], {}, {})],  # bounds computed at run time

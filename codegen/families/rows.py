@@ -11,6 +11,7 @@ from ..cost.model import PingPongSim, Prediction, SimCore, launch
 from ..ir.opspec import RowSpec
 from ..ir.optlog import OptLog
 from ..ir.profiles import Profile
+from ..ir.reduce_spec import ROW_MAX_LENGTH
 from .base import Variant, fits, r32, splits
 
 
@@ -28,8 +29,8 @@ def row_buffers(spec: RowSpec, rows_per_tile: int) -> dict[str, int]:
 
 
 def row_rule(spec: RowSpec, profile: Profile, log: OptLog) -> Variant:
-    if spec.length > 4096:
-        raise KilnError("tiling", spec.name, f"rows of {spec.length} > 4096 values are not supported yet")
+    if spec.length > ROW_MAX_LENGTH:
+        raise KilnError("tiling", spec.name, f"rows of {spec.length} > {ROW_MAX_LENGTH} values are not supported yet")
     cores = profile.cores_for("vector")
     # rows start 32-byte aligned in UB only when a row is a multiple of 16 fp16 values
     rpt = max(1, ceil(spec.rows / cores)) if spec.length % 16 == 0 else 1

@@ -36,10 +36,10 @@ ISSUE19_OPS: dict[str, str] = {
                      "Unsqueeze", "Reshape"), "kernel"),
     # convolution, pooling, reductions
     **dict.fromkeys(("Conv", "MaxPool", "GlobalMaxPool", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceL2"), "kernel"),
-    "ArgMax": "pending: an int64 output (the runtime returns fp32 outputs only)",
-    # normalisation
-    "InstanceNormalization": "pending: no kernel yet", "GroupNormalization": "pending: no kernel yet",
-    "LRN": "pending: no kernel yet", "LayerNormalization": "kernel", "Softmax": "kernel", "LogSoftmax": "kernel",
+    "ArgMax": "kernel",  # rewritten into kernel ops by a frontend pass (onnx_argmax); its int64 result an output
+    # normalisation (InstanceNormalization, GroupNormalization, LRN: rewritten into kernel ops by a frontend pass)
+    **dict.fromkeys(("InstanceNormalization", "GroupNormalization", "LRN", "LayerNormalization", "Softmax",
+                     "LogSoftmax"), "kernel"),
     # matrix products
     "MatMul": "kernel", "Gemm": "kernel",
 }

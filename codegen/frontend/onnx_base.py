@@ -73,5 +73,26 @@ def copy_graph(graph: Graph) -> Graph:
     nodes = [replace(n, inputs=list(n.inputs), outputs=list(n.outputs), attrs=dict(n.attrs), source=list(n.source))
              for n in graph.nodes]
     return replace(graph, nodes=nodes, values=dict(graph.values), initializers=dict(graph.initializers),
-                   inputs=list(graph.inputs), outputs=list(graph.outputs), aicpu=dict(graph.aicpu))
+                   inputs=list(graph.inputs), outputs=list(graph.outputs), aicpu=dict(graph.aicpu),
+                   rewrites=dict(graph.rewrites))
 
+
+
+def rewrite_nodes(graph: Graph, ops: tuple[str, ...], check, rewrite, log: list[str], pass_name: str) -> Graph:
+    """A frontend pass replacing each node of `ops` on a run-time value that `check(node, g)` takes (None) by the
+    nodes `rewrite(g, node)` returns with a description; each rewrite recorded in the graph's `rewrites` (the
+    [OPT] log's frontend lines) and in `log`. A node the check refuses stays, for the op table to refuse."""
+    if not any(n.op_type in ops for n in graph.nodes):
+        return graph
+    g = copy_graph(graph)
+    nodes: list[Node] = []
+    for node in g.nodes:
+        if node.op_type not in ops or node.inputs[0] in g.initializers or check(node, g):
+            nodes.append(node)
+            continue
+        new, what = rewrite(g, node)
+        nodes += new
+        g.rewrites[node.name] = f"{node.op_type} as {what}"
+        log.append(f"{pass_name}: '{node.name}' ({node.op_type}) as {what}")
+    g.nodes = nodes
+    return g

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir.graph import Graph, Node, Value
-from .onnx_base import copy_graph, shape_of
+from .onnx_base import rewrite_nodes, shape_of
 
 OPS_HERE = ("DepthToSpace", "SpaceToDepth")
 
@@ -54,29 +54,25 @@ def fold_depth_space(node: Node, args: list) -> list[np.ndarray]:
     return [np.transpose(args[0].reshape(first), perm).reshape(out)]
 
 
+def _rewrite(g: Graph, node: Node) -> tuple[list[Node], str]:
+    x, y = node.inputs[0], node.outputs[0]
+    first, perm, out = steps(node.op_type, _mode(node), int(node.attrs["blocksize"]), shape_of(g, x))
+    dtype = g.values[x].dtype
+    a, t, s1, s2 = (f"{node.name}/{k}" for k in ("reshaped", "transposed", "shape1", "shape2"))
+    g.initializers[s1], g.initializers[s2] = np.array(first, np.int64), np.array(out, np.int64)
+    for name, shape, dt in ((s1, (6,), "int64"), (s2, (4,), "int64"), (a, first, dtype),
+                            (t, tuple(first[p] for p in perm), dtype)):
+        g.values[name] = Value(name, shape, dt)
+    return ([Node(f"{node.name}/reshape", "Reshape", [x, s1], [a], {}, [node.name]),
+             Node(f"{node.name}/transpose", "Transpose", [a], [t], {"perm": list(perm)}, [node.name]),
+             Node(node.name, "Reshape", [t, s2], [y], {}, [node.name])],
+            f"{_mode(node)}, blocksize {node.attrs['blocksize']}: Reshape {list(first)} -> Transpose {list(perm)} -> "
+            f"Reshape")
+
+
 def expand_depth_space(graph: Graph, log: list[str]) -> Graph:
     """Each DepthToSpace / SpaceToDepth the checks take, on a run-time value, as Reshape -> Transpose -> Reshape."""
-    g = copy_graph(graph)
-    nodes: list[Node] = []
-    for node in g.nodes:
-        if node.op_type not in OPS_HERE or node.inputs[0] in g.initializers or check_depth_space(node, g):
-            nodes.append(node)
-            continue
-        x, y = node.inputs[0], node.outputs[0]
-        first, perm, out = steps(node.op_type, _mode(node), int(node.attrs["blocksize"]), shape_of(g, x))
-        dtype = g.values[x].dtype
-        a, t, s1, s2 = (f"{node.name}/{k}" for k in ("reshaped", "transposed", "shape1", "shape2"))
-        g.initializers[s1], g.initializers[s2] = np.array(first, np.int64), np.array(out, np.int64)
-        for name, shape, dt in ((s1, (6,), "int64"), (s2, (4,), "int64"), (a, first, dtype),
-                                (t, tuple(first[p] for p in perm), dtype)):
-            g.values[name] = Value(name, shape, dt)
-        nodes += [Node(f"{node.name}/reshape", "Reshape", [x, s1], [a], {}, [node.name]),
-                  Node(f"{node.name}/transpose", "Transpose", [a], [t], {"perm": list(perm)}, [node.name]),
-                  Node(node.name, "Reshape", [t, s2], [y], {}, [node.name])]
-        log.append(f"expand_depth_space: '{node.name}' ({node.op_type} {_mode(node)}, blocksize "
-                   f"{node.attrs['blocksize']}) as Reshape {list(first)} -> Transpose {list(perm)} -> Reshape")
-    g.nodes = nodes
-    return g
+    return rewrite_nodes(graph, OPS_HERE, check_depth_space, _rewrite, log, "expand_depth_space")
 
 
 ACCEPTED_DEPTH_SPACE = {

@@ -33,10 +33,14 @@ import numpy as np
 from .. import KilnError
 from ..ir.graph import Graph, Node, Value
 from . import onnx_aicpu
+from .onnx_argmax import OPS_HERE as ARG_OPS
+from .onnx_argmax import expand_args
 from .onnx_base import Problem, ShapeUnknown, Unsupported, copy_graph, has_input, is_static
 from .onnx_checks import dtype_problems, shape_problems, weight_problems
 from .onnx_depth_space import OPS_HERE as DEPTH_SPACE_OPS
 from .onnx_depth_space import expand_depth_space
+from .onnx_norm import OPS_HERE as NORM_OPS
+from .onnx_norm import expand_norms
 from .onnx_ops import OPS, OpEntry, supported_ops_text
 from .onnx_passes import PASSES, fold_constants
 from .onnx_read import (
@@ -244,12 +248,14 @@ def check_onnx(path: str | Path, batch: int = 1, pinned: dict[str, tuple[int, ..
 
 def unrolled_reference(model, pinned: dict[str, tuple[int, ...]] | None = None):
     """The parsed model (a copy) with every node the frontend rewrites into other ops (LSTM / GRU unrolled,
-    DepthToSpace / SpaceToDepth as Reshape -> Transpose -> Reshape) replaced by the ONNX nodes it becomes, named as
+    DepthToSpace / SpaceToDepth as Reshape -> Transpose -> Reshape, the normalisations of onnx_norm; the opset
+    import raised to 17 for their LayerNormalization) replaced by the ONNX nodes it becomes, named as
     the build names them (the same frontend steps on the same shapes: `pinned`, input name -> shape), so ONNX
     Runtime computes every value their kernels write (the isolated per-kernel check). The model itself when it
     has none. A Softmax or LogSoftmax of opset < 13 (its coerce-to-2-D form) is read as the version converter writes
     it (Flatten -> op -> Reshape), whose middle value the kernel writes."""
-    if not any(n.op_type in GATES or n.op_type in DEPTH_SPACE_OPS for n in model.graph.node):
+    rewritten_ops = (*DEPTH_SPACE_OPS, *NORM_OPS, *ARG_OPS)
+    if not any(n.op_type in GATES or n.op_type in rewritten_ops for n in model.graph.node):
         coerced = (default_opset(model) or 13) < 13 and any(n.op_type in ("Softmax", "LogSoftmax")
                                                             for n in model.graph.node)
         return upgrade_opset(type(model).FromString(model.SerializeToString()), "", []) if coerced else model
@@ -258,22 +264,31 @@ def unrolled_reference(model, pinned: dict[str, tuple[int, ...]] | None = None):
     bind_inputs(m, 1, [], [], pinned)
     g = fold_constants(to_graph(infer_onnx_shapes(m, []), "", default_opset(m) or 0), [])
     rewritten = expand_recurrent_nodes(g, [])
-    spaced = expand_depth_space(g, [])
-    for orig in (n for n in g.nodes if n.op_type in DEPTH_SPACE_OPS):
+    spaced = expand_args(expand_norms(expand_depth_space(g, []), []), [])
+    for orig in (n for n in g.nodes if n.op_type in rewritten_ops):
         into = [n for n in spaced.nodes if n.source == [orig.name]]
         if into and all(n.op_type != orig.op_type for n in into):  # rewritten (not left for its check to refuse)
             rewritten[orig.name] = into
     inits = {**g.initializers, **spaced.initializers}
+    arg_nodes = {n.name for n in g.nodes if n.op_type in ARG_OPS}
     nodes, consts = [], set()
     for proto, name in zip(m.graph.node, node_names(m)):
         if name not in rewritten:
             nodes.append(proto)
             continue
         for n in rewritten[name]:
-            nodes.append(helper.make_node(n.op_type, n.inputs, n.outputs, name=n.name, **n.attrs))
             consts |= {i for i in n.inputs if i in inits}
+            if n.name == name and name in arg_nodes:  # the index as kiln holds it (float), then the graph's int64
+                nodes += [helper.make_node(n.op_type, n.inputs, [f"{n.outputs[0]}/float"], name=n.name, **n.attrs),
+                          helper.make_node("Cast", [f"{n.outputs[0]}/float"], n.outputs, name=f"{name}/int64", to=7)]
+                continue
+            nodes.append(helper.make_node(n.op_type, n.inputs, n.outputs, name=n.name, **n.attrs))
     del m.graph.node[:]
     m.graph.node.extend(nodes)
     have = {t.name for t in m.graph.initializer}
     m.graph.initializer.extend(numpy_helper.from_array(np.asarray(inits[c]), c) for c in sorted(consts - have))
+    if any(n.op_type == "LayerNormalization" for n in nodes) and (default_opset(m) or 0) < 17:
+        for imp in m.opset_import:  # the ops kiln reads (13..16) mean the same at 17
+            if imp.domain in ("", "ai.onnx"):
+                imp.version = 17
     return m

@@ -12,8 +12,10 @@ from typing import Any
 import numpy as np
 
 from ..ir.graph import Graph, Node, Value
+from . import onnx_argmax as argmax
 from . import onnx_convtranspose as convtranspose
 from . import onnx_depth_space as depth_space
+from . import onnx_norm as norm
 from . import onnx_pad as pad
 from . import onnx_resize as resize
 from . import onnx_rnn as rnn
@@ -301,6 +303,16 @@ OPS: dict[str, OpEntry] = {
                    depth_space.check_depth_space, infer=depth_space.infer_depth_space,
                    fold=depth_space.fold_depth_space)
        for op, what in (("DepthToSpace", "channels moved to H and W"), ("SpaceToDepth", "H and W moved to channels"))},
+    # rewritten by the expand_norms pass (onnx_norm) when accepted; a node left here is refused by its check
+    **{op: OpEntry(what, norm.check_norm, infer=norm.infer_norm, fold=norm.fold_norm) for op, what in (
+        ("InstanceNormalization", "per-(image, channel) normalisation: LayerNormalization over rows + per-channel "
+                                  "affine"),
+        ("GroupNormalization", "per-group normalisation: LayerNormalization over rows + per-channel affine"),
+        ("LRN", "local response normalisation across channels: a banded 1x1 Conv over squares + Pow, Mul"))},
+    # rewritten by the expand_args pass (onnx_argmax); int64 result, a graph output
+    **{op: OpEntry(f"position of the {what} along one axis (int64): Reduce{what.capitalize()[:3]}, Equal, Where, "
+                   f"ReduceMin/Max", argmax.check_arg, infer=argmax.infer_arg, fold=argmax.fold_arg)
+       for op, what in (("ArgMax", "maximum"), ("ArgMin", "minimum"))},
     # data movement on run-time values (onnx_structure); with constant inputs they fold at build time
     "Slice": OpEntry("slice with step 1 (constant starts, ends, axes)", structure.check_slice,
                      structure.normalise_slice, structure.infer_slice, _fold_slice, attr_inputs=(1, 2, 3, 4),

@@ -10,8 +10,10 @@ import numpy as np
 
 from .. import KilnError
 from ..ir.graph import Graph, Node, Value
+from .onnx_argmax import expand_args
 from .onnx_base import ShapeUnknown, Unsupported, const_input, copy_graph, has_input, is_static, output_used
 from .onnx_depth_space import expand_depth_space
+from .onnx_norm import expand_norms
 from .onnx_ops import OPS, shape_slice
 from .onnx_rnn import expand_recurrent_nodes
 from .onnx_rules import check_batchnorm
@@ -265,5 +267,6 @@ def expand_recurrent(graph: Graph, log: list[str]) -> Graph:
 
 
 PASSES: tuple[Callable[[Graph, list[str]], Graph], ...] = (
-    fold_constants, expand_recurrent, expand_depth_space, remove_identities, remove_dropout, fold_batchnorm)
+    fold_constants, expand_recurrent, expand_depth_space, expand_norms, expand_args, remove_identities,
+    remove_dropout, fold_batchnorm)
 

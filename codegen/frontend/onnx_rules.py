@@ -8,9 +8,11 @@ from typing import Any
 import numpy as np
 
 from ..ir.graph import Graph, Node
+from .onnx_argmax import ACCEPTED_ARGS
 from .onnx_base import Unsupported, as_ints, const_input, has_input, output_used, shape_of
 from .onnx_convtranspose import ACCEPTED_CONVTRANSPOSE
 from .onnx_depth_space import ACCEPTED_DEPTH_SPACE
+from .onnx_norm import ACCEPTED_NORMS
 from .onnx_pad import ACCEPTED_PAD
 from .onnx_resize import ACCEPTED_RESIZE
 from .onnx_rnn import ACCEPTED_RNN
@@ -529,4 +531,6 @@ ACCEPTED_ATTRIBUTES: dict[str, str] = {
     **ACCEPTED_CONVTRANSPOSE,
     **ACCEPTED_PAD,
     **ACCEPTED_DEPTH_SPACE,
+    **ACCEPTED_NORMS,
+    **ACCEPTED_ARGS,
 }

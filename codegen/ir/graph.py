@@ -59,6 +59,7 @@ class Graph:
     source_path: str = ""
     source_opset: int = 0  # the file's opset when the frontend converted it to `opset` (0: not converted)
     aicpu: dict[str, str] = field(default_factory=dict)  # node -> reason code: runs on the AI CPU (no AI Core kernel)
+    rewrites: dict[str, str] = field(default_factory=dict)  # node -> what a frontend pass rewrote it into
 
     def producer(self, value: str) -> Node | None:
         for n in self.nodes:

@@ -173,16 +173,21 @@ class GenericKernelRecord:
 
 @dataclass(frozen=True)
 class IoDesc:
-    """A model input or output: ONNX name and shape."""
+    """A model input or output: ONNX name and shape; dtype: what the runtime returns (int64: ArgMax/ArgMin
+    positions, computed as float values; written to the manifest only when not float32)."""
     name: str
     shape: tuple[int, ...]
+    dtype: str = "float32"
 
     def to_json(self) -> Json:
-        return {"name": self.name, "shape": list(self.shape)}
+        d: Json = {"name": self.name, "shape": list(self.shape)}
+        if self.dtype != "float32":
+            d["dtype"] = self.dtype
+        return d
 
     @classmethod
     def from_json(cls, d: Mapping) -> IoDesc:
-        return cls(d["name"], _tuple(d["shape"]))
+        return cls(d["name"], _tuple(d["shape"]), d.get("dtype", "float32"))
 
 
 @dataclass(frozen=True)

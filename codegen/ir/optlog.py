@@ -32,7 +32,8 @@ REASONS = {
     "l2_residency": "which of a kernel step's inputs are in L2 when it starts (H hit, m miss, per input in the "
                     "kernel's order): least-recently-used whole tensors against the profile's L2 size, cold at the "
                     "start of a run (codegen/passes/l2.py)",
-    "frontend_pass": "a frontend graph pass (constant folding, BN folding, Identity removal)",
+    "frontend_pass": "a frontend graph pass (constant folding, BN folding, Identity removal; an op rewritten into "
+                     "ops with kernels: InstanceNormalization, GroupNormalization, LRN)",
     "opset_converted": "the file's opset (7..12) is older than the op table's (13..21): onnx's version converter "
                        "rewrote the model to opset 13 before import",
     "pinned_shape": "the model spec (file.onnx@INPUT=DxD...) fixed this input's shape; dynamic dims take its values",

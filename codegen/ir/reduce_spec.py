@@ -12,6 +12,7 @@ from .tensor import Tensor
 ReduceOp = Literal["max", "min", "l2"]
 REDUCE_OPS: dict[str, ReduceOp] = {"ReduceMax": "max", "ReduceMin": "min", "ReduceL2": "l2"}
 MAX_LENGTH = 4096  # two reduction levels of 64 fp32 lanes each (the template's static_assert)
+ROW_MAX_LENGTH = 4096  # the longest row of the row kernels (softmax, layernorm: codegen/families/rows.py)
 
 
 @dataclass(frozen=True)

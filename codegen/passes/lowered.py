@@ -77,6 +77,7 @@ class LoweredModel:
     weights: dict[str, np.ndarray]  # packed, in first-use order
     decisions: list[str] = field(default_factory=list)
     alias_offsets: dict[str, int] = field(default_factory=dict)  # view value -> byte offset in its root (slices)
+    int64_outputs: tuple[str, ...] = ()  # graph outputs the runtime returns as int64 (ArgMax/ArgMin positions)
 
 
 class LowererState(Protocol):

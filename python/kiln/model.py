@@ -70,7 +70,8 @@ class Model:
 
     def run(self, *inputs: np.ndarray, out: np.ndarray | list[np.ndarray] | None = None,
             poison_freed: bool = False, force_generic: bool = False, strict: bool | None = None):
-        """fp32 in, fp32 out, in the ONNX model's shapes (with shape buckets: any input size the model's
+        """fp32 in, fp32 out (int64 for an ArgMax/ArgMin result; with `out`, its positions as float32 values), in
+        the ONNX model's shapes (with shape buckets: any input size the model's
         graph takes, see `accepted_inputs`). Returns one array per output
         (a single array when the model has one output); with `out`, fills the caller's arrays.
         The boundary always converts (fp32 <-> fp16 and the device layouts), so inputs are read and
@@ -118,6 +119,8 @@ class Model:
             xs = [x.copy() if any(np.may_share_memory(x, o) for o in outs) else x for x in xs]
         results = plan.executor.run(xs, outs, capture, poison)
         numerics.check(f"model {self.name}", "output", [(n, o) for (n, _), o in zip(self.outputs, outs)], strict)
+        if out is None:  # ArgMax/ArgMin positions: held as float values, returned as the int64 the spec says
+            outs = [np.rint(o).astype(np.int64) if d.dtype == "int64" else o for d, o in zip(self.entry.outputs, outs)]
         self._exec = plan.executor  # last_step_seconds: the executor that ran last
         self._served = plan.record
         self.kernels = plan.kernels

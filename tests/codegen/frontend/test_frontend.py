@@ -451,7 +451,8 @@ def test_unsupported_nodes_are_all_listed(tmp_path):
     assert "node 'grouped_conv' (Conv, opset 17): group=3 with 32 output channels: group must be a positive " \
            "integer dividing the output channels" in msg
     assert "node 'pool' (MaxPool, opset 17): storage_order=1 is not supported" in msg
-    assert msg.rstrip().splitlines()[-1].startswith("Supported ops: Abs, Add, AveragePool, BatchNormalization")
+    assert msg.rstrip().splitlines()[-1].startswith(
+        "Supported ops: Abs, Add, ArgMax, ArgMin, AveragePool, BatchNormalization")
 
     problems = onnx_frontend.check_onnx(path)
     assert [(p["node"], p["op_type"]) for p in problems] == [

@@ -233,4 +233,20 @@ def _lraspp() -> OpCase:
     return n.case([1, 3, 32, 32], [1, 4, 32, 32], 4e-3, 11)
 
 
-CASES = [_resnext(), _densenet(), _convnext(), _vit(), _yolo(), _regnety(), _lraspp()]
+def _alexnet() -> OpCase:
+    """The Caffe-zoo AlexNet scaled (bvlc_alexnet in the ONNX model zoo): 11x11/4 Conv + Relu, LRN (size 5,
+    alpha 1e-4, beta 0.75), MaxPool 3x3/2, 5x5 Conv in two groups + Relu, LRN, MaxPool, 3x3 Conv + Relu,
+    Flatten, two Gemm layers."""
+    n = Net("arch_alexnet")
+    x = n.relu(n.conv("x", 3, 32, 11, stride=4, pad=2))
+    x = n.node("LRN", [x], size=5, alpha=1e-4, beta=0.75, bias=1.0)
+    x = n.node("MaxPool", [x], kernel_shape=[3, 3], strides=[2, 2])
+    x = n.relu(n.conv(x, 32, 64, 5, group=2))
+    x = n.node("MaxPool", [n.node("LRN", [x], size=5, alpha=1e-4, beta=0.75, bias=1.0)], kernel_shape=[3, 3],
+               strides=[2, 2])
+    x = n.node("Flatten", [n.relu(n.conv(x, 64, 64, 3))], axis=1)
+    n.linear(n.relu(n.linear(x, 64 * 3 * 3, 64)), 64, 10)
+    return n.case([1, 3, 63, 63], [1, 10], 2e-2)
+
+
+CASES = [_resnext(), _densenet(), _convnext(), _vit(), _yolo(), _regnety(), _lraspp(), _alexnet()]
