@@ -28,6 +28,7 @@ from .passes.memory import MemoryPlan, plan_arena
 from .passes.patterns import find_patterns
 from .select import search_cache
 from .select.conv_transpose import chooser as convt_chooser
+from .select.l2_search import rank_with_l2_plans
 from .select.launches import attach_launches
 from .select.plan import KernelPlan, KernelRequest, ModelPlan, Plan
 from .select.tuning import load_records
@@ -289,5 +290,6 @@ def plan(options: Options, source_dir: Path, work_dir: Path | None = None, progr
     unique, became = _merge_kernels(chosen)
     planned = dict(zip(requests, became))
     model_plans = [_model_plan(m, planned, options, log) for m in models]
+    rank_with_l2_plans(model_plans, profile, log, options, records)  # the Cube tilings, as the models' steps run
     model_plans, generic_kernels = shape_buckets.attach(model_plans, bucketed, profile, options, log, plan_model)
     return Plan(options, profile, unique, log, model_plans, generic_kernels)
