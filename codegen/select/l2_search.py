@@ -7,23 +7,51 @@ balance the blocks over the cores) by the sum of its steps' predicted cycles, ea
 takes the winner's tiling (same family, so the same inputs and the same L2 plan). A kernel called on its own
 (`kiln.kernel`) runs that tiling too; its own prediction stays the all-miss one.
 
+What it costs (issue 22 point 6): a kernel's result depends only on its spec, its current variant, the
+profile, its steps' hit patterns (with their counts) and the cost model, so it is kept under a key of those
+and the codegen's sources: in this process (a test session plans the zoo many times) and in the build's search
+cache (codegen/select/search_cache.py: a reconfigure or a second build reuses it; an entry made under another
+COST_MODEL_VERSION is never read). Kernels not found are ranked in the search's worker processes. The exact
+replays the ranking made are the launches' and the kernel's predictions: nothing is replayed again.
+
 One decision per kernel, logged: `[OPT] search KERNEL TAG reason=l2_plan steps=S before=B after=A`.
 """
 from __future__ import annotations
 
+import hashlib
 from collections import Counter
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from ..cost import model as cost
-from ..families.base import predict
+from ..families.base import Variant
 from ..families.ranking import EXACT_REPLAYS, TILE_EDGES
 from ..families.registry import FAMILIES
 from ..ir.opspec import Conv2dSpec, spec_hash
 from ..ir.optlog import OptLog
 from ..ir.profiles import Profile
-from .launches import attach_launches
+from .launches import prediction_record
 from .plan import KernelPlan, ModelPlan
+from .search_cache import SearchCache, SearchSetup, parallel_map
 from .tiling import SIZE_DERIVED, variant_from_params
+
+FINALISTS = EXACT_REPLAYS  # quick-ranked candidates replayed exactly
+SHAPES = 6  # tile shapes whose every K blocking is quick-ranked
+K_BLOCKING = ("base_k1", "c1_step", "k1_step", "base_k2")  # what a tiling's K loop is blocked by
+Hits = tuple[bool, ...]
+
+
+@dataclass(frozen=True)
+class Reranked:
+    """A kernel's re-ranking: the winner's variant (None: the current one stays), the steps' cycles before and after,
+    and, for a new tiling, its own (all-miss) prediction and its prediction per hit pattern."""
+    variant: Variant | None
+    before: float
+    after: float
+    alone: cost.Prediction | None = None
+    launches: tuple[tuple[Hits, cost.Prediction], ...] = ()
+
+
+_SESSION: dict[str, Reranked] = {}  # this process's results by key (tests plan the zoo many times)
 
 
 def _ranked_family(k: KernelPlan) -> bool:
@@ -31,15 +59,6 @@ def _ranked_family(k: KernelPlan) -> bool:
     GEMM-shaped Cube families: any tiling reads the same inputs, so the L2 plan holds)."""
     f = FAMILIES[k.variant.family]
     return f.searched and f.wide_space is not None and f.candidates is not None
-
-
-def _steps_hits(models: list[ModelPlan]) -> dict[int, tuple[KernelPlan, list[tuple[bool, ...]]]]:
-    """Per kernel (by identity): the L2 hits of every model step that launches it."""
-    out: dict[int, tuple[KernelPlan, list[tuple[bool, ...]]]] = {}
-    for m in models:
-        for i, k in m.step_kernels.items():
-            out.setdefault(id(k), (k, []))[1].append(m.l2_hits[i])
-    return out
 
 
 def _chained(k: KernelPlan) -> bool:
@@ -51,10 +70,17 @@ def _tiling(p: dict) -> dict:
     return dict({n: v for n, v in p.items() if n not in SIZE_DERIVED}, l1_buffers=p.get("l1_buffers", 2))
 
 
-def _ranked_params(k: KernelPlan, hits: list[tuple[bool, ...]], profile: Profile) -> tuple[dict, float, float]:
-    """(the tiling with the fewest cycles over the steps, its cycles, the current tiling's cycles): every fitting
-    candidate by a quick two-core replay per step, then the best few and the current one replayed exactly; a
-    tiling slower than the family's rule tiling when the kernel is called on its own is passed over."""
+def _key(k: KernelPlan, patterns: Counter, profile: Profile, digest: str) -> str:
+    text = "\n".join([digest, cost.COST_MODEL_VERSION, type(k.spec).__name__, repr(k.spec), repr(profile),
+                      k.variant.family, repr(sorted(k.variant.params.items())), repr(sorted(patterns.items()))])
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def rerank(k: KernelPlan, patterns: Counter, profile: Profile, before: float) -> Reranked:
+    """The tiling with the fewest cycles over the steps (`patterns`: each hit pattern with its number of steps;
+    `before`: the current tiling's cycles over them): every fitting candidate by a quick two-core replay per
+    pattern, then the best few replayed exactly; a tiling slower than the family's rule tiling when the kernel is
+    called on its own is passed over."""
     f = FAMILIES[k.variant.family]
     assert f.candidates is not None
     rule, cands, fit = f.candidates(k.spec, profile, TILE_EDGES)
@@ -64,48 +90,111 @@ def _ranked_params(k: KernelPlan, hits: list[tuple[bool, ...]], profile: Profile
     if f.wide_space and not _chained(k):  # (a chain's 1x1 is tiled by base_n2: its grid only)
         cands = cands + f.wide_space(k.spec, k.variant.params, profile)
 
-    patterns = Counter(hits)  # steps with the same hits run alike: replayed once
+    def run(p: dict, hits: Hits | None, sample: bool = False) -> cost.Prediction:
+        return cost.run(f.replay, k.spec, p, profile, sample, hits)
 
-    def cycles(p: dict, sample: bool) -> float:
-        return sum(n * cost.run(f.replay, k.spec, p, profile, sample, h).cycles for h, n in patterns.items())
-
-    current = dict(k.variant.params)
-    quick = sorted((dict(p, **extra) for p in cands if fit(p)),
-                   key=lambda p: (cycles(p, True), sorted(p.items())))
-    finalists = [current] + [p for p in quick[:EXACT_REPLAYS] if _tiling(p) != _tiling(current)]
-    exact = sorted(((cycles(p, False), i, p) for i, p in enumerate(finalists)), key=lambda e: (e[0], e[1]))
-    before = next(c for c, i, _ in exact if i == 0)
+    current = _tiling(k.variant.params)
+    quick = _quick_ranked([dict(p, **extra) for p in cands if fit(p) and _tiling(dict(p, **extra)) != current],
+                          k.variant.params, lambda p: sum(n * run(p, h, True).cycles for h, n in patterns.items()))
+    exact = []
+    for i, p in enumerate(quick[:FINALISTS]):
+        want = {n: p[n] for n in (*f.tunable, *f.searched_extra) if n in p}
+        v = variant_from_params(k.spec, profile, k.variant.family, want, "l2 search", whole=True)
+        preds = tuple((h, run(v.params, h)) for h in patterns)  # the tiling as it bakes
+        exact.append((sum(patterns[h] * q.cycles for h, q in preds), i, v, preds))
     # called on its own (every read a miss), the kernel stays no slower than its family's rule tiling, as the
     # build search guarantees (tests/codegen/cost/test_costmodel.py): the fastest finalist that keeps that
-    alone = cost.run(f.replay, k.spec, dict(rule, **extra), profile).cycles
-    c, _, p = next(e for e in exact if e[1] == 0 or cost.run(f.replay, k.spec, e[2], profile).cycles <= alone)
-    return p, c, before
+    alone_rule = None
+    for c, _, v, preds in sorted(exact, key=lambda e: (e[0], e[1])):
+        if c >= before:
+            break
+        alone = run(v.params, None)
+        alone_rule = alone_rule if alone_rule is not None else (
+            k.prediction.cycles if k.prediction is not None and _tiling(dict(rule, **extra)) == current
+            else run(dict(rule, **extra), None).cycles)
+        if alone.cycles <= alone_rule:
+            return Reranked(replace(v, notes=k.variant.notes), before, c, alone, preds)  # notes: the algorithm
+            # comparison, as the build's search made it
+    return Reranked(None, before, before)
 
 
-def rank_with_l2_plans(models: list[ModelPlan], profile: Profile, log: OptLog, options, records: dict) -> None:
+def _quick_ranked(cands: list[dict], current: dict, quick) -> list[dict]:
+    """`cands` by their quick cycles (`quick(p)`), in two stages: the tile shapes (a tiling but its K blocking)
+    each by one member, the one whose K blocking is nearest the current tiling's; then every member of the best
+    SHAPES shapes and of the current one (a shape's K blockings differ by a few percent, its tiles by far more)."""
+    shapes: dict[tuple, list[dict]] = {}
+    for p in cands:
+        shapes.setdefault(tuple(sorted((n, v) for n, v in p.items() if n not in K_BLOCKING)), []).append(p)
+    cycles: dict[tuple, float] = {}
+
+    def of(p: dict) -> tuple[float, list]:
+        key = tuple(sorted(p.items()))
+        if key not in cycles:
+            cycles[key] = quick(p)
+        return cycles[key], sorted(p.items())
+
+    def nearest(p: dict) -> tuple:
+        return tuple((p.get(n) != current.get(n), -p.get(n, 0)) for n in K_BLOCKING)
+    by_shape = sorted(shapes.items(), key=lambda s: of(min(s[1], key=nearest)))
+    names = {n for shape in shapes for n, _ in shape}
+    mine = tuple(sorted((n, v) for n, v in current.items() if n in names))
+    keep = [ps for i, (shape, ps) in enumerate(by_shape) if i < SHAPES or shape == mine]
+    return sorted((p for ps in keep for p in ps), key=of)
+
+
+def _kernels_steps(models: list[ModelPlan]) -> dict[int, tuple[KernelPlan, list[tuple[ModelPlan, int]]]]:
+    """Per kernel (by identity): the model steps that launch it."""
+    out: dict[int, tuple[KernelPlan, list[tuple[ModelPlan, int]]]] = {}
+    for m in models:
+        for i, k in m.step_kernels.items():
+            out.setdefault(id(k), (k, []))[1].append((m, i))
+    return out
+
+
+def rank_with_l2_plans(models: list[ModelPlan], profile: Profile, log: OptLog, options, records: dict,
+                       setup: SearchSetup | None = None) -> None:
     """Re-ranks the searched Cube kernels of `models` with their steps' L2 hits (module doc); a kernel whose
-    tiling changes gets the new variant and prediction, and the models' launches are predicted again."""
+    tiling changes gets the new variant and prediction, and its steps their launches with it."""
     if options.kiln_opt_level == "O0" or not models:
         return
-    changed = False
-    for k, hits in _steps_hits(models).values():
-        if (not _ranked_family(k) or k.pinned or k.pinned_tiling
-                or spec_hash(k.spec) in records):
+    setup = setup or SearchSetup()
+    cache = SearchCache(setup.cache_dir) if setup.cache_dir is not None else None
+    digest = cache.digest if cache else "session"
+    todo = []
+    for k, steps in _kernels_steps(models).values():
+        if not _ranked_family(k) or k.pinned or k.pinned_tiling or spec_hash(k.spec) in records:
             continue
-        best, after, before = _ranked_params(k, hits, profile)
-        if after >= before:
+        patterns = Counter(m.l2_hits[i] for m, i in steps)  # steps with the same hits run alike: replayed once
+        launch = {m.l2_hits[i]: m.launches[i] for m, i in steps}
+        cycles = {h: r.predicted_cycles for h, r in launch.items() if r is not None}
+        if len(cycles) < len(launch):
             continue
-        f = FAMILIES[k.variant.family]
-        want = {n: best[n] for n in (*f.tunable, *f.searched_extra) if n in best}
-        v = replace(variant_from_params(k.spec, profile, k.variant.family, want, "l2 search", whole=True),
-                    notes=k.variant.notes)  # the algorithm comparison, as the search made it
-        log.add("search", k.spec.name, v.tag, "l2_plan", steps=len(hits), before=round(before), after=round(after),
-                replaced=k.variant.tag)
-        k.variant = v
-        k.prediction = predict(k.spec, v.family, v.params, profile)
-        changed = True
-    if changed:
-        for m in models:
-            m.l2_hits.clear()
-            m.launches.clear()
-            attach_launches(m, profile, OptLog())  # the same L2 plan (same inputs): logged once already
+        before = float(sum(n * cycles[h] for h, n in patterns.items()))
+        key = _key(k, patterns, profile, "session")
+        found = _SESSION.get(key) or (cache.get_l2(_key(k, patterns, profile, digest)) if cache else None)
+        todo.append((k, steps, patterns, before, key, found))
+    missing = [t for t in todo if t[5] is None]
+    ranked = iter(parallel_map(rerank, [(k, pats, profile, before) for k, _, pats, before, _, _ in missing],
+                               setup.jobs))
+    for k, steps, patterns, _, key, found in todo:
+        r = found if found is not None else next(ranked)
+        _SESSION[key] = r
+        if found is None and cache:
+            cache.put_l2(_key(k, patterns, profile, digest), r)
+        if r.variant is not None:
+            _apply(k, steps, r, log)
+
+
+def _apply(k: KernelPlan, steps: list[tuple[ModelPlan, int]], r: Reranked, log: OptLog) -> None:
+    """Kernel k takes the re-ranked tiling: its variant, its own prediction and its steps' launches (the same
+    inputs, so the same L2 plan: checked)."""
+    v = r.variant
+    assert v is not None
+    log.add("search", k.spec.name, v.tag, "l2_plan", steps=len(steps), before=round(r.before),
+            after=round(r.after), replaced=k.variant.tag)
+    inputs = [t.nbytes for t in k.inputs]
+    k.variant, k.prediction = v, r.alone
+    assert [t.nbytes for t in k.inputs] == inputs, f"{k.spec.name}: a re-ranked tiling changed the kernel's inputs"
+    launches = {h: prediction_record(p) for h, p in r.launches}
+    for m, i in steps:
+        m.launches[i] = launches[m.l2_hits[i]]

@@ -9,14 +9,26 @@ from conftest import REPO, minimal_kernel_list
 from codegen.families.registry import FAMILIES, predict
 from codegen.options import parse_options
 from codegen.pipeline import plan
+from codegen.select import l2_search, search_cache
 from codegen.select.launches import launch_record
 
 
-@pytest.fixture(scope="module")
-def bert(tmp_path_factory):
-    kl = minimal_kernel_list(tmp_path_factory.mktemp("l2s"))
+def bert_plan(directory):
+    """bert_layer's plan with the search cache in `directory` (the kernel list: one Relu)."""
     return plan(parse_options({"KILN_MODELS": "bert_layer", "DEBUG_OPTIMIZATION_PATH": "ON",
-                               "KILN_KERNEL_LIST": str(kl)}), REPO)
+                               "KILN_KERNEL_LIST": str(minimal_kernel_list(directory))}), REPO,
+                search_cache_dir=directory / "cache")
+
+
+@pytest.fixture(scope="module")
+def bert_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("l2s")
+
+
+@pytest.fixture(scope="module")
+def bert(bert_dir):
+    l2_search._SESSION.clear()  # ranked here, not taken from an earlier plan of this session
+    return bert_plan(bert_dir)
 
 
 def test_gemms_ranked_with_their_steps_hits_are_faster_as_the_model_runs_them(bert):
@@ -54,3 +66,19 @@ def test_o0_keeps_the_rule_tilings(tmp_path):
     p = plan(parse_options({"KILN_MODELS": "bert_layer", "DEBUG_OPTIMIZATION_PATH": "ON", "KILN_OPT_LEVEL": "O0",
                             "KILN_KERNEL_LIST": str(minimal_kernel_list(tmp_path))}), REPO)
     assert not [ln for ln in p.log.lines if "reason=l2_plan" in ln]
+
+
+def test_a_cached_ranking_gives_the_same_plan_and_is_never_reused_under_other_costs(bert, bert_dir, monkeypatch):
+    entries = sorted((bert_dir / "cache").glob("*/l2-*.pkl"))
+    assert entries, "the re-rankings were not kept in the search cache"
+    ranked = [ln for ln in bert.log.lines if "reason=l2_plan" in ln]
+    l2_search._SESSION.clear()  # from the build's cache now, as a second build reads them
+    again = bert_plan(bert_dir)
+    assert [ln for ln in again.log.lines if "reason=l2_plan" in ln] == ranked
+    assert again.models[0].launches == bert.models[0].launches
+    assert [(k.variant, k.prediction) for k in again.kernels] == [(k.variant, k.prediction) for k in bert.kernels]
+    cache = search_cache.SearchCache(bert_dir / "cache")
+    key = entries[0].stem[len("l2-"):]
+    assert cache.get_l2(key) is not None
+    monkeypatch.setattr(search_cache, "COST_MODEL_VERSION", "another cost model")
+    assert cache.get_l2(key) is None  # made under other costs: ranked again
