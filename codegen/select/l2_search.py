@@ -76,11 +76,11 @@ def _key(k: KernelPlan, patterns: Counter, profile: Profile, digest: str) -> str
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-def rerank(k: KernelPlan, patterns: Counter, profile: Profile, before: float) -> Reranked:
-    """The tiling with the fewest cycles over the steps (`patterns`: each hit pattern with its number of steps;
-    `before`: the current tiling's cycles over them): every fitting candidate by a quick two-core replay per
-    pattern, then the best few replayed exactly; a tiling slower than the family's rule tiling when the kernel is
-    called on its own is passed over."""
+def rerank(k: KernelPlan, patterns: Counter, profile: Profile) -> Reranked:
+    """The tiling with the fewest cycles over the steps (`patterns`: each hit pattern with its number of steps):
+    every fitting candidate by a quick two-core replay per pattern, then the best few replayed exactly, against
+    the current tiling's exact cycles (a tie keeps it); a tiling slower than the family's rule tiling when the
+    kernel is called on its own is passed over."""
     f = FAMILIES[k.variant.family]
     assert f.candidates is not None
     rule, cands, fit = f.candidates(k.spec, profile, TILE_EDGES)
@@ -94,6 +94,7 @@ def rerank(k: KernelPlan, patterns: Counter, profile: Profile, before: float) ->
         return cost.run(f.replay, k.spec, p, profile, sample, hits)
 
     current = _tiling(k.variant.params)
+    before = sum(n * run(k.variant.params, h).cycles for h, n in patterns.items())
     quick = _quick_ranked([dict(p, **extra) for p in cands if fit(p) and _tiling(dict(p, **extra)) != current],
                           k.variant.params, lambda p: sum(n * run(p, h, True).cycles for h, n in patterns.items()))
     exact = []
@@ -165,18 +166,14 @@ def rank_with_l2_plans(models: list[ModelPlan], profile: Profile, log: OptLog, o
         if not _ranked_family(k) or k.pinned or k.pinned_tiling or spec_hash(k.spec) in records:
             continue
         patterns = Counter(m.l2_hits[i] for m, i in steps)  # steps with the same hits run alike: replayed once
-        launch = {m.l2_hits[i]: m.launches[i] for m, i in steps}
-        cycles = {h: r.predicted_cycles for h, r in launch.items() if r is not None}
-        if len(cycles) < len(launch):
+        if any(m.launches[i] is None for m, i in steps):
             continue
-        before = float(sum(n * cycles[h] for h, n in patterns.items()))
         key = _key(k, patterns, profile, "session")
         found = _SESSION.get(key) or (cache.get_l2(_key(k, patterns, profile, digest)) if cache else None)
-        todo.append((k, steps, patterns, before, key, found))
-    missing = [t for t in todo if t[5] is None]
-    ranked = iter(parallel_map(rerank, [(k, pats, profile, before) for k, _, pats, before, _, _ in missing],
-                               setup.jobs))
-    for k, steps, patterns, _, key, found in todo:
+        todo.append((k, steps, patterns, key, found))
+    missing = [t for t in todo if t[4] is None]
+    ranked = iter(parallel_map(rerank, [(k, patterns, profile) for k, _, patterns, _, _ in missing], setup.jobs))
+    for k, steps, patterns, key, found in todo:
         r = found if found is not None else next(ranked)
         _SESSION[key] = r
         if found is None and cache:
