@@ -28,6 +28,7 @@ from .passes.memory import MemoryPlan, plan_arena
 from .passes.patterns import find_patterns
 from .select import search_cache
 from .select.conv_transpose import chooser as convt_chooser
+from .select.l2_search import rank_with_l2_plans
 from .select.launches import attach_launches
 from .select.plan import KernelPlan, KernelRequest, ModelPlan, Plan
 from .select.tuning import load_records
@@ -288,10 +289,11 @@ def plan(options: Options, source_dir: Path, work_dir: Path | None = None, progr
     requests = list(kernels.by_spec.values())
     records = load_records(options.kiln_tuning_records, profile) if options.kiln_tuning_records else {}
     # Variant and prediction per kernel, from the build dir's cache where an earlier run searched it
-    chosen = search_cache.choose_all(requests, profile, log, options, records,
-                                     search_cache.SearchSetup(search_cache_dir, jobs, progress))
+    setup = search_cache.SearchSetup(search_cache_dir, jobs, progress)
+    chosen = search_cache.choose_all(requests, profile, log, options, records, setup)
     unique, became = _merge_kernels(chosen)
     planned = dict(zip(requests, became))
     model_plans = [_model_plan(m, planned, options, log) for m in models]
+    rank_with_l2_plans(model_plans, profile, log, options, records, setup)  # the Cube tilings, as the models' steps run
     model_plans, generic_kernels = shape_buckets.attach(model_plans, bucketed, profile, options, log, plan_model)
     return Plan(options, profile, unique, log, model_plans, generic_kernels)

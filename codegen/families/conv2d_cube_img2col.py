@@ -461,6 +461,12 @@ def conv_candidates(spec: Conv2dSpec, rule_params: dict, profile: Profile, buffe
 def search_chain(spec: Conv2dSpec, rule_params: dict, profile: Profile, log: OptLog) -> dict:
     """Tiling of a chained conv (window conv -> 1x1, intermediate in L1): base_m x base_k1 x c1_step of the
     window conv, base_n2 x base_k2 of the 1x1; one block per M tile."""
+    return pick_best(spec, "conv2d_cube_img2col", rule_params, chain_candidates(spec, rule_params, profile), profile,
+                     log)
+
+
+def chain_candidates(spec: Conv2dSpec, rule_params: dict, profile: Profile) -> tuple[list[dict], Callable]:
+    """(every tiling candidate of a chained conv, the buffer-fit predicate)."""
     M, C1 = spec.ho * spec.wo, c1(spec.cin)
     K1, MID1, CO1 = C1 * spec.kh * spec.kw, c1(spec.mid), c1(spec.cout)
     extra = {k: v for k, v in rule_params.items() if k == "epi_tile"}
@@ -481,7 +487,7 @@ def search_chain(spec: Conv2dSpec, rule_params: dict, profile: Profile, log: Opt
     def fit(p):
         bufs = chain_buffers(spec, p["base_m"], p["base_k1"], p["c1_step"], p["base_n2"], p["base_k2"])
         return all(b <= profile.capacity[pos] for pos, b in bufs.items())
-    return pick_best(spec, "conv2d_cube_img2col", rule_params, (cands, fit), profile, log)
+    return cands, fit
 
 
 def from_params(spec: Conv2dSpec, profile: Profile, params: dict, source: str) -> tuple[dict, dict, int]:
@@ -510,6 +516,8 @@ def from_params(spec: Conv2dSpec, profile: Profile, params: dict, source: str) -
 
 def tune_candidates(spec: Conv2dSpec, profile: Profile, edges) -> tuple[dict, list[dict], Callable]:
     rule = conv_rule(spec, profile, OptLog()).params
+    if spec.mid:  # a chained conv tiles its 1x1 with base_n2, not base_n (the build search's grid)
+        return rule, *chain_candidates(spec, rule, profile)
     return rule, *conv_candidates(spec, rule, profile, conv_buffers, edges)
 
 

@@ -162,7 +162,7 @@ def gemm_wide_space(family: str, bufs, n_edge: Callable[[Any], int]):
         K1 = c1(spec.k)
 
         def make(bm, bn, bk, step):
-            if step % bk and step != K1:
+            if (step % bk and step != K1) or getattr(spec, "split", 0) % bn:  # siblings: a tile in one result
                 return None
             p = dict(params, base_m=bm, base_n=bn, base_k1=bk, k1_step=step)
             return p if all(b <= profile.capacity[k] for k, b in bufs(spec, bm, bn, bk, step).items()) else None

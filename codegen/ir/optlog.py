@@ -32,6 +32,9 @@ REASONS = {
     "l2_residency": "which of a kernel step's inputs are in L2 when it starts (H hit, m miss, per input in the "
                     "kernel's order): least-recently-used whole tensors against the profile's L2 size, cold at the "
                     "start of a run (codegen/passes/l2.py)",
+    "l2_plan": "the search ranked the kernel's tilings again with its model steps' L2 hits "
+               "(codegen/select/l2_search.py): the sum of the steps' predicted cycles; before: the tiling ranked with "
+               "every read a miss, after: this one",
     "frontend_pass": "a frontend graph pass (constant folding, BN folding, Identity removal; an op rewritten into "
                      "ops with kernels: InstanceNormalization, GroupNormalization, LRN)",
     "opset_converted": "the file's opset (7..12) is older than the op table's (13..21): onnx's version converter "

@@ -55,8 +55,11 @@ def launch_prediction(k: KernelPlan, hits: tuple[bool, ...] | None, profile: Pro
 def launch_record(k: KernelPlan, hits: tuple[bool, ...] | None, profile: Profile) -> LaunchRecord | None:
     """The manifest's record of one launch (None where the family has no cost-model replay)."""
     p = launch_prediction(k, hits, profile)
-    if p is None:
-        return None
+    return None if p is None else prediction_record(p)
+
+
+def prediction_record(p: Prediction) -> LaunchRecord:
+    """The manifest's record of a launch the cost model predicted as `p`."""
     return LaunchRecord(round(p.cycles, 3), round(p.core_cycles, 3), p.bound_unit(), p.mem.l2_hit_bytes,
                         p.mem.hbm_bytes, p.cube_macs, p.useful_macs, round(p.pipes["M"].busy, 3),
                         round(p.pipes["V"].busy, 3))

@@ -123,15 +123,56 @@ class SearchCache:
         return None
 
     def put(self, key: str, entry) -> None:
-        entries = [entry] + [e for e in self._load(key) if e[3] != entry[3]][:MAX_ENTRIES - 1]
-        fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=f".{key}.", suffix=".tmp")
+        self._write(key, [entry] + [e for e in self._load(key) if e[3] != entry[3]][:MAX_ENTRIES - 1])
+
+
+    def get_l2(self, key: str):
+        """The L2 re-ranking's result under `key` (codegen/select/l2_search.py), if one was made under this cost
+        model."""
+        try:
+            with open(self.dir / f"l2-{key}.pkl", "rb") as f:
+                version, result = pickle.load(f)
+            return result if version == COST_MODEL_VERSION else None
+        except Exception:  # missing, truncated or unreadable: a miss
+            return None
+
+    def put_l2(self, key: str, result) -> None:
+        self._write(f"l2-{key}", (COST_MODEL_VERSION, result))
+
+    def _write(self, name: str, data) -> None:
+        fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=f".{name}.", suffix=".tmp")
         try:
             with os.fdopen(fd, "wb") as f:
-                pickle.dump(entries, f, protocol=pickle.HIGHEST_PROTOCOL)
-            os.replace(tmp, self.dir / f"{key}.pkl")
+                pickle.dump(data, f, protocol=pickle.HIGHEST_PROTOCOL)
+            os.replace(tmp, self.dir / f"{name}.pkl")
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
+
+
+def parallel_map(fn: Callable, args: list, jobs: int) -> list:
+    """[fn(*a) for a in args], in `jobs` forked worker processes where there are several (each item's result, in
+    order; an item whose worker failed, or every item where no pool can start, is computed here, so its error is
+    raised as without jobs)."""
+    results: list = [None] * len(args)
+    jobs = max(1, min(jobs, len(args))) if sys.platform.startswith("linux") else 1
+    if jobs > 1:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+        try:
+            with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as pool:
+                results = list(pool.map(_guarded, [(fn, a) for a in args], chunksize=1))
+        except (OSError, RuntimeError):
+            pass
+    return [r if r is not None else fn(*a) for r, a in zip(results, args)]
+
+
+def _guarded(item):
+    fn, args = item
+    try:
+        return fn(*args)
+    except Exception:
+        return None
 
 
 def _worker(args):
