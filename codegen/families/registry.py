@@ -29,6 +29,7 @@ from . import (
     global_avgpool_vector,
     layernorm_vector,
     logsoftmax_vector,
+    lstm_loop,
     maxpool2d_vector,
     reduce_vector,
     resize_vector,
@@ -62,6 +63,7 @@ ORDER: tuple[Family, ...] = (
     attention_flash.FAMILY,
     resize_vector.FAMILY,
     reduce_vector.FAMILY,
+    lstm_loop.FAMILY,
 )
 
 # Kinds implemented by several families, each with the function that chooses among them

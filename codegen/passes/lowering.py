@@ -32,6 +32,7 @@ from .eltwise_programs import CHAIN_OPS as PROGRAM_CHAIN_OPS  # lowered as eleme
 from .lowered import LoweredModel, Step, Storage
 from .pad_fold import why_not_folded
 from .patterns import Patterns, find_patterns
+from .recurrent import lstm_loop
 from .views import as_swap_0213, canonical_transpose, contiguous_offset
 
 C0 = 16
@@ -724,7 +725,7 @@ class _Lowerer:
         "AveragePool": pool, "ReduceMean": reduce_mean, "BatchNormalization": batchnorm, "Squeeze": reshape,
         "Unsqueeze": reshape, "Slice": slice_op, "Split": split, "Gather": gather, "Concat": concat,
         "EltwiseProgram": eltwise_program, "Resize": resize, "ConvTranspose": conv_transpose, "Pad": pad,
-        **dict.fromkeys(("ReduceSum", *copy_rules.REDUCE_TYPES), reduce)}
+        "LSTMLoop": lstm_loop, **dict.fromkeys(("ReduceSum", *copy_rules.REDUCE_TYPES), reduce)}
 
 
     def layernorm_decomposed(self, node: Node) -> None:
@@ -749,8 +750,7 @@ class _Lowerer:
             dv = self.new_value(f"{v.name}@staged", Storage(layout, shape))
             self.device[v.name] = dv
             self.steps.append(Step("glue", f"input {v.name}", [], ["Input"], [v.name], dv,
-                                   glue="input_nchw" if layout == "NC1HWC0" else "input_nd",
-                                   params=list(shape)))
+                                   glue="input_nchw" if layout == "NC1HWC0" else "input_nd", params=list(shape)))
         self.decisions.extend(self.patterns.decisions)
         unsupported = self.unsupported_nodes()
         if unsupported:
@@ -783,8 +783,7 @@ class _Lowerer:
                                    params=list(st.logical)))
             outs.append((v.name, tuple(v.shape)))
         return LoweredModel(self.model, g.source_path, [(v.name, tuple(v.shape)) for v in g.inputs], outs,
-                            self.steps, self.storage, self.aliases, self.weights, self.decisions,
-                            self.alias_offsets)
+                            self.steps, self.storage, self.aliases, self.weights, self.decisions, self.alias_offsets)
 
 
 def lower(g: Graph, model: str, dtype: str = "fp16", patterns: Patterns | None = None,
