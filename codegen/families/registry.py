@@ -29,7 +29,7 @@ from . import (
     global_avgpool_vector,
     layernorm_vector,
     logsoftmax_vector,
-    lstm_loop,
+    lstm_loop_mixed,
     maxpool2d_vector,
     reduce_vector,
     resize_vector,
@@ -63,7 +63,7 @@ ORDER: tuple[Family, ...] = (
     attention_flash.FAMILY,
     resize_vector.FAMILY,
     reduce_vector.FAMILY,
-    lstm_loop.FAMILY,
+    lstm_loop_mixed.FAMILY,
 )
 
 # Kinds implemented by several families, each with the function that chooses among them

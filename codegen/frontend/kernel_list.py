@@ -51,7 +51,7 @@ SUPPORTED = {
             "or a concat of row-major 'inputs' (a list of shapes) along 'axis'",
     "Resize": "Resize over H and W of NCHW 'input' by 'scales' [h, w] (the output floor(size * scale)) or to 'sizes' "
               "[h, w]; 'mode' nearest or linear, 'coordinate_transformation_mode', 'nearest_mode' (ONNX names)",
-    "LSTMLoop": "an LSTM's recurrence looped over 'seq' steps in one kernel (lstm_loop): 'batch', 'hidden' (a "
+    "LSTMLoop": "an LSTM's recurrence looped over 'seq' steps in one kernel (lstm_loop_mixed): 'batch', 'hidden' (a "
                 "multiple of 16), 'direction' (forward, reverse, bidirectional), 'h0', 'c0' (true: the initial "
                 "states are inputs); it reads the input projection [seq*batch, dirs*4*hidden] and R^T as ZN",
     "EltwiseProgram": "a fused elementwise program (codegen/ir/eltwise_program.py): output 'shape', 'layout' NC1HWC0 "

@@ -24,7 +24,7 @@ from .onnx_base import as_ints, const_input, has_input, is_static, shape_of
 DEFAULT_ACTIVATIONS = {"LSTM": ("Sigmoid", "Tanh", "Tanh"), "GRU": ("Sigmoid", "Tanh")}
 GATES = {"LSTM": 4, "GRU": 3}
 DIRECTIONS = {"forward": 1, "reverse": 1, "bidirectional": 2}
-LOOP_OPS = ("LSTMLoop",)  # the graph op expand_loop writes (kiln's own, not ONNX): one lstm_loop kernel
+LOOP_OPS = ("LSTMLoop",)  # the graph op expand_loop writes (kiln's own, not ONNX): one lstm_loop_mixed kernel
 
 _COMMON = ("direction: forward, reverse, bidirectional; activations: the defaults ({acts}); activation_alpha, "
            "activation_beta: absent; clip: any (gate pre-activations clamped); layout: 0, 1; sequence_lens: absent "
@@ -314,7 +314,7 @@ LOOP_MAX_STATE = 2048       # batch * hidden: the step's tiles stay in UB and L0
 
 
 def loop_problem(node: Node, g: Graph) -> str | None:
-    """Why the looped kernel (lstm_loop) does not take this accepted node, which is then unrolled (None: it
+    """Why the looped kernel (lstm_loop_mixed) does not take this accepted node, which is then unrolled (None: it
     does)."""
     a = node.attrs
     if node.op_type != "LSTM":
@@ -342,7 +342,7 @@ def _zero_or(g: Graph, node: Node, index: int) -> str:
 
 def expand_loop(g: Graph, node: Node) -> list[Node]:
     """An LSTM node the looped kernel takes: its input projection of every direction as one GEMM, the LSTMLoop
-    node (one lstm_loop kernel) writing Y, Y_h and Y_c as one packed tensor, views of it as the outputs."""
+    node (one lstm_loop_mixed kernel) writing Y, Y_h and Y_c as one packed tensor, views of it as the outputs."""
     xs, dirs = g.values[node.inputs[0]].shape, DIRECTIONS[node.attrs.get("direction", "forward")]
     seq, batch = xs[0], xs[1]
     w, rw = g.initializers[node.inputs[1]], g.initializers[node.inputs[2]]
@@ -415,7 +415,7 @@ def expand_recurrent_nodes(g: Graph, log: list[str]) -> dict[str, list[Node]]:
         g.nodes[at:at] = new
         expanded[node.name] = new
         kinds = sorted({n.op_type for n in new})
-        how = f"unrolled (no looped kernel: {why_not})" if why_not else "looped (one lstm_loop kernel)"
+        how = f"unrolled (no looped kernel: {why_not})" if why_not else "looped (one lstm_loop_mixed kernel)"
         log.append(f"expand_recurrent: '{node.name}' ({node.op_type}, {node.attrs.get('direction', 'forward')}) "
                    f"{how} into {len(new)} node(s) ({', '.join(kinds)})")
     return expanded

@@ -1,5 +1,5 @@
 """Lowering of the looped LSTM (a function of the lowerer, as copy_rules: lowering.py is at its size limit): the
-frontend's LSTMLoop node (codegen/frontend/onnx_rnn.py) is one lstm_loop kernel reading the input projection, each
+frontend's LSTMLoop node (codegen/frontend/onnx_rnn.py) is one lstm_loop_mixed kernel reading the input projection, each
 direction's R^T packed as ZN fractals, and the initial states given at run time or as constants."""
 from __future__ import annotations
 
@@ -26,5 +26,5 @@ def lstm_loop(lw: LowererState, node: Node) -> None:
     out = lw.out(node, "ND")
     lw.steps.append(Step("kernel", node.name, list(node.source) or [node.name], ["LSTM"], ins, out,
                          instance=OpInstance(node.name, "LSTMLoop", attrs)))
-    lw.decisions.append(f"{node.name}: the LSTM recurrence is one lstm_loop kernel ({a['seq']} steps, "
+    lw.decisions.append(f"{node.name}: the LSTM recurrence is one lstm_loop_mixed kernel ({a['seq']} steps, "
                         f"{a['dirs']} direction(s) as blocks)")

@@ -1,8 +1,8 @@
 """The looped LSTM against the unrolled form it replaces: both priced by the cost model, logged per node ([OPT]
-algorithm ... lstm_loop=...). The frontend builds the looped form wherever the lstm_loop kernel takes the node
-(codegen/frontend/onnx_rnn.py loop_problem); this prices that kernel (its rule tiling's replay) and the unrolled
-form's recurrence at the same shape (an estimate: per direction and step one sibling GEMM [B, H] x [H, 4H] on the
-Cube, none at the first step without h0, and three elementwise launches of B*H values, the gate programs the
+algorithm ... recurrence=looped ...). The frontend builds the looped form wherever the lstm_loop_mixed kernel takes
+the node (codegen/frontend/onnx_rnn.py loop_problem); this prices that kernel (its rule tiling's replay) and the
+unrolled form's recurrence at the same shape (an estimate: per direction and step one sibling GEMM [B, H] x [H, 4H]
+on the Cube, none at the first step without h0, and three elementwise launches of B*H values, the gate programs the
 unrolled form runs; the input GEMM is the same in both and left out)."""
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def unrolled_cycles(spec: LstmLoopSpec, profile: Profile) -> float:
 def log_choice(model: str, step: str, spec: LstmLoopSpec, profile: Profile, log: OptLog) -> None:
     looped, unrolled = _cycles(spec, profile), unrolled_cycles(spec, profile)
     launches = spec.dirs * (spec.seq - (0 if spec.h0 else 1) + PROGRAMS_PER_STEP * spec.seq)
-    log.add("algorithm", f"{model}:{step}", "recurrence=lstm_loop" if looped <= unrolled else
-            "recurrence=lstm_loop (unrolled predicted faster; the frontend builds the looped form)", "cost_model",
-            lstm_loop=round(looped), unrolled_estimate=round(unrolled), unrolled_launches=launches,
+    log.add("algorithm", f"{model}:{step}", "recurrence=looped" if looped <= unrolled else
+            "recurrence=looped (unrolled predicted faster; the frontend builds the looped form)", "cost_model",
+            looped=round(looped), unrolled_estimate=round(unrolled), unrolled_launches=launches,
             speedup=round(unrolled / looped, 2))

@@ -130,7 +130,7 @@ def test_looped_form_and_its_reference_compute_the_node(direction, extra):
     log: list[str] = []
     g = onnx_import.load_model(model, "rnn.onnx", log=log)
     assert [n.op_type for n in g.nodes if n.op_type in ("Gemm", "LSTMLoop")] == ["Gemm", "LSTMLoop"]
-    assert any("looped (one lstm_loop kernel)" in line for line in log)
+    assert any("looped (one lstm_loop_mixed kernel)" in line for line in log)
     ref = onnx_import.unrolled_reference(model, {v.name: v.shape for v in g.inputs})
     assert {o for n in g.nodes for o in n.outputs} <= {o for n in ref.graph.node for o in n.output}
     rng = np.random.default_rng(1)

@@ -12,6 +12,6 @@ def test_the_crnn_layer_is_launch_bound_unrolled_and_one_launch_looped():
     log_choice("crnn", "blstm0/loop", spec, profile, log)
     (line,) = log.lines
     fields = dict(kv.split("=", 1) for kv in line.split() if "=" in kv)
-    assert fields["recurrence"] == "lstm_loop" and fields["unrolled_launches"] == "254"
+    assert fields["recurrence"] == "looped" and fields["unrolled_launches"] == "254"
     assert 2.5e6 < unrolled_cycles(spec, profile) < 3.5e6
     assert float(fields["speedup"]) > 10

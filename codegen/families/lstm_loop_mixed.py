@@ -1,5 +1,5 @@
-"""lstm_loop: an ONNX LSTM's recurrence looped over time inside one launch, one block per direction on a Cube core
-and one of its Vector cores (templates/lstm_loop.cpp.j2): per step the hidden projection h R^T on the Cube (R^T
+"""lstm_loop_mixed: an ONNX LSTM's recurrence looped over time inside one launch, one block per direction on a Cube core
+and one of its Vector cores (templates/lstm_loop_mixed.cpp.j2): per step the hidden projection h R^T on the Cube (R^T
 resident in L1, and in L0B when it fits), the gates and the state update on the Vector unit with c kept in UB
 (fp32) across the steps; the two hand over through a GM workspace and cross-core flags, as attention_flash does.
 The input projection of the whole sequence is the GEMM before it (codegen/frontend/onnx_rnn.py)."""
@@ -41,7 +41,7 @@ def lstm_loop_rule(spec: LstmLoopSpec, profile: Profile, log: OptLog) -> Variant
     log.add("tiling", spec.name, f"base_n={base_n}", "tile_fit" if base_n == g else "tile_shrunk",
             detail="R^T resident in L0B" if base_n == g else f"R^T streamed L1 -> L0B in {ceil(g / base_n)} chunks",
             limit="" if base_n == g else "L0B")
-    return Variant("lstm_loop", {"base_n": base_n}, spec.dirs, bufs)
+    return Variant("lstm_loop_mixed", {"base_n": base_n}, spec.dirs, bufs)
 
 
 def lstm_loop_mte2(spec: LstmLoopSpec, v: Variant) -> int:
@@ -54,7 +54,7 @@ def lstm_loop_mte2(spec: LstmLoopSpec, v: Variant) -> int:
 
 
 class _LoopReplay:
-    """templates/lstm_loop.cpp.j2's instruction streams, per direction (block)."""
+    """templates/lstm_loop_mixed.cpp.j2's instruction streams, per direction (block)."""
 
     def __init__(self, spec: LstmLoopSpec, params: dict) -> None:
         self.s = spec
@@ -174,8 +174,9 @@ class _LoopReplay:
 
 
 def replay_lstm_loop(spec: LstmLoopSpec, params: dict, profile: Profile) -> Prediction:
-    """templates/lstm_loop.cpp.j2, instruction for instruction."""
+    """templates/lstm_loop_mixed.cpp.j2, instruction for instruction."""
     return launch_group(profile, spec.dirs, _LoopReplay(spec, params).block)
 
 
-FAMILY = register(Family("lstm_loop", "lstm_loop", "cube", lstm_loop_rule, lstm_loop_mte2, replay_lstm_loop))
+FAMILY = register(Family("lstm_loop_mixed", "lstm_loop", "cube", lstm_loop_rule, lstm_loop_mte2,
+                         replay_lstm_loop))
