@@ -81,6 +81,18 @@ def _unrolled(model):
     return g, onnx_import.unrolled_reference(model, {v.name: v.shape for v in g.inputs})
 
 
+def assert_computes_the_same(got_model, model) -> None:
+    """ONNX Runtime gives got_model's outputs equal to model's (and of the same shapes) on random inputs."""
+    rng = np.random.default_rng(1)
+    feeds = {i.name: rng.standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim]).astype(np.float32)
+             for i in model.graph.input}
+    want = ort.InferenceSession(model.SerializeToString()).run(None, feeds)
+    got = ort.InferenceSession(got_model.SerializeToString()).run(None, feeds)
+    for g, w in zip(got, want):
+        assert g.shape == w.shape
+        np.testing.assert_allclose(g, w, atol=2e-6)
+
+
 @pytest.mark.parametrize("op, kw", [
     ("LSTM", {"direction": "bidirectional", "extra": {5: ("h0", None), 6: ("c0", None)}}),
     ("LSTM", {"direction": "reverse", "clip": 0.7, "input_forget": 1}),
@@ -91,14 +103,7 @@ def test_unrolled_graph_computes_the_node(op, kw):
     model = rnn_model(op, **kw)
     _, unrolled = _unrolled(model)
     assert not any(n.op_type in ("LSTM", "GRU") for n in unrolled.graph.node)
-    rng = np.random.default_rng(1)
-    feeds = {i.name: rng.standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim]).astype(np.float32)
-             for i in model.graph.input}
-    want = ort.InferenceSession(model.SerializeToString()).run(None, feeds)
-    got = ort.InferenceSession(unrolled.SerializeToString()).run(None, feeds)
-    for g, w in zip(got, want):
-        assert g.shape == w.shape
-        np.testing.assert_allclose(g, w, atol=2e-6)
+    assert_computes_the_same(unrolled, model)
 
 
 def test_zero_state_and_unused_outputs_leave_nodes_out():
@@ -133,13 +138,7 @@ def test_looped_form_and_its_reference_compute_the_node(direction, extra):
     assert any("looped (one lstm_loop_mixed kernel)" in line for line in log)
     ref = onnx_import.unrolled_reference(model, {v.name: v.shape for v in g.inputs})
     assert {o for n in g.nodes for o in n.outputs} <= {o for n in ref.graph.node for o in n.output}
-    rng = np.random.default_rng(1)
-    feeds = {i.name: rng.standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim]).astype(np.float32)
-             for i in model.graph.input}
-    want = ort.InferenceSession(model.SerializeToString()).run(None, feeds)
-    got = ort.InferenceSession(ref.SerializeToString()).run(None, feeds)
-    for g_, w in zip(got, want):
-        np.testing.assert_allclose(g_, w, atol=2e-6)
+    assert_computes_the_same(ref, model)
 
 
 @pytest.mark.parametrize("op, kw, why", [
