@@ -81,9 +81,9 @@ def plan_model(graph: Graph, name: str, options: Options, log: OptLog, fusion_pr
     for i, st in enumerate(lowered.steps):
         if st.kind == "kernel":
             st.instance = OpInstance(f"{name}:{st.name}", st.kernel_op.type, st.kernel_op.attrs)
-            specs[i] = spec_of_step(st.instance)
-            if isinstance(specs[i], LstmLoopSpec) and log_lowering:
-                log_recurrence(name, st.name, specs[i], profile, log)
+            spec = specs[i] = spec_of_step(st.instance)
+            if isinstance(spec, LstmLoopSpec) and log_lowering:
+                log_recurrence(name, st.name, spec, profile, log)
     return ModelStages(fusion, lowered, specs, plan_arena(lowered, profile.gm_alignment) if memory else None)
 
 
