@@ -30,6 +30,7 @@ from . import (
     global_avgpool_vector,
     layernorm_vector,
     logsoftmax_vector,
+    lstm_loop_mixed,
     maxpool2d_vector,
     reduce_vector,
     resize_vector,
@@ -64,6 +65,7 @@ ORDER: tuple[Family, ...] = (
     resize_vector.FAMILY,
     reduce_vector.FAMILY,
     gather_mte.FAMILY,
+    lstm_loop_mixed.FAMILY,
 )
 
 # Kinds implemented by several families, each with the function that chooses among them

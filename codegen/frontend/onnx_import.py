@@ -54,7 +54,7 @@ from .onnx_read import (
     to_graph,
     upgrade_opset,
 )
-from .onnx_rnn import GATES, expand_recurrent_nodes
+from .onnx_rnn import GATES, LOOP_OPS, expand_recurrent_nodes, reference_nodes
 
 # ---------------------------------------------------------------- check, normalise, finish
 
@@ -76,6 +76,8 @@ def _check_and_normalise(graph: Graph, problems: list[Problem], log: list[str]) 
     g = copy_graph(graph)
     moved: Counter[str] = Counter()
     for node in g.nodes:
+        if node.op_type in LOOP_OPS:  # written by expand_recurrent, which checked the LSTM it replaces
+            continue
         entry = OPS.get(node.op_type)
         if onnx_aicpu.is_candidate(node, None if entry is None else entry.build_time_only, g):
             reason = onnx_aicpu.problem(node, g)  # no AI Core kernel: an AI CPU step, or refused saying why not
@@ -263,7 +265,8 @@ def unrolled_reference(model, pinned: dict[str, tuple[int, ...]] | None = None):
     m = upgrade_opset(type(model).FromString(model.SerializeToString()), "", [])
     bind_inputs(m, 1, [], [], pinned)
     g = fold_constants(to_graph(infer_onnx_shapes(m, []), "", default_opset(m) or 0), [])
-    rewritten = expand_recurrent_nodes(g, [])
+    rewritten = {name: [m for n in new for m in (reference_nodes(g, n) if n.op_type == "LSTMLoop" else [n])]
+                 for name, new in expand_recurrent_nodes(g, []).items()}
     spaced = expand_args(expand_norms(expand_depth_space(g, []), []), [])
     for orig in (n for n in g.nodes if n.op_type in rewritten_ops):
         into = [n for n in spaced.nodes if n.source == [orig.name]]

@@ -290,8 +290,10 @@ OPS: dict[str, OpEntry] = {
                       resize.normalise_resize, resize.infer_resize, attr_inputs=(1, 2, 3), shape_inputs=(1, 2, 3),
                       index_inputs=(3,)),
     # unrolled by the expand_recurrent pass (onnx_passes) when accepted; a node left here is refused by its check
-    "LSTM": OpEntry("LSTM, unrolled over the baked sequence length: Cube GEMMs (the input projection over the whole "
-                    "sequence, the hidden projection per step) and Vector gate programs", _refused_rnn,
+    "LSTM": OpEntry("LSTM: the input projection one Cube GEMM, the recurrence looped over time in one Cube + Vector "
+                    "kernel (layout 0, no clip, peepholes or input_forget, hidden a multiple of 16 up to 192); "
+                    "otherwise unrolled over the baked sequence length (per step a Cube GEMM and Vector gate "
+                    "programs)", _refused_rnn,
                     infer=rnn.infer_recurrent, index_inputs=(4,)),
     "GRU": OpEntry("GRU, unrolled over the baked sequence length: Cube GEMMs (the input projection over the whole "
                    "sequence, the hidden projections per step) and Vector gate programs", _refused_rnn,

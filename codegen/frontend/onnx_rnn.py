@@ -24,6 +24,7 @@ from .onnx_base import as_ints, const_input, has_input, is_static, shape_of
 DEFAULT_ACTIVATIONS = {"LSTM": ("Sigmoid", "Tanh", "Tanh"), "GRU": ("Sigmoid", "Tanh")}
 GATES = {"LSTM": 4, "GRU": 3}
 DIRECTIONS = {"forward": 1, "reverse": 1, "bidirectional": 2}
+LOOP_OPS = ("LSTMLoop",)  # the graph op expand_loop writes (kiln's own, not ONNX): one lstm_loop_mixed kernel
 
 _COMMON = ("direction: forward, reverse, bidirectional; activations: the defaults ({acts}); activation_alpha, "
            "activation_beta: absent; clip: any (gate pre-activations clamped); layout: 0, 1; sequence_lens: absent "
@@ -308,6 +309,87 @@ def expand_rnn(g: Graph, node: Node) -> list[Node]:
     return r.nodes
 
 
+LOOP_MAX_HIDDEN = 192       # R^T of one direction (8 H^2 bytes) stays in L1 (512 KiB on the 910B)
+LOOP_MAX_STATE = 2048       # batch * hidden: the step's tiles stay in UB and L0C
+
+
+def loop_problem(node: Node, g: Graph) -> str | None:
+    """Why the looped kernel (lstm_loop_mixed) does not take this accepted node, which is then unrolled (None: it
+    does)."""
+    a = node.attrs
+    if node.op_type != "LSTM":
+        return f"{node.op_type} has no looped kernel yet"
+    p = const_input(g, node, 7)
+    why = [what for what, bad in (
+        ("layout=1", a.get("layout", 0) != 0), ("clip", a.get("clip") is not None),
+        ("input_forget=1", bool(a.get("input_forget", 0))), ("peepholes", p is not None and bool(np.any(p))))
+        if bad]
+    if why:
+        return f"{', '.join(why)}: the looped kernel takes none of these yet"
+    x = g.values[node.inputs[0]].shape
+    hidden = int(g.initializers[node.inputs[2]].shape[-1])
+    if hidden % 16 or hidden > LOOP_MAX_HIDDEN or x[1] * hidden > LOOP_MAX_STATE:
+        return (f"hidden {hidden}, batch {x[1]}: the looped kernel takes a hidden size that is a multiple of 16 up "
+                f"to {LOOP_MAX_HIDDEN}, batch * hidden up to {LOOP_MAX_STATE}")
+    return None
+
+
+def _zero_or(g: Graph, node: Node, index: int) -> str:
+    """Input `index` of the node, or "" when absent or a constant of zeros."""
+    const = const_input(g, node, index)
+    return "" if not has_input(node, index) or (const is not None and not np.any(const)) else node.inputs[index]
+
+
+def expand_loop(g: Graph, node: Node) -> list[Node]:
+    """An LSTM node the looped kernel takes: its input projection of every direction as one GEMM, the LSTMLoop
+    node (one lstm_loop_mixed kernel) writing Y, Y_h and Y_c as one packed tensor, views of it as the outputs."""
+    xs, dirs = g.values[node.inputs[0]].shape, DIRECTIONS[node.attrs.get("direction", "forward")]
+    seq, batch = xs[0], xs[1]
+    w, rw = g.initializers[node.inputs[1]], g.initializers[node.inputs[2]]
+    hidden = int(rw.shape[-1])
+    r = _Rnn(g, node, seq, batch, hidden)
+    b = const_input(g, node, 3)
+    b = np.zeros((dirs, 8 * hidden), np.float32) if b is None else b
+    bias = np.concatenate([b[d, :4 * hidden] + b[d, 4 * hidden:] for d in range(dirs)]).astype(np.float32)
+    x2d = r.op("Reshape", [node.inputs[0], r.ints([seq * batch, xs[2]])], (seq * batch, xs[2]), "x.rows")
+    ins = [x2d, r.const("w", np.ascontiguousarray(w.reshape(dirs * 4 * hidden, xs[2]), np.float32))]
+    if np.any(bias):
+        ins.append(r.const("b", bias))
+    xw = r.op("Gemm", ins, (seq * batch, dirs * 4 * hidden), "xw", transB=1)
+    rows = dirs * batch
+    packed = r.op("LSTMLoop", [xw, node.inputs[2], _zero_or(g, node, 5), _zero_or(g, node, 6)],
+                  ((seq + 2) * rows, hidden), "loop", seq=seq, batch=batch, hidden=hidden, dirs=dirs,
+                  reverse=node.attrs.get("direction", "forward") == "reverse", onnx_inputs=list(node.inputs))
+    parts = [r.fresh(f"{node.name}/loop.{k}") for k in ("y", "y_h", "y_c")]
+    for p, n in zip(parts, (seq * rows, rows, rows)):
+        g.values[p] = Value(p, (n, hidden), "float32")
+    r.nodes.append(Node(f"{node.name}/loop.split", "Split", [packed, r.ints([seq * rows, rows, rows])], parts,
+                        {"axis": 0}))
+    shapes = [(seq, dirs, batch, hidden), (dirs, batch, hidden), (dirs, batch, hidden)]
+    for out, part, shape, base in zip(node.outputs, parts, shapes, ("y", "y_h", "y_c")):
+        if out:
+            r.op("Reshape", [part, r.ints(list(shape))], shape, base, out=out)
+    return r.nodes
+
+
+def reference_nodes(g: Graph, loop: Node) -> list[Node]:
+    """ONNX nodes computing what an LSTMLoop node writes (the isolated check's reference): the original LSTM on
+    its original inputs, its outputs as rows, concatenated."""
+    a = loop.attrs
+    rows, hidden = a["dirs"] * a["batch"], a["hidden"]
+    outs = [f"{loop.name}/ref.{k}" for k in ("y", "y_h", "y_c")]
+    direction = "bidirectional" if a["dirs"] == 2 else ("reverse" if a["reverse"] else "forward")
+    nodes = [Node(f"{loop.name}/ref", "LSTM", a["onnx_inputs"], outs, {"hidden_size": hidden,
+                                                                        "direction": direction})]
+    flat = []
+    for o, n in zip(outs, (a["seq"] * rows, rows, rows)):
+        shape = f"{o}.shape"
+        g.initializers[shape] = np.array([n, hidden], np.int64)
+        flat.append(f"{o}.rows")
+        nodes.append(Node(f"{o}.rows", "Reshape", [o, shape], [flat[-1]], {}))
+    return nodes + [Node(f"{loop.name}/ref.concat", "Concat", flat, list(loop.outputs), {"axis": 0})]
+
+
 def _live(nodes: list[Node], used: set[str]) -> list[Node]:
     """`nodes` without those whose outputs nothing in `used` or a later live node reads (a state no output
     needs, e.g. the last C when Y_c is not used)."""
@@ -328,10 +410,12 @@ def expand_recurrent_nodes(g: Graph, log: list[str]) -> dict[str, list[Node]]:
         at = g.nodes.index(node)
         g.nodes.remove(node)
         used = {i for n in g.nodes for i in n.inputs if i} | {v.name for v in g.outputs}
-        new = _live(expand_rnn(g, node), used)
+        why_not = loop_problem(node, g)
+        new = _live(expand_rnn(g, node) if why_not else expand_loop(g, node), used)
         g.nodes[at:at] = new
         expanded[node.name] = new
         kinds = sorted({n.op_type for n in new})
+        how = f"unrolled (no looped kernel: {why_not})" if why_not else "looped (one lstm_loop_mixed kernel)"
         log.append(f"expand_recurrent: '{node.name}' ({node.op_type}, {node.attrs.get('direction', 'forward')}) "
-                   f"unrolled into {len(new)} node(s) ({', '.join(kinds)})")
+                   f"{how} into {len(new)} node(s) ({', '.join(kinds)})")
     return expanded

@@ -4,8 +4,7 @@ An Opspec is everything that makes two op instances the same kernel: op kind,
 dims, attributes, fused epilogue and dtypes. Instances with equal Opspecs are
 generated once. The Opspec also carries the features later stages rank by
 (FLOPs, bytes, arithmetic intensity, channel padding) and defines the packed
-tensors the kernel takes and returns.
-"""
+tensors the kernel takes and returns."""
 from __future__ import annotations
 
 import hashlib
@@ -19,6 +18,7 @@ from .channel_gather_spec import ChannelGatherSpec
 from .copy_spec import CopySpec, GatherSpec
 from .eltwise_program import decode, vector_ops
 from .graph import OpInstance
+from .recurrent_spec import LstmLoopSpec
 from .reduce_spec import REDUCE_OPS, ReduceSpec
 from .resize_spec import ResizeSpec
 from .tensor import C0, Tensor, c1
@@ -478,7 +478,6 @@ class Pool2dSpec(_PerChannelWindow):
         return [Tensor("x", (self.n, c1(self.c), self.h, self.w, C0), "fp16", "NC1HWC0")]
 
 
-
 @dataclass(frozen=True)
 class AvgPool2dSpec(Pool2dSpec):
     """AveragePool with a window smaller than the map. pb, pr include ceil_mode's extra rows/columns (eb, er),
@@ -655,14 +654,14 @@ class AttentionSpec:
 
 Opspec = (Conv2dSpec | DwConv2dSpec | GemmSpec | EltwiseSpec | Pool2dSpec | RowSpec | BatchedGemmSpec | TransposeSpec
           | AttentionSpec | AvgPool2dSpec | EltwiseProgramSpec | ChannelGatherSpec | CopySpec | ResizeSpec | ReduceSpec
-          | GatherSpec)
+          | GatherSpec | LstmLoopSpec)
 # kind -> its spec class (the one table a spec is rebuilt from: an .opspec file, a manifest record)
 SPEC_CLASSES: dict[str, type[Opspec]] = {
     "conv2d": Conv2dSpec, "dwconv2d": DwConv2dSpec, "gemm": GemmSpec, "eltwise": EltwiseSpec, "pool2d": Pool2dSpec,
     "softmax": RowSpec, "logsoftmax": RowSpec, "layernorm": RowSpec, "bgemm": BatchedGemmSpec, "copy": CopySpec,
     "transpose": TransposeSpec, "attention": AttentionSpec, "avgpool2d": AvgPool2dSpec, "resize": ResizeSpec,
     "eltwise_program": EltwiseProgramSpec, "channel_gather": ChannelGatherSpec, "reduce": ReduceSpec,
-    "gather": GatherSpec}
+    "gather": GatherSpec, "lstm_loop": LstmLoopSpec}
 
 
 CUBE_DTYPES = ("fp16", "bf16")
@@ -696,8 +695,7 @@ def opspec_of(op: OpInstance) -> Opspec:
                 extra.update(mid=a["mid"][0], mid_bias=a["mid"][1], mid_relu=a["mid"][2])
                 cout = a["cout"]
             return Conv2dSpec(n, cin, h, w, cout, kh, kw, sh, sw, pt, pl, pb, pr, dh, dw, a["bias"], relu,
-                              bool(a.get("residual", False)), clip_hi, **extra, dtype=cube_dtype(op),
-                              group=a["group"])
+                              bool(a.get("residual", False)), clip_hi, **extra, dtype=cube_dtype(op), group=a["group"])
         clip_hi = f32(a["max"]) if a["activation"] == "Clip" else 0.0
         return DwConv2dSpec(n, cin, h, w, kh, kw, sh, sw, pt, pl, pb, pr, dh, dw, a["bias"], relu, clip_hi)
     if op.type in ("Gemm", "MatMul"):
@@ -732,6 +730,8 @@ def opspec_of(op: OpInstance) -> Opspec:
         return CopySpec(a["out_numel"], a["moves"]) if op.type == "Copy" else GatherSpec(*a["gather"])
     if op.type in REDUCE_OPS:
         return ReduceSpec(REDUCE_OPS[op.type], a["rows"], a["length"])
+    if op.type == "LSTMLoop":
+        return LstmLoopSpec(a["seq"], a["batch"], a["hidden"], a["dirs"], a["reverse"], a["h0"], a["c0"])
     if op.type == "Resize":
         (n, c, h, w), (ho, wo) = a["input"], a["out_hw"]
         return ResizeSpec(n, c, h, w, ho, wo, a["mode"], a["coord"], a["nearest"], f32(a["scales"][0]),

@@ -1,7 +1,8 @@
 """LSTM and GRU in the frontend (codegen/frontend/onnx_rnn.py): what is refused names the node and what is accepted;
 the unrolled graph computes what the node computes (ONNX Runtime runs both; tests/kiln/op_cases/rnn.py checks the
 baked kernels), drops the terms of a zero initial state and the nodes of an unused output; unrolled_reference
-names its nodes as the build does (the isolated per-kernel check reads them)."""
+names its nodes as the build does (the isolated per-kernel check reads them). An LSTM the looped kernel takes is
+its input GEMM and one LSTMLoop node, whose reference is the node itself; the others are unrolled, saying why."""
 import numpy as np
 import pytest
 from single_node import refusal
@@ -16,9 +17,10 @@ T, B, IN, H = 3, 2, 5, 4
 
 
 def rnn_model(op="LSTM", direction="forward", extra: dict | None = None, runtime_w=False, h0=False,
-              outputs=("y", "y_h", "y_c"), **attrs):
+              outputs=("y", "y_h", "y_c"), hidden=H, **attrs):
     """A node named the_node reading x, W, R, B (and `extra` inputs by position: index -> (name, array or None for
     a graph input of the state's shape))."""
+    H = hidden
     rng = np.random.default_rng(0)
     dirs, gates = (2 if direction == "bidirectional" else 1), (4 if op == "LSTM" else 3)
     init = {"W": rng.standard_normal((dirs, gates * H, IN)), "R": rng.standard_normal((dirs, gates * H, H)),
@@ -79,6 +81,18 @@ def _unrolled(model):
     return g, onnx_import.unrolled_reference(model, {v.name: v.shape for v in g.inputs})
 
 
+def assert_computes_the_same(got_model, model) -> None:
+    """ONNX Runtime gives got_model's outputs equal to model's (and of the same shapes) on random inputs."""
+    rng = np.random.default_rng(1)
+    feeds = {i.name: rng.standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim]).astype(np.float32)
+             for i in model.graph.input}
+    want = ort.InferenceSession(model.SerializeToString()).run(None, feeds)
+    got = ort.InferenceSession(got_model.SerializeToString()).run(None, feeds)
+    for g, w in zip(got, want):
+        assert g.shape == w.shape
+        np.testing.assert_allclose(g, w, atol=2e-6)
+
+
 @pytest.mark.parametrize("op, kw", [
     ("LSTM", {"direction": "bidirectional", "extra": {5: ("h0", None), 6: ("c0", None)}}),
     ("LSTM", {"direction": "reverse", "clip": 0.7, "input_forget": 1}),
@@ -89,14 +103,7 @@ def test_unrolled_graph_computes_the_node(op, kw):
     model = rnn_model(op, **kw)
     _, unrolled = _unrolled(model)
     assert not any(n.op_type in ("LSTM", "GRU") for n in unrolled.graph.node)
-    rng = np.random.default_rng(1)
-    feeds = {i.name: rng.standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim]).astype(np.float32)
-             for i in model.graph.input}
-    want = ort.InferenceSession(model.SerializeToString()).run(None, feeds)
-    got = ort.InferenceSession(unrolled.SerializeToString()).run(None, feeds)
-    for g, w in zip(got, want):
-        assert g.shape == w.shape
-        np.testing.assert_allclose(g, w, atol=2e-6)
+    assert_computes_the_same(unrolled, model)
 
 
 def test_zero_state_and_unused_outputs_leave_nodes_out():
@@ -114,3 +121,40 @@ def test_reference_names_every_unrolled_value():
     g, unrolled = _unrolled(rnn_model("GRU", "bidirectional", extra={5: ("h0", None)}))
     produced = {o for n in unrolled.graph.node for o in n.output}
     assert {o for n in g.nodes for o in n.outputs} <= produced
+
+
+@pytest.mark.parametrize("direction, extra", [
+    ("bidirectional", {5: ("h0", None), 6: ("c0", None)}),
+    ("reverse", {5: ("h0", np.full((1, B, 16), 0.5, np.float32))}),
+    ("forward", {}),
+])
+def test_looped_form_and_its_reference_compute_the_node(direction, extra):
+    """hidden 16: one input GEMM (every direction's gates side by side) and one LSTMLoop node; the reference (the
+    isolated check's) computes every value the build names, the loop's packed output by the LSTM node itself."""
+    model = rnn_model(direction=direction, extra=extra, hidden=16)
+    log: list[str] = []
+    g = onnx_import.load_model(model, "rnn.onnx", log=log)
+    assert [n.op_type for n in g.nodes if n.op_type in ("Gemm", "LSTMLoop")] == ["Gemm", "LSTMLoop"]
+    assert any("looped (one lstm_loop_mixed kernel)" in line for line in log)
+    ref = onnx_import.unrolled_reference(model, {v.name: v.shape for v in g.inputs})
+    assert {o for n in g.nodes for o in n.outputs} <= {o for n in ref.graph.node for o in n.output}
+    assert_computes_the_same(ref, model)
+
+
+@pytest.mark.parametrize("op, kw, why", [
+    ("LSTM", {"clip": 0.5}, "clip: the looped kernel takes none of these yet"),
+    ("LSTM", {"layout": 1}, "layout=1"),
+    ("LSTM", {"input_forget": 1}, "input_forget=1"),
+    ("LSTM", {"hidden": 20}, "a hidden size that is a multiple of 16"),
+    ("GRU", {}, "GRU has no looped kernel yet"),
+])
+def test_what_the_looped_kernel_does_not_take_is_unrolled_saying_why(op, kw, why):
+    hidden = kw.pop("hidden", 16)
+    model = rnn_model(op, hidden=hidden, **kw)
+    if kw.get("layout"):  # layout 1: x is [B, T, IN]
+        model.graph.input[0].type.tensor_type.shape.dim[0].dim_value = B
+        model.graph.input[0].type.tensor_type.shape.dim[1].dim_value = T
+    log: list[str] = []
+    g = onnx_import.load_model(model, "rnn.onnx", log=log)
+    assert "LSTMLoop" not in {n.op_type for n in g.nodes}
+    assert any("unrolled (no looped kernel: " in line and why in line for line in log), log
