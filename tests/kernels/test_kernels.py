@@ -191,6 +191,9 @@ def check_resize(s: dict, x: np.ndarray, y: np.ndarray) -> None:
 
 @pytest.mark.parametrize("k", KERNELS, ids=[k.name for k in KERNELS])
 def test_kernel_matches_reference(k):
+    if k.record["features"]["kind"] == "lstm_loop":
+        check_lstm_loop(k)
+        return
     args = make_inputs(k, seed=1234)
     y = k(*args).astype(np.float64)
     kind = k.record["features"]["kind"]
@@ -452,3 +455,39 @@ def test_a_gather_index_out_of_range_raises_naming_the_kernel():
         idx[0] = bad
         with pytest.raises(IndexError, match=rf"{k.name}: index .* out of range for an axis of {k.spec['axis']}"):
             k(x, idx)
+
+
+def check_lstm_loop(k):
+    """The looped LSTM recurrence (lstm_loop_mixed) against a float64 LSTM over the same fp16 operands: the input
+    projection xw [T*B, D*4H] (gates i, o, f, c), R^T per direction in the Zn layout, h0/c0 when the spec takes
+    them; the output packs Y per step and direction, then Y_h, then Y_c. h goes to the Cube as fp16 each step and c
+    stays fp32: a few fp16 units of |h| <= 1 over the sequence."""
+    from codegen.ir import layouts
+    from kiln.runtime import as_packed
+    s = k.record["spec"]
+    T, B, H, D, rev = s["seq"], s["batch"], s["hidden"], s["dirs"], s["reverse"]
+    rng = np.random.default_rng(1234)
+    xw = (0.5 * rng.standard_normal((T * B, D * 4 * H))).astype(np.float16)
+    R = (0.15 * rng.standard_normal((D, 4 * H, H))).astype(np.float32)
+    packed = np.concatenate([layouts.kn_to_zn(R[d].T).reshape(-1) for d in range(D)])
+    h0, c0 = ((0.5 * rng.standard_normal((D, B, H))).astype(np.float16) if s[n] else np.zeros((D, B, H), np.float16)
+              for n in ("h0", "c0"))
+    args = [xw, packed.reshape(D, H // 16, 4 * H // 16, 16, 16)] + [v for v, n in ((h0, "h0"), (c0, "c0")) if s[n]]
+    got = np.asarray(k.run_packed(*[as_packed(np.asarray(a, np.float32), "fp16") for a in args]), np.float64)
+    got = got.reshape((T + 2) * D * B, H)
+    want = np.zeros_like(got)
+    rf = R.astype(np.float16).astype(np.float64)
+    for d in range(D):
+        h, c = h0[d].astype(np.float64), c0[d].astype(np.float64)
+        for t in (range(T - 1, -1, -1) if rev or d == 1 else range(T)):
+            g = (xw[t * B:(t + 1) * B, d * 4 * H:(d + 1) * 4 * H].astype(np.float64)
+                 + ref.f16(h) @ rf[d].T)
+            i, o, f = (1 / (1 + np.exp(-g[:, j * H:(j + 1) * H])) for j in range(3))
+            c = f * c + i * np.tanh(g[:, 3 * H:])
+            h = o * np.tanh(c)
+            want[(t * D + d) * B:(t * D + d + 1) * B] = h
+        want[(T * D + d) * B:(T * D + d + 1) * B] = h
+        want[((T + 1) * D + d) * B:((T + 1) * D + d + 1) * B] = c
+    err = np.abs(got - want)
+    assert err.max() <= 8 * 2.0 ** -11 * max(1.0, np.abs(want).max()), err.max()
+    assert np.count_nonzero(got) > 0.3 * got.size
