@@ -358,7 +358,10 @@ def check_fp32_math(k, args, y):
 
 @pytest.mark.parametrize("k", KERNELS, ids=[k.name for k in KERNELS])
 def test_pipe_counters_match_tiling(k):
-    k(*make_inputs(k, seed=7))
+    if k.record["features"]["kind"] == "lstm_loop":  # packed operands only (check_lstm_loop)
+        run_lstm_loop(k, seed=7)
+    else:
+        k(*make_inputs(k, seed=7))
     st = k.last_stats
     assert st["pipes"]["MTE2"]["bytes"] == k.record["mte2_bytes"]
     s, kind = k.spec, k.record["features"]["kind"]
@@ -404,6 +407,10 @@ def test_pipe_counters_match_tiling(k):
         k1 = math.ceil(s["cin"] / 16) * s["kh"] * s["kw"] + math.ceil(s.get("cin2", 0) / 16)
         m = r16(s_ho(s) * s_wo(s))
         assert st["cube_macs"] == s["n"] * m * r16(s["cout"]) * k1 * 16
+    elif kind == "lstm_loop":  # per direction and step with h: h [B, H] . R^T [H, 4H], B padded to a fractal
+        steps = s["seq"] - (0 if s["h0"] else 1)
+        assert st["cube_macs"] == s["dirs"] * steps * r16(s["batch"]) * 4 * s["hidden"] * s["hidden"]
+        assert st["pipes"]["V"]["instructions"] > 0  # the gates
     else:
         assert st["cube_macs"] == 0
         moved = st["pipes"]["MTE3"]["bytes"]
@@ -458,15 +465,23 @@ def test_a_gather_index_out_of_range_raises_naming_the_kernel():
 
 
 def check_lstm_loop(k):
-    """The looped LSTM recurrence (lstm_loop_mixed) against a float64 LSTM over the same fp16 operands: the input
-    projection xw [T*B, D*4H] (gates i, o, f, c), R^T per direction in the Zn layout, h0/c0 when the spec takes
-    them; the output packs Y per step and direction, then Y_h, then Y_c. h goes to the Cube as fp16 each step and c
-    stays fp32: a few fp16 units of |h| <= 1 over the sequence."""
+    """The looped LSTM recurrence (lstm_loop_mixed) against a float64 LSTM over the same fp16 operands (run_lstm_loop).
+    h goes to the Cube as fp16 each step and c stays fp32: a few fp16 units of |h| <= 1 over the sequence."""
+    got, want = run_lstm_loop(k, seed=1234)
+    err = np.abs(got - want)
+    assert err.max() <= 8 * 2.0 ** -11 * max(1.0, np.abs(want).max()), err.max()
+    assert np.count_nonzero(got) > 0.3 * got.size
+
+
+def run_lstm_loop(k, seed: int):
+    """Runs the kernel on packed operands: the input projection xw [T*B, D*4H] (gates i, o, f, c), R^T per
+    direction in the Zn layout, h0/c0 when the spec takes them; its output packs Y per step and direction, then
+    Y_h, then Y_c. Returns (output, the float64 LSTM's)."""
     from codegen.ir import layouts
     from kiln.runtime import as_packed
     s = k.record["spec"]
     T, B, H, D, rev = s["seq"], s["batch"], s["hidden"], s["dirs"], s["reverse"]
-    rng = np.random.default_rng(1234)
+    rng = np.random.default_rng(seed)
     xw = (0.5 * rng.standard_normal((T * B, D * 4 * H))).astype(np.float16)
     R = (0.15 * rng.standard_normal((D, 4 * H, H))).astype(np.float32)
     packed = np.concatenate([layouts.kn_to_zn(R[d].T).reshape(-1) for d in range(D)])
@@ -488,6 +503,4 @@ def check_lstm_loop(k):
             want[(t * D + d) * B:(t * D + d + 1) * B] = h
         want[(T * D + d) * B:(T * D + d + 1) * B] = h
         want[((T + 1) * D + d) * B:((T + 1) * D + d + 1) * B] = c
-    err = np.abs(got - want)
-    assert err.max() <= 8 * 2.0 ** -11 * max(1.0, np.abs(want).max()), err.max()
-    assert np.count_nonzero(got) > 0.3 * got.size
+    return got, want
