@@ -43,6 +43,7 @@ from .onnx_norm import OPS_HERE as NORM_OPS
 from .onnx_norm import expand_norms
 from .onnx_ops import OPS, OpEntry, supported_ops_text
 from .onnx_passes import PASSES, fold_constants
+from .onnx_patchify import expand_patchify, is_patch_embedding
 from .onnx_read import (
     bind_inputs,
     check_nodes_against_spec,
@@ -257,7 +258,7 @@ def unrolled_reference(model, pinned: dict[str, tuple[int, ...]] | None = None):
     has none. A Softmax or LogSoftmax of opset < 13 (its coerce-to-2-D form) is read as the version converter writes
     it (Flatten -> op -> Reshape), whose middle value the kernel writes."""
     rewritten_ops = (*DEPTH_SPACE_OPS, *NORM_OPS, *ARG_OPS)
-    if not any(n.op_type in GATES or n.op_type in rewritten_ops for n in model.graph.node):
+    if not any(n.op_type in GATES or n.op_type in rewritten_ops or is_patch_embedding(n) for n in model.graph.node):
         coerced = (default_opset(model) or 13) < 13 and any(n.op_type in ("Softmax", "LogSoftmax")
                                                             for n in model.graph.node)
         return upgrade_opset(type(model).FromString(model.SerializeToString()), "", []) if coerced else model
@@ -267,11 +268,9 @@ def unrolled_reference(model, pinned: dict[str, tuple[int, ...]] | None = None):
     g = fold_constants(to_graph(infer_onnx_shapes(m, []), "", default_opset(m) or 0), [])
     rewritten = {name: [m for n in new for m in (reference_nodes(g, n) if n.op_type == "LSTMLoop" else [n])]
                  for name, new in expand_recurrent_nodes(g, []).items()}
-    spaced = expand_args(expand_norms(expand_depth_space(g, []), []), [])
-    for orig in (n for n in g.nodes if n.op_type in rewritten_ops):
-        into = [n for n in spaced.nodes if n.source == [orig.name]]
-        if into and all(n.op_type != orig.op_type for n in into):  # rewritten (not left for its check to refuse)
-            rewritten[orig.name] = into
+    spaced = expand_patchify(expand_args(expand_norms(expand_depth_space(g, []), []), []), [])
+    for orig in (n for n in g.nodes if n.name in spaced.rewrites):  # not those left for their checks to refuse
+        rewritten[orig.name] = [n for n in spaced.nodes if n.source == [orig.name]]
     inits = {**g.initializers, **spaced.initializers}
     arg_nodes = {n.name for n in g.nodes if n.op_type in ARG_OPS}
     nodes, consts = [], set()

@@ -15,6 +15,7 @@ from .onnx_base import ShapeUnknown, Unsupported, const_input, copy_graph, has_i
 from .onnx_depth_space import expand_depth_space
 from .onnx_norm import expand_norms
 from .onnx_ops import OPS, shape_slice
+from .onnx_patchify import expand_patchify
 from .onnx_rnn import expand_recurrent_nodes
 from .onnx_rules import check_batchnorm
 
@@ -267,6 +268,6 @@ def expand_recurrent(graph: Graph, log: list[str]) -> Graph:
 
 
 PASSES: tuple[Callable[[Graph, list[str]], Graph], ...] = (
-    fold_constants, expand_recurrent, expand_depth_space, expand_norms, expand_args, remove_identities,
-    remove_dropout, fold_batchnorm)
+    fold_constants, expand_recurrent, expand_depth_space, expand_norms, expand_args, expand_patchify,
+    remove_identities, remove_dropout, fold_batchnorm)
 

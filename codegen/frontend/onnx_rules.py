@@ -473,7 +473,8 @@ _REDUCE_AXES = ("axes: constant (attribute, or input from opset 18; ReduceSum's 
                 "keepdims: 0, 1; noop_with_empty_axes: 0, 1 (with no axes: the identity)")
 ACCEPTED_ATTRIBUTES: dict[str, str] = {
     "Conv": f"group: any count dividing the input and output channels (1: dense, = input channels = output "
-            f"channels: depthwise, otherwise a grouped Cube convolution); weight and bias constant; {_WINDOW}",
+            f"channels: depthwise, otherwise a grouped Cube convolution); weight and bias constant; {_WINDOW}; "
+            f"a patch embedding (kernel = stride >= 8, no pads, dilation 1, group 1) as space-to-depth + a 1x1 Conv",
     "BatchNormalization": "training_mode: 0; scale, bias, mean, var constant; epsilon: any; input 4-D NCHW or "
                           "2-D (N, C) when no Conv absorbs it",
     "MaxPool": f"kernel_shape: 2-D; ceil_mode: 0, 1 (1 with explicit pads); dilations: any; storage_order: 0; "
