@@ -522,7 +522,9 @@ def test_recording_does_not_change_the_prediction():
         spec, prof = trace.spec_of(rec), trace.profile_of_build()
         plain = predict(spec, rec["family"], rec["tiling"], prof)
         recorded, launches = record(spec, rec["family"], rec["tiling"], prof)
-        assert recorded.cycles == plain.cycles and launches
+        # recording replays every block; the plain prediction adds a core's identical blocks once steady
+        # (cost/steady.py): the same fractional cycles summed in another order, at most an ulp or two apart
+        assert recorded.cycles == pytest.approx(plain.cycles, rel=1e-12, abs=0) and launches
         assert costmodel.current_mode() == costmodel.ReplayMode()  # recording is off again
         assert sum(len(s) for _, _, cores in launches for s in cores.values()) == \
             sum(c.instrs for c in plain.pipes.values())

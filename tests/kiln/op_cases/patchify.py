@@ -14,7 +14,7 @@ def _patch(name: str, x: list[int], cout: int, k: tuple[int, int], bias: bool):
     init = {"w": w} | ({"b": 0.1 * RNG.standard_normal(cout).astype(np.float32)} if bias else {})
     node = helper.make_node("Conv", ["x", "w"] + (["b"] if bias else []), ["y"], kernel_shape=list(k),
                             strides=list(k))
-    return graph_case(name, [node], x, [x[0], cout, x[2] // k[0], x[3] // k[1]], init, 4e-3, None)
+    return graph_case(name, [node], x, [x[0], cout, x[2] // k[0], x[3] // k[1]], init, 4e-3, 2)
 
 
 CASES = [_patch("patchify_vit_16x16", [1, 3, 64, 64], 64, (16, 16), True),
