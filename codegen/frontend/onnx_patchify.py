@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir.graph import Graph, Node, Value
-from .onnx_base import rewrite_nodes, shape_of
+from .onnx_base import ShapeUnknown, rewrite_nodes, shape_of
 
 MIN_PATCH = 8  # the smallest kernel side rewritten (module docstring)
 
@@ -23,16 +23,22 @@ def _ints(node: Node, name: str, default: list[int]) -> list[int]:
 def check_patchify(node: Node, g: Graph) -> str | None:
     """None for a patch embedding (kernel == stride >= MIN_PATCH, no pads, dilation 1, group 1, constant weight,
     H and W multiples of the patch); otherwise why not (the Conv then lowers as it is)."""
-    shape, w = shape_of(g, node.inputs[0]), node.inputs[1]
-    if len(shape) != 4 or w not in g.initializers:
+    w = node.inputs[1] if len(node.inputs) > 1 else ""
+    if w not in g.initializers or g.initializers[w].ndim != 4:
         return "not a 2-D conv with a constant weight"
     k = list(g.initializers[w].shape[2:])
     auto_pad = node.attrs.get("auto_pad", "NOTSET")
     auto_pad = auto_pad.decode() if isinstance(auto_pad, bytes) else auto_pad
     if (_ints(node, "strides", [1, 1]) != k or min(k) < MIN_PATCH or any(_ints(node, "pads", [0] * 4))
             or _ints(node, "dilations", [1, 1]) != [1, 1] or int(node.attrs.get("group", 1)) != 1
-            or auto_pad not in ("NOTSET", "VALID") or shape[2] % k[0] or shape[3] % k[1]):
+            or auto_pad not in ("NOTSET", "VALID")):
         return "not a patch embedding"
+    try:  # an unbound dim is the Conv's own check's to report
+        shape = shape_of(g, node.inputs[0])
+    except ShapeUnknown:
+        return "input shape unknown"
+    if len(shape) != 4 or shape[2] % k[0] or shape[3] % k[1]:
+        return "H, W not multiples of the patch"
     return None
 
 
