@@ -54,18 +54,28 @@ def fold_depth_space(node: Node, args: list) -> list[np.ndarray]:
     return [np.transpose(args[0].reshape(first), perm).reshape(out)]
 
 
+def reshape_transpose_reshape(g: Graph, prefix: str, x: str, plan: tuple[tuple[int, ...], ...], y: str,
+                              last: str) -> list[Node]:
+    """x -> Reshape first -> Transpose perm -> Reshape out (plan: the three, as steps() gives them) into y, the last
+    node named `last`; the shape constants and intermediate values added to g (y too, when new), every node
+    sourced from the node `prefix` names."""
+    first, perm, out = plan
+    dtype = g.values[x].dtype
+    a, t, s1, s2 = (f"{prefix}/{k}" for k in ("reshaped", "transposed", "shape1", "shape2"))
+    g.initializers[s1], g.initializers[s2] = np.array(first, np.int64), np.array(out, np.int64)
+    for name, shape, dt in ((s1, (len(first),), "int64"), (s2, (len(out),), "int64"), (a, first, dtype),
+                            (t, tuple(first[p] for p in perm), dtype)):
+        g.values[name] = Value(name, shape, dt)
+    g.values.setdefault(y, Value(y, out, dtype))
+    return [Node(f"{prefix}/reshape", "Reshape", [x, s1], [a], {}, [prefix]),
+            Node(f"{prefix}/transpose", "Transpose", [a], [t], {"perm": list(perm)}, [prefix]),
+            Node(last, "Reshape", [t, s2], [y], {}, [prefix])]
+
+
 def _rewrite(g: Graph, node: Node) -> tuple[list[Node], str]:
     x, y = node.inputs[0], node.outputs[0]
     first, perm, out = steps(node.op_type, _mode(node), int(node.attrs["blocksize"]), shape_of(g, x))
-    dtype = g.values[x].dtype
-    a, t, s1, s2 = (f"{node.name}/{k}" for k in ("reshaped", "transposed", "shape1", "shape2"))
-    g.initializers[s1], g.initializers[s2] = np.array(first, np.int64), np.array(out, np.int64)
-    for name, shape, dt in ((s1, (6,), "int64"), (s2, (4,), "int64"), (a, first, dtype),
-                            (t, tuple(first[p] for p in perm), dtype)):
-        g.values[name] = Value(name, shape, dt)
-    return ([Node(f"{node.name}/reshape", "Reshape", [x, s1], [a], {}, [node.name]),
-             Node(f"{node.name}/transpose", "Transpose", [a], [t], {"perm": list(perm)}, [node.name]),
-             Node(node.name, "Reshape", [t, s2], [y], {}, [node.name])],
+    return (reshape_transpose_reshape(g, node.name, x, (first, perm, out), y, node.name),
             f"{_mode(node)}, blocksize {node.attrs['blocksize']}: Reshape {list(first)} -> Transpose {list(perm)} -> "
             f"Reshape")
 

@@ -12,6 +12,7 @@ import numpy as np
 
 from ..ir.graph import Graph, Node, Value
 from .onnx_base import ShapeUnknown, rewrite_nodes, shape_of
+from .onnx_depth_space import reshape_transpose_reshape
 
 MIN_PATCH = 8  # the smallest kernel side rewritten (module docstring)
 
@@ -49,20 +50,13 @@ def _rewrite(g: Graph, node: Node) -> tuple[list[Node], str]:
     o, _, kh, kw = weight.shape
     first, perm = (n, c, h // kh, kh, wd // kw, kw), (0, 3, 5, 1, 2, 4)
     out = (n, kh * kw * c, h // kh, wd // kw)
-    dtype = g.values[x].dtype
-    a, t, p, s1, s2, w1 = (f"{node.name}/{k}" for k in ("reshaped", "transposed", "patches", "shape1", "shape2",
-                                                       "weight1x1"))
-    g.initializers[s1], g.initializers[s2] = np.array(first, np.int64), np.array(out, np.int64)
+    w1 = f"{node.name}/weight1x1"
     g.initializers[w1] = np.ascontiguousarray(weight.transpose(0, 2, 3, 1).reshape(o, kh * kw * c, 1, 1))
-    for name, shape, dt in ((s1, (6,), "int64"), (s2, (4,), "int64"), (a, first, dtype),
-                            (t, tuple(first[i] for i in perm), dtype), (p, out, dtype),
-                            (w1, (o, kh * kw * c, 1, 1), g.values[w].dtype)):
-        g.values[name] = Value(name, shape, dt)
+    g.values[w1] = Value(w1, (o, kh * kw * c, 1, 1), g.values[w].dtype)
+    p = f"{node.name}/patches"
     attrs = {"kernel_shape": [1, 1], "strides": [1, 1], "pads": [0, 0, 0, 0], "dilations": [1, 1], "group": 1}
-    return ([Node(f"{node.name}/reshape", "Reshape", [x, s1], [a], {}, [node.name]),
-             Node(f"{node.name}/transpose", "Transpose", [a], [t], {"perm": list(perm)}, [node.name]),
-             Node(f"{node.name}/patches", "Reshape", [t, s2], [p], {}, [node.name]),
-             Node(node.name, "Conv", [p, w1, *bias], list(node.outputs), attrs, [node.name])],
+    return (reshape_transpose_reshape(g, node.name, x, (first, perm, out), p, p)
+            + [Node(node.name, "Conv", [p, w1, *bias], list(node.outputs), attrs, [node.name])],
             f"patches {kh}x{kw} as channels (Reshape {list(first)} -> Transpose {list(perm)} -> Reshape "
             f"{list(out)}) and a 1x1 Conv over {kh * kw * c} channels")
 
