@@ -105,8 +105,16 @@ def repo() -> Path:
 def search_cache(tmp_path_factory) -> Path:
     """One tiling-search cache (codegen/select/search_cache.py) for the plans the session's tests make: a kernel
     one plan searched is read back by the next. The cache is keyed by everything a search reads and replays the
-    search's [OPT] lines, so a plan is the same with it as without it (test_search_cache holds that)."""
-    return tmp_path_factory.mktemp("search_cache")
+    search's [OPT] lines, so a plan is the same with it as without it (test_search_cache holds that).
+    It starts with the entries of the checkout's own build (`pip install .` searched the default kernels and zoo
+    in build/<tag>/generated/.search-cache) made by this same codegen source: only the directory named by the
+    source's digest is copied, so an entry of other code is never read."""
+    cache = tmp_path_factory.mktemp("search_cache")
+    from codegen.select.search_cache import codegen_digest
+    digest = codegen_digest()
+    for built in sorted(REPO.glob(f"build/*/generated/.search-cache/{digest}")):
+        shutil.copytree(built, cache / digest, dirs_exist_ok=True)
+    return cache
 
 
 @pytest.fixture(scope="session")
