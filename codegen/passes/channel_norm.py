@@ -29,12 +29,12 @@ def audit_channel_layernorm(g: Graph, model: str, enable: bool, log: OptLog, aud
             if ln.op_type != "LayerNormalization" or ln.inputs[0] != t.outputs[0] or ln.attrs.get("axis", -1) not in (
                     -1, 3):
                 continue
-            n, ch, h, w = g.values[t.inputs[0]].shape
+            batch, ch, h, w = g.values[t.inputs[0]].shape
             if h * w == 1:  # one pixel: the Transpose is a view of the channels (lowering), nothing to remove
                 continue
-            detail = (f"LayerNorm over the {ch} channels of [{n}, {ch}, {h}, {w}]: {c1(ch)} C0 blocks {h * w * C0} "
+            detail = (f"LayerNorm over the {ch} channels of [{batch}, {ch}, {h}, {w}]: {c1(ch)} C0 blocks {h * w * C0} "
                       f"values apart in NC1HWC0, no kernel reduces across them; {t.name} stays a relayout copy of "
-                      f"{prod((n, ch, h, w)) * 2} bytes")
+                      f"{prod((batch, ch, h, w)) * 2} bytes")
             reason = "channel_layernorm_unsupported" if enable else "fusion_off"
             log.add("fusion", f"{model}:{ln.name}", "Transpose+LayerNormalization:rejected", reason, detail=detail)
             audit.append({"node": ln.name, "into": t.name, "pattern": "Transpose+LayerNormalization",
