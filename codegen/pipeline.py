@@ -27,6 +27,7 @@ from .passes.fusion import FusionLimits, FusionResult, fuse
 from .passes.lowering import LoweredModel, lower
 from .passes.memory import MemoryPlan, plan_arena
 from .passes.patterns import find_patterns
+from .passes.program_epilogue import absorb_program_epilogues
 from .select import search_cache
 from .select.conv_transpose import chooser as convt_chooser
 from .select.l2_search import rank_with_l2_plans
@@ -70,6 +71,7 @@ def plan_model(graph: Graph, name: str, options: Options, log: OptLog, fusion_pr
     fusion = fuse(graph, name, limits, log)
     patterns = find_patterns(graph)
     patterns.decisions.extend(form_programs(graph, patterns, name, limits, log))
+    absorb_program_epilogues(graph, name, limits, log, fusion)
     lowered = lower(graph, name, options.kiln_dtype, patterns,
                     convt_chooser(name, profile, options, log if log_lowering else OptLog()))
     lowered.int64_outputs = tuple(v.name for v in graph.outputs if graph.values[v.name].dtype == "int64")

@@ -1,6 +1,7 @@
 """TODO"""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from math import ceil
 
 from ..ir.profiles import Profile
@@ -167,8 +168,10 @@ def store_row(core: SimCore, outq: PingPongSim, ro: int, fill, row: int) -> None
     outq.released(q)
 
 
-def activate_and_store(core: SimCore, spec, outq: PingPongSim, ro: int, row: int, residual: bool = False) -> None:
-    """The end of a windowed Vector kernel's output row: + residual, clip or ReLU in fp32, cast and store."""
+def activate_and_store(core: SimCore, spec, outq: PingPongSim, ro: int, row: int, residual: bool = False,
+                       program: Sequence[str] = ()) -> None:
+    """The end of a windowed Vector kernel's output row: + residual, clip or ReLU in fp32, the VecOps of a program
+    epilogue (one pass), cast and store."""
     if residual:
         core.vec_flat(row, 64, [("Cast", True)])
         core.vec_flat(row, 64, [("Add", True)])
@@ -176,6 +179,8 @@ def activate_and_store(core: SimCore, spec, outq: PingPongSim, ro: int, row: int
         core.vec_flat(row, 64, [("Maxs", True), ("Mins", True)])
     if spec.relu:
         core.vec_flat(row, 64, [("Relu", True)])
+    if program:
+        core.vec_flat(row, 64, [(op, True) for op in program])
     store_row(core, outq, ro, lambda: core.vec_flat(row, 64, [("Cast", True)]), row)
 
 

@@ -1,5 +1,6 @@
 """dwconv2d_vector: depthwise convolution on the Vector unit, a band of output rows per block
-(templates/dwconv2d_vector.cpp.j2)."""
+(templates/dwconv2d_vector.cpp.j2). Its epilogue (fp32, per output row, before the cast): bias, ReLU or
+Clip(0, hi), then an elementwise program (codegen/passes/program_epilogue.py) in one Vector pass."""
 from __future__ import annotations
 
 from math import ceil
@@ -7,6 +8,7 @@ from math import ceil
 from .. import KilnError
 from ..cost.blocks import activate_and_store, window_block_prologue
 from ..cost.model import PingPongSim, Prediction, SimCore, launch
+from ..ir.eltwise_program import epilogue_steps, scratch_names, vector_ops
 from ..ir.opspec import DwConv2dSpec, c1
 from ..ir.optlog import OptLog
 from ..ir.profiles import Profile
@@ -20,8 +22,10 @@ def dw_slab_rows(spec: DwConv2dSpec, rows_out: int) -> int:
 def dw_buffers(spec: DwConv2dSpec, rows_per_block: int) -> dict[str, int]:
     wp = spec.w + spec.pl + spec.pr
     taps = spec.kh * spec.kw
+    steps = epilogue_steps(spec.program)
+    program_rows = len(steps) + len(scratch_names(steps))  # fp32 rows of a program epilogue
     ub = (r32(dw_slab_rows(spec, rows_per_block) * wp * 32) + r32(taps * 32) + r32(taps * 64) + taps * 256
-          + (64 + 256 if spec.bias else 0) + 2 * r32(spec.wo * 64) + 2 * r32(spec.wo * 32))
+          + (64 + 256 if spec.bias else 0) + (2 + program_rows) * r32(spec.wo * 64) + 2 * r32(spec.wo * 32))
     return {"UB": ub}
 
 
@@ -54,6 +58,7 @@ def dw_mte2(spec: DwConv2dSpec, v: Variant) -> int:
 def replay_dwconv(spec, params: dict, profile: Profile) -> Prediction:
     rpb = params["rows_per_block"]
     bands, c1s, taps, row = ceil(spec.ho / rpb), c1(spec.c), spec.kh * spec.kw, spec.wo * 16
+    program = vector_ops(epilogue_steps(spec.program))
 
     def block(core: SimCore, b: int) -> None:
         r0 = (b % bands) * rpb
@@ -73,7 +78,7 @@ def replay_dwconv(spec, params: dict, profile: Profile) -> Prediction:
             for _ in range(taps):
                 core.vec_flat(row, 64, [("Cast", True)])
                 core.vec_flat(row, 64, [("MulAddDst", True)])
-            activate_and_store(core, spec, outq, ro, row)
+            activate_and_store(core, spec, outq, ro, row, program=program)
         outq.drain()
         core.set_flag("V", "MTE2", 1)
 
@@ -85,4 +90,5 @@ def space(spec, params: dict, profile: Profile) -> list[dict]:
 
 
 FAMILY = register(Family("dwconv2d_vector", "dwconv2d", "vector", dw_rule, dw_mte2, replay_dwconv, space=space,
-                generic=GenericForm(("h", "w"), ("h", "w", "ho", "wo"), ("rows_per_block",))))
+                generic=GenericForm(("h", "w"), ("h", "w", "ho", "wo"), ("rows_per_block",)),
+                template_globals={"epilogue_steps": epilogue_steps}))

@@ -100,13 +100,18 @@ def replay_program(spec, params: dict, profile: Profile) -> Prediction:
 def program_lines(spec: EltwiseProgramSpec) -> list[str]:
     """The program's Vector instructions as C++ statements over the fp32 buffers r<i> (inputs first, then one
     per step), inside a vec_flat(n, 64, ...) loop body (off, mk, rp)."""
-    k = len(spec.form_list)
+    return step_lines(spec.steps, len(spec.form_list))
+
+
+def step_lines(steps: tuple, k: int, prefix: str = "r") -> list[str]:
+    """program_lines of the steps of a program of k inputs over buffers <prefix><i> (also a depthwise kernel's
+    program epilogue: k = 1, prefix "p")."""
     lines = []
-    for j, (op, args, params) in enumerate(spec.steps):
+    for j, (op, args, params) in enumerate(steps):
         named = ", ".join(f"{n}={v:.9g}" for n, v in zip(PROGRAM_OPS[op].params, params))
-        lines.append(f"// step {j}: {op}({', '.join(f'r{a}' for a in args)}" + (f"; {named}" if named else "")
-                     + f") -> r{k + j}")
-        reg = {"d": f"r{k + j}", "t": f"t{j}", "u": f"u{j}", **{r: f"r{a}" for r, a in zip("abc", args)}}
+        lines.append(f"// step {j}: {op}({', '.join(f'{prefix}{a}' for a in args)}"
+                     + (f"; {named}" if named else "") + f") -> {prefix}{k + j}")
+        reg = {"d": f"{prefix}{k + j}", "t": f"t{j}", "u": f"u{j}", **{r: f"{prefix}{a}" for r, a in zip("abc", args)}}
         for vec_op, dst, src, *rest in PROGRAM_OPS[op].sequence(params):
             if vec_op == "Dup":
                 lines.append(f"core.vdup({reg[dst]}, off, {_cfloat(scalar_of(rest[0], op, params))}, mk, rp);")
@@ -137,5 +142,6 @@ def pad_mask_word(c_tail: int) -> str:
 
 FAMILY = register(Family("eltwise_program_vector", "eltwise_program", "vector", program_rule, program_mte2,
                          replay_program,
-                         template_globals={"program_lines": program_lines, "pad_mask_word": pad_mask_word,
-                                           "scratch_names": scratch_names, "scalar_block": SCALAR_BLOCK}))
+                         template_globals={"program_lines": program_lines, "step_lines": step_lines,
+                                           "pad_mask_word": pad_mask_word, "scratch_names": scratch_names,
+                                           "scalar_block": SCALAR_BLOCK}))

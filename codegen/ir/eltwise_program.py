@@ -17,6 +17,7 @@ a : b"), so a select first copies the condition there. A Dup writes its scalar t
 """
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -275,3 +276,16 @@ def decode(text: str, inputs: int) -> tuple[Step, ...]:
     if problem:
         raise ValueError(problem)
     return tuple(steps)
+
+
+def epilogue_steps(program: str) -> tuple[Step, ...]:
+    """The steps of a one-input program applied as a kernel's epilogue (DwConv2dSpec.program; "": none)."""
+    return decode(program, 1) if program else ()
+
+
+def epilogue_tag(program: str) -> str:
+    """A kernel name's suffix for a program epilogue: its ops and a digest of its text ("" for none)."""
+    if not program:
+        return ""
+    digest = hashlib.sha256(program.encode()).hexdigest()[:6]
+    return "_" + "_".join(op for op, _, _ in epilogue_steps(program)) + f"_{digest}"

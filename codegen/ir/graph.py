@@ -32,6 +32,7 @@ class Fused:
     second: Node | None = None                 # a 1x1 conv accumulated into the same L0C
     chain_first: Node | None = None            # the window conv whose output this 1x1 conv reads from L1
     siblings: list[Node] = field(default_factory=list)  # GEMMs of the same input run with this one
+    program: str = ""                          # an elementwise program applied last (eltwise_program.encode)
     ops: list[str] = field(default_factory=list)        # the fused nodes' names, in fusion order
     op_types: list[str] = field(default_factory=list)   # their op types ("BN" for a folded BatchNormalization)
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, ClassVar, Literal
 from .. import KilnError
 from .channel_gather_spec import ChannelGatherSpec
 from .copy_spec import CopySpec, GatherSpec
-from .eltwise_program import decode, vector_ops
+from .eltwise_program import decode, epilogue_tag, vector_ops
 from .graph import OpInstance
 from .recurrent_spec import LstmLoopSpec
 from .reduce_spec import REDUCE_OPS, ReduceSpec
@@ -247,13 +247,14 @@ class DwConv2dSpec(_PerChannelWindow):
     bias: bool
     relu: bool
     clip_hi: float = 0.0  # > 0: the epilogue clips to [0, clip_hi] (ReLU6) instead of a ReLU
+    program: str = ""     # then a one-input elementwise program (eltwise_program.encode; passes/program_epilogue)
     kind: ClassVar[Literal["dwconv2d"]] = "dwconv2d"
     natural_output: ClassVar[NaturalOutput] = "nchw"
 
     @property
     def name(self) -> str:
         win = _window(self.sh, self.sw, (self.pt, self.pl, self.pb, self.pr), self.dh, self.dw)
-        act = f"_clip_0_{_num(self.clip_hi)}" if self.clip_hi else _act(self.relu)
+        act = (f"_clip_0_{_num(self.clip_hi)}" if self.clip_hi else _act(self.relu)) + epilogue_tag(self.program)
         bias = "_bias" if self.bias else ""
         return f"dwconv2d_{self.n}x{self.c}x{self.h}x{self.w}_k{self.kh}x{self.kw}_{win}{bias}{act}"
 
@@ -682,13 +683,12 @@ def is_depthwise(group: int, cin: int, weight) -> bool:
 
 
 def opspec_of(op: OpInstance) -> Opspec:
-    a = op.attrs
-    relu = a["activation"] == "Relu"
+    a, relu = op.attrs, op.attrs["activation"] == "Relu"
     if op.type == "Conv":
         (n, cin, h, w), (cout, _, kh, kw) = a["input"], a["weight"]
         (pt, pl, pb, pr), (sh, sw), (dh, dw) = a["pads"], a["strides"], a["dilations"]
+        clip_hi = f32(a["max"]) if a["activation"] == "Clip" else 0.0
         if not is_depthwise(a["group"], cin, a["weight"]):  # dense or grouped: the Cube
-            clip_hi = f32(a["max"]) if a["activation"] == "Clip" else 0.0
             second = a.get("second")  # (cin2, h2, w2, stride) of an accumulated 1x1 conv
             extra = dict(cin2=second[0], h2=second[1], w2=second[2], s2=second[3]) if second else {}
             if a.get("mid"):  # a chain: the window conv's (channels, bias, relu); cout is the 1x1 conv's
@@ -696,8 +696,8 @@ def opspec_of(op: OpInstance) -> Opspec:
                 cout = a["cout"]
             return Conv2dSpec(n, cin, h, w, cout, kh, kw, sh, sw, pt, pl, pb, pr, dh, dw, a["bias"], relu,
                               bool(a.get("residual", False)), clip_hi, **extra, dtype=cube_dtype(op), group=a["group"])
-        clip_hi = f32(a["max"]) if a["activation"] == "Clip" else 0.0
-        return DwConv2dSpec(n, cin, h, w, kh, kw, sh, sw, pt, pl, pb, pr, dh, dw, a["bias"], relu, clip_hi)
+        return DwConv2dSpec(n, cin, h, w, kh, kw, sh, sw, pt, pl, pb, pr, dh, dw, a["bias"], relu, clip_hi,
+                            a.get("program", ""))
     if op.type in ("Gemm", "MatMul"):
         (m, k), (_, n) = a["a"], a["b"]
         return GemmSpec(m, k, n, a["bias"], relu, cube_dtype(op), a.get("split", 0))

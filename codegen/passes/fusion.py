@@ -9,6 +9,8 @@ Epilogues each kernel family can run (the kernels implement them):
   Depthwise Conv, a standalone BatchNormalization (a per-channel affine on the
     depthwise kernel) and Add run on the Vector unit: ReLU and Clip(0, hi) are
     two more instructions in the same pass over UB (instruction-level fusion).
+    A depthwise Conv also takes a whole elementwise program (SiLU, HardSwish,
+    LeakyRelu...) once the programs are formed: codegen/passes/program_epilogue.py.
   Conv + Conv(1x1) + Add, both convolutions read only by the add (ResNet's
     downsample block): the 1x1 one becomes a second source of the other, its K
     fractals accumulated into the same L0C, so the add is free and neither
@@ -34,6 +36,7 @@ from ..ir.graph import Fused, Graph, Node
 from ..ir.opspec import is_depthwise
 from ..ir.optlog import OptLog
 from ..ir.profiles import Profile
+from .channel_norm import audit_channel_layernorm
 from .pad_fold import fold_pads
 
 ACTIVATIONS = ("Relu", "Clip", "Gelu")
@@ -183,6 +186,7 @@ def fuse(g: Graph, model: str, limits: FusionLimits, log: OptLog) -> FusionResul
     sibling GEMMs, Conv -> Conv 1x1 chains (with a profile)."""
     res = FusionResult(g, ops_before=len(g.nodes))
     res.audit += fold_pads(g, model, log)  # exact and the only way a Pad runs: taken whatever ENABLE_FUSION says
+    audit_channel_layernorm(g, model, limits.enable, log, res.audit)
     _fuse_attention(_Pass(g, model, limits, log, res))
     ps = _Pass(g, model, limits, log, res, *_index(g), {n.name: i for i, n in enumerate(g.nodes)})
     _fuse_activations(ps)
@@ -247,8 +251,10 @@ def _audit_program_epilogue(act: Node, prod: Node, ps: _Pass) -> None:
     chains it with the elementwise ops after it), one GM round trip the audit names."""
     if prod.op_type not in ("Conv", "ConvTranspose", "Gemm", "MatMul") or prod.name in ps.removed:
         return
+    if prod.op_type == "Conv" and _depthwise(prod, ps.g):  # decided once the program is formed (program_epilogue)
+        return
     pattern, reason = f"{prod.op_type}+{act.op_type}", "no_program_epilogue"
-    detail = f"{act.op_type} after {prod.name}: its own Vector kernel (epilogues: Fixpipe ReLU, Vector ReLU/Clip)"
+    detail = f"{act.op_type} after {prod.name}: its own Vector kernel (Cube epilogues: Fixpipe ReLU, Vector ReLU/Clip)"
     if not ps.enable:
         reason, detail = "fusion_off", "ENABLE_FUSION=OFF"
     ps.log.add("fusion", f"{ps.model}:{act.name}", f"{pattern}:rejected", reason, detail=detail)

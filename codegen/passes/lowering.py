@@ -154,6 +154,8 @@ class _Lowerer:
         group = a.get("group", 1)
         attrs = dict(input=xs, weight=tuple(w.shape), strides=tuple(a["strides"]), pads=tuple(a["pads"]),
                      dilations=tuple(a["dilations"]), group=group, bias=bias, **self.epilogue(node))
+        if node.fused.program:  # an elementwise program epilogue (program_epilogue: depthwise convolutions only)
+            attrs["program"] = node.fused.program
         if group == 1:
             attrs.update(self.cube_dtype())
             wname = self.weight(f"{node.name}.w", layouts.oihw_to_fractal_z(w, self.dtype))

@@ -228,6 +228,9 @@ def test_kernel_matches_reference(k):
     if kind == "eltwise_program":
         check_eltwise_program(k, args, y)
         return
+    if kind == "dwconv2d" and k.spec.get("program"):
+        check_dw_program(k, args, y)
+        return
     if kind == "eltwise":
         # fp16 add, mul, scalar ops, ReLU and clip: one exact op then one rounding: bit-exact.
         s = k.spec
@@ -277,6 +280,25 @@ def test_kernel_matches_reference(k):
     worst = np.unravel_index(np.argmax(err - bound), err.shape)
     assert np.all(err <= bound), f"max excess at {worst}: got {y[worst]}, want {want[worst]}, bound {bound[worst]}"
     # The check must be able to fail: the result is not trivially zero.
+    assert np.count_nonzero(y) > 0.3 * y.size
+
+
+def check_dw_program(k, args, y):
+    """A depthwise convolution with a program epilogue: the convolution (and its ReLU or clip) in float64 from the
+    fp16 operands, then the program in float64. Its fp32 accumulation error (K terms, bounded by K 2^-23 of the
+    sum of |terms|) carried through the program (the program's change over that interval), the program's fp32
+    steps (a few ulps of the largest value on the way) and one fp16 rounding of the result."""
+    from codegen.ir.eltwise_program import decode, evaluate, evaluate_all
+    steps = decode(k.spec["program"], 1)
+    z, zabs = reference(k, args), reference(k, args, absolute=True)
+    values = evaluate_all(steps, [z])
+    want = values[-1]
+    dz = k.record["features"]["reduction_length"] * 2.0 ** -22 * zabs
+    carried = np.maximum(np.abs(evaluate(steps, [z + dz]) - want), np.abs(evaluate(steps, [z - dz]) - want))
+    tol = 2.0 ** -11 * np.abs(want) + 2.0 ** -18 * np.max(np.abs(np.stack(values)), axis=0) + carried + 2.0 ** -24
+    assert y.shape == want.shape
+    err = np.abs(y - want)
+    assert np.all(err <= tol), f"max err {err.max()}, max err/tol {(err / tol).max()}"
     assert np.count_nonzero(y) > 0.3 * y.size
 
 

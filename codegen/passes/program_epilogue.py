@@ -1,0 +1,95 @@
+"""Program epilogues: an elementwise program (codegen/passes/eltwise_programs.py) that reads only a depthwise
+convolution's output joins that convolution's kernel. dwconv2d_vector already holds each output row in fp32 in
+UB, so the program's Vector instructions (codegen/ir/eltwise_program.py: SiLU as sigmoid + mul, HardSwish,
+LeakyRelu, Tanh...) run there before the cast back to fp16: no launch, no GM round trip of the conv's result
+(instruction-level fusion, as its ReLU and Clip epilogues). Runs after the programs are formed (the program is
+then known whole: SiLU's Sigmoid and Mul both read the conv), before lowering.
+
+Taken when ENABLE_FUSION=ON, the program reads nothing but the conv's output (and constants folded into its
+steps), nothing else reads that output and it is not a graph output, the fused kernel stays within
+MAX_FUSION_DEPTH, and the program maps 0 to 0 when the channels do not fill the last C0 block (the padded lanes
+must stay zero for the next kernel). Every opportunity is logged; the ones not taken join the fusion audit.
+Cube convolutions (dense, grouped) and GEMMs keep their program as its own Vector kernel: fusion.py audits them.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir.eltwise_program import depth as program_depth
+from ..ir.eltwise_program import encode, evaluate
+from ..ir.graph import Graph, Node
+from ..ir.opspec import C0, is_depthwise
+from ..ir.optlog import OptLog
+from .fusion import FusionLimits, FusionResult, _label
+
+
+def _depthwise_conv(n: Node | None, g: Graph) -> bool:
+    if n is None or n.op_type != "Conv" or n.fused.chain_first is not None:
+        return False
+    w = n.inputs[1]
+    wshape = g.initializers[w].shape if w in g.initializers else g.values[w].shape
+    return is_depthwise(n.attrs.get("group", 1), g.values[n.inputs[0]].shape[1], wshape)
+
+
+def _rejection(conv: Node, prog: Node, g: Graph, limits: FusionLimits, readers: dict[str, set[str]]) -> tuple[str, str]:
+    """(reason, detail) why `prog` stays its own kernel after the depthwise `conv`, or ("", "Vector pass")."""
+    x = conv.outputs[0]
+    steps = prog.attrs["steps"]
+    fused_depth = 1 + sum(1 for t in conv.fused.op_types if t != "BN") + program_depth(steps)
+    if not limits.enable:
+        return "fusion_off", "ENABLE_FUSION=OFF"
+    if conv.fused.program or conv.fused.residual:
+        return "activation_taken", f"{conv.name} already ends with {conv.fused.program or 'a residual add'}"
+    if list(prog.inputs) != [x] or tuple(prog.attrs["forms"]) != ("full",):
+        return "epilogue_unsupported", (f"the program reads {len(prog.inputs)} tensors; the depthwise kernel takes "
+                                        f"one that reads only {x}")
+    if readers.get(x, set()) != {prog.name} or x in {v.name for v in g.outputs}:
+        return "multiple_consumers", f"{x} is also read elsewhere"
+    if fused_depth > limits.max_depth:
+        return "depth_limit", f"depth {fused_depth} > MAX_FUSION_DEPTH={limits.max_depth}"
+    channels = g.values[x].shape[1]
+    with np.errstate(all="ignore"):
+        at_zero = float(evaluate(steps, [np.zeros(1)])[0])
+    if channels % C0 and at_zero != 0.0:
+        return "epilogue_unsupported", (f"the program maps 0 to {at_zero:g}: the {C0 - channels % C0} padded channel "
+                                        f"lanes of {x} ({channels} channels) would not stay zero")
+    return "", "Vector pass"
+
+
+def absorb_program_epilogues(g: Graph, model: str, limits: FusionLimits, log: OptLog, res: FusionResult) -> None:
+    """Rewrite `g` (in place): each EltwiseProgram node reading a depthwise Conv's output becomes that conv's
+    epilogue where _rejection finds nothing against it; logged and recorded in `res` either way."""
+    producer_of = {o: n for n in g.nodes for o in n.outputs}
+    readers: dict[str, set[str]] = {}
+    for n in g.nodes:
+        for i in list(n.inputs) + [n.fused.residual]:
+            if i:
+                readers.setdefault(i, set()).add(n.name)
+    removed: set[str] = set()
+    for prog in g.nodes:
+        if prog.op_type != "EltwiseProgram":
+            continue
+        conv = next((producer_of[i] for i in prog.inputs if _depthwise_conv(producer_of.get(i), g)), None)
+        if conv is None:
+            continue
+        ops = "+".join(prog.attrs["op_types"])
+        pattern, subject = f"Conv+{ops}", f"{model}:{prog.name}"
+        reason, detail = _rejection(conv, prog, g, limits, readers)
+        if reason:
+            log.add("fusion", subject, f"{pattern}:rejected", reason, detail=detail)
+            res.audit.append({"node": prog.name, "into": conv.name, "pattern": pattern, "reason": reason,
+                              "detail": detail})
+            continue
+        source = list(prog.source) or [prog.name]
+        label = _label(conv, *prog.attrs["op_types"])
+        conv.fused.program = encode(prog.attrs["steps"])
+        conv.fused.ops.extend(source)
+        conv.fused.op_types.extend(prog.attrs["op_types"])
+        conv.source = (list(conv.source) or [conv.name]) + source
+        conv.outputs = list(prog.outputs)
+        producer_of[prog.outputs[0]] = conv
+        removed.add(prog.name)
+        log.add("fusion", subject, f"Fused({label})", "program_epilogue", into=conv.name, where=detail,
+                program=conv.fused.program, ops=len(conv.source))
+        res.fused.append({"node": prog.name, "into": conv.name, "pattern": pattern, "where": detail})
+    g.nodes = [n for n in g.nodes if n.name not in removed]

@@ -1,0 +1,72 @@
+"""Program epilogues (codegen/passes/program_epilogue.py): an elementwise program reading only a depthwise Conv joins
+its dwconv2d_vector kernel; what is not taken is logged and audited with its reason."""
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+pytest.importorskip("onnx")
+
+from test_eltwise_programs import _model, _plan
+
+from codegen.families.dwconv2d_vector import dw_buffers, replay_dwconv
+from codegen.ir.eltwise_program import decode, vector_ops
+from codegen.ir.opspec import DwConv2dSpec
+from codegen.ir.profiles import get_profile
+
+X20 = [("x", [1, 20, 6, 6])]
+W20 = {"w": np.ones((20, 1, 3, 3)) / 9}
+DW = ("Conv", ["x", "w"], ["c"], {"group": 20, "pads": [1, 1, 1, 1]})
+SILU = [DW, ("Sigmoid", ["c"], ["s"], {}), ("Mul", ["c", "s"], ["y"], {})]
+
+
+def test_silu_after_a_depthwise_conv_is_its_epilogue(tmp_path):
+    stages, log = _plan(_model(tmp_path, SILU, X20, [("y", [1, 20, 6, 6])], W20))
+    (spec,) = stages.specs.values()
+    assert spec.kind == "dwconv2d" and [op for op, _, _ in decode(spec.program, 1)] == ["sigmoid", "mul"]
+    assert spec.name.startswith("dwconv2d_1x20x6x6_k3x3_s1_p1_sigmoid_mul_")
+    (step,) = [s for s in stages.lowered.steps if s.kind == "kernel"]
+    assert step.ops == ["n0", "n1", "n2"]  # the conv's kernel carries the program's source nodes
+    assert any("m:n2 Fused(Conv+Sigmoid+Mul) reason=program_epilogue into=n0" in line for line in log.lines)
+    assert not stages.fusion.audit
+    # the program's step and scratch rows are in the kernel's UB footprint
+    plain = dw_buffers(replace(spec, program=""), 1)["UB"]
+    assert dw_buffers(spec, 1)["UB"] == plain + 2 * 6 * 64
+
+
+def test_not_taken_each_with_its_reason(tmp_path):
+    io = (X20, [("y", [1, 20, 6, 6])], W20)
+    # Sigmoid(0) = 0.5 would fill the padded lanes of the last channel block (20 channels)
+    stages, log = _plan(_model(tmp_path, [DW, ("Sigmoid", ["c"], ["y"], {})], *io))
+    assert [s.kind for s in stages.specs.values()] == ["dwconv2d", "eltwise_program"]
+    assert [a["reason"] for a in stages.fusion.audit] == ["epilogue_unsupported"]
+    assert "padded channel lanes" in stages.fusion.audit[0]["detail"]
+    # over channels that fill C0 it is taken
+    stages, _ = _plan(_model(tmp_path, [("Conv", ["x", "w"], ["c"], {"group": 16}), ("Sigmoid", ["c"], ["y"], {})],
+                             [("x", [1, 16, 6, 6])], [("y", [1, 16, 4, 4])], {"w": np.ones((16, 1, 3, 3))}))
+    assert [s.kind for s in stages.specs.values()] == ["dwconv2d"]
+    for options, pattern, reason in (({"ENABLE_FUSION": "OFF"}, "Conv+Sigmoid", "fusion_off"),
+                                     ({"MAX_FUSION_DEPTH": "2"}, "Conv+Sigmoid+Mul", "depth_limit")):
+        stages, log = _plan(_model(tmp_path, SILU, *io), **options)
+        assert [s.kind for s in stages.specs.values()][:1] == ["dwconv2d"] and len(stages.specs) > 1
+        assert any(f"{pattern}:rejected reason={reason}" in line for line in log.lines), log.lines
+    # the conv's output is also a graph output
+    stages, log = _plan(_model(tmp_path, SILU, X20, [("y", [1, 20, 6, 6]), ("c", [1, 20, 6, 6])], W20))
+    assert len(stages.specs) == 2 and any("reason=multiple_consumers" in line for line in log.lines)
+
+
+def test_a_dense_conv_keeps_its_program_and_the_audit_says_so(tmp_path):
+    nodes = [("Conv", ["x", "w"], ["c"], {}), ("Sigmoid", ["c"], ["s"], {}), ("Mul", ["c", "s"], ["y"], {})]
+    stages, log = _plan(_model(tmp_path, nodes, X20, [("y", [1, 16, 4, 4])], {"w": np.ones((16, 20, 3, 3))}))
+    assert [s.kind for s in stages.specs.values()] == ["conv2d", "eltwise_program"]
+    assert any("m:n1 Conv+Sigmoid:rejected reason=no_program_epilogue" in line for line in log.lines)
+
+
+def test_the_replay_issues_the_program_once_per_output_row():
+    base = DwConv2dSpec(1, 16, 8, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, True, False)
+    silu = replace(base, program="sigmoid(0);mul(0,1)")
+    profile = get_profile("ascend910b")
+    p0, p1 = (replay_dwconv(s, {"rows_per_block": 4}, profile) for s in (base, silu))
+    # 8 output rows of 8 pixels x 16 channels: 128 fp32 values, one instruction (2 repeats) per VecOp
+    assert p1.pipes["V"].instrs - p0.pipes["V"].instrs == 8 * len(vector_ops(decode(silu.program, 1))) == 8 * 5
+    assert p1.cycles > p0.cycles
