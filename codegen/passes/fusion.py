@@ -34,6 +34,7 @@ from ..ir.graph import Fused, Graph, Node
 from ..ir.opspec import is_depthwise
 from ..ir.optlog import OptLog
 from ..ir.profiles import Profile
+from .mha import packed_attention
 from .pad_fold import fold_pads
 
 ACTIVATIONS = ("Relu", "Clip", "Gelu")
@@ -183,6 +184,9 @@ def fuse(g: Graph, model: str, limits: FusionLimits, log: OptLog) -> FusionResul
     sibling GEMMs, Conv -> Conv 1x1 chains (with a profile)."""
     res = FusionResult(g, ops_before=len(g.nodes))
     res.audit += fold_pads(g, model, log)  # exact and the only way a Pad runs: taken whatever ENABLE_FUSION says
+    fused, audit = packed_attention(g, model, limits.enable, log)  # nn.MultiheadAttention's export (mha.py)
+    res.fused += fused
+    res.audit += audit
     _fuse_attention(_Pass(g, model, limits, log, res))
     ps = _Pass(g, model, limits, log, res, *_index(g), {n.name: i for i, n in enumerate(g.nodes)})
     _fuse_activations(ps)
