@@ -34,7 +34,7 @@ from ..ir.graph import Fused, Graph, Node
 from ..ir.opspec import is_depthwise
 from ..ir.optlog import OptLog
 from ..ir.profiles import Profile
-from .mha import packed_attention
+from .mha import audit_gemm_epilogues, packed_attention
 from .pad_fold import fold_pads
 
 ACTIVATIONS = ("Relu", "Clip", "Gelu")
@@ -193,6 +193,7 @@ def fuse(g: Graph, model: str, limits: FusionLimits, log: OptLog) -> FusionResul
     _fuse_siblings(_Pass(g, model, limits, log, res))
     if limits.profile is not None:
         _fuse_chains(_Pass(g, model, limits, log, res), limits.profile)
+    res.audit += audit_gemm_epilogues(g, model, limits.enable, log)  # residual Add, Erf GELU after a GEMM (mha.py)
     return res
 
 

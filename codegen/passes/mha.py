@@ -20,6 +20,7 @@ import numpy as np
 
 from ..ir.graph import Graph, Node, Value
 from ..ir.optlog import OptLog
+from .views import canonical_transpose
 
 MOVES = ("Reshape", "Unsqueeze", "Squeeze", "Transpose", "Gather", "Identity", "Flatten")
 # the layouts of the packed projection the heads are cut from, and the perm to [3, B, H, S, hd]
@@ -206,3 +207,56 @@ def packed_attention(g: Graph, model: str, enable: bool, log: OptLog) -> tuple[l
         log.add("fusion", subject, f"Fused({pattern})", "packed_heads", into=qk.name, ops=len(gone), detail=detail)
         fused.append({"node": ",".join(n.name for n in gone), "into": qk.name, "pattern": pattern, "where": detail})
     return fused, audit
+
+
+# ---------------------------------------------------------------- GEMM epilogues not taken (audited)
+
+VIEWS = ("Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity")
+
+
+def _moves_unit_axes(g: Graph, t: Node) -> bool:
+    """Whether Transpose `t` moves only unit axes (lowering makes it a view)."""
+    _, perm = canonical_transpose(tuple(g.values[t.inputs[0]].shape), tuple(t.attrs["perm"]))
+    return perm == tuple(range(len(perm)))
+
+
+def _gemm_behind(g: Graph, ix: _Index, value: str) -> Node | None:
+    """The constant-weight GEMM whose result `value` is, through views (Transposes of unit axes) and its bias Add
+    (a MatMul's Add of a constant row, which lowering folds into the GEMM), or None."""
+    n = ix.producer.get(value)
+    while n is not None and (n.op_type in VIEWS or (n.op_type == "Transpose" and _moves_unit_axes(g, n))):
+        n = ix.producer.get(n.inputs[0])
+    if n is not None and n.op_type == "Add" and len([i for i in n.inputs if i in g.initializers]) == 1:
+        n = ix.producer.get(next(i for i in n.inputs if i not in g.initializers))
+        if n is not None and n.op_type != "MatMul":
+            return None
+    if n is None or n.op_type not in ("MatMul", "Gemm") or len(n.inputs) < 2 or n.inputs[1] not in g.initializers:
+        return None
+    return n
+
+
+def audit_gemm_epilogues(g: Graph, model: str, enable: bool, log: OptLog) -> list[dict]:
+    """A residual Add of a GEMM's result (a transformer's x + Linear(...)) and an Erf-form GELU of it (x * 0.5 *
+    (1 + erf(x / sqrt 2))): the GEMM kernel (gemm_cube) applies a bias and a Fixpipe ReLU only, so both stay their
+    own Vector kernels; each is an opportunity not taken, audited (after the fusion passes, on the fused graph)."""
+    ix, audit = _Index(g), []
+    for n in g.nodes:
+        gemm, pattern, reason, detail = None, "", "", ""
+        ins = [i for i in n.inputs if i]
+        if (n.op_type == "Add" and len(ins) == 2 and not any(i in g.initializers for i in ins)
+                and g.values[ins[0]].shape == g.values[ins[1]].shape):
+            gemm = next((x for x in (_gemm_behind(g, ix, i) for i in ins) if x is not None), None)
+            pattern, reason = f"{gemm.op_type if gemm else ''}+Add", "epilogue_unsupported"
+            detail = f"residual add of {gemm.name if gemm else ''}: gemm_cube has no Vector-core residual pass yet"
+        elif n.op_type == "Erf" and _scaled(g, ix.producer.get(n.inputs[0])) is not None:
+            x, _ = _scaled(g, ix.producer[n.inputs[0]]) or ("", 1.0)
+            gemm = _gemm_behind(g, ix, x)
+            pattern, reason = f"{gemm.op_type if gemm else ''}+Gelu", "fixpipe_no_gelu"
+            detail = f"GELU (Erf form) of {gemm.name if gemm else ''}: its own gelu_vector kernel"
+        if gemm is None:
+            continue
+        if not enable:
+            reason, detail = "fusion_off", "ENABLE_FUSION=OFF"
+        log.add("fusion", f"{model}:{n.name}", f"{pattern}:rejected", reason, detail=detail)
+        audit.append({"node": n.name, "into": gemm.name, "pattern": pattern, "reason": reason, "detail": detail})
+    return audit

@@ -32,7 +32,9 @@ def test_packed_heads_become_one_transpose_and_the_attention_one_kernel(tmp_path
     assert packed["into"] == "/matmul42" and len(packed["node"].split(",")) == 19  # 17 moves, 2 scales
     assert "one Transpose of add8 (seq_first) to [3, 1, 4, 17, 8]" in packed["where"]
     assert "scale 0.353553 after Q.K^T" in packed["where"]  # (8 ** -0.25) ** 2
-    assert f["audit"] == []
+    # the out projection's residual add (through its Reshape and a unit-axis Transpose) is audited, not taken
+    assert [(a["pattern"], a["node"], a["into"], a["reason"]) for a in f["audit"]] == [
+        ("Gemm+Add", "/add54", "/gemm50", "epilogue_unsupported")]
 
 
 def test_batch_two_takes_the_same_rewrite(tmp_path):
@@ -45,14 +47,16 @@ def test_fusion_off_leaves_the_export_as_it_is_and_audits(tmp_path):
     f = _analyze(tmp_path, fusion=False)["fusion"]
     assert f["launches_fused"] == f["launches_unfused"] == 15
     # the scales stay on Q and K^T, so no attention chain (scale after Q.K^T) is there to audit besides it
-    assert [(a["pattern"], a["reason"]) for a in f["audit"]] == [("PackedQKV", "fusion_off")]
+    assert [(a["pattern"], a["reason"]) for a in f["audit"]] == [("PackedQKV", "fusion_off"),
+                                                                 ("Gemm+Add", "fusion_off")]
 
 
 def test_without_flash_attention_the_head_split_is_still_one_transpose(tmp_path):
     f = _analyze(tmp_path, flash_attention=False)["fusion"]
     # in_proj GEMM, the one transpose, K^T, Q.K^T, the one scale, Softmax, .V, ... : 15 - 4 transposes - 1 Mul
     assert [x["pattern"] for x in f["fused"]] == ["PackedQKV"]
-    assert [(a["pattern"], a["reason"]) for a in f["audit"]] == [("Attention", "option_off")]
+    assert [(a["pattern"], a["reason"]) for a in f["audit"]] == [("Attention", "option_off"),
+                                                                 ("Gemm+Add", "epilogue_unsupported")]
     assert f["launches_fused"] == 11
 
 
@@ -63,3 +67,17 @@ def test_an_intermediate_read_elsewhere_is_audited(tmp_path):
     f = _analyze(tmp_path, edit=expose)["fusion"]
     assert [(a["pattern"], a["reason"]) for a in f["audit"]][:1] == [("PackedQKV", "multiple_consumers")]
     assert "PackedQKV" not in [x["pattern"] for x in f["fused"]]
+
+
+def test_gemm_epilogues_a_transformer_offers_are_audited(tmp_path):
+    """The small ViT op case (MatMul + Add bias on [B, S, D], Erf GELU, residual adds): each residual add of a GEMM
+    and the GELU of one are in the audit with their reasons; the position embedding's constant add is not."""
+    from op_cases.architectures import CASES
+    path = tmp_path / "vit.onnx"
+    onnx.save(next(c for c in CASES if c.name == "arch_vit").model, path)
+    f = analyze(path, settings=AnalysisSettings())["fusion"]
+    assert [(a["pattern"], a["node"], a["into"], a["reason"]) for a in f["audit"]] == [
+        ("MatMul+Add", "/add47", "/matmul45", "epilogue_unsupported"),
+        ("MatMul+Gelu", "/erf57", "/matmul53", "fixpipe_no_gelu"),
+        ("MatMul+Add", "/add67", "/matmul65", "epilogue_unsupported")]
+    assert f["launches_fused"] == 20
