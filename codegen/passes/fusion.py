@@ -35,6 +35,7 @@ from ..ir.opspec import is_depthwise
 from ..ir.optlog import OptLog
 from ..ir.profiles import Profile
 from .mha import audit_gemm_epilogues, packed_attention
+from .mha import scalar_factor as _scalar
 from .pad_fold import fold_pads
 
 ACTIVATIONS = ("Relu", "Clip", "Gelu")
@@ -579,20 +580,6 @@ def _fuse_second_source(add: Node, ins: list[str], ps: _Pass) -> bool:
 
 
 # ---------------------------------------------------------------- attention (flash)
-
-def _scalar(g: Graph, node: Node) -> tuple[str, float] | None:
-    """(the non-constant input, the factor it is multiplied by) of a Div or Mul by a scalar constant."""
-    ins = [i for i in node.inputs if i]
-    if node.op_type not in ("Div", "Mul") or len(ins) != 2:
-        return None
-    consts = [i for i in ins if i in g.initializers and g.initializers[i].size == 1]
-    if len(consts) != 1 or (node.op_type == "Div" and consts[0] != ins[1]):
-        return None
-    c = float(g.initializers[consts[0]].reshape(-1)[0])
-    if node.op_type == "Div" and c == 0.0:
-        return None
-    return next(i for i in ins if i != consts[0]), (1.0 / c if node.op_type == "Div" else c)
-
 
 def _k_operand(g: Graph, kt: str, producer_of: dict[str, Node],
                consumers: dict[str, list[Node]]) -> tuple[str, Node | None] | None:

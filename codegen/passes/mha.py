@@ -27,7 +27,7 @@ MOVES = ("Reshape", "Unsqueeze", "Squeeze", "Transpose", "Gather", "Identity", "
 LAYOUTS = {"seq_first": (2, 1, 3, 0, 4), "batch_first": (2, 0, 3, 1, 4)}
 
 
-def _scaled(g: Graph, node: Node | None) -> tuple[str, float] | None:
+def scalar_factor(g: Graph, node: Node | None) -> tuple[str, float] | None:
     """(the tensor operand, the factor) of a Mul by a scalar constant or a Div of a tensor by one."""
     if node is None or node.op_type not in ("Mul", "Div") or len([i for i in node.inputs if i]) != 2:
         return None
@@ -98,7 +98,7 @@ def _match(g: Graph, ix: _Index, qk: Node) -> _Match | None:
     """qk = MatMul(Q [*c1], K^T [*c2]) read by a Softmax over its last axis whose result a MatMul multiplies by V,
     with Q, K^T and V heads of one projection; None otherwise."""
     sm = ix.only_reader(qk.outputs[0])
-    if _scaled(g, sm) is not None:  # a scale after Q.K^T stays where it is
+    if scalar_factor(g, sm) is not None:  # a scale after Q.K^T stays where it is
         sm = ix.only_reader(sm.outputs[0]) if sm is not None else None
     if sm is None or sm.op_type != "Softmax" or sm.attrs.get("axis", -1) not in (-1, 3):
         return None
@@ -108,7 +108,7 @@ def _match(g: Graph, ix: _Index, qk: Node) -> _Match | None:
     ops: dict[str, tuple[str, Node | None]] = {}
     scale = 1.0
     for key, v in (("q", qk.inputs[0]), ("kt", qk.inputs[1])):
-        sc = _scaled(g, ix.producer.get(v))
+        sc = scalar_factor(g, ix.producer.get(v))
         if sc is not None and ix.only_reader(v) is qk:
             ops[key], scale = (sc[0], ix.producer[v]), scale * sc[1]
         else:
@@ -248,8 +248,8 @@ def audit_gemm_epilogues(g: Graph, model: str, enable: bool, log: OptLog) -> lis
             gemm = next((x for x in (_gemm_behind(g, ix, i) for i in ins) if x is not None), None)
             pattern, reason = f"{gemm.op_type if gemm else ''}+Add", "epilogue_unsupported"
             detail = f"residual add of {gemm.name if gemm else ''}: gemm_cube has no Vector-core residual pass yet"
-        elif n.op_type == "Erf" and _scaled(g, ix.producer.get(n.inputs[0])) is not None:
-            x, _ = _scaled(g, ix.producer[n.inputs[0]]) or ("", 1.0)
+        elif n.op_type == "Erf" and scalar_factor(g, ix.producer.get(n.inputs[0])) is not None:
+            x, _ = scalar_factor(g, ix.producer[n.inputs[0]]) or ("", 1.0)
             gemm = _gemm_behind(g, ix, x)
             pattern, reason = f"{gemm.op_type if gemm else ''}+Gelu", "fixpipe_no_gelu"
             detail = f"GELU (Erf form) of {gemm.name if gemm else ''}: its own gelu_vector kernel"
