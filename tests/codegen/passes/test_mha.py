@@ -6,7 +6,7 @@ import sys
 import pytest
 
 onnx = pytest.importorskip("onnx")
-from conftest import REPO  # noqa: E402
+from conftest import REPO, model_file  # noqa: E402
 
 sys.path.insert(0, str(REPO / "tests" / "kiln"))
 from op_cases.attention_mha import _mha_layer  # noqa: E402
@@ -81,3 +81,16 @@ def test_gemm_epilogues_a_transformer_offers_are_audited(tmp_path):
         ("MatMul+Gelu", "/erf57", "/matmul53", "fixpipe_no_gelu"),
         ("MatMul+Add", "/add67", "/matmul65", "epilogue_unsupported")]
     assert f["launches_fused"] == 20
+
+
+def test_the_corpus_torch_bert_layer_takes_the_flash_attention_kernel():
+    """shared/models/bert_layer_torch.onnx (nn.TransformerEncoderLayer exported by torch.onnx.export): its
+    attention fuses (20 -> 12 launches); its out projection's and second GEMM's residual adds and its GELU are
+    audited."""
+    r = analyze(model_file("bert_layer_torch.onnx"), settings=AnalysisSettings())
+    f = r["fusion"]
+    assert (f["launches_unfused"], f["launches_fused"]) == (20, 12)
+    assert [x["pattern"] for x in f["fused"]] == ["PackedQKV", "Attention"]
+    assert [(a["pattern"], a["reason"]) for a in f["audit"]] == [
+        ("Gemm+Add", "epilogue_unsupported"), ("MatMul+Gelu", "fixpipe_no_gelu"),
+        ("MatMul+Add", "epilogue_unsupported")]
