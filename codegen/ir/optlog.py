@@ -79,6 +79,10 @@ REASONS = {
                         "has fewer 16-pixel tiles than the profile has Cube cores, so cores would idle",
     "flash_attention": "Q.K^T -> scale -> softmax -> .V as one flash-attention kernel (online softmax over kv tiles): "
                        "the score and probability matrices never go to GM",
+    "packed_heads": "an attention's Q, K and V cut from one packed projection (torch.nn.MultiheadAttention's export: "
+                    "Reshape, Unsqueeze, Transpose, Squeeze, a Gather each, then per head Reshape and Transpose) are "
+                    "one Transpose of the projection to [3, batch, heads, seq, head_dim] and three contiguous slices "
+                    "of it; scales on Q and K^T become one scale after Q.K^T (codegen/passes/mha.py)",
     "option_off": "rejected: the build option for this fusion is OFF (e.g. USE_FLASH_ATTENTION=OFF)",
     "seq_exceeds_max_seq_len": "rejected: the attention's key/value sequence is longer than MAX_SEQ_LEN",
     "attention_unsupported": "rejected: an attention-shaped chain the flash-attention kernel does not take (a mask, "

@@ -37,6 +37,8 @@ from ..ir.opspec import is_depthwise
 from ..ir.optlog import OptLog
 from ..ir.profiles import Profile
 from .channel_norm import audit_channel_layernorm
+from .mha import audit_gemm_epilogues, packed_attention
+from .mha import scalar_factor as _scalar
 from .pad_fold import fold_pads
 
 ACTIVATIONS = ("Relu", "Clip", "Gelu")
@@ -187,12 +189,16 @@ def fuse(g: Graph, model: str, limits: FusionLimits, log: OptLog) -> FusionResul
     res = FusionResult(g, ops_before=len(g.nodes))
     res.audit += fold_pads(g, model, log)  # exact and the only way a Pad runs: taken whatever ENABLE_FUSION says
     audit_channel_layernorm(g, model, limits.enable, log, res.audit)
+    fused, audit = packed_attention(g, model, limits.enable, log)  # nn.MultiheadAttention's export (mha.py)
+    res.fused += fused
+    res.audit += audit
     _fuse_attention(_Pass(g, model, limits, log, res))
     ps = _Pass(g, model, limits, log, res, *_index(g), {n.name: i for i, n in enumerate(g.nodes)})
     _fuse_activations(ps)
     _fuse_siblings(_Pass(g, model, limits, log, res))
     if limits.profile is not None:
         _fuse_chains(_Pass(g, model, limits, log, res), limits.profile)
+    res.audit += audit_gemm_epilogues(g, model, limits.enable, log)  # residual Add, Erf GELU after a GEMM (mha.py)
     return res
 
 
@@ -580,20 +586,6 @@ def _fuse_second_source(add: Node, ins: list[str], ps: _Pass) -> bool:
 
 
 # ---------------------------------------------------------------- attention (flash)
-
-def _scalar(g: Graph, node: Node) -> tuple[str, float] | None:
-    """(the non-constant input, the factor it is multiplied by) of a Div or Mul by a scalar constant."""
-    ins = [i for i in node.inputs if i]
-    if node.op_type not in ("Div", "Mul") or len(ins) != 2:
-        return None
-    consts = [i for i in ins if i in g.initializers and g.initializers[i].size == 1]
-    if len(consts) != 1 or (node.op_type == "Div" and consts[0] != ins[1]):
-        return None
-    c = float(g.initializers[consts[0]].reshape(-1)[0])
-    if node.op_type == "Div" and c == 0.0:
-        return None
-    return next(i for i in ins if i != consts[0]), (1.0 / c if node.op_type == "Div" else c)
-
 
 def _k_operand(g: Graph, kt: str, producer_of: dict[str, Node],
                consumers: dict[str, list[Node]]) -> tuple[str, Node | None] | None:

@@ -57,6 +57,8 @@ DEVICE_ONLY = {
                    "axis): the value transposed by <axes>",
     "phase_<ph>_<pw>_<sh>_<sw>": "one stride phase of a ConvTranspose (and its fused activation): the output's rows "
                                  "ph::sh, columns pw::sw",
+    "shape_<dims>": "a value read with another shape (a view; nn.MultiheadAttention's packed Q/K/V projection as "
+                    "[seq, batch, 3, heads, head_dim]): the value reshaped",
     "d2s_<kh>_<kw>_<cpad>": "a ConvTranspose's GEMM before its depth-to-space: the output's pixel (h kh + a, "
                             "w kw + b) of channel c as channel (a kw + b) cpad + c of pixel (h, w), padded lanes 0",
 }
@@ -126,6 +128,10 @@ class _Counterparts:
             if b is None or len(crop) != 2 * b.ndim:
                 return None
             return b[tuple(slice(lo, b.shape[i] - hi) for i, (lo, hi) in enumerate(zip(crop[:b.ndim], crop[b.ndim:])))]
+        dims = _phase(kind, "shape", len(kind.split("_")) - 1)
+        if dims is not None:
+            b = self._natural(base, ops, shape)
+            return b.reshape(dims) if b is not None and b.size == math.prod(dims) else None
         perm = _permutation(kind)
         if kind not in DEVICE_ONLY and perm is None:
             return None
