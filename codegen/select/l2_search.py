@@ -26,7 +26,7 @@ from ..cost import model as cost
 from ..families.base import Variant
 from ..families.ranking import EXACT_REPLAYS, TILE_EDGES, best_quick
 from ..families.registry import FAMILIES
-from ..ir.opspec import Conv2dSpec, spec_hash
+from ..ir.opspec import spec_hash
 from ..ir.optlog import OptLog
 from ..ir.profiles import Profile
 from .launches import prediction_record
@@ -61,10 +61,6 @@ def _ranked_family(k: KernelPlan) -> bool:
     return f.searched and f.wide_space is not None and f.candidates is not None
 
 
-def _chained(k: KernelPlan) -> bool:
-    return isinstance(k.spec, Conv2dSpec) and k.spec.mid > 0
-
-
 def _tiling(p: dict) -> dict:
     """What a tiling chooses (what the size derives aside; a missing l1_buffers is the default 2)."""
     return dict({n: v for n, v in p.items() if n not in SIZE_DERIVED}, l1_buffers=p.get("l1_buffers", 2))
@@ -87,7 +83,7 @@ def rerank(k: KernelPlan, patterns: Counter, profile: Profile) -> Reranked:
     extra = {n: v for n, v in k.variant.params.items() if n in ("epi_tile", "on_chip")}
     # and the off-grid tiles (any multiple of 16: `kiln optimize`'s wide grid), which balance the blocks over
     # the cores and the weight re-reads where the powers of two cannot
-    if f.wide_space and not _chained(k):  # (a chain's 1x1 is tiled by base_n2: its grid only)
+    if f.wide_space:  # (a chain's: its M tiles off the grid, its 1x1 tiled as the kernel's)
         cands = cands + f.wide_space(k.spec, k.variant.params, profile)
 
     def run(p: dict, hits: Hits | None, sample: bool = False) -> cost.Prediction:
