@@ -294,11 +294,13 @@ class ReplayMode:
     sample: replay only the first core and the one with the last block (a ranking estimate). record: launch()
     appends (unit, cycles, {core: SimCore.trace}) to this list. l2: the cores' L2 hits (SimCore.l2). every_block:
     identical blocks are replayed one by one, not added once steady (cost/steady.py; the reference its tests and
-    benchmarks/bench_plan.py compare with; KILN_COST_EVERY_BLOCK=1 makes it the default)."""
+    benchmarks/bench_plan.py compare with; KILN_COST_EVERY_BLOCK=1 makes it the default). bound: the cycles are
+    a lower bound of what the same mode without it gives (launch_bound), the other fields are not filled."""
     sample: bool = False
     record: list | None = None
     l2: tuple[bool, ...] | None = None  # the step's L2 plan: per kernel input, a hit? (None: every read misses)
     every_block: bool = False
+    bound: bool = False  # a lower bound of the cycles only (launch_bound: what lets a ranking skip a replay)
 
 
 # The default of every_block: KILN_COST_EVERY_BLOCK=1 replays every block (benchmarks/bench_plan.py --every-block
@@ -337,6 +339,8 @@ def launch(profile: Profile, unit: str, blocks: int, body,
     mem = MemCount()
     # Core 0 holds the most blocks; the core with the last block holds the tail: a quick estimate for ranking.
     mode = current_mode()
+    if mode.bound and signature is not None:
+        return launch_bound(profile, blocks, cores, body, signature)
     recording = mode.record
     traces: dict[int, list] | None = {} if recording is not None else None
     memo = Memo()  # block effects, shared by the launch's cores
@@ -360,6 +364,55 @@ def launch(profile: Profile, unit: str, blocks: int, body,
     if recording is not None:
         recording.append((unit, total, traces))
     return Prediction(total, pipes, macs, useful, cores, [total], mem, cycles, [limit])
+
+
+class _BusyCore(SimCore):
+    """A core that only counts (launch_bound): each instruction's body goes to its pipe's busy cycles, its GM bytes
+    to the traffic; no timeline, so flags and barriers do nothing."""
+
+    def issue(self, pipe: str, head: float, body: float, nbytes: int, instr: str = "") -> None:
+        c = self.count[pipe]
+        c.instrs += 1
+        c.bytes += nbytes
+        c.busy += body
+
+    def set_flag(self, src: str, dst: str, ev: int) -> None:
+        pass
+
+    def wait_flag(self, src: str, dst: str, ev: int) -> None:
+        pass
+
+    def barrier_all(self) -> None:
+        pass
+
+
+def launch_bound(profile: Profile, blocks: int, cores: int, body, signature) -> Prediction:
+    """A lower bound of launch()'s cycles in the current mode (its cores, sampled or all): a core ends no earlier
+    than its busiest pipe has run all its instructions (a pipe runs one at a time), and the launch no earlier than
+    the chip's memory allows (`bounded`, exact: bytes do not depend on timing). The busy cycles and GM bytes of a
+    core's blocks are counted (_BusyCore) once per signature and whether the block is its core's first (what its
+    instructions depend on: launch()), so a bound costs a few blocks where the replay costs the cores' steady
+    state."""
+    mode = current_mode()
+    seen: dict[tuple, tuple[list[float], MemCount]] = {}  # (first?, signature) -> busy cycles per pipe, GM bytes
+    cycles, replayed, mem = 0.0, 0, MemCount()
+    for v in (sorted({0, (blocks - 1) % cores}) if mode.sample else range(cores)):
+        busy = [0.0] * len(PIPES)
+        for i, b in enumerate(range(v, blocks, cores)):
+            key = (i == 0, signature(b))
+            got = seen.get(key)
+            if got is None:
+                core = _BusyCore(profile, mode.l2)
+                core.blocks = min(i, 1)
+                body(core, b)
+                got = seen[key] = ([core.count[p].busy for p in PIPES], core.mem)
+            busy = [x + y for x, y in zip(busy, got[0])]
+            mem.add(got[1])
+            replayed += 1
+        cycles = max(cycles, max(busy))
+    total, limit = bounded(profile, cycles, mem, max(1, blocks) / max(1, replayed))
+    return Prediction(total + profile.launch_cycles, {p: PipeCount() for p in PIPES}, cores=cores,
+                      phases=[total + profile.launch_cycles], mem=mem, core_cycles=cycles, limits=[limit])
 
 
 def _blocks(core: SimCore, body, bs: range, signature, memo: Memo | None) -> None:
@@ -449,6 +502,14 @@ def run(replay, spec, params: dict, profile: Profile, sample: bool = False,
     mode = ReplayMode(sample=sample, l2=l2, every_block=EVERY_BLOCK if every_block is None else every_block)
     with _replaying(mode):
         return replay(spec, params, profile)
+
+
+def run_bound(replay, spec, params: dict, profile: Profile, sample: bool = False,
+              l2: tuple[bool, ...] | None = None) -> float:
+    """A lower bound of run(replay, spec, params, profile, sample, l2).cycles (ReplayMode.bound: launch_bound), far
+    cheaper where blocks repeat: what lets a ranking pass over a candidate without replaying it."""
+    with _replaying(ReplayMode(sample=sample, l2=l2, every_block=EVERY_BLOCK, bound=True)):
+        return replay(spec, params, profile).cycles
 
 
 def run_recorded(replay, spec, params: dict, profile: Profile) -> tuple[Prediction, list]:

@@ -543,7 +543,28 @@ def space(spec: Conv2dSpec, params: dict, profile: Profile) -> list[dict]:
     return out
 
 
+def chain_wide_space(spec: Conv2dSpec, params: dict, profile: Profile) -> list[dict]:
+    """A chained conv's tilings with base_m any multiple of 16 off the powers of two (the build search's grid), each
+    with every base_k1 and n_split and the kernel's L1 step and 1x1 tiling: the M tiles balanced over the cores."""
+    K1 = c1(spec.cin) * spec.kh * spec.kw
+    n_chunks = ceil(c1(spec.cout) / (params["base_n2"] // 16))
+    out = []
+    for bm in range(16, min(256, ceil(spec.ho * spec.wo / 16) * 16) + 1, 16):
+        if bm in TILE_EDGES:
+            continue
+        rows = max(1, max(r for *_, r in conv_tile_rows(spec, bm)))
+        for bk in (k for k in K_FRACTALS if k <= K1):
+            bufs = chain_buffers(spec, bm, bk, params["c1_step"], params["base_n2"], params["base_k2"])
+            if all(b <= profile.capacity[pos] for pos, b in bufs.items()):
+                out += [dict(params, base_m=bm, base_k1=bk, n_split=z, slab_rows=rows)
+                        for z in (1, 2, 4, 8) if z <= n_chunks]
+    return out
+
+
 def wide_space(spec: Conv2dSpec, params: dict, profile: Profile) -> list[dict]:
+    if spec.mid:
+        return chain_wide_space(spec, params, profile)
+
     def make(bm, bn, bk, step):
         rows = max(1, max(r for *_, r in conv_tile_rows(spec, bm)))
         p = dict(params, base_m=bm, base_n=bn, base_k1=bk, c1_step=step, slab_rows=rows)

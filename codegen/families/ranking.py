@@ -2,12 +2,14 @@
 then an exact replay of the best few (codegen/families/base.py predict)."""
 from __future__ import annotations
 
-from collections.abc import Callable
+from bisect import insort
+from collections.abc import Callable, Sequence
 from math import ceil
 
+from ..cost import model as cost
 from ..ir.optlog import OptLog
 from ..ir.profiles import Profile
-from .base import predicted_cycles, tag_of
+from .base import FAMILIES, predicted_cycles, tag_of
 
 TILE_EDGES = (16, 32, 64, 128, 256)
 ALL_EDGES = tuple(range(16, 257, 16))  # every fractal multiple: the exhaustive search of `kiln optimize`
@@ -24,14 +26,30 @@ def step_sizes(total: int) -> list[int]:
     return out + [total]
 
 
+def best_quick(cands: Sequence, quick: Callable, low: Callable, keep: int, tie: Callable) -> list:
+    """sorted(cands, key=lambda c: (quick(c), tie(c)))[:keep], with quick(c) computed only for the candidates that
+    can be among them: every candidate's lower bound low(c) <= quick(c) first (a cheap replay: cost/model.py
+    launch_bound), then quick in the bounds' order until the next bound exceeds the keep-th best quick figure
+    (every candidate left is slower than all kept, so the kept ones and their order are the full sort's)."""
+    bounds = [low(c) for c in cands]
+    best: list[tuple] = []
+    for i in sorted(range(len(cands)), key=bounds.__getitem__):
+        if len(best) >= keep and bounds[i] * (1 - 1e-9) - 1e-6 > best[keep - 1][0]:
+            break  # (the margin: the bound adds busy cycles in another order than the replay, a few ulps apart)
+        insort(best, (quick(cands[i]), tie(cands[i]), i))
+    return [cands[i] for *_, i in best[:keep]]
+
+
 def ranked(spec, family: str, rule_params: dict, cands: list[dict], fit, profile: Profile,
            replays: int = EXACT_REPLAYS) -> tuple[list[tuple[float, dict]], int]:
     """(exact cycles, params) of the rule and the best `replays` quick-ranked candidates, fastest first; and
     how many candidates fit the buffers."""
     fitting = [p for p in cands if fit(p)]
-    quick = sorted(fitting, key=lambda p: (predicted_cycles(spec, family, p, profile, sample=True),
-                                           sorted(p.items())))
-    finalists = [rule_params] + [p for p in quick[:replays] if p != rule_params]
+    replay = FAMILIES[family].replay
+    quick = best_quick(fitting, lambda p: predicted_cycles(spec, family, p, profile, sample=True),
+                       lambda p: cost.run_bound(replay, spec, p, profile, sample=True), replays,
+                       lambda p: sorted(p.items()))
+    finalists = [rule_params] + [p for p in quick if p != rule_params]
     exact = [(predicted_cycles(spec, family, p, profile), i, p) for i, p in enumerate(finalists)]
     exact.sort(key=lambda e: (e[0], e[1]))
     return [(c, p) for c, _, p in exact], len(fitting)
@@ -93,9 +111,12 @@ def wide_grid(spec, family: str, params: dict, profile: Profile, dims: tuple[int
             p = next((q for step in sorted(step_sizes(steps_of), key=lambda s: (s != params[kstep], -s))
                       if (q := make(bm, bn, bk0, step)) is not None), None)
             if p is not None:
-                pairs.append((predicted_cycles(spec, family, p, profile, sample=True), bm, bn))
+                pairs.append((bm, bn, p))
+    replay = FAMILIES[family].replay
     out = []
-    for _, bm, bn in sorted(pairs)[:WIDE_PAIRS]:
+    for bm, bn, _ in best_quick(pairs, lambda t: predicted_cycles(spec, family, t[2], profile, sample=True),
+                                lambda t: cost.run_bound(replay, spec, t[2], profile, sample=True),
+                                WIDE_PAIRS, lambda t: t[:2]):
         for bk in K_FRACTALS:
             if bk > K1:
                 continue

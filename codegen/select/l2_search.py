@@ -24,9 +24,9 @@ from dataclasses import dataclass, replace
 
 from ..cost import model as cost
 from ..families.base import Variant
-from ..families.ranking import EXACT_REPLAYS, TILE_EDGES
+from ..families.ranking import EXACT_REPLAYS, TILE_EDGES, best_quick
 from ..families.registry import FAMILIES
-from ..ir.opspec import Conv2dSpec, spec_hash
+from ..ir.opspec import spec_hash
 from ..ir.optlog import OptLog
 from ..ir.profiles import Profile
 from .launches import prediction_record
@@ -61,10 +61,6 @@ def _ranked_family(k: KernelPlan) -> bool:
     return f.searched and f.wide_space is not None and f.candidates is not None
 
 
-def _chained(k: KernelPlan) -> bool:
-    return isinstance(k.spec, Conv2dSpec) and k.spec.mid > 0
-
-
 def _tiling(p: dict) -> dict:
     """What a tiling chooses (what the size derives aside; a missing l1_buffers is the default 2)."""
     return dict({n: v for n, v in p.items() if n not in SIZE_DERIVED}, l1_buffers=p.get("l1_buffers", 2))
@@ -87,7 +83,7 @@ def rerank(k: KernelPlan, patterns: Counter, profile: Profile) -> Reranked:
     extra = {n: v for n, v in k.variant.params.items() if n in ("epi_tile", "on_chip")}
     # and the off-grid tiles (any multiple of 16: `kiln optimize`'s wide grid), which balance the blocks over
     # the cores and the weight re-reads where the powers of two cannot
-    if f.wide_space and not _chained(k):  # (a chain's 1x1 is tiled by base_n2: its grid only)
+    if f.wide_space:  # (a chain's: its M tiles off the grid, its 1x1 tiled as the kernel's)
         cands = cands + f.wide_space(k.spec, k.variant.params, profile)
 
     def run(p: dict, hits: Hits | None, sample: bool = False) -> cost.Prediction:
@@ -96,9 +92,11 @@ def rerank(k: KernelPlan, patterns: Counter, profile: Profile) -> Reranked:
     current = _tiling(k.variant.params)
     before = sum(n * run(k.variant.params, h).cycles for h, n in patterns.items())
     quick = _quick_ranked([dict(p, **extra) for p in cands if fit(p) and _tiling(dict(p, **extra)) != current],
-                          k.variant.params, lambda p: sum(n * run(p, h, True).cycles for h, n in patterns.items()))
+                          k.variant.params, lambda p: sum(n * run(p, h, True).cycles for h, n in patterns.items()),
+                          lambda p: sum(n * cost.run_bound(f.replay, k.spec, p, profile, True, h)
+                                        for h, n in patterns.items()))
     exact = []
-    for i, p in enumerate(quick[:FINALISTS]):
+    for i, p in enumerate(quick):
         want = {n: p[n] for n in (*f.tunable, *f.searched_extra) if n in p}
         v = variant_from_params(k.spec, profile, k.variant.family, want, "l2 search", whole=True)
         preds = tuple((h, run(v.params, h)) for h in patterns)  # the tiling as it bakes
@@ -119,28 +117,32 @@ def rerank(k: KernelPlan, patterns: Counter, profile: Profile) -> Reranked:
     return Reranked(None, before, before)
 
 
-def _quick_ranked(cands: list[dict], current: dict, quick) -> list[dict]:
-    """`cands` by their quick cycles (`quick(p)`), in two stages: the tile shapes (a tiling but its K blocking)
-    each by one member, the one whose K blocking is nearest the current tiling's; then every member of the best
-    SHAPES shapes and of the current one (a shape's K blockings differ by a few percent, its tiles by far more)."""
+def _quick_ranked(cands: list[dict], current: dict, quick, low) -> list[dict]:
+    """The FINALISTS best of `cands` by their quick cycles (`quick(p)`; low(p) <= quick(p), a cheap bound that
+    spares the replays of candidates that cannot be among them: ranking.best_quick), in two stages: the tile
+    shapes (a tiling but its K blocking) each by one member, the one whose K blocking is nearest the current
+    tiling's; then every member of the best SHAPES shapes and of the current one (a shape's K blockings differ by
+    a few percent, its tiles by far more)."""
     shapes: dict[tuple, list[dict]] = {}
     for p in cands:
         shapes.setdefault(tuple(sorted((n, v) for n, v in p.items() if n not in K_BLOCKING)), []).append(p)
     cycles: dict[tuple, float] = {}
 
-    def of(p: dict) -> tuple[float, list]:
+    def of(p: dict) -> float:
         key = tuple(sorted(p.items()))
         if key not in cycles:
             cycles[key] = quick(p)
-        return cycles[key], sorted(p.items())
+        return cycles[key]
 
     def nearest(p: dict) -> tuple:
         return tuple((p.get(n) != current.get(n), -p.get(n, 0)) for n in K_BLOCKING)
-    by_shape = sorted(shapes.items(), key=lambda s: of(min(s[1], key=nearest)))
+    reps = [(shape, min(ps, key=nearest)) for shape, ps in shapes.items()]
+    best = best_quick(reps, lambda s: of(s[1]), lambda s: low(s[1]), SHAPES, lambda s: sorted(s[1].items()))
     names = {n for shape in shapes for n, _ in shape}
     mine = tuple(sorted((n, v) for n, v in current.items() if n in names))
-    keep = [ps for i, (shape, ps) in enumerate(by_shape) if i < SHAPES or shape == mine]
-    return sorted((p for ps in keep for p in ps), key=of)
+    keep = [shapes[shape] for shape, _ in best] + ([shapes[mine]] if mine in shapes and
+                                                  all(shape != mine for shape, _ in best) else [])
+    return best_quick([p for ps in keep for p in ps], of, low, FINALISTS, lambda p: sorted(p.items()))
 
 
 def _kernels_steps(models: list[ModelPlan]) -> dict[int, tuple[KernelPlan, list[tuple[ModelPlan, int]]]]:

@@ -55,7 +55,8 @@ def candidates(family: str, spec, params: dict, profile) -> list[dict]:
 
 
 def wide_candidates(family: str, spec, params: dict, profile) -> list[dict]:
-    """Cube tilings with base_m/base_n any multiple of 16 (the family's `wide_space`; none for a chained conv)."""
+    """Cube tilings with base_m/base_n any multiple of 16 (the family's `wide_space`; a chained conv's is the build's
+    L2 re-ranking's alone)."""
     from .codegen.families.registry import FAMILIES
     f = FAMILIES[family]
     if getattr(spec, "mid", 0) or f.wide_space is None:

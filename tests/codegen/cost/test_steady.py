@@ -94,3 +94,33 @@ def test_search_chooses_the_same_variant(monkeypatch):
     monkeypatch.setattr(model, "EVERY_BLOCK", False)
     _same(predict(spec, fast.family, fast.params, profile), model.run(
         FAMILIES[fast.family].replay, spec, fast.params, profile, every_block=True))
+
+
+@pytest.mark.parametrize("target", ["ascend910b", "ascend310p"])
+@pytest.mark.parametrize("name,spec,changes", CASES, ids=[c[0] for c in CASES])
+def test_bound_is_at_most_the_replay(name, spec, changes, target):
+    """ReplayMode.bound (model.launch_bound): a lower bound of the cycles of the same replay without it, sampled or
+    not, with and without L2 hits; what the rankings rely on to skip candidates (families/ranking.py best_quick)."""
+    profile = PROFILES[target]
+    family, params = _variant(name, spec, changes, profile)
+    replay = FAMILIES[family].replay
+    for l2 in (None, (True,) * 6, (False, True) * 3):
+        for sample in (False, True):
+            low = model.run_bound(replay, spec, params, profile, sample, l2)
+            full = model.run(replay, spec, params, profile, sample, l2).cycles
+            assert profile.launch_cycles < low <= full * (1 + 1e-12), (l2, sample)
+
+
+def test_bound_replays_few_blocks(monkeypatch):
+    """A batch-32 convolution (20 blocks a core): the bound issues far fewer instructions than the sampled replay
+    it bounds."""
+    profile = PROFILES["ascend910b"]
+    spec = conv(32, 64, 28, 28, 80)
+    family, params = _variant("conv_b32", spec, dict(base_m=96, base_n=64), profile)
+    issued = []
+    issue = SimCore.issue
+    monkeypatch.setattr(SimCore, "issue", lambda self, *a, **kw: (issued.append(1), issue(self, *a, **kw)))
+    model.run(FAMILIES[family].replay, spec, params, profile, sample=True)
+    quick, issued[:] = len(issued), []
+    model.run_bound(FAMILIES[family].replay, spec, params, profile, sample=True)
+    assert len(issued) * 3 < quick
