@@ -14,8 +14,7 @@ at this shape:
 - zero_insert (estimate): one Conv (stride 1, pads d (k - 1) - p) over the input with s - 1 zeros inserted between
   pixels: the conv's predicted cycles at that size (s_h * s_w times the MACs, most of them on zeros), plus a Vector
   launch that writes the dilated tensor (each input row GM->UB as one burst per pixel, each output row UB->GM, the
-  zeros laid once per buffer; no such kernel is built). Also the gemm_col2im estimate of a grouped ConvTranspose
-  (the GEMM and an elementwise add over the output per overlapping tap) stays one: its form is built for group 1.
+  zeros laid once per buffer; no such kernel is built). A grouped ConvTranspose has the stride-phase form only.
 
 Typical shapes (predicted cycles of the rule tilings, launches in brackets; benchmarks/bench_conv_transpose.py):
 
@@ -42,7 +41,7 @@ from .. import KilnError
 from ..cost.model import PingPongSim, Prediction, SimCore, launch, run
 from ..families.base import predicted_cycles
 from ..ir.graph import Graph, Node, OpInstance
-from ..ir.opspec import C0, EltwiseSpec, GemmSpec, Opspec, opspec_of
+from ..ir.opspec import C0, Opspec, opspec_of
 from ..ir.optlog import OptLog
 from ..ir.profiles import Profile
 from .tiling import choose_variant
@@ -100,24 +99,15 @@ def _conv_instance(node: Node, g: Graph, x: tuple[int, ...], options) -> OpInsta
         bias=len(node.inputs) > 2 and bool(node.inputs[2]), **act, **dtype))
 
 
-def estimates(node: Node, g: Graph, profile: Profile, options, built: tuple[str, ...] = ()) -> dict[str, tuple]:
-    """form -> (predicted cycles, launches) of the forms not built (module docstring): zero insertion, and for a
-    dense ConvTranspose the GEMM + col2im scatter-add."""
+def estimates(node: Node, g: Graph, profile: Profile, options) -> dict[str, tuple]:
+    """form -> (predicted cycles, launches) of the form not built (module docstring): zero insertion."""
     x = tuple(g.values[node.inputs[0]].shape)
-    a = node.attrs
-    (kh, kw), (sh, sw) = a["kernel_shape"], a["strides"]
-    cout, ho, wo = g.values[node.outputs[0]].shape[1:]
+    sh, sw = node.attrs["strides"]
     forms: dict[str, tuple] = {}
     if (sh, sw) != (1, 1):  # stride 1: the zero-free convolution is the stride-phase form itself
         conv = _cycles(opspec_of(_conv_instance(node, g, x, options)), profile)
         dilate = run(_dilate_replay, (x[0] * ceil(x[1] / C0), x[2], x[3], sh, sw, 0), {}, profile).cycles
         forms["zero_insert"] = (conv + dilate, 2)
-    if a["group"] == 1 and "gemm_col2im" not in built:  # the built form is priced by its own launches
-        m = x[0] * x[2] * x[3]
-        gemm = _cycles(GemmSpec(m, x[1], cout * kh * kw, False, False, options.kiln_dtype), profile)
-        overlap = ceil(kh / sh) * ceil(kw / sw)  # column values summed into each output pixel
-        out = x[0] * ceil(cout / C0) * C0 * ho * wo
-        forms["gemm_col2im"] = (gemm + _cycles(EltwiseSpec("add", out * overlap), profile), 2)
     return forms
 
 
@@ -138,7 +128,7 @@ def chooser(model: str, profile: Profile, options, log: OptLog):
                             f"cannot take this shape (a phase no kernel tap reaches)")
         best = min(priced, key=lambda f: priced[f][0])
         fields: dict = {"refused": ",".join(refused)} if refused else {}
-        for f, (c, n) in {**priced, **estimates(node, g, profile, options, tuple(priced))}.items():
+        for f, (c, n) in {**priced, **estimates(node, g, profile, options)}.items():
             fields[f"{f}_cycles"] = round(c)
             fields[f"{f}_launches"] = n
         fields["estimated"] = ",".join(f for f in fields_forms(fields) if f not in priced) or "none"
