@@ -1,7 +1,7 @@
 """ConvTranspose's forms priced by the cost model at the shapes real decoders use (DBNet's 2x2 stride-2 up-convs,
 U-Net / FCN 4x4 stride-2 pad-1), from the build's plan alone (no compile: the cost model equals the emulator for
 every baked kernel). Per shape: the form the build picks, each form's predicted cycles and launches (the built
-ones, stride_phase and gemm_depth_to_space, exactly; zero_insert and gemm_col2im as estimates,
+ones, stride_phase, gemm_depth_to_space and gemm_col2im, exactly; zero_insert as an estimate,
 codegen/select/conv_transpose.py).
 
     python benchmarks/bench_conv_transpose.py [--target ascend910b] [--markdown] [--json out.json]
@@ -30,7 +30,7 @@ SHAPES = {
     "PyTorch decoder (128x40x40 -> 64, 3x3/2 p1 op1)": ([1, 128, 40, 40], 64, 3,
                                                         {"strides": [2, 2], "pads": [1] * 4, "output_padding": [1, 1]}),
 }
-FORMS = ("stride_phase", "gemm_depth_to_space", "zero_insert", "gemm_col2im")
+FORMS = ("stride_phase", "gemm_depth_to_space", "gemm_col2im", "zero_insert")
 
 
 def one_node(path: Path, x: list[int], cout: int, k: int, attrs: dict) -> None:

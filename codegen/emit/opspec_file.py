@@ -65,7 +65,7 @@ def _fused_chain(spec: Opspec) -> str:
                  "softmax": "Softmax", "logsoftmax": "LogSoftmax", "layernorm": "LayerNorm", "transpose": "Transpose",
                  "attention": "MatMul+Scale+Softmax+MatMul", "channel_gather": "ChannelGather",
                  "copy": "Copy", "resize": "Resize", "reduce": "Reduce", "gather": "Gather",
-                 "lstm_loop": "LSTM"}[spec.kind]
+                 "lstm_loop": "LSTM", "col2im": "Col2im"}[spec.kind]
     parts = [chain]
     if isinstance(spec, Conv2dSpec) and spec.mid:  # the window conv's epilogue, then the chained 1x1 conv
         parts += (["Bias"] if spec.mid_bias else []) + (["Relu"] if spec.mid_relu else []) + ["Conv1x1"]
@@ -75,9 +75,10 @@ def _fused_chain(spec: Opspec) -> str:
         parts.append("Conv1x1")  # the accumulated second source
     if getattr(spec, "residual", False):
         parts.append("Add")
-    if getattr(spec, "clip_hi", 0.0) or getattr(spec, "act", "") == "clip":
+    act = getattr(spec, "act", getattr(spec, "activation", "")).lower()  # col2im: activation Relu / Clip
+    if getattr(spec, "clip_hi", 0.0) or act == "clip":
         parts.append("Clip")
-    elif getattr(spec, "relu", False) or getattr(spec, "act", "") == "relu":
+    elif getattr(spec, "relu", False) or act == "relu":
         parts.append("Relu")
     return "+".join(parts)
 

@@ -68,7 +68,8 @@ EXAMPLES: dict[str, list[tuple[list, dict, dict]]] = {
              (_X4, {"w": _f(16, 1, 3, 3)}, {"pads": [1, 1, 1, 1], "group": 16}),
              (_X4, {"w": _f(16, 4, 3, 3)}, {"pads": [1, 1, 1, 1], "group": 4})],
     "ConvTranspose": [(_X4, {"w": _f(16, 8, 4, 4)}, {"strides": [2, 2], "pads": [1, 1, 1, 1]}),
-                      (_X4, {"w": _f(16, 2, 4, 4)}, {"strides": [2, 2], "pads": [1, 1, 1, 1], "group": 8})],
+                      (_X4, {"w": _f(16, 2, 4, 4)}, {"strides": [2, 2], "pads": [1, 1, 1, 1], "group": 8}),
+                      (_X4, {"w": _f(16, 8, 1, 1)}, {"strides": [2, 2]})],  # no stride-phase form: GEMM + col2im
     "BatchNormalization": [(_X4, {k: _f(16) for k in "sbmv"}, {}), ([("x", [4, 16])], {k: _f(16) for k in "sbmv"}, {})],
     "MaxPool": [(_X4, {}, {"kernel_shape": [2, 2], "strides": [2, 2]})],
     "AveragePool": [(_X4, {}, {"kernel_shape": [2, 2], "strides": [2, 2]}), (_X4, {}, {"kernel_shape": [8, 8]})],

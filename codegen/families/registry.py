@@ -15,6 +15,7 @@ from . import (
     avgpool2d_vector,
     batched_gemm_cube,
     channel_gather_mte,
+    col2im_vector,
     conv2d_algorithm,
     conv2d_cube_img2col,
     conv2d_grouped_cube,
@@ -66,6 +67,7 @@ ORDER: tuple[Family, ...] = (
     reduce_vector.FAMILY,
     gather_mte.FAMILY,
     lstm_loop_mixed.FAMILY,
+    col2im_vector.FAMILY,
 )
 
 # Kinds implemented by several families, each with the function that chooses among them

@@ -53,6 +53,9 @@ SUPPORTED = {
               "fp16), 'count' indices (fp32 integers)",
     "Resize": "Resize over H and W of NCHW 'input' by 'scales' [h, w] (the output floor(size * scale)) or to 'sizes' "
               "[h, w]; 'mode' nearest or linear, 'coordinate_transformation_mode', 'nearest_mode' (ONNX names)",
+    "Col2im": "a ConvTranspose's col2im scatter-add (col2im_vector): its GEMM's columns for NCHW 'input' [n, c_out, "
+              "h, w] added into the output per 'kernel_shape', 'strides', 'pads' [t, l, b, r], 'dilations'; optional "
+              "bias; activation '', 'Relu' or 'Clip'",
     "LSTMLoop": "an LSTM's recurrence looped over 'seq' steps in one kernel (lstm_loop_mixed): 'batch', 'hidden' (a "
                 "multiple of 16), 'direction' (forward, reverse, bidirectional), 'h0', 'c0' (true: the initial "
                 "states are inputs); it reads the input projection [seq*batch, dirs*4*hidden] and R^T as ZN",
@@ -224,6 +227,18 @@ def _parse_resize(entry: str, raw: dict[str, Any], a: dict[str, Any]) -> None:
         raise KilnError("frontend", entry, str(e)) from None
 
 
+def _parse_col2im(entry: str, raw: dict[str, Any], a: dict[str, Any]) -> None:
+    n, c, h, w = _ints(entry, "input", raw.get("input"), 4, lo=1)
+    kh, kw = _ints(entry, "kernel_shape", raw.get("kernel_shape"), 2, lo=1)
+    sh, sw = _ints(entry, "strides", raw.get("strides", [1, 1]), 2, lo=1)
+    dh, dw = _ints(entry, "dilations", raw.get("dilations", [1, 1]), 2, lo=1)
+    pt, pl, pb, pr = _ints(entry, "pads", raw.get("pads", [0, 0, 0, 0]), 4)
+    ho, wo = (h - 1) * sh - pt - pb + dh * (kh - 1) + 1, (w - 1) * sw - pl - pr + dw * (kw - 1) + 1
+    if min(ho, wo) < 1:
+        raise KilnError("frontend", entry, f"the pads leave an output of {ho}x{wo}")
+    a["geometry"] = (n, c, h, w, ho, wo, kh, kw, sh, sw, dh, dw, pt, pl)
+
+
 def _parse_lstm_loop(entry: str, raw: dict[str, Any], a: dict[str, Any]) -> None:
     seq, batch, hidden = (_ints(entry, k, [raw.get(k)], 1, lo=1)[0] for k in ("seq", "batch", "hidden"))
     direction, h0, c0 = raw.get("direction", "forward"), raw.get("h0", False), raw.get("c0", False)
@@ -347,10 +362,12 @@ _PARSERS = {
     "EltwiseProgram": _parse_eltwise_program,
     "Resize": _parse_resize,
     "LSTMLoop": _parse_lstm_loop,
+    "Col2im": _parse_col2im,
 }
 assert set(_PARSERS) == set(SUPPORTED), "every supported op type needs its parser"
 
-_TAKES_ACTIVATION = {"Conv": ("", "Relu", "Clip"), "Gemm": ("", "Relu"), "Add": ("", "Relu", "Clip")}
+_TAKES_ACTIVATION = {"Conv": ("", "Relu", "Clip"), "Gemm": ("", "Relu"), "Add": ("", "Relu", "Clip"),
+                     "Col2im": ("", "Relu", "Clip")}
 _KNOWN_FIELDS = {"label", "type", "activation", "bias", "input", "weight", "strides", "pads", "dilations", "group",
                  "a", "b", "shape", "min", "max", "kernel_shape", "scalar", "trans_b", "epsilon", "residual",
                  "algorithm", "tiling", "q", "kv", "scale", "mask", "count_include_pad", "ceil_mode", "layout",

@@ -15,7 +15,8 @@ _AUTO_PADS = ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER")
 ACCEPTED_CONVTRANSPOSE = {
     "ConvTranspose": f"2-D; weight and bias constant; group: any count dividing the channels; strides, dilations: "
                      f"2 values >= 1; pads: 4 values >= 0; output_padding: 2 values < stride; output_shape: H, W; "
-                     f"auto_pad: {', '.join(_AUTO_PADS)}; every output phase reached by a kernel tap "
+                     f"auto_pad: {', '.join(_AUTO_PADS)}; one group: any of these (an output phase no kernel tap "
+                     f"reaches is the bias alone); more groups: every output phase reached by a kernel tap "
                      f"with non-negative pads on its convolution (the common exports: kernel >= stride, dilation 1, "
                      f"pads <= (kernel - 1) / 2; e.g. 2x2/2, 3x3/2 p1 op1, 4x4/2 p1, 16x16/8 p4)",
 }
@@ -69,16 +70,18 @@ def normalise_convtranspose(node: Node, g: Graph) -> dict[str, Any]:
                                 as_ints(a.get("output_shape", ()))))
     except ValueError as e:
         raise Unsupported(str(e)) from None
-    for axis, i in (("H", 0), ("W", 1)):
-        for ph in phases(x[2 + i], kernel[i], strides[i], dilations[i], pads[i], out_hw[i]):
-            why = problem(ph, axis)
-            if why:
-                raise Unsupported(f"{why} (kernel {list(kernel)}, strides {list(strides)}, dilations "
-                                  f"{list(dilations)}, pads {list(pads)}); kiln computes ConvTranspose as stride-phase "
-                                  f"convolutions and accepts every phase reached by a tap with non-negative pads, as "
-                                  f"in the common exports (kernel >= stride, pads <= (kernel - 1) / 2)")
+    group = int(a.get("group", 1))
+    whys = [problem(ph, axis) for axis, i in (("H", 0), ("W", 1))
+            for ph in phases(x[2 + i], kernel[i], strides[i], dilations[i], pads[i], out_hw[i])]
+    why = next((w for w in whys if w), "")
+    if why and group != 1:
+        raise Unsupported(f"{why} (kernel {list(kernel)}, strides {list(strides)}, dilations {list(dilations)}, pads "
+                          f"{list(pads)}, group {group}); kiln computes a grouped ConvTranspose as stride-phase "
+                          f"convolutions and accepts every phase reached by a tap with non-negative pads, as in the "
+                          f"common exports (kernel >= stride, pads <= (kernel - 1) / 2); one group takes any")
+    # phases=False: no stride-phase form (a phase no tap reaches, or one needing negative pads): GEMM + col2im only
     return {"kernel_shape": kernel, "strides": strides, "dilations": dilations, "pads": pads,
-            "output_padding": output_padding, "out_hw": out_hw, "group": int(a.get("group", 1))}
+            "output_padding": output_padding, "out_hw": out_hw, "group": group, "phases": not why}
 
 
 def infer_convtranspose(node: Node, g: Graph, attrs: dict) -> list[tuple[int, ...]]:

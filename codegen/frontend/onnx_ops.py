@@ -193,9 +193,9 @@ def _refused_rnn(node: Node, g: Graph) -> str:
 OPS: dict[str, OpEntry] = {
     "Conv": OpEntry("2-D convolution, any group count (dense, grouped, depthwise); auto_pad resolved to pads [t,l,b,r]",
                     rules.check_conv, rules.normalise_conv, rules.infer_conv),
-    "ConvTranspose": OpEntry("2-D transposed convolution on the Cube (stride-phase convolutions, or a GEMM + "
-                             "depth-to-space); pads and output size resolved from auto_pad, output_shape, "
-                             "output_padding",
+    "ConvTranspose": OpEntry("2-D transposed convolution on the Cube (stride-phase convolutions, a GEMM + "
+                             "depth-to-space, or a GEMM + a Vector col2im scatter-add: the cheapest by the cost "
+                             "model); pads and output size resolved from auto_pad, output_shape, output_padding",
                              convtranspose.check_convtranspose, convtranspose.normalise_convtranspose,
                              convtranspose.infer_convtranspose),
     "BatchNormalization": OpEntry("inference-mode batch norm (folded into a preceding Conv when possible)",

@@ -1,10 +1,9 @@
 """Features: one Opspec per unique kernel.
 
-An Opspec is everything that makes two op instances the same kernel: op kind,
-dims, attributes, fused epilogue and dtypes. Instances with equal Opspecs are
-generated once. The Opspec also carries the features later stages rank by
-(FLOPs, bytes, arithmetic intensity, channel padding) and defines the packed
-tensors the kernel takes and returns."""
+An Opspec is everything that makes two op instances the same kernel: op kind, dims, attributes, fused epilogue
+and dtypes. Instances with equal Opspecs are generated once. The Opspec also carries the features later stages
+rank by (FLOPs, bytes, arithmetic intensity, channel padding) and defines the packed tensors the kernel takes
+and returns."""
 from __future__ import annotations
 
 import hashlib
@@ -15,6 +14,7 @@ from typing import TYPE_CHECKING, ClassVar, Literal
 
 from .. import KilnError
 from .channel_gather_spec import ChannelGatherSpec
+from .col2im_spec import Col2imSpec
 from .copy_spec import CopySpec, GatherSpec
 from .eltwise_program import decode, epilogue_tag, vector_ops
 from .graph import OpInstance
@@ -655,14 +655,14 @@ class AttentionSpec:
 
 Opspec = (Conv2dSpec | DwConv2dSpec | GemmSpec | EltwiseSpec | Pool2dSpec | RowSpec | BatchedGemmSpec | TransposeSpec
           | AttentionSpec | AvgPool2dSpec | EltwiseProgramSpec | ChannelGatherSpec | CopySpec | ResizeSpec | ReduceSpec
-          | GatherSpec | LstmLoopSpec)
+          | GatherSpec | LstmLoopSpec | Col2imSpec)
 # kind -> its spec class (the one table a spec is rebuilt from: an .opspec file, a manifest record)
 SPEC_CLASSES: dict[str, type[Opspec]] = {
     "conv2d": Conv2dSpec, "dwconv2d": DwConv2dSpec, "gemm": GemmSpec, "eltwise": EltwiseSpec, "pool2d": Pool2dSpec,
     "softmax": RowSpec, "logsoftmax": RowSpec, "layernorm": RowSpec, "bgemm": BatchedGemmSpec, "copy": CopySpec,
     "transpose": TransposeSpec, "attention": AttentionSpec, "avgpool2d": AvgPool2dSpec, "resize": ResizeSpec,
     "eltwise_program": EltwiseProgramSpec, "channel_gather": ChannelGatherSpec, "reduce": ReduceSpec,
-    "gather": GatherSpec, "lstm_loop": LstmLoopSpec}
+    "gather": GatherSpec, "lstm_loop": LstmLoopSpec, "col2im": Col2imSpec}
 
 
 CUBE_DTYPES = ("fp16", "bf16")
@@ -699,8 +699,7 @@ def opspec_of(op: OpInstance) -> Opspec:
         return DwConv2dSpec(n, cin, h, w, kh, kw, sh, sw, pt, pl, pb, pr, dh, dw, a["bias"], relu, clip_hi,
                             a.get("program", ""))
     if op.type in ("Gemm", "MatMul"):
-        (m, k), (_, n) = a["a"], a["b"]
-        return GemmSpec(m, k, n, a["bias"], relu, cube_dtype(op), a.get("split", 0))
+        return GemmSpec(a["a"][0], a["a"][1], a["b"][1], a["bias"], relu, cube_dtype(op), a.get("split", 0))
     if op.type in ("Relu", "Add", "Clip", "Mul", "Muls", "Adds", "Gelu"):
         numel = prod(a["shape"])
         act = "relu" if relu else ("clip" if a["activation"] == "Clip" else "")
@@ -726,6 +725,8 @@ def opspec_of(op: OpInstance) -> Opspec:
         return TransposeSpec(*a["input"])
     if op.type == "ChannelGather":
         return ChannelGatherSpec(a["n"], a["h"], a["w"], a["in_channels"], a["table"])
+    if op.type == "Col2im":
+        return Col2imSpec.of(a)
     if op.type in ("Copy", "Gather"):
         return CopySpec(a["out_numel"], a["moves"]) if op.type == "Copy" else GatherSpec(*a["gather"])
     if op.type in REDUCE_OPS:
@@ -734,8 +735,7 @@ def opspec_of(op: OpInstance) -> Opspec:
         return LstmLoopSpec(a["seq"], a["batch"], a["hidden"], a["dirs"], a["reverse"], a["h0"], a["c0"])
     if op.type == "Resize":
         (n, c, h, w), (ho, wo) = a["input"], a["out_hw"]
-        return ResizeSpec(n, c, h, w, ho, wo, a["mode"], a["coord"], a["nearest"], f32(a["scales"][0]),
-                          f32(a["scales"][1]))
+        return ResizeSpec(n, c, h, w, ho, wo, a["mode"], a["coord"], a["nearest"], *map(f32, a["scales"]))
     if op.type == "Attention":
         return AttentionSpec(a["batch"], a["heads"], a["q"], a["kv"], a["d"], f32(a["scale"]), bool(a.get("mask")))
     if op.type in ("MaxPool", "AveragePool", "GlobalAveragePool"):

@@ -1,45 +1,47 @@
-"""ConvTranspose: the cost model's comparison of the three ways to compute it, logged per node ([OPT] algorithm
-... conv_transpose=...). Lowering builds two forms (codegen/passes/conv_transpose.py) and takes
-the one this module's chooser prices cheaper (the sum of its launches' predicted cycles, rule tilings); two more
-are priced as estimates, so the log says what each would cost at this shape:
+"""ConvTranspose: the cost model's comparison of the four ways to compute it, logged per node ([OPT] algorithm
+... conv_transpose=...). Lowering builds three forms (codegen/passes/conv_transpose.py) and takes the one this
+module's chooser prices cheapest (the sum of its launches' predicted cycles, rule tilings; a form none of whose
+tilings fits is not offered: refused=...); one more is priced as an estimate, so the log says what it would cost
+at this shape:
 
 - stride_phase (built, any shape): s_h * s_w Conv kernels over the original input, each with its taps of the
   weight (no zero multiplied), plus one copy_mte interleave.
 - gemm_depth_to_space (built where kernel == stride, no pads: DBNet's up-convs): one 1x1 Conv to kh*kw*C_out
   channels and one copy_mte depth-to-space.
-- zero_insert: one Conv (stride 1, pads d (k - 1) - p) over the input with s - 1 zeros inserted between pixels:
-  the conv's predicted cycles at that size (s_h * s_w times the MACs, most of them on zeros), plus a Vector
-  launch that writes the dilated tensor (an estimate: each input row GM->UB as one burst per pixel, each output
-  row UB->GM, the zeros laid once per buffer; no such kernel is built).
-- gemm_col2im: one GEMM [N*H*W, C_in] x [C_in, C_out*kh*kw] (gemm_cube's prediction) and a col2im scatter-add of
-  its result into the NC1HWC0 output on the Vector unit, priced as an elementwise add over the output
-  ceil(kh/s_h) * ceil(kw/s_w) times (the column values each output pixel sums; an estimate: the scatter's
-  32-byte bursts are not priced; dense ConvTranspose only).
+- gemm_col2im (built for one group, any strides, pads, dilations): the same 1x1 Conv without bias, then one
+  col2im_vector kernel that scatter-adds the columns into the output (strided vadds, one per tap row and column
+  per output row) and applies the bias and the fused activation once per pixel.
+- zero_insert (estimate): one Conv (stride 1, pads d (k - 1) - p) over the input with s - 1 zeros inserted between
+  pixels: the conv's predicted cycles at that size (s_h * s_w times the MACs, most of them on zeros), plus a Vector
+  launch that writes the dilated tensor (each input row GM->UB as one burst per pixel, each output row UB->GM, the
+  zeros laid once per buffer; no such kernel is built). A grouped ConvTranspose has the stride-phase form only.
 
 Typical shapes (predicted cycles of the rule tilings, launches in brackets; benchmarks/bench_conv_transpose.py):
 
-| shape (910B, fp16) | built, chosen | stride_phase | gemm_depth_to_space | zero_insert (est.) | gemm_col2im (est.) |
+| shape (910B, fp16) | built, chosen | stride_phase | gemm_depth_to_space | gemm_col2im | zero_insert (est.) |
 | --- | --- | --- | --- | --- | --- |
-| DBNet up-conv 1: 64x160x160 -> 64, 2x2/2 | gemm_depth_to_space | 121,636 (5) | 61,927 (2) | 151,218 (2) | 69,469 (2) |
-| DBNet up-conv 2: 64x320x320 -> 1, 2x2/2 | gemm_depth_to_space | 265,207 (5) | 94,892 (2) | 697,972 (2) | 79,880 (2) |
-| U-Net decoder: 256x64x64 -> 128, 4x4/2 p1 | stride_phase | 142,203 (5) | - | 219,000 (2) | 123,748 (2) |
-| FCN upscore: 21x32x32 -> 21, 4x4/2 p1 | stride_phase | 62,424 (5) | - | 35,330 (2) | 25,290 (2) |
-| PyTorch decoder: 128x40x40 -> 64, 3x3/2 p1 op1 | stride_phase | 74,689 (5) | - | 53,410 (2) | 36,134 (2) |
+| DBNet up-conv 1: 64x160x160 -> 64, 2x2/2 | gemm_depth_to_space | 121,636 (5) | 61,927 (2) | 61,927 (2) | 151,218 (2) |
+| DBNet up-conv 2: 64x320x320 -> 1, 2x2/2 | gemm_depth_to_space | 265,207 (5) | 94,892 (2) | 94,892 (2) | 697,972 (2) |
+| U-Net decoder: 256x64x64 -> 128, 4x4/2 p1 | gemm_col2im | 142,203 (5) | - | 103,563 (2) | 219,000 (2) |
+| FCN upscore: 21x32x32 -> 21, 4x4/2 p1 | gemm_col2im | 62,424 (5) | - | 25,780 (2) | 35,330 (2) |
+| PyTorch decoder: 128x40x40 -> 64, 3x3/2 p1 op1 | gemm_col2im | 74,689 (5) | - | 32,356 (2) | 53,410 (2) |
 
 The zero-free forms beat zero insertion wherever the map is large (DBNet 2: 2.8x less than the phases, 7x less
-than zero insertion). Where windows overlap (U-Net, FCN, 3x3/2) the built form is the phases, and the col2im
-estimate comes out below it (by 13% on U-Net, 2.5x on FCN's small map, where the phases' five launches of about
-11k cycles each dominate): that estimate leaves out the scatter's 32-byte bursts, and neither it nor zero
-insertion is built yet; the log names them.
+than zero insertion). Where windows overlap (U-Net, FCN, 3x3/2) the GEMM + col2im wins: 27% fewer cycles than the
+phases on U-Net, 2.4x fewer on FCN's small map and 2.3x on the PyTorch decoder (the phases' five launches of about
+11k cycles each dominate there); the col2im kernel reads every column value once, as the phases' interleave copy
+reads every output value once. Where the windows do not overlap (DBNet) it ties with the depth-to-space copy
+(both move the same bytes and are bound by them) and the tie goes to the depth-to-space form, listed first.
 """
 from __future__ import annotations
 
 from math import ceil
 
+from .. import KilnError
 from ..cost.model import PingPongSim, Prediction, SimCore, launch, run
 from ..families.base import predicted_cycles
 from ..ir.graph import Graph, Node, OpInstance
-from ..ir.opspec import C0, EltwiseSpec, GemmSpec, Opspec, opspec_of
+from ..ir.opspec import C0, Opspec, opspec_of
 from ..ir.optlog import OptLog
 from ..ir.profiles import Profile
 from .tiling import choose_variant
@@ -98,23 +100,14 @@ def _conv_instance(node: Node, g: Graph, x: tuple[int, ...], options) -> OpInsta
 
 
 def estimates(node: Node, g: Graph, profile: Profile, options) -> dict[str, tuple]:
-    """form -> (predicted cycles, launches) of the forms not built (module docstring): zero insertion, and for a
-    dense ConvTranspose the GEMM + col2im scatter-add."""
+    """form -> (predicted cycles, launches) of the form not built (module docstring): zero insertion."""
     x = tuple(g.values[node.inputs[0]].shape)
-    a = node.attrs
-    (kh, kw), (sh, sw) = a["kernel_shape"], a["strides"]
-    cout, ho, wo = g.values[node.outputs[0]].shape[1:]
+    sh, sw = node.attrs["strides"]
     forms: dict[str, tuple] = {}
     if (sh, sw) != (1, 1):  # stride 1: the zero-free convolution is the stride-phase form itself
         conv = _cycles(opspec_of(_conv_instance(node, g, x, options)), profile)
         dilate = run(_dilate_replay, (x[0] * ceil(x[1] / C0), x[2], x[3], sh, sw, 0), {}, profile).cycles
         forms["zero_insert"] = (conv + dilate, 2)
-    if a["group"] == 1:
-        m = x[0] * x[2] * x[3]
-        gemm = _cycles(GemmSpec(m, x[1], cout * kh * kw, False, False, options.kiln_dtype), profile)
-        overlap = ceil(kh / sh) * ceil(kw / sw)  # column values summed into each output pixel
-        out = x[0] * ceil(cout / C0) * C0 * ho * wo
-        forms["gemm_col2im"] = (gemm + _cycles(EltwiseSpec("add", out * overlap), profile), 2)
     return forms
 
 
@@ -122,13 +115,23 @@ def chooser(model: str, profile: Profile, options, log: OptLog):
     """The lowerer's convt_chooser: (node, graph, {built form: its op instances}) -> the form with the fewest
     predicted cycles (rule tilings), every form's price in one [OPT] algorithm line."""
     def choose(node: Node, g: Graph, built: dict[str, list[OpInstance]]) -> str:
-        priced = {f: (sum(_cycles(opspec_of(op), profile) for op in ops), len(ops)) for f, ops in built.items()}
+        priced: dict[str, tuple[float, int]] = {}
+        refused = []
+        for f, ops in built.items():
+            try:
+                priced[f] = (sum(_cycles(opspec_of(op), profile) for op in ops), len(ops))
+            except KilnError:  # no tiling fits (the col2im rows of a very wide map): the form is not offered
+                refused.append(f)
+        if not priced:
+            raise KilnError("tiling", f"node '{node.name}' (ConvTranspose) of {model}", f"no form fits: "
+                            f"{', '.join(refused)} refused (its tile does not fit {profile.name}), and stride_phase "
+                            f"cannot take this shape (a phase no kernel tap reaches)")
         best = min(priced, key=lambda f: priced[f][0])
-        fields: dict = {}
+        fields: dict = {"refused": ",".join(refused)} if refused else {}
         for f, (c, n) in {**priced, **estimates(node, g, profile, options)}.items():
             fields[f"{f}_cycles"] = round(c)
             fields[f"{f}_launches"] = n
-        fields["estimated"] = ",".join(f for f in fields_forms(fields) if f not in built) or "none"
+        fields["estimated"] = ",".join(f for f in fields_forms(fields) if f not in priced) or "none"
         log.add("algorithm", f"{model}:{node.name}", f"conv_transpose={best}", "cost_model", **fields)
         return best
     return choose

@@ -59,6 +59,8 @@ DEVICE_ONLY = {
                                  "ph::sh, columns pw::sw",
     "shape_<dims>": "a value read with another shape (a view; nn.MultiheadAttention's packed Q/K/V projection as "
                     "[seq, batch, 3, heads, head_dim]): the value reshaped",
+    "cols_<kh>_<kw>_<cpad>": "a ConvTranspose's GEMM before its col2im: channel (a kw + b) cpad + c of pixel (h, w) "
+                             "is sum over ci of x[ci, h, w] W[ci, c, a, b] (its input and weight), padded lanes 0",
     "d2s_<kh>_<kw>_<cpad>": "a ConvTranspose's GEMM before its depth-to-space: the output's pixel (h kh + a, "
                             "w kw + b) of channel c as channel (a kw + b) cpad + c of pixel (h, w), padded lanes 0",
 }
@@ -77,6 +79,8 @@ class _Counterparts:
             for i in n.input:
                 self.consumers.setdefault(i, set()).add(n.name)
         self.graph_outputs = {o.name for o in graph.output}
+        self.producer = {o: n for n in graph.node for o in n.output}
+        self.initializers = {i.name: i for i in graph.initializer}
 
     def members(self, ops: tuple[str, ...]) -> list[str] | None:
         """The outputs of a fused step's ONNX nodes that leave it (read outside `ops` or graph outputs), in op
@@ -94,6 +98,9 @@ class _Counterparts:
         base, kind = value.rsplit("@", 1)
         if kind == "siblings":
             return self.members(ops) or []
+        if _phase(kind, "cols", 3) is not None:  # made from the ConvTranspose's input
+            node, _ = self._conv_transpose(base)
+            return [] if node is None else self.base_names(node.input[0], ops)
         return self.base_names(base, ops)
 
     def natural(self, value: str, step: StepRecord) -> np.ndarray | None:
@@ -114,6 +121,9 @@ class _Counterparts:
             if not members or len(members) != shape[0] or any(m not in self.values for m in members):
                 return None
             return np.stack([self.values[m].reshape(shape[1:]) for m in members])
+        cols = _phase(kind, "cols", 3)
+        if cols is not None:
+            return self._columns(base, *cols)
         phase, d2s = _phase(kind, "phase", 4), _phase(kind, "d2s", 3)
         if phase is not None or d2s is not None:
             b = self._natural(base, ops, shape)
@@ -139,6 +149,44 @@ class _Counterparts:
         if b is None or (perm is not None and sorted(perm) != list(range(b.ndim))):
             return None
         return np.transpose(b, perm) if perm is not None else np.swapaxes(b, -1, -2) if kind == "bt" else b
+
+
+    def _conv_transpose(self, out: str):
+        """The ConvTranspose whose fused chain writes `out` (through the BatchNormalization, ReLU or Clip folded
+        into it) and the per-output-channel factor the folded BatchNormalizations give its weight; (None, None)."""
+        from onnx import helper, numpy_helper
+        node, scale = self.producer.get(out), np.ones(1)
+        while node is not None and node.op_type in ("Relu", "Clip", "BatchNormalization"):
+            if node.op_type == "BatchNormalization":
+                if not all(i in self.initializers for i in node.input[1:5]):
+                    return None, None
+                gamma, _, _, var = (numpy_helper.to_array(self.initializers[i]).astype(np.float64)
+                                    for i in node.input[1:5])
+                eps = next((helper.get_attribute_value(a) for a in node.attribute if a.name == "epsilon"), 1e-5)
+                scale = scale * gamma / np.sqrt(var + eps)
+            node = self.producer.get(node.input[0])
+        if node is None or node.op_type != "ConvTranspose" or node.input[1] not in self.initializers:
+            return None, None
+        return node, scale
+
+    def _columns(self, out: str, kh: int, kw: int, cpad: int) -> np.ndarray | None:
+        """The GEMM of the ConvTranspose writing `out`: (N, kh kw cpad, H, W) from its input and weight (times the
+        factor of a BatchNormalization folded into it)."""
+        from onnx import numpy_helper
+        node, scale = self._conv_transpose(out)
+        if node is None:
+            return None
+        x = self.values.get(node.input[0])
+        w = numpy_helper.to_array(self.initializers[node.input[1]]).astype(np.float64)
+        if x is None or x.ndim != 4 or w.shape[2:] != (kh, kw) or w.shape[1] > cpad:
+            return None
+        w = w * scale.reshape(1, -1, 1, 1) if scale.size in (1, w.shape[1]) else w[:0]
+        if not w.size:
+            return None
+        t = np.einsum("nihw,icab->nabchw", np.asarray(x, np.float64), w)
+        out_ = np.zeros((x.shape[0], kh, kw, cpad, x.shape[2], x.shape[3]))
+        out_[:, :, :, :w.shape[1]] = t
+        return out_.reshape(x.shape[0], kh * kw * cpad, x.shape[2], x.shape[3])
 
 
 def _crop(kind: str) -> tuple[int, ...] | None:

@@ -35,6 +35,9 @@ def natural_shapes(record: dict) -> list[tuple[str, tuple[int, ...] | str]]:
     if kind == "dwconv2d":
         return [("x", (s["n"], s["c"], s["h"], s["w"])), ("w", (s["c"], 1, s["kh"], s["kw"]))] + \
             ([("bias", (s["c"],))] if s["bias"] else [])
+    if kind == "col2im":  # the GEMM's columns: kh kw channel-padded blocks of C channels per pixel
+        cols = ("cols", (s["n"], s["kh"] * s["kw"] * -(-s["c"] // 16) * 16, s["h"], s["w"]))
+        return [cols] + ([("bias", (s["c"],))] if s["bias"] else [])
     if kind in ("pool2d", "avgpool2d", "resize"):
         return [("x", (s["n"], s["c"], s["h"], s["w"]))]
     if kind == "gemm":

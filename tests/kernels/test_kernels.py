@@ -77,6 +77,10 @@ def make_inputs(k: kiln.Kernel, seed: int):
         args = [rng.standard_normal((s["n"], c, s["h"], s["w"])).astype(np.float16) for c in chans]
     elif kind == "eltwise_program":
         args = [(2 * rng.standard_normal(t["shape"])).astype(np.float16) for t in k.record["inputs"]]
+    elif kind == "col2im":  # the GEMM's columns (kh kw padded channel blocks per pixel) and the bias
+        args = [rng.standard_normal((s["n"], s["kh"] * s["kw"] * r16(s["c"]), s["h"], s["w"])).astype(np.float32)]
+        if s["bias"]:
+            args.append(rng.standard_normal(s["c"]).astype(np.float32))
     else:
         args = [(3 * rng.standard_normal(s["numel"])).astype(np.float16) for _ in k.record["inputs"]]
     return args
@@ -168,6 +172,30 @@ def check_avgpool(s: dict, x: np.ndarray, y: np.ndarray) -> None:
     bound = 2.0 ** -11 * (taps + 2) * absmean + 2.0 ** -24
     assert y.shape == want.shape
     assert np.all(np.abs(y - want) <= bound), np.abs(y - want).max()
+    assert np.count_nonzero(y) > 0.3 * y.size
+
+
+def check_col2im(s: dict, args: list, y: np.ndarray) -> None:
+    """The scatter-add in float64 from the fp16 columns and the bias as the kernel rounds it (fp16), then the
+    activation; the kernel sums in fp16, one rounding per add: (terms + 1) u of the sum of the absolute terms."""
+    from codegen.ir.col2im_spec import Col2imSpec
+    spec = Col2imSpec(**s)
+    cols = ref.f16(args[0]).astype(np.float64).reshape(spec.n, spec.kh, spec.kw, -1, spec.h, spec.w)[:, :, :, :spec.c]
+    bias = ref.f16(args[1]).astype(np.float64) if spec.bias else np.zeros(spec.c)
+    want = np.broadcast_to(bias[None, :, None, None], y.shape).copy()
+    mag = np.abs(want)
+    for oh in range(spec.ho):
+        for a, ih in spec.row_taps(oh):
+            for b, (iw0, cnt, ow0) in enumerate(spec.col_runs()):
+                part = cols[:, a, b, :, ih, iw0:iw0 + cnt]
+                want[:, :, oh, ow0:ow0 + cnt * spec.sw:spec.sw] += part
+                mag[:, :, oh, ow0:ow0 + cnt * spec.sw:spec.sw] += np.abs(part)
+    if spec.activation == "Relu":
+        want = np.maximum(want, 0)
+    elif spec.activation == "Clip":
+        want = np.clip(want, ref.f16(np.float32(spec.clip_lo)), ref.f16(np.float32(spec.clip_hi)))
+    tol = (spec.reduction_length + 1) * 2.0 ** -11 * mag + 2.0 ** -24
+    assert np.all(np.abs(y - want) <= tol), (np.abs(y - want) / tol).max()
     assert np.count_nonzero(y) > 0.3 * y.size
 
 
@@ -263,6 +291,9 @@ def test_kernel_matches_reference(k):
         return
     if kind == "resize":
         check_resize(k.spec, ref.f16(args[0]), y)
+        return
+    if kind == "col2im":
+        check_col2im(k.spec, args, y)
         return
     want = reference(k, args)
     bound = ref.bound(want, reference(k, args, absolute=True), k.record["features"]["reduction_length"])

@@ -90,3 +90,45 @@ def test_a_conv_transposes_phases_and_gemm_are_parts_of_its_output():
     assert d2s[1, 1 * 16 + 2, 2, 1] == y[1, 2, 2 * 2 + 0, 1 * 2 + 1]  # tap (0, 1) of channel 2 at pixel (2, 1)
     assert not d2s[:, 3:16].any() and not d2s[:, 51:64].any()
     assert cp.natural("y@d2s_4_4_16", step("y@d2s_4_4_16", (2, 256, 1, 1))) is None  # 6 rows are not 4-tap blocks
+
+
+def test_a_conv_transposes_columns_are_its_input_times_its_weight():
+    """`y@cols_<kh>_<kw>_<cpad>` (the GEMM before the col2im scatter-add) is made from the ConvTranspose's input and
+    weight, not its output: channel (a kw + b) cpad + c of pixel (h, w) is sum over ci of x[ci, h, w] W[ci, c, a, b];
+    ONNX Runtime is asked for x."""
+    from onnx import numpy_helper
+    rng = np.random.default_rng(3)
+    x, w = rng.standard_normal((2, 5, 3, 4)).astype(np.float32), rng.standard_normal((5, 3, 2, 3)).astype(np.float32)
+    node = helper.make_node("ConvTranspose", ["x", "w"], ["y"], name="up", strides=[2, 2])
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 5, 3, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(w, "w")])
+    cp = _Counterparts(graph, {"x": x})
+    assert cp.base_names("y@cols_2_3_16", ("up",)) == ["x"]
+    cols = cp.natural("y@cols_2_3_16", step("y@cols_2_3_16", (2, 96, 3, 4), ("up",)))
+    want = np.einsum("ni,ic->nc", x[:, :, 2, 1].astype(np.float64), w[:, :, 1, 0].astype(np.float64))
+    np.testing.assert_allclose(cols[:, (1 * 3 + 0) * 16:(1 * 3 + 0) * 16 + 3, 2, 1], want, rtol=1e-5)
+    assert not cols[:, 3:16].any()  # padded lanes
+    assert cp.natural("y@cols_3_3_16", step("y@cols_3_3_16", (2, 144, 3, 4), ("up",))) is None  # not its kernel
+
+
+def test_a_fused_conv_transposes_columns_carry_its_folded_batchnorm():
+    """ConvTranspose -> BatchNormalization -> Relu fused into one node writing `r`: `r@cols_...` is the
+    ConvTranspose's columns with the BatchNormalization's per-channel factor folded into the weight."""
+    from onnx import numpy_helper
+    rng = np.random.default_rng(4)
+    x, w = rng.standard_normal((1, 4, 2, 3)).astype(np.float32), rng.standard_normal((4, 2, 2, 2)).astype(np.float32)
+    gamma, var = np.array([2.0, 0.5], np.float32), np.array([3.0, 0.0], np.float32)
+    init = [numpy_helper.from_array(a, n) for a, n in ((w, "w"), (gamma, "g"), (np.zeros(2, np.float32), "b"),
+                                                        (np.zeros(2, np.float32), "m"), (var, "v"))]
+    nodes = [helper.make_node("ConvTranspose", ["x", "w"], ["c"], strides=[2, 2]),
+             helper.make_node("BatchNormalization", ["c", "g", "b", "m", "v"], ["n"], epsilon=1.0),
+             helper.make_node("Relu", ["n"], ["r"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 2, 3])],
+                              [helper.make_tensor_value_info("r", TensorProto.FLOAT, None)], init)
+    cp = _Counterparts(graph, {"x": x})
+    assert cp.base_names("r@cols_2_2_16", ()) == ["x"]
+    cols = cp.natural("r@cols_2_2_16", step("r@cols_2_2_16", (1, 64, 2, 3)))
+    scale = gamma / np.sqrt(var + 1.0)
+    want = np.einsum("ni,ic->nc", x[:, :, 1, 2].astype(np.float64), w[:, :, 0, 1].astype(np.float64)) * scale
+    np.testing.assert_allclose(cols[:, 1 * 16:1 * 16 + 2, 1, 2], want, rtol=1e-5)

@@ -27,14 +27,22 @@ def convt_model(tmp_path, k=(3, 3), x=(1, 4, 5, 5), runtime_weight=False, **attr
 
 
 @pytest.mark.parametrize("k, attrs, reason", [
-    ((1, 1), {"strides": [2, 2]}, "H phase 1 is reached by no kernel tap (kernel smaller than the stride)"),
-    ((3, 3), {"strides": [2, 2], "dilations": [2, 2]}, "is reached by no kernel tap"),
-    ((3, 3), {"strides": [3, 3], "pads": [1, 1, 1, 1]}, "H phase 1 would need negative pads (0, -1)"),
+    ((1, 1), {"strides": [2, 2], "group": 2}, "H phase 1 is reached by no kernel tap (kernel smaller than the stride)"),
+    ((3, 3), {"strides": [2, 2], "dilations": [2, 2], "group": 2}, "is reached by no kernel tap"),
+    ((3, 3), {"strides": [3, 3], "pads": [1, 1, 1, 1], "group": 2}, "H phase 1 would need negative pads (0, -1)"),
     ((3, 3), {"strides": [2, 2], "output_padding": [2, 0]}, "output_padding=[2, 0] must be >= 0 and smaller than"),
     ((3, 3), {"strides": [2, 2], "output_shape": [14, 14]}, "output size 14 exceeds what the input reaches (11)"),
 ])
 def test_convtranspose_refused(tmp_path, k, attrs, reason):
     assert reason in refusal(convt_model(tmp_path, k, **attrs))
+
+
+@pytest.mark.parametrize("k, attrs", [((1, 1), {"strides": [2, 2]}), ((3, 3), {"strides": [2, 2], "dilations": [2, 2]}),
+                                      ((3, 3), {"strides": [3, 3], "pads": [1, 1, 1, 1]})])
+def test_one_group_takes_what_the_phases_cannot(tmp_path, k, attrs):
+    """With one group the GEMM + col2im form computes any phase (a phase no tap reaches is the bias alone)."""
+    (n,) = onnx_import.load_onnx(convt_model(tmp_path, k, **attrs)).nodes
+    assert n.attrs["phases"] is False
 
 
 def test_convtranspose_runtime_weight_refused(tmp_path):
