@@ -70,3 +70,19 @@ def test_the_replay_issues_the_program_once_per_output_row():
     # 8 output rows of 8 pixels x 16 channels: 128 fp32 values, one instruction (2 repeats) per VecOp
     assert p1.pipes["V"].instrs - p0.pipes["V"].instrs == 8 * len(vector_ops(decode(silu.program, 1))) == 8 * 5
     assert p1.cycles > p0.cycles
+
+
+def test_a_kernel_list_takes_a_program_on_depthwise_convolutions_only(tmp_path):
+    from codegen import KilnError
+    from codegen.frontend.kernel_list import load_kernel_list
+    from codegen.ir.opspec import opspec_of
+    conv = '[[op]]\nlabel = "k"\ntype = "Conv"\ninput = [1, 24, 8, 8]\nweight = [{w}]\ngroup = {g}\nprogram = "{p}"\n'
+    path = tmp_path / "k.toml"
+    path.write_text(conv.format(w="24, 1, 3, 3", g=24, p="sigmoid(0);mul(0,1)"))
+    (op,) = load_kernel_list(path)
+    assert opspec_of(op).program == "sigmoid(0);mul(0,1)"
+    for w, g, p, words in (("24, 24, 3, 3", 1, "tanh(0)", "depthwise convolutions only"),
+                           ("24, 1, 3, 3", 24, "mul(0,1)", "'program'")):
+        path.write_text(conv.format(w=w, g=g, p=p))
+        with pytest.raises(KilnError, match=words):
+            load_kernel_list(path)
