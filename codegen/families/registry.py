@@ -28,6 +28,7 @@ from . import (
     gelu_vector,
     gemm_cube,
     global_avgpool_vector,
+    gru_loop_mixed,
     layernorm_vector,
     logsoftmax_vector,
     lstm_loop_mixed,
@@ -66,6 +67,7 @@ ORDER: tuple[Family, ...] = (
     reduce_vector.FAMILY,
     gather_mte.FAMILY,
     lstm_loop_mixed.FAMILY,
+    gru_loop_mixed.FAMILY,
 )
 
 # Kinds implemented by several families, each with the function that chooses among them
