@@ -1,9 +1,9 @@
 """A CRNN text recogniser (Shi et al. 2015's shape, seeded random weights) written as an ONNX file for
 bench_corpus.py: a 32 x 128 grey text line through four 3x3 Conv + ReLU + MaxPool stages to height 1, the width as
 a 32-step sequence, two bidirectional LSTM layers (hidden 128) and a linear head over 37 classes (CTC's blank, 10
-digits, 26 letters).
+digits, 26 letters); crnn_gru.onnx the same with GRU layers (linear_before_reset=1, as PyTorch exports nn.GRU).
 
-    python benchmarks/crnn_onnx.py DIR        # writes DIR/crnn.onnx
+    python benchmarks/crnn_onnx.py DIR        # writes DIR/crnn.onnx and DIR/crnn_gru.onnx
     python benchmarks/bench_corpus.py --models DIR --only crnn --markdown
 """
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 
-def crnn(hidden: int = 128, classes: int = 37, height: int = 32, width: int = 128):
+def crnn(hidden: int = 128, classes: int = 37, height: int = 32, width: int = 128, rnn: str = "LSTM"):
     from onnx import TensorProto, helper, numpy_helper
     rng = np.random.default_rng(0)
     init: dict[str, np.ndarray] = {}
@@ -35,13 +35,14 @@ def crnn(hidden: int = 128, classes: int = 37, height: int = 32, width: int = 12
               helper.make_node("Transpose", ["feat"], ["seq0"], name="to_sequence", perm=[2, 0, 1])]
     init["merge_shape"] = np.array([steps, 1, 2 * hidden], np.int64)
     x, cin = "seq0", cin
+    gates, attrs = (4, {}) if rnn == "LSTM" else (3, {"linear_before_reset": 1})
     for k in range(2):
-        scale = 1 / np.sqrt(hidden)
-        init[f"lstm{k}.W"] = rng.uniform(-scale, scale, (2, 4 * hidden, cin))
-        init[f"lstm{k}.R"] = rng.uniform(-scale, scale, (2, 4 * hidden, hidden))
-        init[f"lstm{k}.B"] = rng.uniform(-scale, scale, (2, 8 * hidden))
-        nodes += [helper.make_node("LSTM", [x, f"lstm{k}.W", f"lstm{k}.R", f"lstm{k}.B"], [f"y{k}"],
-                                   name=f"blstm{k}", hidden_size=hidden, direction="bidirectional"),
+        scale, r = 1 / np.sqrt(hidden), rnn.lower()
+        init[f"{r}{k}.W"] = rng.uniform(-scale, scale, (2, gates * hidden, cin))
+        init[f"{r}{k}.R"] = rng.uniform(-scale, scale, (2, gates * hidden, hidden))
+        init[f"{r}{k}.B"] = rng.uniform(-scale, scale, (2, 2 * gates * hidden))
+        nodes += [helper.make_node(rnn, [x, f"{r}{k}.W", f"{r}{k}.R", f"{r}{k}.B"], [f"y{k}"],
+                                   name=f"b{r}{k}", hidden_size=hidden, direction="bidirectional", **attrs),
                   helper.make_node("Transpose", [f"y{k}"], [f"yt{k}"], name=f"directions_last{k}", perm=[0, 2, 1, 3]),
                   helper.make_node("Reshape", [f"yt{k}", "merge_shape"], [f"seq{k + 1}"], name=f"merge{k}")]
         x, cin = f"seq{k + 1}", 2 * hidden
@@ -62,7 +63,8 @@ if __name__ == "__main__":
     import onnx
     out = Path(sys.argv[1] if len(sys.argv) > 1 else ".")
     out.mkdir(parents=True, exist_ok=True)
-    model = crnn()
-    onnx.checker.check_model(model, full_check=True)
-    onnx.save(model, out / "crnn.onnx")
-    print(out / "crnn.onnx")
+    for name, rnn in (("crnn", "LSTM"), ("crnn_gru", "GRU")):
+        model = crnn(rnn=rnn)
+        onnx.checker.check_model(model, full_check=True)
+        onnx.save(model, out / f"{name}.onnx")
+        print(out / f"{name}.onnx")

@@ -209,10 +209,13 @@ def _bake_preview(model: tuple[str, int, dict], report: dict[str, Any], options)
     what fused, the fusion audit (every opportunity not taken, with its reason) and the unique kernels; or the
     nodes no kernel serves yet."""
     from .ir.optlog import OptLog
+    from .ir.profiles import get_profile
     from .passes.lowering import unsupported_nodes
     from .pipeline import plan_model
+    from .select.recurrent import chooser
     path, batch, pinned = model
-    graph = onnx_frontend.load_onnx(path, batch, pinned=pinned)
+    recurrence = chooser(Path(path).stem, get_profile(options.kiln_target), OptLog())  # looped or not, as the build
+    graph = onnx_frontend.load_onnx(path, batch, pinned=pinned, recurrence=recurrence)
     missing = unsupported_nodes(graph, Path(path).stem)
     if missing:
         report["unsupported"] = [{"node": n.name, "op_type": n.op_type,
@@ -222,7 +225,8 @@ def _bake_preview(model: tuple[str, int, dict], report: dict[str, Any], options)
     try:
         unfused_options = replace(options, enable_fusion=False)
         unfused = len(plan_model(graph, Path(path).stem, unfused_options, OptLog(), memory=False).specs)
-        graph = onnx_frontend.load_onnx(path, batch, pinned=pinned)  # fusion rewrites the graph: a fresh one
+        # fusion rewrites the graph: a fresh one
+        graph = onnx_frontend.load_onnx(path, batch, pinned=pinned, recurrence=recurrence)
         stages = plan_model(graph, Path(path).stem, options, OptLog(), memory=False)
         result, lowered, specs = stages.fusion, stages.lowered, list(stages.specs.values())
     except KilnError as e:

@@ -20,7 +20,6 @@ from .ir.manifest import KernelRecord, ModelRecord
 from .ir.opspec import Opspec, is_depthwise, opspec_of
 from .ir.optlog import OptLog
 from .ir.profiles import get_profile
-from .ir.recurrent_spec import LstmLoopSpec
 from .options import ZOO_MODELS, Options
 from .passes.eltwise_programs import form_programs
 from .passes.fusion import FusionLimits, FusionResult, fuse
@@ -33,7 +32,7 @@ from .select.conv_transpose import chooser as convt_chooser
 from .select.l2_search import rank_with_l2_plans
 from .select.launches import attach_launches
 from .select.plan import KernelPlan, KernelRequest, ModelPlan, Plan
-from .select.recurrent import log_choice as log_recurrence
+from .select.recurrent import chooser as recurrence_chooser
 from .select.tuning import load_records
 from .shapes import buckets as shape_buckets
 from .shapes.buckets import ShapeBuckets
@@ -85,9 +84,7 @@ def plan_model(graph: Graph, name: str, options: Options, log: OptLog, fusion_pr
     for i, st in enumerate(lowered.steps):
         if st.kind == "kernel":
             st.instance = OpInstance(f"{name}:{st.name}", st.kernel_op.type, st.kernel_op.attrs)
-            spec = specs[i] = spec_of_step(st.instance)
-            if isinstance(spec, LstmLoopSpec) and log_lowering:
-                log_recurrence(name, st.name, spec, profile, log)
+            specs[i] = spec_of_step(st.instance)
     return ModelStages(fusion, lowered, specs, plan_arena(lowered, profile.gm_alignment) if memory else None)
 
 
@@ -224,7 +221,8 @@ def _plan_models(options: Options, work_dir: Path | None, progress, log: OptLog,
         names.add(name)
         if progress:
             progress(f"model {name}: frontend ({path})")
-        graph = load_onnx(path, batch=batch, pinned=spec.pinned)
+        graph = load_onnx(path, batch=batch, pinned=spec.pinned,
+                          recurrence=recurrence_chooser(name, get_profile(options.kiln_target), log))
         _log_frontend(graph, name, spec, log)
         if batch != 1 and any(v.shape and v.shape[0] != batch for v in graph.inputs):
             raise KilnError("frontend", entry, f"{path} has a fixed batch dimension, so it cannot be baked at batch "

@@ -38,7 +38,7 @@ from ..ir.profiles import Profile
 FORMAT = "kiln-opspec/1"
 # inputs baked at build time (not activations)
 WEIGHT_TENSORS = ("w", "w2", "w_mid", "b", "bias", "mid_bias", "gamma", "beta")
-CUBE_KINDS = ("conv2d", "gemm", "bgemm", "attention", "lstm_loop")
+CUBE_KINDS = ("conv2d", "gemm", "bgemm", "attention", "lstm_loop", "gru_loop")
 
 # name -> unit; the order is the file's order (docs/opspec.md explains each).
 FEATURES: dict[str, str] = {
@@ -65,7 +65,7 @@ def _fused_chain(spec: Opspec) -> str:
                  "softmax": "Softmax", "logsoftmax": "LogSoftmax", "layernorm": "LayerNorm", "transpose": "Transpose",
                  "attention": "MatMul+Scale+Softmax+MatMul", "channel_gather": "ChannelGather",
                  "copy": "Copy", "resize": "Resize", "reduce": "Reduce", "gather": "Gather",
-                 "lstm_loop": "LSTM", "col2im": "Col2im"}[spec.kind]
+                 "lstm_loop": "LSTM", "col2im": "Col2im", "gru_loop": "GRU"}[spec.kind]
     parts = [chain]
     if isinstance(spec, Conv2dSpec) and spec.mid:  # the window conv's epilogue, then the chained 1x1 conv
         parts += (["Bias"] if spec.mid_bias else []) + (["Relu"] if spec.mid_relu else []) + ["Conv1x1"]

@@ -5,13 +5,15 @@ resident in L1, and in L0B when it fits), the gates and the state update on the 
 The input projection of the whole sequence is the GEMM before it (codegen/frontend/onnx_rnn.py)."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from math import ceil
+from typing import Any
 
 from .. import KilnError
 from ..cost.model import OUT, WORKSPACE, CrossFlagSim, Prediction, SimCore, launch_group
 from ..ir.optlog import OptLog
 from ..ir.profiles import Profile
-from ..ir.recurrent_spec import LstmLoopSpec
+from ..ir.recurrent_spec import GruLoopSpec, LstmLoopSpec
 from .base import Family, Variant, fits, register
 
 SIGMOID = [("Muls", True), ("Exp", True), ("Adds", True), ("Reciprocal", True)]
@@ -27,21 +29,27 @@ def loop_buffers(spec: LstmLoopSpec, base_n: int) -> dict[str, int]:
             "UB": 4 * bh * 2 + 2 * 4 * bh * 4 + 3 * bh * 4 + 2 * bh * 2}
 
 
-def lstm_loop_rule(spec: LstmLoopSpec, profile: Profile, log: OptLog) -> Variant:
-    """R^T whole in L0B when it fits (loaded once), else the widest chunk of 16-column blocks that does."""
-    g = 4 * spec.hidden
+def loop_rule(spec: LstmLoopSpec | GruLoopSpec, profile: Profile, log: OptLog, family: str,
+              buffers: Callable[[Any, int], dict[str, int]]) -> Variant:
+    """A looped recurrence's tiling (this family's and gru_loop_mixed's): R^T whole in L0B when it fits (loaded
+    once), else the widest chunk of 16-column blocks that does."""
+    g = spec.gates * spec.hidden
     base_n = g
-    while base_n > 16 and fits(profile, {"L0B": loop_buffers(spec, base_n)["L0B"]}):
+    while base_n > 16 and fits(profile, {"L0B": buffers(spec, base_n)["L0B"]}):
         base_n = max(16, ceil(base_n / 2 / 16) * 16)
-    bufs = loop_buffers(spec, base_n)
+    bufs = buffers(spec, base_n)
     over = fits(profile, bufs)
     if over:
         raise KilnError("tiling", spec.name, f"the loop's tiles need {bufs[over]} B of {over}, {profile.name} has "
-                        f"{profile.capacity[over]} B (the frontend unrolls an LSTM this large)")
+                        f"{profile.capacity[over]} B (the frontend unrolls a recurrence this large)")
     log.add("tiling", spec.name, f"base_n={base_n}", "tile_fit" if base_n == g else "tile_shrunk",
-            detail="R^T resident in L0B" if base_n == g else f"R^T streamed L1 -> L0B in {ceil(g / base_n)} chunks",
+            detail="R^T resident in L0B" if base_n == g else f"R^T streamed L1 -> L0B in chunks of {base_n}",
             limit="" if base_n == g else "L0B")
-    return Variant("lstm_loop_mixed", {"base_n": base_n}, spec.dirs, bufs)
+    return Variant(family, {"base_n": base_n}, spec.dirs, bufs)
+
+
+def lstm_loop_rule(spec: LstmLoopSpec, profile: Profile, log: OptLog) -> Variant:
+    return loop_rule(spec, profile, log, "lstm_loop_mixed", loop_buffers)
 
 
 def lstm_loop_mte2(spec: LstmLoopSpec, v: Variant) -> int:
@@ -53,21 +61,23 @@ def lstm_loop_mte2(spec: LstmLoopSpec, v: Variant) -> int:
     return spec.dirs * per_dir
 
 
-class _LoopReplay:
-    """templates/lstm_loop_mixed.cpp.j2's instruction streams, per direction (block)."""
+class CubeLoop:
+    """The Cube side of a looped recurrence's replay (this template's and gru_loop_mixed's): R^T read once into L1
+    (and L0B when resident); a Cube step multiplies one [B, H] operand by seg_n1 column fractals of R^T (resident,
+    or streamed in chunks of base_n columns) and Fixpipes one [B, H] fp32 block per gate to the workspace."""
 
-    def __init__(self, spec: LstmLoopSpec, params: dict) -> None:
+    def __init__(self, spec: LstmLoopSpec | GruLoopSpec, params: dict) -> None:
         self.s = spec
-        self.g = 4 * spec.hidden
-        self.h1, self.g1, self.m1 = spec.hidden // 16, self.g // 16, ceil(spec.batch / 16)
+        self.h1, self.m1 = spec.hidden // 16, ceil(spec.batch / 16)
+        self.g1 = spec.gates * self.h1
         self.nb1 = params["base_n"] // 16
-        self.chunks = ceil(self.g / params["base_n"])
+        self.resident = params["base_n"] == spec.gates * spec.hidden
         self.bh = spec.batch * spec.hidden
 
-    def cube_step(self, c: SimCore, h_ready: CrossFlagSim, g_ready: CrossFlagSim, src: int, wait_h: bool) -> None:
+    def cube_step(self, c: SimCore, ready: CrossFlagSim | None, done: CrossFlagSim, src: int, seg_n1: int) -> None:
         s = self.s
-        if wait_h:
-            h_ready.wait(c, "MTE2")
+        if ready is not None:
+            ready.wait(c, "MTE2")
         c.wait_flag("MTE1", "MTE2", 0)
         c.copy_gm(s.batch, s.hidden, 2, "L1", src=src)
         c.set_flag("MTE2", "MTE1", 0)
@@ -77,10 +87,10 @@ class _LoopReplay:
             c.load2d(self.h1, "L0A")
         c.set_flag("MTE1", "MTE2", 0)
         c.wait_flag("FIX", "M", 0)
-        for j in range(self.chunks):
-            n1 = min(self.nb1, self.g1 - j * self.nb1)
-            if self.chunks > 1:
-                if j > 0:
+        for n1_0 in range(0, seg_n1, seg_n1 if self.resident else self.nb1):
+            n1 = seg_n1 if self.resident else min(self.nb1, seg_n1 - n1_0)
+            if not self.resident:
+                if n1_0 > 0:
                     c.set_flag("M", "MTE1", 1)
                     c.wait_flag("M", "MTE1", 1)
                 for _ in range(self.h1):
@@ -91,10 +101,43 @@ class _LoopReplay:
         c.set_flag("M", "MTE1", 0)
         c.set_flag("M", "FIX", 0)
         c.wait_flag("M", "FIX", 0)
-        for _ in range(4):
+        for _ in range(seg_n1 // self.h1):
             c.fixpipe(self.bh, 4)
         c.set_flag("FIX", "M", 0)
-        g_ready.set(c, "FIX")
+        done.set(c, "FIX")
+
+    def cube_begin(self, c: SimCore) -> None:
+        c.set_flag("MTE1", "MTE2", 0)
+        c.set_flag("M", "MTE1", 0)
+        c.set_flag("FIX", "M", 0)
+        c.copy_gm(1, self.h1 * self.g1 * 256, 2, "L1", src=1)
+        c.set_flag("MTE2", "MTE1", 1)
+        c.wait_flag("MTE2", "MTE1", 1)
+        if self.resident:
+            c.load2d(self.h1 * self.g1, "L0B")
+
+    def store_h(self, v: SimCore, ops: list[tuple[str, bool]], h_ready: CrossFlagSim, last: bool) -> None:
+        """The Vector core's end of a step: `ops` produce h in fp16 (h16 free first), h -> Y's row block; the next
+        step's Cube operand (h_ready)."""
+        v.wait_flag("MTE3", "V", 1)
+        v.vec_flat(self.bh, 64, ops)
+        v.set_flag("V", "MTE3", 1)
+        v.wait_flag("V", "MTE3", 1)
+        v.copy_ub_to_gm(1, self.bh, 2)
+        v.set_flag("MTE3", "V", 1)
+        if not last:
+            h_ready.set(v, "MTE3")
+
+    @staticmethod
+    def cube_end(c: SimCore) -> None:
+        c.wait_flag("MTE1", "MTE2", 0)
+        c.wait_flag("M", "MTE1", 0)
+        c.wait_flag("FIX", "M", 0)
+
+
+class _LoopReplay(CubeLoop):
+    """templates/lstm_loop_mixed.cpp.j2's instruction streams, per direction (block)."""
+    s: LstmLoopSpec
 
     def vector_step(self, v: SimCore, h_ready: CrossFlagSim, g_ready: CrossFlagSim, cube: bool, last: bool) -> None:
         s, bh = self.s, self.bh
@@ -114,24 +157,7 @@ class _LoopReplay:
         v.vec_flat(bh, 64, TANH)
         v.vec_flat(bh, 64, [("Mul", True), ("Mul", True), ("Add", True)])
         v.vec_flat(bh, 64, TANH)
-        v.wait_flag("MTE3", "V", 1)
-        v.vec_flat(bh, 64, [("Mul", True), ("Cast", True)])
-        v.set_flag("V", "MTE3", 1)
-        v.wait_flag("V", "MTE3", 1)
-        v.copy_ub_to_gm(1, bh, 2)
-        v.set_flag("MTE3", "V", 1)
-        if not last:
-            h_ready.set(v, "MTE3")
-
-    def cube_begin(self, c: SimCore) -> None:
-        c.set_flag("MTE1", "MTE2", 0)
-        c.set_flag("M", "MTE1", 0)
-        c.set_flag("FIX", "M", 0)
-        c.copy_gm(1, self.h1 * self.g1 * 256, 2, "L1", src=1)
-        c.set_flag("MTE2", "MTE1", 1)
-        c.wait_flag("MTE2", "MTE1", 1)
-        if self.chunks == 1:
-            c.load2d(self.h1 * self.g1, "L0B")
+        self.store_h(v, [("Mul", True), ("Cast", True)], h_ready, last)
 
     def vector_begin(self, v: SimCore) -> None:
         if self.s.c0:
@@ -165,12 +191,10 @@ class _LoopReplay:
         for step in range(self.s.seq):
             cube = step > 0 or self.s.h0
             if cube:
-                self.cube_step(c, h_ready, g_ready, OUT if step else 2, step > 0)
+                self.cube_step(c, h_ready if step else None, g_ready, OUT if step else 2, self.g1)
             self.vector_step(v, h_ready, g_ready, cube, step == self.s.seq - 1)
         self.vector_end(v)
-        c.wait_flag("MTE1", "MTE2", 0)
-        c.wait_flag("M", "MTE1", 0)
-        c.wait_flag("FIX", "M", 0)
+        self.cube_end(c)
 
 
 def replay_lstm_loop(spec: LstmLoopSpec, params: dict, profile: Profile) -> Prediction:

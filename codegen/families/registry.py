@@ -29,6 +29,7 @@ from . import (
     gelu_vector,
     gemm_cube,
     global_avgpool_vector,
+    gru_loop_mixed,
     layernorm_vector,
     logsoftmax_vector,
     lstm_loop_mixed,
@@ -68,6 +69,7 @@ ORDER: tuple[Family, ...] = (
     gather_mte.FAMILY,
     lstm_loop_mixed.FAMILY,
     col2im_vector.FAMILY,
+    gru_loop_mixed.FAMILY,
 )
 
 # Kinds implemented by several families, each with the function that chooses among them

@@ -16,7 +16,7 @@ from .. import KilnError
 from ..ir.copy_spec import concat_copy, transpose_copy
 from ..ir.eltwise_program import decode
 from ..ir.graph import OpInstance
-from ..ir.recurrent_spec import LstmLoopSpec
+from ..ir.recurrent_spec import LOOP_SPECS
 from ..ir.resize_spec import ResizeSpec
 from .onnx_resize import scaled_size
 from .onnx_rules import ceil_extra
@@ -59,6 +59,9 @@ SUPPORTED = {
     "LSTMLoop": "an LSTM's recurrence looped over 'seq' steps in one kernel (lstm_loop_mixed): 'batch', 'hidden' (a "
                 "multiple of 16), 'direction' (forward, reverse, bidirectional), 'h0', 'c0' (true: the initial "
                 "states are inputs); it reads the input projection [seq*batch, dirs*4*hidden] and R^T as ZN",
+    "GRULoop": "a GRU's recurrence looped over 'seq' steps in one kernel (gru_loop_mixed): 'batch', 'hidden' (a "
+               "multiple of 16), 'direction', 'h0' as LSTMLoop, 'linear_before_reset' (0 or 1); it reads the input "
+               "projection [seq*batch, dirs*3*hidden] and R^T as ZN",
     "EltwiseProgram": "a fused elementwise program (codegen/ir/eltwise_program.py): output 'shape', 'layout' NC1HWC0 "
                       "(4-D) or ND, 'forms' (one per input: full, channel, channel1, row, scalar), 'program' as "
                       "text, e.g. 'sigmoid(1);mul(0,2)'",
@@ -239,16 +242,20 @@ def _parse_col2im(entry: str, raw: dict[str, Any], a: dict[str, Any]) -> None:
     a["geometry"] = (n, c, h, w, ho, wo, kh, kw, sh, sw, dh, dw, pt, pl)
 
 
-def _parse_lstm_loop(entry: str, raw: dict[str, Any], a: dict[str, Any]) -> None:
+def _parse_recurrent_loop(entry: str, raw: dict[str, Any], a: dict[str, Any]) -> None:
+    """LSTMLoop (initial states 'h0', 'c0') and GRULoop ('h0', 'linear_before_reset')."""
     seq, batch, hidden = (_ints(entry, k, [raw.get(k)], 1, lo=1)[0] for k in ("seq", "batch", "hidden"))
-    direction, h0, c0 = raw.get("direction", "forward"), raw.get("h0", False), raw.get("c0", False)
-    if direction not in ("forward", "reverse", "bidirectional") or not all(isinstance(v, bool) for v in (h0, c0)):
-        raise KilnError("frontend", entry, f"'direction' must be forward, reverse or bidirectional and 'h0', 'c0' "
-                        f"true or false, got {direction!r}, {h0!r}, {c0!r}")
+    lstm = raw["type"] == "LSTMLoop"
+    direction, h0 = raw.get("direction", "forward"), raw.get("h0", False)
+    other = raw.get("c0", False) if lstm else bool(raw.get("linear_before_reset", 0) == 1)
+    if (direction not in ("forward", "reverse", "bidirectional") or not all(isinstance(v, bool) for v in (h0, other))
+            or raw.get("linear_before_reset", 0) not in (0, 1)):
+        raise KilnError("frontend", entry, f"'direction' must be forward, reverse or bidirectional, 'h0', 'c0' true "
+                        f"or false and 'linear_before_reset' 0 or 1, got {direction!r}, {h0!r}, {other!r}")
     a.update(seq=seq, batch=batch, hidden=hidden, dirs=2 if direction == "bidirectional" else 1,
-             reverse=direction == "reverse", h0=h0, c0=c0)
+             reverse=direction == "reverse", h0=h0, **({"c0": other} if lstm else {"lbr": other}))
     try:
-        LstmLoopSpec(seq, batch, hidden, a["dirs"], a["reverse"], h0, c0)
+        LOOP_SPECS[raw["type"]](a)
     except ValueError as e:
         raise KilnError("frontend", entry, str(e)) from None
 
@@ -361,7 +368,8 @@ _PARSERS = {
     "Gelu": _parse_elementwise,
     "EltwiseProgram": _parse_eltwise_program,
     "Resize": _parse_resize,
-    "LSTMLoop": _parse_lstm_loop,
+    "LSTMLoop": _parse_recurrent_loop,
+    "GRULoop": _parse_recurrent_loop,
     "Col2im": _parse_col2im,
 }
 assert set(_PARSERS) == set(SUPPORTED), "every supported op type needs its parser"
@@ -373,7 +381,7 @@ _KNOWN_FIELDS = {"label", "type", "activation", "bias", "input", "weight", "stri
                  "algorithm", "tiling", "q", "kv", "scale", "mask", "count_include_pad", "ceil_mode", "layout",
                  "forms", "program", "in_channels", "table", "shuffle", "perm", "inputs", "axis", "scales", "sizes",
                  "mode", "coordinate_transformation_mode", "nearest_mode", "count", "seq", "batch", "hidden",
-                 "direction", "h0", "c0"}
+                 "direction", "h0", "c0", "linear_before_reset"}
 
 
 # ---------------------------------------------------------------- fields every op shares

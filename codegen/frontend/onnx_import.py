@@ -42,7 +42,7 @@ from .onnx_depth_space import expand_depth_space
 from .onnx_norm import OPS_HERE as NORM_OPS
 from .onnx_norm import expand_norms
 from .onnx_ops import OPS, OpEntry, supported_ops_text
-from .onnx_passes import PASSES, fold_constants
+from .onnx_passes import PASSES, expand_recurrent, fold_constants
 from .onnx_patchify import expand_patchify, is_patch_embedding
 from .onnx_read import (
     bind_inputs,
@@ -55,7 +55,7 @@ from .onnx_read import (
     to_graph,
     upgrade_opset,
 )
-from .onnx_rnn import GATES, LOOP_OPS, expand_recurrent_nodes, reference_nodes
+from .onnx_rnn import GATES, LOOP_OPS, Chooser, expand_recurrent_nodes, reference_nodes
 
 # ---------------------------------------------------------------- check, normalise, finish
 
@@ -170,9 +170,11 @@ def _finish(graph: Graph, problems: list[Problem]) -> Graph:
 # ---------------------------------------------------------------- entry points
 
 def build_graph(model, path: str | Path, batch: int = 1, log: list[str] | None = None,
-                pinned: dict[str, tuple[int, ...]] | None = None) -> tuple[Graph, list[Problem]]:
+                pinned: dict[str, tuple[int, ...]] | None = None, recurrence: Chooser | None = None
+                ) -> tuple[Graph, list[Problem]]:
     """Every frontend step on a parsed model, collecting problems instead of raising them.
-    Binds the model's input shapes in place (`pinned`: input name -> shape, from the model spec).
+    Binds the model's input shapes in place (`pinned`: input name -> shape, from the model spec). `recurrence`:
+    looped or unrolled per LSTM / GRU node (onnx_rnn.expand_recurrent_nodes; the build's is the cost model's).
     Malformed graphs (dangling inputs, cycles, values written twice, outputs nothing produces,
     constants that cannot be evaluated, an opset conversion that fails) still raise KilnError."""
     if type(batch) is not int or batch < 1:  # a bool is no batch
@@ -193,7 +195,7 @@ def build_graph(model, path: str | Path, batch: int = 1, log: list[str] | None =
     if source_opset != opset:
         graph.source_opset = source_opset or 0
     for run_pass in PASSES:
-        graph = run_pass(graph, log)
+        graph = expand_recurrent(graph, log, recurrence) if run_pass is expand_recurrent else run_pass(graph, log)
     graph = _check_and_normalise(graph, problems, log)
     graph = _finish(graph, problems)
     if any(p.kind == "model" for p in problems):
@@ -223,20 +225,20 @@ def _raise_for(problems: list[Problem], path: str, opset: int) -> None:
 
 
 def load_onnx(path: str | Path, batch: int = 1, log: list[str] | None = None,
-              pinned: dict[str, tuple[int, ...]] | None = None) -> Graph:
+              pinned: dict[str, tuple[int, ...]] | None = None, recurrence: Chooser | None = None) -> Graph:
     """The ONNX file as a kiln Graph with static shapes, supported ops only and explicit attributes.
     `pinned` gives input shapes (the model spec's @x=1x3x224x224); decisions taken on the way are
-    appended to `log` when given."""
-    return load_model(read_model(path), path, batch, log, pinned)
+    appended to `log` when given; `recurrence` as build_graph."""
+    return load_model(read_model(path), path, batch, log, pinned, recurrence)
 
 
 def load_model(model, path: str | Path, batch: int = 1, log: list[str] | None = None,
-               pinned: dict[str, tuple[int, ...]] | None = None) -> Graph:
+               pinned: dict[str, tuple[int, ...]] | None = None, recurrence: Chooser | None = None) -> Graph:
     """load_onnx on a parsed model (`path` names it in messages): a Graph, or a KilnError naming what is wrong."""
     reason = opset_problem(default_opset(model))
     if reason:  # nothing after this is meaningful for an opset kiln does not know
         raise KilnError("frontend", str(path), reason)
-    graph, problems = build_graph(model, path, batch, log, pinned)
+    graph, problems = build_graph(model, path, batch, log, pinned, recurrence)
     _raise_for(problems, str(path), graph.opset)
     return graph
 
@@ -249,14 +251,14 @@ def check_onnx(path: str | Path, batch: int = 1, pinned: dict[str, tuple[int, ..
     return [p.as_dict() for p in problems]
 
 
-def unrolled_reference(model, pinned: dict[str, tuple[int, ...]] | None = None):
+def unrolled_reference(model, pinned: dict[str, tuple[int, ...]] | None = None, recurrence: Chooser | None = None):
     """The parsed model (a copy) with every node the frontend rewrites into other ops (LSTM / GRU unrolled,
     DepthToSpace / SpaceToDepth as Reshape -> Transpose -> Reshape, the normalisations of onnx_norm; the opset
     import raised to 17 for their LayerNormalization) replaced by the ONNX nodes it becomes, named as
     the build names them (the same frontend steps on the same shapes: `pinned`, input name -> shape), so ONNX
     Runtime computes every value their kernels write (the isolated per-kernel check). The model itself when it
     has none. A Softmax or LogSoftmax of opset < 13 (its coerce-to-2-D form) is read as the version converter writes
-    it (Flatten -> op -> Reshape), whose middle value the kernel writes."""
+    it (Flatten -> op -> Reshape), whose middle value the kernel writes. `recurrence`: the build's (build_graph)."""
     rewritten_ops = (*DEPTH_SPACE_OPS, *NORM_OPS, *ARG_OPS)
     if not any(n.op_type in GATES or n.op_type in rewritten_ops or is_patch_embedding(n) for n in model.graph.node):
         coerced = (default_opset(model) or 13) < 13 and any(n.op_type in ("Softmax", "LogSoftmax")
@@ -266,8 +268,8 @@ def unrolled_reference(model, pinned: dict[str, tuple[int, ...]] | None = None):
     m = upgrade_opset(type(model).FromString(model.SerializeToString()), "", [])
     bind_inputs(m, 1, [], [], pinned)
     g = fold_constants(to_graph(infer_onnx_shapes(m, []), "", default_opset(m) or 0), [])
-    rewritten = {name: [m for n in new for m in (reference_nodes(g, n) if n.op_type == "LSTMLoop" else [n])]
-                 for name, new in expand_recurrent_nodes(g, []).items()}
+    rewritten = {name: [m for n in new for m in (reference_nodes(g, n) if n.op_type in LOOP_OPS else [n])]
+                 for name, new in expand_recurrent_nodes(g, [], recurrence).items()}
     spaced = expand_patchify(expand_args(expand_norms(expand_depth_space(g, []), []), []), [])
     for orig in (n for n in g.nodes if n.name in spaced.rewrites):  # not those left for their checks to refuse
         rewritten[orig.name] = [n for n in spaced.nodes if n.source == [orig.name]]

@@ -295,8 +295,10 @@ OPS: dict[str, OpEntry] = {
                     "otherwise unrolled over the baked sequence length (per step a Cube GEMM and Vector gate "
                     "programs)", _refused_rnn,
                     infer=rnn.infer_recurrent, index_inputs=(4,)),
-    "GRU": OpEntry("GRU, unrolled over the baked sequence length: Cube GEMMs (the input projection over the whole "
-                   "sequence, the hidden projections per step) and Vector gate programs", _refused_rnn,
+    "GRU": OpEntry("GRU: the input projection one Cube GEMM, the recurrence looped over time in one Cube + Vector "
+                   "kernel (layout 0, no clip, hidden a multiple of 16 up to 192; linear_before_reset 0 and 1); "
+                   "otherwise unrolled over the baked sequence length (per step Cube GEMMs and Vector gate "
+                   "programs)", _refused_rnn,
                    infer=rnn.infer_recurrent, index_inputs=(4,)),
     "Pad": OpEntry("pad with a constant, the reflection or the edge value",
                    pad.check_pad, pad.normalise_pad, pad.infer_pad, pad.fold_pad,

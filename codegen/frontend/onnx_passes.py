@@ -16,7 +16,7 @@ from .onnx_depth_space import expand_depth_space
 from .onnx_norm import expand_norms
 from .onnx_ops import OPS, shape_slice
 from .onnx_patchify import expand_patchify
-from .onnx_rnn import expand_recurrent_nodes
+from .onnx_rnn import Chooser, expand_recurrent_nodes
 from .onnx_rules import check_batchnorm
 
 
@@ -258,13 +258,14 @@ def fold_batchnorm(graph: Graph, log: list[str]) -> Graph:
     return g
 
 
-def expand_recurrent(graph: Graph, log: list[str]) -> Graph:
-    """LSTM and GRU unrolled over their baked sequence length into ops kiln lowers (onnx_rnn), then folded again:
-    a constant initial state's hidden projection is evaluated at build time."""
+def expand_recurrent(graph: Graph, log: list[str], choose: Chooser | None = None) -> Graph:
+    """LSTM and GRU looped (one kernel) or unrolled over their baked sequence length into ops kiln lowers
+    (onnx_rnn; `choose` as there), then folded again: a constant initial state's hidden projection is evaluated at
+    build time."""
     if not any(n.op_type in ("LSTM", "GRU") for n in graph.nodes):
         return graph
     g = copy_graph(graph)
-    return fold_constants(g, log) if expand_recurrent_nodes(g, log) else g
+    return fold_constants(g, log) if expand_recurrent_nodes(g, log, choose) else g
 
 
 PASSES: tuple[Callable[[Graph, list[str]], Graph], ...] = (

@@ -14,6 +14,7 @@ run time.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -24,7 +25,7 @@ from .onnx_base import as_ints, const_input, has_input, is_static, shape_of
 DEFAULT_ACTIVATIONS = {"LSTM": ("Sigmoid", "Tanh", "Tanh"), "GRU": ("Sigmoid", "Tanh")}
 GATES = {"LSTM": 4, "GRU": 3}
 DIRECTIONS = {"forward": 1, "reverse": 1, "bidirectional": 2}
-LOOP_OPS = ("LSTMLoop",)  # the graph op expand_loop writes (kiln's own, not ONNX): one lstm_loop_mixed kernel
+LOOP_OPS = ("LSTMLoop", "GRULoop")  # the graph ops expand_loop writes (kiln's own, not ONNX): one looped kernel
 
 _COMMON = ("direction: forward, reverse, bidirectional; activations: the defaults ({acts}); activation_alpha, "
            "activation_beta: absent; clip: any (gate pre-activations clamped); layout: 0, 1; sequence_lens: absent "
@@ -309,17 +310,16 @@ def expand_rnn(g: Graph, node: Node) -> list[Node]:
     return r.nodes
 
 
-LOOP_MAX_HIDDEN = 192       # R^T of one direction (8 H^2 bytes) stays in L1 (512 KiB on the 910B)
+LOOP_MAX_HIDDEN = 192       # R^T of one direction (8 H^2 bytes for an LSTM) stays in L1 (512 KiB on the 910B)
 LOOP_MAX_STATE = 2048       # batch * hidden: the step's tiles stay in UB and L0C
+LOOP_OP = {"LSTM": "LSTMLoop", "GRU": "GRULoop"}  # the looped kernel's graph op per ONNX op
 
 
 def loop_problem(node: Node, g: Graph) -> str | None:
-    """Why the looped kernel (lstm_loop_mixed) does not take this accepted node, which is then unrolled (None: it
-    does)."""
+    """Why the looped kernel (lstm_loop_mixed, gru_loop_mixed) does not take this accepted node, which is then
+    unrolled (None: it does)."""
     a = node.attrs
-    if node.op_type != "LSTM":
-        return f"{node.op_type} has no looped kernel yet"
-    p = const_input(g, node, 7)
+    p = const_input(g, node, 7) if node.op_type == "LSTM" else None
     why = [what for what, bad in (
         ("layout=1", a.get("layout", 0) != 0), ("clip", a.get("clip") is not None),
         ("input_forget=1", bool(a.get("input_forget", 0))), ("peepholes", p is not None and bool(np.any(p))))
@@ -340,31 +340,47 @@ def _zero_or(g: Graph, node: Node, index: int) -> str:
     return "" if not has_input(node, index) or (const is not None and not np.any(const)) else node.inputs[index]
 
 
+def _loop_biases(r: _Rnn, dirs: int, gates: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """The input GEMM's bias (every direction's gates side by side: Wb + Rb, but for a GRU with
+    linear_before_reset only Wb_h for gate h) and, for that GRU, Rb_h [D, H] (the kernel keeps it inside r * (.))."""
+    b, hid = const_input(r.g, r.node, 3), r.hidden
+    b = np.zeros((dirs, 2 * gates * hid), np.float32) if b is None else b
+    lbr = r.node.op_type == "GRU" and bool(r.node.attrs.get("linear_before_reset", 0))
+    in_bias = [b[d, :gates * hid] + b[d, gates * hid:] for d in range(dirs)]
+    if lbr:
+        in_bias = [np.concatenate([ib[:2 * hid], b[d, 2 * hid:3 * hid]]) for d, ib in enumerate(in_bias)]
+    return np.concatenate(in_bias).astype(np.float32), (b[:, 5 * hid:].astype(np.float32) if lbr else None)
+
+
 def expand_loop(g: Graph, node: Node) -> list[Node]:
-    """An LSTM node the looped kernel takes: its input projection of every direction as one GEMM, the LSTMLoop
-    node (one lstm_loop_mixed kernel) writing Y, Y_h and Y_c as one packed tensor, views of it as the outputs."""
+    """An LSTM / GRU node the looped kernel takes: its input projection of every direction as one GEMM, the
+    LSTMLoop / GRULoop node (one lstm_loop_mixed / gru_loop_mixed kernel) writing Y, Y_h (and Y_c) as one packed
+    tensor, views of it as the outputs."""
     xs, dirs = g.values[node.inputs[0]].shape, DIRECTIONS[node.attrs.get("direction", "forward")]
-    seq, batch = xs[0], xs[1]
-    w, rw = g.initializers[node.inputs[1]], g.initializers[node.inputs[2]]
-    hidden = int(rw.shape[-1])
+    seq, batch, gates, lstm = xs[0], xs[1], GATES[node.op_type], node.op_type == "LSTM"
+    w = g.initializers[node.inputs[1]]
+    hidden = int(g.initializers[node.inputs[2]].shape[-1])
     r = _Rnn(g, node, seq, batch, hidden)
-    b = const_input(g, node, 3)
-    b = np.zeros((dirs, 8 * hidden), np.float32) if b is None else b
-    bias = np.concatenate([b[d, :4 * hidden] + b[d, 4 * hidden:] for d in range(dirs)]).astype(np.float32)
+    bias, rb_h = _loop_biases(r, dirs, gates)
     x2d = r.op("Reshape", [node.inputs[0], r.ints([seq * batch, xs[2]])], (seq * batch, xs[2]), "x.rows")
-    ins = [x2d, r.const("w", np.ascontiguousarray(w.reshape(dirs * 4 * hidden, xs[2]), np.float32))]
+    ins = [x2d, r.const("w", np.ascontiguousarray(w.reshape(dirs * gates * hidden, xs[2]), np.float32))]
     if np.any(bias):
         ins.append(r.const("b", bias))
-    xw = r.op("Gemm", ins, (seq * batch, dirs * 4 * hidden), "xw", transB=1)
+    xw = r.op("Gemm", ins, (seq * batch, dirs * gates * hidden), "xw", transB=1)
     rows = dirs * batch
-    packed = r.op("LSTMLoop", [xw, node.inputs[2], _zero_or(g, node, 5), _zero_or(g, node, 6)],
-                  ((seq + 2) * rows, hidden), "loop", seq=seq, batch=batch, hidden=hidden, dirs=dirs,
-                  reverse=node.attrs.get("direction", "forward") == "reverse", onnx_inputs=list(node.inputs))
-    parts = [r.fresh(f"{node.name}/loop.{k}") for k in ("y", "y_h", "y_c")]
-    for p, n in zip(parts, (seq * rows, rows, rows)):
+    if lstm:
+        states = [_zero_or(g, node, 5), _zero_or(g, node, 6)]
+    else:
+        states = ["" if rb_h is None else r.const("rb_h", rb_h), _zero_or(g, node, 5)]
+    packed = r.op(LOOP_OP[node.op_type], [xw, node.inputs[2], *states],
+                  ((seq + 1 + lstm) * rows, hidden), "loop", seq=seq, batch=batch, hidden=hidden, dirs=dirs,
+                  reverse=node.attrs.get("direction", "forward") == "reverse", onnx_inputs=list(node.inputs),
+                  lbr=rb_h is not None)
+    sizes = [seq * rows, rows, rows][:2 + lstm]
+    parts = [r.fresh(f"{node.name}/loop.{k}") for k in ("y", "y_h", "y_c")[:2 + lstm]]
+    for p, n in zip(parts, sizes):
         g.values[p] = Value(p, (n, hidden), "float32")
-    r.nodes.append(Node(f"{node.name}/loop.split", "Split", [packed, r.ints([seq * rows, rows, rows])], parts,
-                        {"axis": 0}))
+    r.nodes.append(Node(f"{node.name}/loop.split", "Split", [packed, r.ints(sizes)], parts, {"axis": 0}))
     shapes = [(seq, dirs, batch, hidden), (dirs, batch, hidden), (dirs, batch, hidden)]
     for out, part, shape, base in zip(node.outputs, parts, shapes, ("y", "y_h", "y_c")):
         if out:
@@ -373,14 +389,14 @@ def expand_loop(g: Graph, node: Node) -> list[Node]:
 
 
 def reference_nodes(g: Graph, loop: Node) -> list[Node]:
-    """ONNX nodes computing what an LSTMLoop node writes (the isolated check's reference): the original LSTM on
-    its original inputs, its outputs as rows, concatenated."""
-    a = loop.attrs
+    """ONNX nodes computing what an LSTMLoop / GRULoop node writes (the isolated check's reference): the original
+    node on its original inputs, its outputs as rows, concatenated."""
+    a, lstm = loop.attrs, loop.op_type == "LSTMLoop"
     rows, hidden = a["dirs"] * a["batch"], a["hidden"]
-    outs = [f"{loop.name}/ref.{k}" for k in ("y", "y_h", "y_c")]
+    outs = [f"{loop.name}/ref.{k}" for k in ("y", "y_h", "y_c")[:2 + lstm]]
     direction = "bidirectional" if a["dirs"] == 2 else ("reverse" if a["reverse"] else "forward")
-    nodes = [Node(f"{loop.name}/ref", "LSTM", a["onnx_inputs"], outs, {"hidden_size": hidden,
-                                                                        "direction": direction})]
+    attrs = {"hidden_size": hidden, "direction": direction} | ({} if lstm else {"linear_before_reset": int(a["lbr"])})
+    nodes = [Node(f"{loop.name}/ref", "LSTM" if lstm else "GRU", a["onnx_inputs"], outs, attrs)]
     flat = []
     for o, n in zip(outs, (a["seq"] * rows, rows, rows)):
         shape = f"{o}.shape"
@@ -401,21 +417,39 @@ def _live(nodes: list[Node], used: set[str]) -> list[Node]:
     return live[::-1]
 
 
-def expand_recurrent_nodes(g: Graph, log: list[str]) -> dict[str, list[Node]]:
-    """Replace every accepted LSTM / GRU node of `g` (edited in place) by its expansion; the rest stay, for the
-    op check to refuse by name. Returns the nodes each expanded node became, by its name. The new nodes are named
-    `<node>/...` and are their own source (the isolated check finds each in ONNX Runtime's unrolled graph)."""
+def loop_attrs(node: Node, g: Graph) -> dict:
+    """The looped kernel's attributes for an LSTM / GRU node it takes (its op spec's fields, recurrent_spec.py)."""
+    xs, a = g.values[node.inputs[0]].shape, node.attrs
+    return {"seq": xs[0], "batch": xs[1], "hidden": int(g.initializers[node.inputs[2]].shape[-1]),
+            "dirs": DIRECTIONS[a.get("direction", "forward")], "reverse": a.get("direction", "forward") == "reverse",
+            "h0": bool(_zero_or(g, node, 5)), "c0": node.op_type == "LSTM" and bool(_zero_or(g, node, 6)),
+            "lbr": node.op_type == "GRU" and bool(a.get("linear_before_reset", 0))}
+
+
+# (node name, loop op, loop_attrs) -> build the looped form? The cost model's choice (codegen/select/recurrent.py
+# chooser); None: looped wherever the kernel takes the node
+Chooser = Callable[[str, str, dict], bool]
+
+
+def expand_recurrent_nodes(g: Graph, log: list[str], choose: Chooser | None = None) -> dict[str, list[Node]]:
+    """Replace every accepted LSTM / GRU node of `g` (edited in place) by its expansion, looped where the kernel
+    takes it and `choose` says so, else unrolled; the rest stay, for the op check to refuse by name. Returns the
+    nodes each expanded node became, by its name. The new nodes are named `<node>/...` and are their own source
+    (the isolated check finds each in ONNX Runtime's unrolled graph)."""
     expanded: dict[str, list[Node]] = {}
     for node in [n for n in g.nodes if n.op_type in GATES and check_recurrent(n, g) is None]:
         at = g.nodes.index(node)
         g.nodes.remove(node)
         used = {i for n in g.nodes for i in n.inputs if i} | {v.name for v in g.outputs}
         why_not = loop_problem(node, g)
+        if not why_not and choose and not choose(node.name, LOOP_OP[node.op_type], loop_attrs(node, g)):
+            why_not = "the cost model predicts the unrolled form faster"
         new = _live(expand_rnn(g, node) if why_not else expand_loop(g, node), used)
         g.nodes[at:at] = new
         expanded[node.name] = new
         kinds = sorted({n.op_type for n in new})
-        how = f"unrolled (no looped kernel: {why_not})" if why_not else "looped (one lstm_loop_mixed kernel)"
+        how = (f"unrolled (no looped kernel: {why_not})" if why_not else
+               f"looped (one {LOOP_OP[node.op_type]} kernel)")
         log.append(f"expand_recurrent: '{node.name}' ({node.op_type}, {node.attrs.get('direction', 'forward')}) "
                    f"{how} into {len(new)} node(s) ({', '.join(kinds)})")
     return expanded

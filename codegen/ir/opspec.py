@@ -18,7 +18,7 @@ from .col2im_spec import Col2imSpec
 from .copy_spec import CopySpec, GatherSpec
 from .eltwise_program import decode, epilogue_tag, vector_ops
 from .graph import OpInstance
-from .recurrent_spec import LstmLoopSpec
+from .recurrent_spec import LOOP_SPECS, GruLoopSpec, LstmLoopSpec
 from .reduce_spec import REDUCE_OPS, ReduceSpec
 from .resize_spec import ResizeSpec
 from .tensor import C0, Tensor, c1
@@ -655,14 +655,14 @@ class AttentionSpec:
 
 Opspec = (Conv2dSpec | DwConv2dSpec | GemmSpec | EltwiseSpec | Pool2dSpec | RowSpec | BatchedGemmSpec | TransposeSpec
           | AttentionSpec | AvgPool2dSpec | EltwiseProgramSpec | ChannelGatherSpec | CopySpec | ResizeSpec | ReduceSpec
-          | GatherSpec | LstmLoopSpec | Col2imSpec)
+          | GatherSpec | LstmLoopSpec | Col2imSpec | GruLoopSpec)
 # kind -> its spec class (the one table a spec is rebuilt from: an .opspec file, a manifest record)
 SPEC_CLASSES: dict[str, type[Opspec]] = {
     "conv2d": Conv2dSpec, "dwconv2d": DwConv2dSpec, "gemm": GemmSpec, "eltwise": EltwiseSpec, "pool2d": Pool2dSpec,
     "softmax": RowSpec, "logsoftmax": RowSpec, "layernorm": RowSpec, "bgemm": BatchedGemmSpec, "copy": CopySpec,
     "transpose": TransposeSpec, "attention": AttentionSpec, "avgpool2d": AvgPool2dSpec, "resize": ResizeSpec,
     "eltwise_program": EltwiseProgramSpec, "channel_gather": ChannelGatherSpec, "reduce": ReduceSpec,
-    "gather": GatherSpec, "lstm_loop": LstmLoopSpec, "col2im": Col2imSpec}
+    "gather": GatherSpec, "lstm_loop": LstmLoopSpec, "col2im": Col2imSpec, "gru_loop": GruLoopSpec}
 
 
 CUBE_DTYPES = ("fp16", "bf16")
@@ -731,8 +731,8 @@ def opspec_of(op: OpInstance) -> Opspec:
         return CopySpec(a["out_numel"], a["moves"]) if op.type == "Copy" else GatherSpec(*a["gather"])
     if op.type in REDUCE_OPS:
         return ReduceSpec(REDUCE_OPS[op.type], a["rows"], a["length"])
-    if op.type == "LSTMLoop":
-        return LstmLoopSpec(a["seq"], a["batch"], a["hidden"], a["dirs"], a["reverse"], a["h0"], a["c0"])
+    if op.type in LOOP_SPECS:  # LSTMLoop, GRULoop
+        return LOOP_SPECS[op.type](a)
     if op.type == "Resize":
         (n, c, h, w), (ho, wo) = a["input"], a["out_hw"]
         return ResizeSpec(n, c, h, w, ho, wo, a["mode"], a["coord"], a["nearest"], *map(f32, a["scales"]))

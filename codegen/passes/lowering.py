@@ -31,7 +31,7 @@ from .conv_transpose import conv_transpose
 from .eltwise_programs import CHAIN_OPS as PROGRAM_CHAIN_OPS  # lowered as elementwise programs
 from .lowered import LoweredModel, Step, Storage
 from .patterns import Patterns, find_patterns
-from .recurrent import lstm_loop
+from .recurrent import gru_loop, lstm_loop
 from .views import as_swap_0213, canonical_transpose, contiguous_offset
 
 C0 = 16
@@ -718,7 +718,7 @@ class _Lowerer:
         "AveragePool": pool, "ReduceMean": reduce_mean, "BatchNormalization": batchnorm, "Squeeze": reshape,
         "Unsqueeze": reshape, "Slice": slice_op, "Split": split, "Gather": gather_rules.gather, "Concat": concat,
         "EltwiseProgram": eltwise_program, "Resize": resize, "ConvTranspose": conv_transpose, "Pad": pad_rules.pad,
-        "LSTMLoop": lstm_loop, **dict.fromkeys(("ReduceSum", *copy_rules.REDUCE_TYPES), reduce)}
+        "LSTMLoop": lstm_loop, "GRULoop": gru_loop, **dict.fromkeys(("ReduceSum", *copy_rules.REDUCE_TYPES), reduce)}
 
 
     def layernorm_decomposed(self, node: Node) -> None:

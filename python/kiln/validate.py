@@ -167,20 +167,26 @@ def per_kernel(model, seed: int = 0, input_size: tuple[int, int] | None = None, 
     if inputs is None:
         inputs = seeded_inputs(shapes, seed, index_bounds(model))
     pins = dict(zip([n for n, _ in model.inputs], shapes)) if input_size else None
-    reference = _reference(path, dict(zip([n for n, _ in model.inputs], shapes)))
+    reference = _reference(path, dict(zip([n for n, _ in model.inputs], shapes)), model)
     return isolate.per_kernel(model, list(inputs), reference,
                               lambda names: ort_session(reference, extra_outputs=names, input_shapes=pins),
                               force_generic=force_generic, perturb=perturb)
 
 
-def _reference(path: Path, shapes: dict[str, tuple[int, ...]]):
+def _reference(path: Path, shapes: dict[str, tuple[int, ...]], baked):
     """What ONNX Runtime runs for the isolated check: the file, or with its LSTM / GRU nodes unrolled as the build
-    unrolls them (the unrolled kernels' values exist in ONNX Runtime only then)."""
+    unrolls them (the unrolled kernels' values exist in ONNX Runtime only then; looped or unrolled as the build's
+    cost model chose, on the build's profile)."""
     import onnx
 
+    from . import build_info
     from .codegen.frontend.onnx_import import unrolled_reference
+    from .codegen.ir.optlog import OptLog
+    from .codegen.ir.profiles import PROFILES
+    from .codegen.select.recurrent import chooser
     model = onnx.load(str(path), load_external_data=False)
-    unrolled = unrolled_reference(model, shapes)
+    recurrence = chooser(baked.name, PROFILES[build_info(baked)["profile"]], OptLog())
+    unrolled = unrolled_reference(model, shapes, recurrence)
     return path if unrolled is model else unrolled
 
 

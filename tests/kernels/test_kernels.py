@@ -219,8 +219,8 @@ def check_resize(s: dict, x: np.ndarray, y: np.ndarray) -> None:
 
 @pytest.mark.parametrize("k", KERNELS, ids=[k.name for k in KERNELS])
 def test_kernel_matches_reference(k):
-    if k.record["features"]["kind"] == "lstm_loop":
-        check_lstm_loop(k)
+    if k.record["features"]["kind"] in ("lstm_loop", "gru_loop"):
+        check_recurrent_loop(k)
         return
     args = make_inputs(k, seed=1234)
     y = k(*args).astype(np.float64)
@@ -411,8 +411,8 @@ def check_fp32_math(k, args, y):
 
 @pytest.mark.parametrize("k", KERNELS, ids=[k.name for k in KERNELS])
 def test_pipe_counters_match_tiling(k):
-    if k.record["features"]["kind"] == "lstm_loop":  # packed operands only (check_lstm_loop)
-        run_lstm_loop(k, seed=7)
+    if k.record["features"]["kind"] in ("lstm_loop", "gru_loop"):  # packed operands only (check_recurrent_loop)
+        RUN_LOOP[k.record["features"]["kind"]](k, seed=7)
     else:
         k(*make_inputs(k, seed=7))
     st = k.last_stats
@@ -464,6 +464,10 @@ def test_pipe_counters_match_tiling(k):
         steps = s["seq"] - (0 if s["h0"] else 1)
         assert st["cube_macs"] == s["dirs"] * steps * r16(s["batch"]) * 4 * s["hidden"] * s["hidden"]
         assert st["pipes"]["V"]["instructions"] > 0  # the gates
+    elif kind == "gru_loop":  # per step with h: h . R^T over 3H columns (lbr), else over 2H and (r * h) . R_h^T
+        steps = s["seq"] - (0 if s["h0"] else 1)
+        assert st["cube_macs"] == s["dirs"] * steps * r16(s["batch"]) * 3 * s["hidden"] * s["hidden"]
+        assert st["pipes"]["V"]["instructions"] > 0
     else:
         assert st["cube_macs"] == 0
         moved = st["pipes"]["MTE3"]["bytes"]
@@ -517,10 +521,11 @@ def test_a_gather_index_out_of_range_raises_naming_the_kernel():
             k(x, idx)
 
 
-def check_lstm_loop(k):
-    """The looped LSTM recurrence (lstm_loop_mixed) against a float64 LSTM over the same fp16 operands (run_lstm_loop).
-    h goes to the Cube as fp16 each step and c stays fp32: a few fp16 units of |h| <= 1 over the sequence."""
-    got, want = run_lstm_loop(k, seed=1234)
+def check_recurrent_loop(k):
+    """The looped LSTM / GRU recurrence (lstm_loop_mixed, gru_loop_mixed) against a float64 LSTM / GRU over the same
+    fp16 operands (run_lstm_loop, run_gru_loop). h goes to the Cube as fp16 each step (the GRU's r * h too) and the
+    state stays fp32: a few fp16 units of |h| <= 1 over the sequence."""
+    got, want = RUN_LOOP[k.record["features"]["kind"]](k, seed=1234)
     err = np.abs(got - want)
     assert err.max() <= 8 * 2.0 ** -11 * max(1.0, np.abs(want).max()), err.max()
     assert np.count_nonzero(got) > 0.3 * got.size
@@ -557,3 +562,43 @@ def run_lstm_loop(k, seed: int):
         want[(T * D + d) * B:(T * D + d + 1) * B] = h
         want[((T + 1) * D + d) * B:((T + 1) * D + d + 1) * B] = c
     return got, want
+
+
+def run_gru_loop(k, seed: int):
+    """Runs the kernel on packed operands: the input projection xw [T*B, D*3H] (gates z, r, h), R^T per direction
+    in the Zn layout (linear_before_reset: one [H, 3H] block, else [H, 2H] then [H, H]), Rb_h [D, B, H] with
+    linear_before_reset, h0 when the spec takes it; its output packs Y per step and direction, then Y_h. Returns
+    (output, the float64 GRU's)."""
+    from codegen.ir import layouts
+    from kiln.runtime import as_packed
+    s = k.record["spec"]
+    T, B, H, D, rev, lbr = s["seq"], s["batch"], s["hidden"], s["dirs"], s["reverse"], s["lbr"]
+    rng = np.random.default_rng(seed)
+    xw = (0.5 * rng.standard_normal((T * B, D * 3 * H))).astype(np.float16)
+    R = (0.15 * rng.standard_normal((D, 3 * H, H))).astype(np.float32)
+    blocks = [[R[d]] if lbr else [R[d][:2 * H], R[d][2 * H:]] for d in range(D)]
+    packed = np.concatenate([layouts.kn_to_zn(b.T).reshape(-1) for bs in blocks for b in bs])
+    rbh = np.broadcast_to((0.3 * rng.standard_normal((D, 1, H))).astype(np.float16), (D, B, H))
+    h0 = (0.5 * rng.standard_normal((D, B, H))).astype(np.float16) if s["h0"] else np.zeros((D, B, H), np.float16)
+    args = [xw, packed.reshape(D, H // 16, 3 * H // 16, 16, 16)] + [v for v, on in ((rbh, lbr), (h0, s["h0"])) if on]
+    got = np.asarray(k.run_packed(*[as_packed(np.asarray(a, np.float32), "fp16") for a in args]), np.float64)
+    got = got.reshape((T + 1) * D * B, H)
+    want = np.zeros_like(got)
+    rf = R.astype(np.float16).astype(np.float64)
+    for d in range(D):
+        h = h0[d].astype(np.float64)
+        for t in (range(T - 1, -1, -1) if rev or d == 1 else range(T)):
+            x = xw[t * B:(t + 1) * B, d * 3 * H:(d + 1) * 3 * H].astype(np.float64)
+            g = ref.f16(h) @ rf[d, :2 * H].T
+            z, r = (1 / (1 + np.exp(-(x[:, j * H:(j + 1) * H] + g[:, j * H:(j + 1) * H]))) for j in range(2))
+            if lbr:
+                n = np.tanh(x[:, 2 * H:] + r * (ref.f16(h) @ rf[d, 2 * H:].T + rbh[d].astype(np.float64)))
+            else:
+                n = np.tanh(x[:, 2 * H:] + ref.f16(r * h) @ rf[d, 2 * H:].T)
+            h = n + z * (h - n)
+            want[(t * D + d) * B:(t * D + d + 1) * B] = h
+        want[(T * D + d) * B:(T * D + d + 1) * B] = h
+    return got, want
+
+
+RUN_LOOP = {"lstm_loop": run_lstm_loop, "gru_loop": run_gru_loop}

@@ -123,19 +123,24 @@ def test_reference_names_every_unrolled_value():
     assert {o for n in g.nodes for o in n.outputs} <= produced
 
 
-@pytest.mark.parametrize("direction, extra", [
-    ("bidirectional", {5: ("h0", None), 6: ("c0", None)}),
-    ("reverse", {5: ("h0", np.full((1, B, 16), 0.5, np.float32))}),
-    ("forward", {}),
+@pytest.mark.parametrize("op, direction, extra, attrs", [
+    ("LSTM", "bidirectional", {5: ("h0", None), 6: ("c0", None)}, {}),
+    ("LSTM", "reverse", {5: ("h0", np.full((1, B, 16), 0.5, np.float32))}, {}),
+    ("LSTM", "forward", {}, {}),
+    ("GRU", "bidirectional", {5: ("h0", None)}, {"linear_before_reset": 1}),
+    ("GRU", "reverse", {5: ("h0", np.full((1, B, 16), 0.5, np.float32))}, {}),
+    ("GRU", "forward", {}, {"linear_before_reset": 1}),
 ])
-def test_looped_form_and_its_reference_compute_the_node(direction, extra):
-    """hidden 16: one input GEMM (every direction's gates side by side) and one LSTMLoop node; the reference (the
-    isolated check's) computes every value the build names, the loop's packed output by the LSTM node itself."""
-    model = rnn_model(direction=direction, extra=extra, hidden=16)
+def test_looped_form_and_its_reference_compute_the_node(op, direction, extra, attrs):
+    """hidden 16: one input GEMM (every direction's gates side by side) and one LSTMLoop / GRULoop node; the
+    reference (the isolated check's) computes every value the build names, the loop's packed output by the
+    node itself."""
+    model = rnn_model(op, direction=direction, extra=extra, hidden=16, **attrs)
     log: list[str] = []
     g = onnx_import.load_model(model, "rnn.onnx", log=log)
-    assert [n.op_type for n in g.nodes if n.op_type in ("Gemm", "LSTMLoop")] == ["Gemm", "LSTMLoop"]
-    assert any("looped (one lstm_loop_mixed kernel)" in line for line in log)
+    loop = f"{op}Loop"
+    assert [n.op_type for n in g.nodes if n.op_type in ("Gemm", loop)] == ["Gemm", loop]
+    assert any(f"looped (one {loop} kernel)" in line for line in log)
     ref = onnx_import.unrolled_reference(model, {v.name: v.shape for v in g.inputs})
     assert {o for n in g.nodes for o in n.outputs} <= {o for n in ref.graph.node for o in n.output}
     assert_computes_the_same(ref, model)
@@ -146,7 +151,8 @@ def test_looped_form_and_its_reference_compute_the_node(direction, extra):
     ("LSTM", {"layout": 1}, "layout=1"),
     ("LSTM", {"input_forget": 1}, "input_forget=1"),
     ("LSTM", {"hidden": 20}, "a hidden size that is a multiple of 16"),
-    ("GRU", {}, "GRU has no looped kernel yet"),
+    ("GRU", {"clip": 1.5}, "clip: the looped kernel takes none of these yet"),
+    ("GRU", {"hidden": 200}, "a hidden size that is a multiple of 16"),
 ])
 def test_what_the_looped_kernel_does_not_take_is_unrolled_saying_why(op, kw, why):
     hidden = kw.pop("hidden", 16)
@@ -156,5 +162,35 @@ def test_what_the_looped_kernel_does_not_take_is_unrolled_saying_why(op, kw, why
         model.graph.input[0].type.tensor_type.shape.dim[1].dim_value = T
     log: list[str] = []
     g = onnx_import.load_model(model, "rnn.onnx", log=log)
-    assert "LSTMLoop" not in {n.op_type for n in g.nodes}
+    assert not {"LSTMLoop", "GRULoop"} & {n.op_type for n in g.nodes}
     assert any("unrolled (no looped kernel: " in line and why in line for line in log), log
+
+
+def test_the_chooser_decides_between_the_forms():
+    """A node the looped kernel takes is built looped or unrolled as the chooser (the build's: the cost model's)
+    says, given the loop's attributes."""
+    model = rnn_model("GRU", direction="bidirectional", extra={5: ("h0", None)}, hidden=16, linear_before_reset=1)
+    asked: list[tuple] = []
+    log: list[str] = []
+    g = onnx_import.load_model(model, "rnn.onnx", log=log, recurrence=lambda *a: asked.append(a) and False)
+    assert asked == [("the_node", "GRULoop", {"seq": T, "batch": B, "hidden": 16, "dirs": 2, "reverse": False,
+                                              "h0": True, "c0": False, "lbr": True})]
+    assert "GRULoop" not in {n.op_type for n in g.nodes}
+    assert any("the cost model predicts the unrolled form faster" in line for line in log), log
+
+
+def test_kernel_list_gru_loop_entries(tmp_path):
+    """Kernel-list type GRULoop: the looped kernel's spec from its fields; a bad linear_before_reset is refused
+    naming the entry."""
+    from codegen import KilnError
+    from codegen.frontend.kernel_list import load_kernel_list
+    from codegen.ir.opspec import opspec_of
+    path = tmp_path / "k.toml"
+    entry = ('[[op]]\nlabel = "g"\ntype = "GRULoop"\nseq = 6\nbatch = 20\nhidden = 32\ndirection = "reverse"\n'
+             'h0 = true\n')
+    path.write_text(entry + "linear_before_reset = 1\n")
+    (op,) = load_kernel_list(path)
+    assert opspec_of(op).name == "gru_loop_reverse_t6_b20_h32_h0_lbr1"
+    path.write_text(entry + "linear_before_reset = 2\n")
+    with pytest.raises(KilnError, match="'linear_before_reset' 0 or 1"):
+        load_kernel_list(path)

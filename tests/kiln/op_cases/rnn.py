@@ -1,8 +1,8 @@
-"""LSTM and GRU (the LSTM's recurrence looped inside one lstm_loop_mixed kernel where it takes the node, otherwise
-unrolled over the baked sequence, codegen/frontend/onnx_rnn.py) against ONNX Runtime: every
-direction with and without initial states (given at run time or constant), pairwise with GRU's
-linear_before_reset, layout 1, clip, LSTM peepholes and input_forget, a constant full-length sequence_lens, a hidden
-size that is not a multiple of 16; and the acceptance model, a small CRNN text recogniser (conv backbone ->
+"""LSTM and GRU (the recurrence looped inside one lstm_loop_mixed / gru_loop_mixed kernel where it takes the node
+and the cost model predicts it faster, otherwise unrolled over the baked sequence, codegen/frontend/onnx_rnn.py)
+against ONNX Runtime: every direction with and without initial states (given at run time or constant), pairwise with
+GRU's linear_before_reset, layout 1, clip, LSTM peepholes and input_forget, a constant full-length sequence_lens, a
+hidden size that is not a multiple of 16; and the acceptance model, a small CRNN text recogniser (conv backbone ->
 reshape to a width-major sequence -> bidirectional LSTM -> linear head). ONNX Runtime runs no layout-1 RNN, so
 those cases' reference is the layout-0 node between Transposes (the spec's definition of layout 1)."""
 from __future__ import annotations
@@ -113,7 +113,7 @@ CASES = [
     _rnn("lstm_layout1_bidirectional_state_in", direction="bidirectional", state="input", layout=1),
     _rnn("lstm_peepholes_clip_reverse", direction="reverse", state="input", peepholes=True, clip=0.8),
     _rnn("lstm_input_forget_lens_h20", state="input", hidden=20, lens=True, input_forget=1),
-    _rnn("gru_forward", op="GRU"),
+    _rnn("gru_forward", op="GRU", launches=2),  # the input GEMM (3 gates), then gru_loop_mixed (2 Cube steps a step)
     _rnn("gru_forward_lbr_state_in", op="GRU", state="input", linear_before_reset=1),
     _rnn("gru_reverse_state_in", op="GRU", direction="reverse", state="input"),
     _rnn("gru_bidirectional_lbr", op="GRU", direction="bidirectional", linear_before_reset=1),
