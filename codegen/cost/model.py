@@ -391,8 +391,8 @@ def launch_bound(profile: Profile, blocks: int, cores: int, body, signature) -> 
     than its busiest pipe has run all its instructions (a pipe runs one at a time), and the launch no earlier than
     the chip's memory allows (`bounded`, exact: bytes do not depend on timing). The busy cycles and GM bytes of a
     core's blocks are counted (_BusyCore) once per signature and whether the block is its core's first (what its
-    instructions depend on: launch()), so a bound costs a few blocks where the replay costs the cores' steady
-    state."""
+    instructions depend on: launch()) and added once with their multiplicity, so a bound costs a few blocks where
+    the replay costs the cores' steady state."""
     mode = current_mode()
     seen: dict[tuple, tuple[list[float], MemCount]] = {}  # (first?, signature) -> busy cycles per pipe, GM bytes
 
