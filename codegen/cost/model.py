@@ -18,7 +18,7 @@ Every kernel family has a replay; `predict` returns None for an unknown family.
 from __future__ import annotations
 
 import os
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -391,24 +391,34 @@ def launch_bound(profile: Profile, blocks: int, cores: int, body, signature) -> 
     than its busiest pipe has run all its instructions (a pipe runs one at a time), and the launch no earlier than
     the chip's memory allows (`bounded`, exact: bytes do not depend on timing). The busy cycles and GM bytes of a
     core's blocks are counted (_BusyCore) once per signature and whether the block is its core's first (what its
-    instructions depend on: launch()), so a bound costs a few blocks where the replay costs the cores' steady
-    state."""
+    instructions depend on: launch()) and added once with their multiplicity, so a bound costs a few blocks where
+    the replay costs the cores' steady state."""
     mode = current_mode()
     seen: dict[tuple, tuple[list[float], MemCount]] = {}  # (first?, signature) -> busy cycles per pipe, GM bytes
+
+    def counted(first: bool, sig: Hashable, b: int) -> tuple[list[float], MemCount]:
+        got = seen.get((first, sig))
+        if got is None:
+            core = _BusyCore(profile, mode.l2)
+            core.blocks = 0 if first else 1
+            body(core, b)
+            got = seen[(first, sig)] = ([core.count[p].busy for p in PIPES], core.mem)
+        return got
+
     cycles, replayed, mem = 0.0, 0, MemCount()
     for v in (sorted({0, (blocks - 1) % cores}) if mode.sample else range(cores)):
-        busy = [0.0] * len(PIPES)
-        for i, b in enumerate(range(v, blocks, cores)):
-            key = (i == 0, signature(b))
-            got = seen.get(key)
-            if got is None:
-                core = _BusyCore(profile, mode.l2)
-                core.blocks = min(i, 1)
-                body(core, b)
-                got = seen[key] = ([core.count[p].busy for p in PIPES], core.mem)
-            busy = [x + y for x, y in zip(busy, got[0])]
-            mem.add(got[1])
-            replayed += 1
+        bs = range(v, blocks, cores)
+        busy, first_mem = counted(True, signature(v), v)
+        busy = list(busy)
+        mem.add(first_mem)
+        sigs = list(map(signature, bs[1:]))  # the later blocks by signature, each counted with its multiplicity
+        for sig, n in Counter(sigs).items():
+            got, m = counted(False, sig, bs[1 + sigs.index(sig)])
+            busy = [x + n * y for x, y in zip(busy, got)]
+            mem.l2_hit_bytes += n * m.l2_hit_bytes
+            mem.hbm_read_bytes += n * m.hbm_read_bytes
+            mem.write_bytes += n * m.write_bytes
+        replayed += len(bs)
         cycles = max(cycles, max(busy))
     total, limit = bounded(profile, cycles, mem, max(1, blocks) / max(1, replayed))
     return Prediction(total + profile.launch_cycles, {p: PipeCount() for p in PIPES}, cores=cores,

@@ -304,27 +304,32 @@ def _apply(core, shape: _Shape, effect: tuple, ref: float) -> None:
 MAX_PERIOD = 24  # longest repeating pattern of keys looked for (a tile pattern over the image's rows)
 
 
-def _periods(keys: Sequence[Hashable]) -> list[list[int]]:
-    """runs[P][j]: how many items from j on equal the item P before them (P = 1.. a third of the items, at most
-    MAX_PERIOD: a pattern must repeat three times to be used)."""
-    ids: dict = {}
-    seq = [ids.setdefault(k, len(ids)) for k in keys]
-    n = len(seq)
-    runs: list[list[int]] = [[]]
-    for period in range(1, min(MAX_PERIOD, n // 3) + 1):
-        run = [0] * (n + 1)
-        for j in range(n - 1, period - 1, -1):
-            if seq[j] == seq[j - period]:
-                run[j] = run[j + 1] + 1
-        runs.append(run)
-    return runs
+class _Runs:
+    """runs(P)[j]: how many items from j on equal the item P before them (P = 1..top: a third of the items, at most
+    MAX_PERIOD: a pattern must repeat three times to be used), each period's row counted when first asked for."""
+
+    def __init__(self, keys: Sequence[Hashable]) -> None:
+        ids: dict = {}
+        self.seq = [ids.setdefault(k, len(ids)) for k in keys]
+        self.top = min(MAX_PERIOD, len(self.seq) // 3)
+        self.rows: dict[int, list[int]] = {}
+
+    def __call__(self, period: int) -> list[int]:
+        row = self.rows.get(period)
+        if row is None:
+            seq, n = self.seq, len(self.seq)
+            row = self.rows[period] = [0] * (n + 1)
+            for j in range(n - 1, period - 1, -1):
+                if seq[j] == seq[j - period]:
+                    row[j] = row[j + 1] + 1
+        return row
 
 
-def _stretch(runs: list[list[int]], i: int, n: int) -> tuple[int, int]:
+def _stretch(runs: _Runs, i: int, n: int) -> tuple[int, int]:
     """(P, end): the shortest period P whose pattern repeats at least three times from item i, and where that
     repetition ends; (0, 0) if none does."""
-    for period in range(1, min(len(runs) - 1, (n - i) // 3) + 1):
-        r = runs[period][i + period]
+    for period in range(1, min(runs.top, (n - i) // 3) + 1):
+        r = runs(period)[i + period]
         if r >= 2 * period:
             return period, i + period + r
     return 0, 0
@@ -347,9 +352,9 @@ def steady_loop(core, keys: Sequence[Hashable], run_item: Callable[[int], None],
         memo.item(core, keys[k], lambda: run_item(k))
 
     n, i = len(keys), 0
-    runs = _periods(keys) if n >= 3 else []
+    runs = _Runs(keys) if n >= 3 else None
     while i < n:
-        period, end = _stretch(runs, i, n) if runs else (0, 0)
+        period, end = _stretch(runs, i, n) if runs is not None else (0, 0)
         if not period:
             one(i)
             i += 1
