@@ -52,7 +52,8 @@ SUPPORTED = {
     "Gather": "ONNX Gather with run-time indices as one gather_mte kernel: 'input' = [outer, axis, inner] (row-major "
               "fp16), 'count' indices (fp32 integers)",
     "Resize": "Resize over H and W of NCHW 'input' by 'scales' [h, w] (the output floor(size * scale)) or to 'sizes' "
-              "[h, w]; 'mode' nearest or linear, 'coordinate_transformation_mode', 'nearest_mode' (ONNX names)",
+              "[h, w]; 'mode' nearest or linear, 'coordinate_transformation_mode', 'nearest_mode' (ONNX names); "
+              "'program', an elementwise program of its output (input 0) run before the store",
     "LSTMLoop": "an LSTM's recurrence looped over 'seq' steps in one kernel (lstm_loop_mixed): 'batch', 'hidden' (a "
                 "multiple of 16), 'direction' (forward, reverse, bidirectional), 'h0', 'c0' (true: the initial "
                 "states are inputs); it reads the input projection [seq*batch, dirs*4*hidden] and R^T as ZN",
@@ -218,8 +219,12 @@ def _parse_resize(entry: str, raw: dict[str, Any], a: dict[str, Any]) -> None:
     mode = raw.get("mode", "nearest")
     a.update(out_hw=(ho, wo), scales=factors, mode=mode, coord=raw.get("coordinate_transformation_mode", "half_pixel"),
              nearest=raw.get("nearest_mode", "round_prefer_floor") if mode == "nearest" else "")
+    if "program" in raw:  # a program epilogue of the output (codegen/passes/program_epilogue.py)
+        if not isinstance(raw["program"], str):
+            raise KilnError("frontend", entry, "'program' must be a string, e.g. \"sigmoid(0)\"")
+        a["program"] = raw["program"]
     try:
-        ResizeSpec(n, c, h, w, ho, wo, mode, a["coord"], a["nearest"], *factors)
+        ResizeSpec(n, c, h, w, ho, wo, mode, a["coord"], a["nearest"], *factors, a.get("program", ""))
     except ValueError as e:
         raise KilnError("frontend", entry, str(e)) from None
 

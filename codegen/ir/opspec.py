@@ -735,7 +735,7 @@ def opspec_of(op: OpInstance) -> Opspec:
     if op.type == "Resize":
         (n, c, h, w), (ho, wo) = a["input"], a["out_hw"]
         return ResizeSpec(n, c, h, w, ho, wo, a["mode"], a["coord"], a["nearest"], f32(a["scales"][0]),
-                          f32(a["scales"][1]))
+                          f32(a["scales"][1]), a.get("program", ""))
     if op.type == "Attention":
         return AttentionSpec(a["batch"], a["heads"], a["q"], a["kv"], a["d"], f32(a["scale"]), bool(a.get("mask")))
     if op.type in ("MaxPool", "AveragePool", "GlobalAveragePool"):
