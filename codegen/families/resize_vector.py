@@ -8,12 +8,15 @@ vcopy with a destination block stride of P and a source block stride of Q (a sca
 row, 1.5 three). Nearest: a row is gathered once per run of output rows reading the same input row and stored
 once per output row. Bilinear: each input row the band reads is interpolated along W first (two gathers, times the
 per-column weight rows, which vdup builds once per block from progressions of equal weights, and a sum), then each
-output row is the weighted sum of its two interpolated rows (scalar weights)."""
+output row is the weighted sum of its two interpolated rows (scalar weights). A program epilogue
+(codegen/passes/program_epilogue.py) runs on each computed output row before its store: cast to fp32, the
+program's Vector instructions, cast back (nearest: once per run of output rows reading one input row)."""
 from __future__ import annotations
 
 from math import ceil
 
 from ..cost.model import PingPongSim, Prediction, SimCore, launch
+from ..ir.eltwise_program import epilogue_steps, scratch_names, vector_ops
 from ..ir.opspec import c1
 from ..ir.optlog import OptLog
 from ..ir.profiles import Profile
@@ -98,7 +101,9 @@ def slab_rows(spec: ResizeSpec, rows_per_block: int) -> int:
 def resize_buffers(spec: ResizeSpec, rows_per_block: int) -> dict[str, int]:
     slab, row_out = slab_rows(spec, rows_per_block), r32(spec.wo * 32)
     linear = slab * row_out + 4 * row_out if spec.mode == "linear" else 0  # interpolated rows, gathers, weights
-    return {"UB": r32(slab * spec.w * 32) + linear + 2 * row_out}
+    steps = epilogue_steps(spec.program)
+    program = (1 + len(steps) + len(scratch_names(steps))) * r32(spec.wo * 64) if steps else 0  # fp32 rows
+    return {"UB": r32(slab * spec.w * 32) + linear + 2 * row_out + program}
 
 
 def resize_rule(spec: ResizeSpec, profile: Profile, log: OptLog) -> Variant:
@@ -130,6 +135,16 @@ def _gather(core: SimCore, runs: list[Run], op: str = "Copy") -> None:
             core.vec(op, False, 1)
 
 
+def _epilogue(core: SimCore, spec: ResizeSpec) -> None:
+    """A program epilogue on one output row: cast to fp32, the program's VecOps (one pass), cast back."""
+    program = vector_ops(epilogue_steps(spec.program))
+    if program:
+        row = spec.wo * 16
+        core.vec_flat(row, 64, [("Cast", True)])
+        core.vec_flat(row, 64, [(op, True) for op in program])
+        core.vec_flat(row, 64, [("Cast", True)])
+
+
 def _linear_rows(core: SimCore, spec: ResizeSpec, cols: dict, outq: PingPongSim, rows: list[int], r0: int,
                  rows_out: int) -> None:
     """Bilinear: each read input row interpolated along W, then each output row from its two."""
@@ -142,6 +157,7 @@ def _linear_rows(core: SimCore, spec: ResizeSpec, cols: dict, outq: PingPongSim,
         q = outq.slot(ro)
         outq.acquire_for_write(q)
         core.vec_flat(row, 128, [("Muls", False), ("Muls", False), ("Add", False)] if w1 else [("Copy", False)])
+        _epilogue(core, spec)
         outq.written(q)
         outq.acquire_for_read(q)
         core.copy_ub_to_gm(1, row, 2)
@@ -154,6 +170,7 @@ def _nearest_rows(core: SimCore, spec: ResizeSpec, cols: dict, outq: PingPongSim
         q = outq.slot(it)
         outq.acquire_for_write(q)
         _gather(core, cols["gather0"])
+        _epilogue(core, spec)
         outq.written(q)
         outq.acquire_for_read(q)
         for _ in range(count):
@@ -199,4 +216,4 @@ def template_tables(spec: ResizeSpec, rows_per_block: int) -> dict:
 
 
 FAMILY = register(Family("resize_vector", "resize", "vector", resize_rule, resize_mte2, replay_resize, space=space,
-                         template_globals={"resize_tables": template_tables}))
+                         template_globals={"resize_tables": template_tables, "epilogue_steps": epilogue_steps}))

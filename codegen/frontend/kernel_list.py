@@ -52,7 +52,8 @@ SUPPORTED = {
     "Gather": "ONNX Gather with run-time indices as one gather_mte kernel: 'input' = [outer, axis, inner] (row-major "
               "fp16), 'count' indices (fp32 integers)",
     "Resize": "Resize over H and W of NCHW 'input' by 'scales' [h, w] (the output floor(size * scale)) or to 'sizes' "
-              "[h, w]; 'mode' nearest or linear, 'coordinate_transformation_mode', 'nearest_mode' (ONNX names)",
+              "[h, w]; 'mode' nearest or linear, 'coordinate_transformation_mode', 'nearest_mode' (ONNX names); "
+              "'program', an elementwise program of its output (input 0) run before the store",
     "Col2im": "a ConvTranspose's col2im scatter-add (col2im_vector): its GEMM's columns for NCHW 'input' [n, c_out, "
               "h, w] added into the output per 'kernel_shape', 'strides', 'pads' [t, l, b, r], 'dilations'; optional "
               "bias; activation '', 'Relu' or 'Clip'",
@@ -224,8 +225,12 @@ def _parse_resize(entry: str, raw: dict[str, Any], a: dict[str, Any]) -> None:
     mode = raw.get("mode", "nearest")
     a.update(out_hw=(ho, wo), scales=factors, mode=mode, coord=raw.get("coordinate_transformation_mode", "half_pixel"),
              nearest=raw.get("nearest_mode", "round_prefer_floor") if mode == "nearest" else "")
+    if "program" in raw:  # a program epilogue of the output (codegen/passes/program_epilogue.py)
+        if not isinstance(raw["program"], str):
+            raise KilnError("frontend", entry, "'program' must be a string, e.g. \"sigmoid(0)\"")
+        a["program"] = raw["program"]
     try:
-        ResizeSpec(n, c, h, w, ho, wo, mode, a["coord"], a["nearest"], *factors)
+        ResizeSpec(n, c, h, w, ho, wo, mode, a["coord"], a["nearest"], *factors, a.get("program", ""))
     except ValueError as e:
         raise KilnError("frontend", entry, str(e)) from None
 

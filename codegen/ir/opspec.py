@@ -734,8 +734,8 @@ def opspec_of(op: OpInstance) -> Opspec:
     if op.type in LOOP_SPECS:  # LSTMLoop, GRULoop
         return LOOP_SPECS[op.type](a)
     if op.type == "Resize":
-        (n, c, h, w), (ho, wo) = a["input"], a["out_hw"]
-        return ResizeSpec(n, c, h, w, ho, wo, a["mode"], a["coord"], a["nearest"], *map(f32, a["scales"]))
+        (n, c, h, w), (ho, wo), (sh, sw) = a["input"], a["out_hw"], map(f32, a["scales"])
+        return ResizeSpec(n, c, h, w, ho, wo, a["mode"], a["coord"], a["nearest"], sh, sw, a.get("program", ""))
     if op.type == "Attention":
         return AttentionSpec(a["batch"], a["heads"], a["q"], a["kv"], a["d"], f32(a["scale"]), bool(a.get("mask")))
     if op.type in ("MaxPool", "AveragePool", "GlobalAveragePool"):

@@ -11,6 +11,7 @@ from typing import ClassVar, Literal
 
 import numpy as np
 
+from .eltwise_program import epilogue_steps, epilogue_tag
 from .tensor import C0, Tensor, c1
 
 COORDINATE_MODES = ("half_pixel", "pytorch_half_pixel", "asymmetric", "align_corners", "tf_half_pixel_for_nn")
@@ -51,7 +52,8 @@ def nearest_index(v: np.float32, mode: str) -> int:
 class ResizeSpec:
     """y = Resize(x) over H and W of NC1HWC0 fp16 (N and C kept): mode nearest (with `nearest`, the ONNX
     nearest_mode) or linear (bilinear), coordinate mode `coord`, and the float32 scales the coordinate transform
-    divides by (the given scales, or output / input size when sizes were given)."""
+    divides by (the given scales, or output / input size when sizes were given); `program`, an elementwise
+    program of the output run on each output row before it is stored (codegen/passes/program_epilogue.py)."""
     n: int
     c: int
     h: int
@@ -63,6 +65,7 @@ class ResizeSpec:
     nearest: str
     scale_h: float
     scale_w: float
+    program: str = ""
     kind: ClassVar[Literal["resize"]] = "resize"
     natural_output: ClassVar[Literal["nchw"]] = "nchw"
 
@@ -73,6 +76,7 @@ class ResizeSpec:
                              f"{self.nearest!r}: not one of {COORDINATE_MODES} / {NEAREST_MODES}")
         if min(self.n, self.c, self.h, self.w, self.ho, self.wo) < 1 or min(self.scale_h, self.scale_w) <= 0:
             raise ValueError("resize sizes must be >= 1 and scales > 0")
+        epilogue_steps(self.program)  # ValueError naming the step when malformed
 
     def taps(self, axis: int) -> list[Tap]:
         """Per output row (axis 0) or column (axis 1): the input indices it reads and their weights."""
@@ -95,7 +99,8 @@ class ResizeSpec:
     def name(self) -> str:
         digest = hashlib.sha256(f"{self.scale_h!r}/{self.scale_w!r}".encode()).hexdigest()[:6]
         how = _SHORT[self.coord] + ("_" + _SHORT[self.nearest] if self.mode == "nearest" else "")
-        return (f"resize_{self.mode}_{self.n}x{self.c}x{self.h}x{self.w}_to_{self.ho}x{self.wo}_{how}_{digest}")
+        return (f"resize_{self.mode}_{self.n}x{self.c}x{self.h}x{self.w}_to_{self.ho}x{self.wo}_{how}_{digest}"
+                + epilogue_tag(self.program))
 
     @property
     def out_channels(self) -> int:

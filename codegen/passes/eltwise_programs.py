@@ -5,8 +5,9 @@ Elementwise nodes (CHAIN_OPS) grow into groups along values read by one node onl
 within ENABLE_FUSION and MAX_FUSION_DEPTH (each program step counts as its PROGRAM_OPS entry says). A group
 becomes one EltwiseProgram node only when it holds an op the plain elementwise kernels (eltwise_vector) cannot
 run: Sigmoid, HardSigmoid, HardSwish, Sum, a broadcasting or non-scalar constant operand, Sub/Div of two
-tensors, a scalar minus or over a tensor. Every other group is left as it was, so those kernels stay as they
-were. Each decision is logged.
+tensors, a scalar minus or over a tensor, or a group that reads nothing but a Resize's output (the resize kernel
+takes it whole as its epilogue: codegen/passes/program_epilogue.py). Every other group is left as it was, so
+those kernels stay as they were. Each decision is logged.
 """
 from __future__ import annotations
 
@@ -241,6 +242,20 @@ class _Former:
                          f"EltwiseProgram({label})" + ("" if ok else ":rejected"), reason, detail=detail)
         return ok
 
+    def after_resize(self, group: _Group) -> bool:
+        """Whether the group reads only a Resize's output (of its shape; constants folded into its steps), read by
+        nothing else: formed as a program even when the plain elementwise kernels could run it, so that the
+        resize kernel can take it as its epilogue (program_epilogue.py decides and logs)."""
+        names = {s[3] for s in group.steps}
+        external = {a for s in group.steps for a in s[1] if a not in names}
+        if not self.limits.enable or len(external) != 1:
+            return False
+        v = external.pop()
+        producer = next((n for n in self.g.nodes if v in n.outputs), None)
+        return (producer is not None and producer.op_type == "Resize" and v not in self.outputs
+                and self.readers.get(v, set()) <= {m.name for m in group.nodes}
+                and tuple(self.g.values[v].shape) == tuple(self.g.values[group.output].shape))
+
     def program_node(self, group: _Group) -> Node:
         """One EltwiseProgram node for the group: its external inputs, operand forms and numbered steps."""
         out = group.output
@@ -291,7 +306,7 @@ def form_programs(g: Graph, patterns: Patterns, model: str, limits, log: OptLog)
     removed: set[str] = set()
     decisions = []
     for group in former.grow():
-        if not group.needs_program:
+        if not (group.needs_program or former.after_resize(group)):
             continue
         node = former.program_node(group)
         replaced[group.nodes[-1].name] = node

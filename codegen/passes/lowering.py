@@ -699,16 +699,16 @@ class _Lowerer:
                     [dv], self.storage[dv].layout)
 
     def resize(self, node: Node) -> None:
-        """Resize of H and W (the frontend normalised it: sizes, float32 scales, modes): the resize_vector kernel."""
+        """Resize of H and W (the frontend normalised it: sizes, float32 scales, modes): the resize_vector kernel,
+        with the elementwise program after it as its epilogue where program_epilogue.py took one."""
         a, x = node.attrs, node.inputs[0]
         attrs = {"input": self.shape(x), "out_hw": tuple(a["out_hw"]), "mode": a["mode"], "coord": a["coord"],
                  "nearest": a["nearest"], "scales": tuple(a["scales"]), "activation": "", "bias": False}
+        if node.fused.program:
+            attrs["program"] = node.fused.program
         self.kernel(node, "Resize", attrs, [self.act(node, x, "NC1HWC0")], "NC1HWC0")
-        after = [n for n in self.g.nodes
-                 if node.outputs[0] in n.inputs and n.op_type in {*PROGRAM_CHAIN_OPS, "EltwiseProgram"}]
         self.decisions.append(f"{node.name}: Resize ({a['mode']}, {a['coord']}) is a resize_vector kernel"
-                              + "".join(f"; the elementwise {n.op_type} '{n.name}' after it is not fused into it "
-                                        f"(resize_vector takes no epilogue yet): its own kernel" for n in after))
+                              + (f" with the program epilogue {node.fused.program}" if node.fused.program else ""))
 
     LOWER: ClassVar[dict] = {
         "Conv": conv, "Gemm": gemm, "MatMul": gemm, "Relu": eltwise, "Clip": eltwise, "Add": eltwise,

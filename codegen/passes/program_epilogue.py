@@ -1,5 +1,5 @@
 """Program epilogues: an elementwise program (codegen/passes/eltwise_programs.py) that reads only a depthwise
-convolution's output joins that convolution's kernel. dwconv2d_vector already holds each output row in fp32 in
+convolution's or a Resize's output joins that kernel. dwconv2d_vector already holds each output row in fp32 in
 UB, so the program's Vector instructions (codegen/ir/eltwise_program.py: SiLU as sigmoid + mul, HardSwish,
 LeakyRelu, Tanh...) run there before the cast back to fp16: no launch, no GM round trip of the conv's result
 (instruction-level fusion, as its ReLU and Clip epilogues). Runs after the programs are formed (the program is
@@ -10,6 +10,10 @@ steps), nothing else reads that output and it is not a graph output, the fused k
 MAX_FUSION_DEPTH, and the program maps 0 to 0 when the channels do not fill the last C0 block (the padded lanes
 must stay zero for the next kernel). Every opportunity is logged; the ones not taken join the fusion audit.
 Cube convolutions (dense, grouped) and GEMMs keep their program as its own Vector kernel: fusion.py audits them.
+
+A Resize (resize_vector) holds each fp16 output row in UB before its store: the program runs there the same way,
+on the row cast to fp32 and cast back (nearest: once per run of output rows reading one input row), under the same
+conditions (a Resize's padded channel lanes are copies of the input's zeros).
 """
 from __future__ import annotations
 
@@ -31,8 +35,14 @@ def _depthwise_conv(n: Node | None, g: Graph) -> bool:
     return is_depthwise(n.attrs.get("group", 1), g.values[n.inputs[0]].shape[1], wshape)
 
 
+def _producer(n: Node | None, g: Graph) -> bool:
+    """A kernel that takes a program epilogue: a depthwise Conv (dwconv2d_vector) or a Resize (resize_vector)."""
+    return _depthwise_conv(n, g) or (n is not None and n.op_type == "Resize")
+
+
 def _rejection(conv: Node, prog: Node, g: Graph, limits: FusionLimits, readers: dict[str, set[str]]) -> tuple[str, str]:
-    """(reason, detail) why `prog` stays its own kernel after the depthwise `conv`, or ("", "Vector pass")."""
+    """(reason, detail) why `prog` stays its own kernel after `conv` (a depthwise Conv or a Resize), or
+    ("", "Vector pass")."""
     x = conv.outputs[0]
     steps = prog.attrs["steps"]
     fused_depth = 1 + sum(1 for t in conv.fused.op_types if t != "BN") + program_depth(steps)
@@ -41,8 +51,8 @@ def _rejection(conv: Node, prog: Node, g: Graph, limits: FusionLimits, readers: 
     if conv.fused.program or conv.fused.residual:
         return "activation_taken", f"{conv.name} already ends with {conv.fused.program or 'a residual add'}"
     if list(prog.inputs) != [x] or tuple(prog.attrs["forms"]) != ("full",):
-        return "epilogue_unsupported", (f"the program reads {len(prog.inputs)} tensors; the depthwise kernel takes "
-                                        f"one that reads only {x}")
+        return "epilogue_unsupported", (f"the program reads {len(prog.inputs)} tensors; the {conv.op_type} kernel "
+                                        f"takes one that reads only {x}")
     if readers.get(x, set()) != {prog.name} or x in {v.name for v in g.outputs}:
         return "multiple_consumers", f"{x} is also read elsewhere"
     if fused_depth > limits.max_depth:
@@ -57,8 +67,8 @@ def _rejection(conv: Node, prog: Node, g: Graph, limits: FusionLimits, readers: 
 
 
 def absorb_program_epilogues(g: Graph, model: str, limits: FusionLimits, log: OptLog, res: FusionResult) -> None:
-    """Rewrite `g` (in place): each EltwiseProgram node reading a depthwise Conv's output becomes that conv's
-    epilogue where _rejection finds nothing against it; logged and recorded in `res` either way."""
+    """Rewrite `g` (in place): each EltwiseProgram node reading a depthwise Conv's or a Resize's output becomes
+    that kernel's epilogue where _rejection finds nothing against it; logged and recorded in `res` either way."""
     producer_of = {o: n for n in g.nodes for o in n.outputs}
     readers: dict[str, set[str]] = {}
     for n in g.nodes:
@@ -69,11 +79,11 @@ def absorb_program_epilogues(g: Graph, model: str, limits: FusionLimits, log: Op
     for prog in g.nodes:
         if prog.op_type != "EltwiseProgram":
             continue
-        conv = next((producer_of[i] for i in prog.inputs if _depthwise_conv(producer_of.get(i), g)), None)
+        conv = next((producer_of[i] for i in prog.inputs if _producer(producer_of.get(i), g)), None)
         if conv is None:
             continue
         ops = "+".join(prog.attrs["op_types"])
-        pattern, subject = f"Conv+{ops}", f"{model}:{prog.name}"
+        pattern, subject = f"{conv.op_type}+{ops}", f"{model}:{prog.name}"
         reason, detail = _rejection(conv, prog, g, limits, readers)
         if reason:
             log.add("fusion", subject, f"{pattern}:rejected", reason, detail=detail)

@@ -202,7 +202,8 @@ def check_col2im(s: dict, args: list, y: np.ndarray) -> None:
 def check_resize(s: dict, x: np.ndarray, y: np.ndarray) -> None:
     """Nearest: a gather, bit for bit. Bilinear: the separable 4-tap sum within its fp16 arithmetic: per pass
     the weights (rounded to fp16 in the per-column rows), both products and their sum round, 8u over both
-    passes of the sum of the absolute terms."""
+    passes of the sum of the absolute terms. A program epilogue: that result's error carried through the
+    program (check_program_epilogue)."""
     spec = ResizeSpec(**s)
     rows, cols = spec.taps(0), spec.taps(1)
 
@@ -210,11 +211,13 @@ def check_resize(s: dict, x: np.ndarray, y: np.ndarray) -> None:
         h = np.stack([a[..., c[0]] * c[2] + a[..., c[1]] * c[3] for c in cols], axis=-1)
         return np.stack([h[..., r[0], :] * r[2] + h[..., r[1], :] * r[3] for r in rows], axis=-2)
     want = interpolate(x.astype(np.float64))
-    if spec.mode == "nearest":
+    tol = 0.0 if spec.mode == "nearest" else 8 * 2.0 ** -11 * interpolate(np.abs(x.astype(np.float64))) + 2.0 ** -24
+    if spec.program:
+        check_program_epilogue(spec.program, want, tol, y)
+    elif spec.mode == "nearest":
         np.testing.assert_array_equal(y, want)
-        return
-    tol = 8 * 2.0 ** -11 * interpolate(np.abs(x.astype(np.float64))) + 2.0 ** -24
-    assert np.all(np.abs(y - want) <= tol), (np.abs(y - want) / tol).max()
+    else:
+        assert np.all(np.abs(y - want) <= tol), (np.abs(y - want) / tol).max()
 
 
 @pytest.mark.parametrize("k", KERNELS, ids=[k.name for k in KERNELS])
@@ -319,12 +322,18 @@ def check_dw_program(k, args, y):
     fp16 operands, then the program in float64. Its fp32 accumulation error (K terms, bounded by K 2^-23 of the
     sum of |terms|) carried through the program (the program's change over that interval), the program's fp32
     steps (a few ulps of the largest value on the way) and one fp16 rounding of the result."""
-    from codegen.ir.eltwise_program import decode, evaluate, evaluate_all
-    steps = decode(k.spec["program"], 1)
     z, zabs = reference(k, args), reference(k, args, absolute=True)
+    check_program_epilogue(k.spec["program"], z, k.record["features"]["reduction_length"] * 2.0 ** -22 * zabs, y)
+
+
+def check_program_epilogue(program: str, z: np.ndarray, dz, y: np.ndarray) -> None:
+    """A kernel's program epilogue: the program in float64 of z, the kernel's result before it, whose error
+    (at most dz) is carried through the program (the program's change over that interval), plus the program's
+    fp32 steps (a few ulps of the largest value on the way) and one fp16 rounding of the result."""
+    from codegen.ir.eltwise_program import decode, evaluate, evaluate_all
+    steps = decode(program, 1)
     values = evaluate_all(steps, [z])
     want = values[-1]
-    dz = k.record["features"]["reduction_length"] * 2.0 ** -22 * zabs
     carried = np.maximum(np.abs(evaluate(steps, [z + dz]) - want), np.abs(evaluate(steps, [z - dz]) - want))
     tol = 2.0 ** -11 * np.abs(want) + 2.0 ** -18 * np.max(np.abs(np.stack(values)), axis=0) + carried + 2.0 ** -24
     assert y.shape == want.shape

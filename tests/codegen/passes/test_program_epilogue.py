@@ -86,3 +86,74 @@ def test_a_kernel_list_takes_a_program_on_depthwise_convolutions_only(tmp_path):
         path.write_text(conv.format(w=w, g=g, p=p))
         with pytest.raises(KilnError, match=words):
             load_kernel_list(path)
+
+
+X32 = [("x", [1, 32, 4, 4])]
+UP = ("Resize", ["x", "", "scales"], ["r"], {"mode": "nearest"})
+UP_INIT = {"scales": [1, 1, 2, 2]}
+Y32 = [("y", [1, 32, 8, 8])]
+
+
+def test_a_program_after_a_resize_is_its_epilogue(tmp_path):
+    stages, log = _plan(_model(tmp_path, [UP, ("Sigmoid", ["r"], ["y"], {})], X32, Y32, UP_INIT))
+    (spec,) = stages.specs.values()
+    assert spec.kind == "resize" and spec.program == "sigmoid(0)" and "_sigmoid_" in spec.name
+    assert any("m:n1 Fused(Resize+Sigmoid) reason=program_epilogue into=n0" in line for line in log.lines)
+    assert not stages.fusion.audit
+    # a scalar Mul (an eltwise_vector kernel on its own) is formed as a program for the resize to take; SiLU too:
+    # both map 0 to 0, so 20 channels (a ragged C0 block) are fine
+    for tail in ([("Mul", ["r", "k"], ["y"], {})], [("Sigmoid", ["r"], ["s"], {}), ("Mul", ["r", "s"], ["y"], {})]):
+        stages, _ = _plan(_model(tmp_path, [UP, *tail], [("x", [1, 20, 4, 4])], [("y", [1, 20, 8, 8])],
+                                 {**UP_INIT, "k": 0.5}))
+        assert [s.kind for s in stages.specs.values()] == ["resize"]
+    (spec,) = _plan(_model(tmp_path, [UP, ("Sigmoid", ["r"], ["s"], {}), ("Mul", ["r", "s"], ["y"], {})], X32, Y32,
+                           UP_INIT))[0].specs.values()
+    assert [op for op, _, _ in decode(spec.program, 1)] == ["sigmoid", "mul"]
+
+
+def test_a_resize_not_taking_a_program_says_why(tmp_path):
+    sig = [UP, ("Sigmoid", ["r"], ["y"], {})]
+    # Sigmoid(0) = 0.5 would fill the padded lanes of 20 channels
+    stages, _ = _plan(_model(tmp_path, sig, [("x", [1, 20, 4, 4])], [("y", [1, 20, 8, 8])], UP_INIT))
+    assert [s.kind for s in stages.specs.values()] == ["resize", "eltwise_program"]
+    assert [a["reason"] for a in stages.fusion.audit] == ["epilogue_unsupported"]
+    assert "padded channel lanes" in stages.fusion.audit[0]["detail"]
+    # a program that also reads a per-channel gate
+    gate = [UP, ("Sigmoid", ["r"], ["s"], {}), ("Mul", ["s", "g"], ["y"], {})]
+    stages, log = _plan(_model(tmp_path, gate, X32 + [("g", [1, 32, 1, 1])], Y32, UP_INIT))
+    assert len(stages.specs) == 2 and any("Resize+Sigmoid+Mul:rejected reason=epilogue_unsupported" in line
+                                          for line in log.lines), log.lines
+    for options, reason in (({"ENABLE_FUSION": "OFF"}, "fusion_off"), ({"MAX_FUSION_DEPTH": "1"}, "depth_limit")):
+        stages, log = _plan(_model(tmp_path, sig, X32, Y32, UP_INIT), **options)
+        assert len(stages.specs) == 2 and any(f"Resize+Sigmoid:rejected reason={reason}" in line
+                                              for line in log.lines), log.lines
+    # the resize's output is also a graph output
+    stages, log = _plan(_model(tmp_path, sig, X32, Y32 + [("r", [1, 32, 8, 8])], UP_INIT))
+    assert len(stages.specs) == 2 and any("reason=multiple_consumers" in line for line in log.lines)
+
+
+def test_the_resize_replay_issues_the_program_once_per_computed_row():
+    from codegen.families.resize_vector import replay_resize, resize_buffers
+    from codegen.ir.resize_spec import ResizeSpec
+    profile = get_profile("ascend910b")
+    for mode, rows in (("nearest", 4), ("linear", 8)):  # nearest x2: 4 runs of 2 output rows; bilinear: each row
+        base = ResizeSpec(1, 16, 4, 4, 8, 8, mode, "half_pixel", "floor" if mode == "nearest" else "", 2.0, 2.0)
+        sig = replace(base, program="sigmoid(0)")
+        p0, p1 = (replay_resize(s, {"rows_per_block": 8}, profile) for s in (base, sig))
+        # 8 pixels x 16 channels: 128 values, one instruction (2 fp32 repeats) per VecOp: 2 casts + the program
+        assert p1.pipes["V"].instrs - p0.pipes["V"].instrs == rows * (2 + len(vector_ops(decode(sig.program, 1))))
+        assert resize_buffers(sig, 8)["UB"] == resize_buffers(base, 8)["UB"] + 2 * 8 * 64
+
+
+def test_a_kernel_list_takes_a_program_on_a_resize(tmp_path):
+    from codegen import KilnError
+    from codegen.frontend.kernel_list import load_kernel_list
+    from codegen.ir.opspec import opspec_of
+    entry = '[[op]]\nlabel = "k"\ntype = "Resize"\ninput = [1, 24, 8, 8]\nscales = [2.0, 2.0]\nprogram = "{p}"\n'
+    path = tmp_path / "k.toml"
+    path.write_text(entry.format(p="hardswish(0)"))
+    (op,) = load_kernel_list(path)
+    assert opspec_of(op).program == "hardswish(0)"
+    path.write_text(entry.format(p="mul(0,1)"))
+    with pytest.raises(KilnError, match=r"'program'|step"):
+        load_kernel_list(path)
