@@ -24,7 +24,7 @@ from ..ir.eltwise_program import encode, evaluate
 from ..ir.graph import Graph, Node
 from ..ir.opspec import C0, is_depthwise
 from ..ir.optlog import OptLog
-from .fusion import FusionLimits, FusionResult, _label
+from .fusion import FusionLimits, FusionResult, _index, _label
 
 
 def _depthwise_conv(n: Node | None, g: Graph) -> bool:
@@ -69,12 +69,8 @@ def _rejection(conv: Node, prog: Node, g: Graph, limits: FusionLimits, readers: 
 def absorb_program_epilogues(g: Graph, model: str, limits: FusionLimits, log: OptLog, res: FusionResult) -> None:
     """Rewrite `g` (in place): each EltwiseProgram node reading a depthwise Conv's or a Resize's output becomes
     that kernel's epilogue where _rejection finds nothing against it; logged and recorded in `res` either way."""
-    producer_of = {o: n for n in g.nodes for o in n.outputs}
-    readers: dict[str, set[str]] = {}
-    for n in g.nodes:
-        for i in list(n.inputs) + [n.fused.residual]:
-            if i:
-                readers.setdefault(i, set()).add(n.name)
+    consumers, producer_of, _ = _index(g)  # fusion's index: a residual operand and a second source read too
+    readers = {v: {n.name for n in ns} for v, ns in consumers.items()}
     removed: set[str] = set()
     for prog in g.nodes:
         if prog.op_type != "EltwiseProgram":
