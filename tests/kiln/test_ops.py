@@ -12,7 +12,7 @@ import sys
 import textwrap
 
 import pytest
-from conftest import REPO, cmake_exe, minimal_kernel_list, run
+from conftest import REPO, TEST_BUILD_TYPE, cmake_exe, minimal_kernel_list, run
 from op_cases import all_cases
 
 CASES = all_cases()
@@ -56,12 +56,6 @@ RUNNER = textwrap.dedent("""
 """)
 
 
-# The op build checks what each op computes against ONNX Runtime within the stated tolerances, not how fast: its
-# ~700 kernel TUs compile at -O1, about a third faster than the release -O3. Results may differ from a -O3 build in
-# the last bit where -O2 and up contract a*b+c into one FMA; the simulated cycles do not depend on it.
-OP_BUILD_TYPE = ("-DCMAKE_BUILD_TYPE=RelWithDebInfo", "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -DNDEBUG")
-
-
 @pytest.fixture(scope="session")
 def op_results(tmp_path_factory):
     pytest.importorskip("onnx")
@@ -75,8 +69,9 @@ def op_results(tmp_path_factory):
         files.append(str(path))
     build = root / "build"
     gen = ["-G", "Ninja"] if shutil.which("ninja") else []
-    r = run([cmake_exe(), "-S", REPO, "-B", build, *gen, f"-DPython_EXECUTABLE={sys.executable}", *OP_BUILD_TYPE,
-             f"-DKILN_MODELS={';'.join(files)}", f"-DKILN_KERNEL_LIST={minimal_kernel_list(root)}"])
+    r = run([cmake_exe(), "-S", REPO, "-B", build, *gen, f"-DPython_EXECUTABLE={sys.executable}",
+             *[f"-D{d}" for d in TEST_BUILD_TYPE], f"-DKILN_MODELS={';'.join(files)}",
+             f"-DKILN_KERNEL_LIST={minimal_kernel_list(root)}"])
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
     r = run([cmake_exe(), "--build", build, "-j", "2"])
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
