@@ -11,7 +11,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import REPO, cmake_exe, run
+from conftest import REPO, TEST_BUILD_TYPE, cmake_exe, run
 
 TINY = textwrap.dedent("""
     [[op]]
@@ -90,7 +90,8 @@ def tiny(tmp_path_factory):
     kl = root / "tiny.toml"
     kl.write_text(TINY)
     build = root / "build"
-    r = configure(src, build, f"KILN_KERNEL_LIST={kl}", "KILN_ISA=portable", "DEBUG_OPTIMIZATION_PATH=ON")
+    r = configure(src, build, f"KILN_KERNEL_LIST={kl}", "KILN_ISA=portable", "DEBUG_OPTIMIZATION_PATH=ON",
+                  *TEST_BUILD_TYPE)
     assert r.returncode == 0, r.stderr
     assert "kiln: host ISA portable (forced by KILN_ISA)" in r.stdout
     r = build_cmd(build)
@@ -247,7 +248,7 @@ def shared_mobilenet(tmp_path_factory):
     kl = root / "one.toml"
     kl.write_text('[[op]]\nlabel = "x"\ntype = "Relu"\nshape = [16]\n')
     build = root / "build"
-    r = configure(REPO, build, f"KILN_MODELS={bert};{small}", f"KILN_KERNEL_LIST={kl}")
+    r = configure(REPO, build, f"KILN_MODELS={bert};{small}", f"KILN_KERNEL_LIST={kl}", *TEST_BUILD_TYPE)
     assert r.returncode == 0, r.stderr
     r = build_cmd(build)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr
