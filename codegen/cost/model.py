@@ -11,7 +11,8 @@ emulator's simulated cycles.
 The memory system (docs/ascend-model.md section 12): a GM read is an L2 hit or a miss, as the build's L2
 plan recorded for the step and operand (codegen/passes/l2.py; a kernel called on its own misses on every
 read), and streams at the profile's hit or miss rate on its core; a launch ends no earlier than the chip's
-HBM and L2 can carry all its cores' GM traffic (`chip_cycles`).
+HBM and L2 can carry all its cores' GM traffic (`chip_cycles`), where a launch's re-reads of its cold inputs are
+L2 hits (`reused`: the first read of a byte brings it into L2).
 
 Every kernel family has a replay; `predict` returns None for an unknown family.
 """
@@ -24,6 +25,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from math import ceil
+from typing import NamedTuple
 
 from ..ir.profiles import VEC_OPS, Profile
 from .steady import Memo, steady_loop
@@ -32,7 +34,7 @@ PIPES = ("S", "V", "M", "MTE1", "MTE2", "MTE3", "FIX")
 _VEC_INDEX = {op: i for i, op in enumerate(VEC_OPS)}
 # Bumped whenever a cost rule or the meaning of a prediction changes: search-cache entries and tuning records
 # made under another version are never reused (codegen/select/search_cache.py, codegen/select/tuning.py).
-COST_MODEL_VERSION = "kiln-cost/3"
+COST_MODEL_VERSION = "kiln-cost/4"
 # GM sources of a read besides the kernel's inputs (0, 1, ...): its own output, read back in the same call, and a
 # GM workspace it wrote itself. Both were just written by this kernel: hits whenever the call has an L2 plan.
 OUT, WORKSPACE = -1, -2
@@ -75,10 +77,31 @@ def chip_cycles(profile: Profile, reads: float, writes: float, hits: float) -> t
     return hbm, l2
 
 
-def bounded(profile: Profile, core_cycles: float, mem: MemCount, scale: float = 1.0) -> tuple[float, str]:
+def reread(reads: float, cold: int | None) -> float:
+    """The bytes of a launch's missed reads that the chip serves from L2 all the same: the first read of a byte
+    brings it into L2 and later reads of it in the same launch hit, whichever core reads it. A core does not know
+    what the others read, so its own reads keep the step's plan (SimCore.hits); at the chip, the launch's reads of
+    its cold inputs (`cold`: their total size) cost HBM only up to that size. This never counts a read of a byte not
+    read before as a hit (reads beyond the size are re-reads) and equals the bytes read at least once when each
+    cold input is read in full (weights). cold=None, a kernel called on its own: every read misses.
+    kiln::emu::reuse_within_launch."""
+    return 0.0 if cold is None else max(0.0, reads - cold)
+
+
+def reused(mem: MemCount, cold: int | None) -> MemCount:
+    """A launch's traffic as the chip serves it: its re-reads of cold inputs moved from HBM to L2 hits (reread)."""
+    again = 0 if cold is None else max(0, mem.hbm_read_bytes - cold)
+    return MemCount(mem.l2_hit_bytes + again, mem.hbm_read_bytes - again, mem.write_bytes)
+
+
+def bounded(profile: Profile, core_cycles: float, mem: MemCount, scale: float = 1.0,
+            cold: int | None = None) -> tuple[float, str]:
     """A launch's cycles, max(slowest core, the chip's HBM, its L2), and which of "cores", "HBM", "L2" set them.
-    scale: the traffic of all cores over that of the replayed ones (sampled ranking replays)."""
-    hbm, l2 = chip_cycles(profile, mem.hbm_read_bytes * scale, mem.write_bytes * scale, mem.l2_hit_bytes * scale)
+    mem: its cores' traffic (each core's reads as the step's plan says); cold: its cold inputs' total size
+    (reread). scale: the traffic of all cores over that of the replayed ones (sampled ranking replays)."""
+    reads = mem.hbm_read_bytes * scale
+    again = reread(reads, cold)
+    hbm, l2 = chip_cycles(profile, reads - again, mem.write_bytes * scale, mem.l2_hit_bytes * scale + again)
     if core_cycles >= hbm and core_cycles >= l2:
         return core_cycles, "cores"
     return (hbm, "HBM") if hbm >= l2 else (l2, "L2")
@@ -296,9 +319,19 @@ class ReplayMode:
     identical blocks are replayed one by one, not added once steady (cost/steady.py; the reference its tests and
     benchmarks/bench_plan.py compare with; KILN_COST_EVERY_BLOCK=1 makes it the default). bound: the cycles are
     a lower bound of what the same mode without it gives (launch_bound), the other fields are not filled."""
+
+    @property
+    def cold(self) -> int | None:
+        """The total size of the step's cold inputs (reread); None without an L2 plan."""
+        if self.l2 is None:
+            return None
+        if len(self.l2_bytes) != len(self.l2):
+            raise ValueError(f"an L2 plan of {len(self.l2)} inputs needs their bytes, got {len(self.l2_bytes)}")
+        return sum(n for hit, n in zip(self.l2, self.l2_bytes) if not hit)
     sample: bool = False
     record: list | None = None
     l2: tuple[bool, ...] | None = None  # the step's L2 plan: per kernel input, a hit? (None: every read misses)
+    l2_bytes: tuple[int, ...] = ()  # with l2: each kernel input's bytes (what bounds the launch's HBM reads: reread)
     every_block: bool = False
     bound: bool = False  # a lower bound of the cycles only (launch_bound: what lets a ranking skip a replay)
 
@@ -359,11 +392,11 @@ def launch(profile: Profile, unit: str, blocks: int, body,
         useful += core.useful_macs
         mem.add(core.mem)
         replayed += core.blocks
-    total, limit = bounded(profile, cycles, mem, max(1, blocks) / max(1, replayed))
+    total, limit = bounded(profile, cycles, mem, max(1, blocks) / max(1, replayed), mode.cold)
     total += profile.launch_cycles  # kiln::emu::add_launch_overhead
     if recording is not None:
         recording.append((unit, total, traces))
-    return Prediction(total, pipes, macs, useful, cores, [total], mem, cycles, [limit])
+    return Prediction(total, pipes, macs, useful, cores, [total], reused(mem, mode.cold), cycles, [limit])
 
 
 class _BusyCore(SimCore):
@@ -420,9 +453,10 @@ def launch_bound(profile: Profile, blocks: int, cores: int, body, signature) -> 
             mem.write_bytes += n * m.write_bytes
         replayed += len(bs)
         cycles = max(cycles, max(busy))
-    total, limit = bounded(profile, cycles, mem, max(1, blocks) / max(1, replayed))
+    total, limit = bounded(profile, cycles, mem, max(1, blocks) / max(1, replayed), mode.cold)
     return Prediction(total + profile.launch_cycles, {p: PipeCount() for p in PIPES}, cores=cores,
-                      phases=[total + profile.launch_cycles], mem=mem, core_cycles=cycles, limits=[limit])
+                      phases=[total + profile.launch_cycles], mem=reused(mem, mode.cold), core_cycles=cycles,
+                      limits=[limit])
 
 
 def _blocks(core: SimCore, body, bs: range, signature, memo: Memo | None) -> None:
@@ -483,12 +517,12 @@ def launch_group(profile: Profile, blocks: int, body) -> Prediction:
             useful += core.useful_macs
             mem.add(core.mem)
         replayed += aic.blocks
-    total, limit = bounded(profile, cycles, mem, max(1, blocks) / max(1, replayed))
+    total, limit = bounded(profile, cycles, mem, max(1, blocks) / max(1, replayed), mode.cold)
     total += profile.launch_cycles + (0.0 if profile.coupled else profile.mixed_launch_cycles)
     if recording is not None:
         recording.append(("cube", total, traces))
-    return Prediction(total, pipes, macs, useful, groups if profile.coupled else 3 * groups, [total], mem, cycles,
-                      [limit])
+    return Prediction(total, pipes, macs, useful, groups if profile.coupled else 3 * groups, [total],
+                      reused(mem, mode.cold), cycles, [limit])
 
 
 def then(*phases: Prediction) -> Prediction:
@@ -504,21 +538,32 @@ def then(*phases: Prediction) -> Prediction:
                       [lim for ph in phases for lim in ph.limits])
 
 
+class L2Plan(NamedTuple):
+    """A model step's L2 plan as a replay takes it: per kernel input, a hit? (codegen/passes/l2.py) and its bytes."""
+    hits: tuple[bool, ...]
+    sizes: tuple[int, ...]
+
+
+def _mode(sample: bool, l2: L2Plan | None, every_block: bool, bound: bool = False) -> ReplayMode:
+    return ReplayMode(sample=sample, l2=None if l2 is None else l2.hits, l2_bytes=() if l2 is None else l2.sizes,
+                      every_block=every_block, bound=bound)
+
+
 def run(replay, spec, params: dict, profile: Profile, sample: bool = False,
-        l2: tuple[bool, ...] | None = None, every_block: bool | None = None) -> Prediction:
+        l2: L2Plan | None = None, every_block: bool | None = None) -> Prediction:
     """One family's replay (codegen/families/) of `params` for `spec`. sample=True replays two cores per launch:
-    cycles for ranking candidates, not per-pipe totals. l2: the step's L2 hits per input (None: called alone).
-    every_block: replay identical blocks one by one (None: EVERY_BLOCK)."""
-    mode = ReplayMode(sample=sample, l2=l2, every_block=EVERY_BLOCK if every_block is None else every_block)
+    cycles for ranking candidates, not per-pipe totals. l2: the step's L2 plan (None: called alone, every read
+    misses). every_block: replay identical blocks one by one (None: EVERY_BLOCK)."""
+    mode = _mode(sample, l2, EVERY_BLOCK if every_block is None else every_block)
     with _replaying(mode):
         return replay(spec, params, profile)
 
 
 def run_bound(replay, spec, params: dict, profile: Profile, sample: bool = False,
-              l2: tuple[bool, ...] | None = None) -> float:
+              l2: L2Plan | None = None) -> float:
     """A lower bound of run(replay, spec, params, profile, sample, l2).cycles (ReplayMode.bound: launch_bound), far
     cheaper where blocks repeat: what lets a ranking pass over a candidate without replaying it."""
-    with _replaying(ReplayMode(sample=sample, l2=l2, every_block=EVERY_BLOCK, bound=True)):
+    with _replaying(_mode(sample, l2, EVERY_BLOCK, bound=True)):
         return replay(spec, params, profile).cycles
 
 

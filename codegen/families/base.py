@@ -105,7 +105,15 @@ def predict(spec, family: str, params: dict, profile: Profile, sample: bool = Fa
     replays two cores per launch: cycles for ranking candidates, not per-pipe totals. l2: a model step's L2 hits
     per kernel input (codegen/passes/l2.py); None, the kernel called on its own: every GM read misses."""
     f = FAMILIES.get(family)
-    return None if f is None else cost.run(f.replay, spec, params, profile, sample, l2)
+    if f is None:
+        return None
+    return cost.run(f.replay, spec, params, profile, sample,
+                    None if l2 is None else cost.L2Plan(l2, input_bytes(spec, f, params)))
+
+
+def input_bytes(spec, f: Family, params: dict) -> tuple[int, ...]:
+    """Each packed kernel input's bytes (the GM regions a model step's L2 plan is about: cost.ReplayMode.l2_bytes)."""
+    return tuple(t.nbytes for t in f.inputs_of(spec, Variant(f.name, params)))
 
 
 def predicted_cycles(spec, family: str, params: dict, profile: Profile, sample: bool = False) -> float:

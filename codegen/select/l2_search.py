@@ -23,7 +23,7 @@ from collections import Counter
 from dataclasses import dataclass, replace
 
 from ..cost import model as cost
-from ..families.base import Variant
+from ..families.base import Variant, input_bytes
 from ..families.ranking import EXACT_REPLAYS, TILE_EDGES, best_quick
 from ..families.registry import FAMILIES
 from ..ir.opspec import spec_hash
@@ -86,14 +86,16 @@ def rerank(k: KernelPlan, patterns: Counter, profile: Profile) -> Reranked:
     if f.wide_space:  # (a chain's: its M tiles off the grid, its 1x1 tiled as the kernel's)
         cands = cands + f.wide_space(k.spec, k.variant.params, profile)
 
+    sizes = input_bytes(k.spec, f, k.variant.params)  # the tilings searched here keep the kernel's inputs
+
     def run(p: dict, hits: Hits | None, sample: bool = False) -> cost.Prediction:
-        return cost.run(f.replay, k.spec, p, profile, sample, hits)
+        return cost.run(f.replay, k.spec, p, profile, sample, None if hits is None else cost.L2Plan(hits, sizes))
 
     current = _tiling(k.variant.params)
     before = sum(n * run(k.variant.params, h).cycles for h, n in patterns.items())
     quick = _quick_ranked([dict(p, **extra) for p in cands if fit(p) and _tiling(dict(p, **extra)) != current],
                           k.variant.params, lambda p: sum(n * run(p, h, True).cycles for h, n in patterns.items()),
-                          lambda p: sum(n * cost.run_bound(f.replay, k.spec, p, profile, True, h)
+                          lambda p: sum(n * cost.run_bound(f.replay, k.spec, p, profile, True, cost.L2Plan(h, sizes))
                                         for h, n in patterns.items()))
     exact = []
     for i, p in enumerate(quick):

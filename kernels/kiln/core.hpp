@@ -55,7 +55,9 @@ struct PipeCounters {
 
 struct CoreStats {
   std::array<PipeCounters, kNumPipes> pipe{};
-  // GM traffic for the chip's memory bound (launch.hpp): reads served by L2, reads from HBM, writes.
+  // GM traffic for the chip's memory bound (launch.hpp): reads served by L2, reads from HBM, writes. A core's own
+  // count follows the step's L2 plan; a launch's total also counts re-reads of its cold inputs as hits
+  // (launch.hpp reuse_within_launch).
   std::uint64_t l2_hit_bytes = 0, hbm_read_bytes = 0, gm_write_bytes = 0;
   std::uint64_t cube_macs = 0;         // MACs issued on the 16x16x16 fractal grid
   std::uint64_t cube_useful_macs = 0;  // m*n*k as asked, without fractal padding

@@ -133,8 +133,25 @@ void for_each_core(int n, F&& fn) {
   if (error) std::rethrow_exception(error);
 }
 
-// The kernel's cycles (slowest core) and its counters summed over ks.per_core.
-inline void sum_cores(KernelStats& ks) {
+// Reuse within one launch (docs/ascend-model.md section 12): the first read of a byte brings it into L2, later
+// reads of it in the same launch hit, whichever core reads it. A core does not know what the others read, so its
+// own reads keep the step's plan (a cold input streams at the miss rate); at the chip, the launch's reads of its
+// cold inputs cost HBM only up to those inputs' total size, the rest are L2 hits. That never counts a read of a
+// byte not read before as a hit (reads beyond the size are re-reads), and equals the bytes read at least once
+// when each cold input is read in full (weights). No view (a kernel called on its own): every read misses.
+// codegen/cost/model.py reused(), the same rule.
+inline void reuse_within_launch(CoreStats& total, const L2View* l2) {
+  if (!l2) return;
+  std::uint64_t cold = 0;
+  for (const GmRegion& r : l2->regions)
+    if (!r.hit) cold += static_cast<std::uint64_t>(r.hi - r.lo);
+  const std::uint64_t again = total.hbm_read_bytes > cold ? total.hbm_read_bytes - cold : 0;
+  total.hbm_read_bytes -= again;
+  total.l2_hit_bytes += again;
+}
+
+// The kernel's cycles (slowest core) and its counters summed over ks.per_core, its reads as the chip serves them.
+inline void sum_cores(KernelStats& ks, const L2View* l2) {
   for (const auto& c : ks.per_core) {
     ks.cycles = std::max(ks.cycles, c.end_cycle);
     for (int i = 0; i < kNumPipes; ++i) {
@@ -151,6 +168,7 @@ inline void sum_cores(KernelStats& ks) {
     ks.total.gm_write_bytes += c.gm_write_bytes;
   }
   ks.total.end_cycle = ks.cycles;
+  reuse_within_launch(ks.total, l2);
   bound_by_chip(ks);
 }
 
@@ -181,7 +199,7 @@ KernelStats launch(const Profile& p, CoreKind kind, const char* kernel, int bloc
     }
     ks.per_core[v] = core.finish();
   });
-  sum_cores(ks);
+  sum_cores(ks, l2);
   add_launch_overhead(ks, p.launch_cycles);
   return ks;
 }
@@ -220,7 +238,7 @@ KernelStats launch_group(const Profile& p, const char* kernel, int blocks, Body&
       ks.per_core[groups + 2 * v + 1] = aiv1.finish();
     }
   });
-  sum_cores(ks);
+  sum_cores(ks, l2);
   add_launch_overhead(ks, p.launch_cycles + (p.coupled ? 0.0 : p.mixed_launch_cycles));
   return ks;
 }
