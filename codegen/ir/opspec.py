@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, ClassVar, Literal
 
 from .. import KilnError
 from .channel_gather_spec import ChannelGatherSpec
+from .channel_norm_spec import ChannelNormSpec
 from .col2im_spec import Col2imSpec
 from .copy_spec import CopySpec, GatherSpec
 from .eltwise_program import decode, epilogue_tag, vector_ops
@@ -655,14 +656,15 @@ class AttentionSpec:
 
 Opspec = (Conv2dSpec | DwConv2dSpec | GemmSpec | EltwiseSpec | Pool2dSpec | RowSpec | BatchedGemmSpec | TransposeSpec
           | AttentionSpec | AvgPool2dSpec | EltwiseProgramSpec | ChannelGatherSpec | CopySpec | ResizeSpec | ReduceSpec
-          | GatherSpec | LstmLoopSpec | Col2imSpec | GruLoopSpec)
+          | GatherSpec | LstmLoopSpec | Col2imSpec | GruLoopSpec | ChannelNormSpec)
 # kind -> its spec class (the one table a spec is rebuilt from: an .opspec file, a manifest record)
 SPEC_CLASSES: dict[str, type[Opspec]] = {
     "conv2d": Conv2dSpec, "dwconv2d": DwConv2dSpec, "gemm": GemmSpec, "eltwise": EltwiseSpec, "pool2d": Pool2dSpec,
     "softmax": RowSpec, "logsoftmax": RowSpec, "layernorm": RowSpec, "bgemm": BatchedGemmSpec, "copy": CopySpec,
     "transpose": TransposeSpec, "attention": AttentionSpec, "avgpool2d": AvgPool2dSpec, "resize": ResizeSpec,
     "eltwise_program": EltwiseProgramSpec, "channel_gather": ChannelGatherSpec, "reduce": ReduceSpec,
-    "gather": GatherSpec, "lstm_loop": LstmLoopSpec, "col2im": Col2imSpec, "gru_loop": GruLoopSpec}
+    "gather": GatherSpec, "lstm_loop": LstmLoopSpec, "col2im": Col2imSpec, "gru_loop": GruLoopSpec,
+    "channel_layernorm": ChannelNormSpec}
 
 
 CUBE_DTYPES = ("fp16", "bf16")
@@ -721,18 +723,16 @@ def opspec_of(op: OpInstance) -> Opspec:
         return RowSpec("layernorm", rows, length, f32(a["epsilon"]))
     if op.type == "BatchedMatMul":
         return BatchedGemmSpec(a["batch"], a["m"], a["k"], a["n"], bool(a["trans_b"]), cube_dtype(op))
-    if op.type == "Transpose0213":
-        return TransposeSpec(*a["input"])
-    if op.type == "ChannelGather":
-        return ChannelGatherSpec(a["n"], a["h"], a["w"], a["in_channels"], a["table"])
-    if op.type == "Col2im":
-        return Col2imSpec.of(a)
+    if op.type in ("Transpose0213", "ChannelGather"):
+        return TransposeSpec(*a["input"]) if op.type == "Transpose0213" else ChannelGatherSpec(
+            a["n"], a["h"], a["w"], a["in_channels"], a["table"])
     if op.type in ("Copy", "Gather"):
         return CopySpec(a["out_numel"], a["moves"]) if op.type == "Copy" else GatherSpec(*a["gather"])
     if op.type in REDUCE_OPS:
         return ReduceSpec(REDUCE_OPS[op.type], a["rows"], a["length"])
-    if op.type in LOOP_SPECS:  # LSTMLoop, GRULoop
-        return LOOP_SPECS[op.type](a)
+    if op.type in (*LOOP_SPECS, "Col2im", "ChannelLayerNorm"):  # LSTMLoop, GRULoop; specs of their own modules
+        return Col2imSpec.of(a) if op.type == "Col2im" else \
+            ChannelNormSpec.of(a) if op.type == "ChannelLayerNorm" else LOOP_SPECS[op.type](a)
     if op.type == "Resize":
         (n, c, h, w), (ho, wo), (sh, sw) = a["input"], a["out_hw"], map(f32, a["scales"])
         return ResizeSpec(n, c, h, w, ho, wo, a["mode"], a["coord"], a["nearest"], sh, sw, a.get("program", ""))
