@@ -8,7 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
-from .tensor import C0, Tensor, c1
+import numpy as np
+
+from .tensor import C0, Tensor, c1, num_fragment
 
 
 @dataclass(frozen=True)
@@ -31,9 +33,8 @@ class ChannelNormSpec:
     @classmethod
     def of(cls, attrs: dict) -> ChannelNormSpec:
         """The spec of a ChannelLayerNorm op instance: its NCHW `input` shape and `epsilon` (as float32)."""
-        from .opspec import f32
         n, c, h, w = attrs["input"]
-        return cls(n, c, h, w, f32(attrs["epsilon"]))
+        return cls(n, c, h, w, float(np.float32(attrs["epsilon"])))
 
     @property
     def rows(self) -> int:
@@ -41,8 +42,7 @@ class ChannelNormSpec:
 
     @property
     def name(self) -> str:
-        from .opspec import _num
-        return f"channel_layernorm_{self.n}x{self.c}x{self.h}x{self.w}_eps{_num(self.eps)}"
+        return f"channel_layernorm_{self.n}x{self.c}x{self.h}x{self.w}_eps{num_fragment(self.eps)}"
 
     @property
     def flops(self) -> int:

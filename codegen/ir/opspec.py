@@ -23,6 +23,7 @@ from .recurrent_spec import LOOP_SPECS, GruLoopSpec, LstmLoopSpec
 from .reduce_spec import REDUCE_OPS, ReduceSpec
 from .resize_spec import ResizeSpec
 from .tensor import C0, Tensor, c1
+from .tensor import num_fragment as _num
 
 # How a kernel's output becomes the natural-layout array a caller of kiln.kernel(...) gets back: NC1HWC0 to NCHW
 # with the spec's out_channels, reshaped like the first operand (elementwise and row-wise ops), or as written.
@@ -320,15 +321,6 @@ def f32(v: float) -> float:
     """Float attributes are kept as the float32 value the kernel computes with."""
     import numpy as np
     return float(np.float32(v))
-
-
-def _num(v: float) -> str:
-    """A float32 as an identifier fragment, injective: the shortest repr that round-trips float32
-    (6 -> 6, 0.5 -> 0p5, -1 -> m1, 1e-12 -> 1em12, inf -> inf)."""
-    import numpy as np
-    text = np.format_float_scientific(np.float32(v), unique=True, trim="-") if v and (abs(v) < 1e-4 or abs(v) >= 1e6) \
-        else np.format_float_positional(np.float32(v), unique=True, trim="-")
-    return text.replace("-", "m").replace(".", "p").replace("+", "")
 
 
 BINARY_ELTWISE = ("add", "mul")
