@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import KilnError
-from .families.registry import attention_capacity
+from .families.registry import attention_capacity, channel_norm_cycles
 from .frontend.kernel_list import load_kernel_list
 from .frontend.model_spec import ModelSpec, parse_model_spec
 from .ir.graph import Graph, OpInstance
@@ -66,7 +66,7 @@ def plan_model(graph: Graph, name: str, options: Options, log: OptLog, fusion_pr
     decisions go to `log` (the build's log; the runtime's plan log leaves them to the build's)."""
     profile = get_profile(options.kiln_target)
     limits = FusionLimits.of(options, profile if fusion_profile is BUILD_PROFILE else fusion_profile,
-                             attention_capacity)
+                             attention_capacity, channel_norm_cycles)
     fusion = fuse(graph, name, limits, log)
     patterns = find_patterns(graph)
     patterns.decisions.extend(form_programs(graph, patterns, name, limits, log))

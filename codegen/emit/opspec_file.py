@@ -65,7 +65,8 @@ def _fused_chain(spec: Opspec) -> str:
                  "softmax": "Softmax", "logsoftmax": "LogSoftmax", "layernorm": "LayerNorm", "transpose": "Transpose",
                  "attention": "MatMul+Scale+Softmax+MatMul", "channel_gather": "ChannelGather",
                  "copy": "Copy", "resize": "Resize", "reduce": "Reduce", "gather": "Gather",
-                 "lstm_loop": "LSTM", "col2im": "Col2im", "gru_loop": "GRU"}[spec.kind]
+                 "lstm_loop": "LSTM", "col2im": "Col2im", "gru_loop": "GRU",
+                 "channel_layernorm": "Transpose+LayerNorm"}[spec.kind]
     parts = [chain]
     if isinstance(spec, Conv2dSpec) and spec.mid:  # the window conv's epilogue, then the chained 1x1 conv
         parts += (["Bias"] if spec.mid_bias else []) + (["Relu"] if spec.mid_relu else []) + ["Conv1x1"]

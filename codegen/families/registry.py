@@ -9,12 +9,15 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import KilnError
+from ..ir.channel_norm_spec import ChannelNormSpec
 from ..ir.opspec import Opspec
+from ..ir.optlog import OptLog
 from . import (
     attention_flash,
     avgpool2d_vector,
     batched_gemm_cube,
     channel_gather_mte,
+    channel_layernorm_vector,
     col2im_vector,
     conv2d_algorithm,
     conv2d_cube_img2col,
@@ -60,6 +63,7 @@ ORDER: tuple[Family, ...] = (
     softmax_vector.FAMILY,
     logsoftmax_vector.FAMILY,
     layernorm_vector.FAMILY,
+    channel_layernorm_vector.FAMILY,
     transpose_mte.FAMILY,
     channel_gather_mte.FAMILY,
     copy_mte.FAMILY,
@@ -102,6 +106,15 @@ def pinned_family(spec: Opspec, pinned: str) -> tuple[Family, dict]:
 def attention_capacity(head_dim: int, profile) -> str:
     """Why no attention kernel tile fits `profile` at this head dim ("" if one does): fusion asks before fusing."""
     return attention_flash.attention_capacity_problem(head_dim, profile)
+
+
+def channel_norm_cycles(spec: ChannelNormSpec, profile) -> tuple[float, float]:
+    """(fused, unfused) predicted cycles of a LayerNorm over channels after a Transpose(0,2,3,1): its one kernel,
+    against the Transpose's copy plus the LayerNorm over rows (rule tilings). Fusion asks before fusing."""
+    def cycles(s) -> float:
+        v = family_for(s).choose(s, profile, OptLog(), False)
+        return predicted_cycles(s, v.family, v.params, profile)
+    return cycles(spec), sum(cycles(s) for s in channel_layernorm_vector.unfused_specs(spec))
 
 
 def tunable() -> dict[str, tuple[str, ...]]:

@@ -57,17 +57,11 @@ def replay_rows(spec, params: dict, profile: Profile) -> Prediction:
     rpt, L = params["rows_per_tile"], spec.length
     tiles = ceil(spec.rows / rpt)
     blocks = row_blocks(spec, rpt, profile)
-    padded = ceil(L / 64) * 64
 
     def block(core: SimCore, b: int) -> None:
         t0, t1 = tiles * b // blocks, tiles * (b + 1) // blocks
         if spec.op == "layernorm":
-            if padded != L:
-                core.vec("Dup", True, 1)
-                core.vec("Dup", True, 1)
-            if t0 < t1:
-                core.copy_gm(1, L, 4, "UB", src=1)  # gamma
-                core.copy_gm(1, L, 4, "UB", src=2)  # beta
+            layernorm_prologue(core, L, t0 < t1)
         inq, outq = PingPongSim(core, "MTE2", "V", 0), PingPongSim(core, "V", "MTE3", 2)
         for t in range(t0, t1):
             nrows = min(rpt, spec.rows - t * rpt)
@@ -85,10 +79,7 @@ def replay_rows(spec, params: dict, profile: Profile) -> Prediction:
                     row_reduce(core, "ReduceSum", L, True)
                     core.vec_flat(L, 64, [("Muls" if spec.op == "softmax" else "Adds", True), ("Cast", True)])
                 else:
-                    row_reduce(core, "ReduceSum", L, False)
-                    core.vec_flat(L, 64, [("Adds", True), ("Mul", True)])
-                    row_reduce(core, "ReduceSum", L, False)
-                    core.vec_flat(L, 64, [("Muls", True), ("Mul", True), ("Add", True), ("Cast", True)])
+                    layernorm_row(core, L)
             inq.released(s)
             outq.written(s)
             outq.acquire_for_read(s)
@@ -98,6 +89,26 @@ def replay_rows(spec, params: dict, profile: Profile) -> Prediction:
         outq.drain()
 
     return launch(profile, "vector", blocks, block)
+
+
+def layernorm_prologue(core: SimCore, length: int, busy: bool) -> None:
+    """The layernorm templates' block prologue: the padding lanes of the fp32 row and of its squares zeroed (rows
+    not whole 64-lane repeats), gamma and beta loaded when the block has tiles."""
+    if length % 64:
+        core.vec("Dup", True, 1)
+        core.vec("Dup", True, 1)
+    if busy:
+        core.copy_gm(1, length, 4, "UB", src=1)  # gamma
+        core.copy_gm(1, length, 4, "UB", src=2)  # beta
+
+
+def layernorm_row(core: SimCore, length: int) -> None:
+    """One fp32 row of `length` in UB normalised (the layernorm templates' per-row sequence after the cast in):
+    the mean, the centred squares, their mean, then scale, gamma, beta and the cast out."""
+    row_reduce(core, "ReduceSum", length, False)
+    core.vec_flat(length, 64, [("Adds", True), ("Mul", True)])
+    row_reduce(core, "ReduceSum", length, False)
+    core.vec_flat(length, 64, [("Muls", True), ("Mul", True), ("Add", True), ("Cast", True)])
 
 
 def row_space(spec, params: dict, profile: Profile) -> list[dict]:

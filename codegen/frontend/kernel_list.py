@@ -36,6 +36,8 @@ SUPPORTED = {
     "Softmax": "softmax over the last axis of 'shape'",
     "LogSoftmax": "log-softmax over the last axis of 'shape'",
     "LayerNormalization": "layer norm over the last axis of 'shape' with fp32 gamma/beta, 'epsilon'",
+    "ChannelLayerNorm": "layer norm over the channels of NCHW 'input' [n, c, h, w] read as NC1HWC0, written as the "
+                        "rows [n*h*w, c] of its NHWC transpose; fp32 gamma/beta, 'epsilon'",
     **{op: f"{op} over the last axis of 'shape' (fp16 rows, fp32 math, one fp16 value per row)"
        for op in ("ReduceMax", "ReduceMin", "ReduceL2")},
     "BatchedMatMul": "Y[b] = A[b] B[b] for activations a [batch,m,k], b [batch,k,n] ([batch,n,k] with trans_b)",
@@ -289,6 +291,10 @@ def _parse_rows(entry: str, raw: dict[str, Any], a: dict[str, Any]) -> None:
              epsilon=float(raw.get("epsilon", 1e-5)))
 
 
+def _parse_channel_norm(entry: str, raw: dict[str, Any], a: dict[str, Any]) -> None:
+    a.update(input=_ints(entry, "input", raw.get("input"), 4, lo=1), epsilon=float(raw.get("epsilon", 1e-5)))
+
+
 def _parse_pool(entry: str, raw: dict[str, Any], a: dict[str, Any]) -> None:
     """MaxPool and GlobalAveragePool."""
     a["input"] = _ints(entry, "input", raw.get("input"), 4, lo=1)
@@ -360,6 +366,7 @@ _PARSERS = {
     "Softmax": _parse_rows,
     "LogSoftmax": _parse_rows,
     "LayerNormalization": _parse_rows,
+    "ChannelLayerNorm": _parse_channel_norm,
     **dict.fromkeys(("ReduceMax", "ReduceMin", "ReduceL2"), _parse_rows),
     "MaxPool": _parse_pool,
     "GlobalAveragePool": _parse_pool,

@@ -507,7 +507,9 @@ ACCEPTED_ATTRIBUTES: dict[str, str] = {
     **dict.fromkeys(("Softmax", "LogSoftmax"), "axis: any (negative counts from the end; another than the last "
                                                "moved last and back by copy_mte transposes), at most 4096 values; "
                                                "opsets < 13 coerce to 2-D as their spec says"),
-    "LayerNormalization": "axis: any; epsilon: any; stash_type: any; Mean/InvStdDev outputs unused",
+    "LayerNormalization": ("axis: any; epsilon: any; stash_type: any; Mean/InvStdDev outputs unused; over the "
+                           "channels after a Transpose(0,2,3,1) of NCHW (ConvNeXt) one kernel reading NC1HWC0 "
+                           "(constant scale and bias, C <= 4096)"),
     "ReduceMean": f"{_REDUCE_AXES}; H, W of 4-D is a global average pool, the last axis a GEMM with a column of "
                   f"1/L, others move the reduced axes last (a copy) first; at most 16384 reduced values in fp16 builds",
     "ReduceSum": f"{_REDUCE_AXES}; the reduced axes moved last (a copy, or a view when they "

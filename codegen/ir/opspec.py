@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, ClassVar, Literal
 
 from .. import KilnError
 from .channel_gather_spec import ChannelGatherSpec
+from .channel_norm_spec import ChannelNormSpec
 from .col2im_spec import Col2imSpec
 from .copy_spec import CopySpec, GatherSpec
 from .eltwise_program import decode, epilogue_tag, vector_ops
@@ -22,6 +23,7 @@ from .recurrent_spec import LOOP_SPECS, GruLoopSpec, LstmLoopSpec
 from .reduce_spec import REDUCE_OPS, ReduceSpec
 from .resize_spec import ResizeSpec
 from .tensor import C0, Tensor, c1
+from .tensor import num_fragment as _num
 
 # How a kernel's output becomes the natural-layout array a caller of kiln.kernel(...) gets back: NC1HWC0 to NCHW
 # with the spec's out_channels, reshaped like the first operand (elementwise and row-wise ops), or as written.
@@ -319,15 +321,6 @@ def f32(v: float) -> float:
     """Float attributes are kept as the float32 value the kernel computes with."""
     import numpy as np
     return float(np.float32(v))
-
-
-def _num(v: float) -> str:
-    """A float32 as an identifier fragment, injective: the shortest repr that round-trips float32
-    (6 -> 6, 0.5 -> 0p5, -1 -> m1, 1e-12 -> 1em12, inf -> inf)."""
-    import numpy as np
-    text = np.format_float_scientific(np.float32(v), unique=True, trim="-") if v and (abs(v) < 1e-4 or abs(v) >= 1e6) \
-        else np.format_float_positional(np.float32(v), unique=True, trim="-")
-    return text.replace("-", "m").replace(".", "p").replace("+", "")
 
 
 BINARY_ELTWISE = ("add", "mul")
@@ -655,14 +648,15 @@ class AttentionSpec:
 
 Opspec = (Conv2dSpec | DwConv2dSpec | GemmSpec | EltwiseSpec | Pool2dSpec | RowSpec | BatchedGemmSpec | TransposeSpec
           | AttentionSpec | AvgPool2dSpec | EltwiseProgramSpec | ChannelGatherSpec | CopySpec | ResizeSpec | ReduceSpec
-          | GatherSpec | LstmLoopSpec | Col2imSpec | GruLoopSpec)
+          | GatherSpec | LstmLoopSpec | Col2imSpec | GruLoopSpec | ChannelNormSpec)
 # kind -> its spec class (the one table a spec is rebuilt from: an .opspec file, a manifest record)
 SPEC_CLASSES: dict[str, type[Opspec]] = {
     "conv2d": Conv2dSpec, "dwconv2d": DwConv2dSpec, "gemm": GemmSpec, "eltwise": EltwiseSpec, "pool2d": Pool2dSpec,
     "softmax": RowSpec, "logsoftmax": RowSpec, "layernorm": RowSpec, "bgemm": BatchedGemmSpec, "copy": CopySpec,
     "transpose": TransposeSpec, "attention": AttentionSpec, "avgpool2d": AvgPool2dSpec, "resize": ResizeSpec,
     "eltwise_program": EltwiseProgramSpec, "channel_gather": ChannelGatherSpec, "reduce": ReduceSpec,
-    "gather": GatherSpec, "lstm_loop": LstmLoopSpec, "col2im": Col2imSpec, "gru_loop": GruLoopSpec}
+    "gather": GatherSpec, "lstm_loop": LstmLoopSpec, "col2im": Col2imSpec, "gru_loop": GruLoopSpec,
+    "channel_layernorm": ChannelNormSpec}
 
 
 CUBE_DTYPES = ("fp16", "bf16")
@@ -721,18 +715,16 @@ def opspec_of(op: OpInstance) -> Opspec:
         return RowSpec("layernorm", rows, length, f32(a["epsilon"]))
     if op.type == "BatchedMatMul":
         return BatchedGemmSpec(a["batch"], a["m"], a["k"], a["n"], bool(a["trans_b"]), cube_dtype(op))
-    if op.type == "Transpose0213":
-        return TransposeSpec(*a["input"])
-    if op.type == "ChannelGather":
-        return ChannelGatherSpec(a["n"], a["h"], a["w"], a["in_channels"], a["table"])
-    if op.type == "Col2im":
-        return Col2imSpec.of(a)
+    if op.type in ("Transpose0213", "ChannelGather"):
+        return TransposeSpec(*a["input"]) if op.type == "Transpose0213" else ChannelGatherSpec(
+            a["n"], a["h"], a["w"], a["in_channels"], a["table"])
     if op.type in ("Copy", "Gather"):
         return CopySpec(a["out_numel"], a["moves"]) if op.type == "Copy" else GatherSpec(*a["gather"])
     if op.type in REDUCE_OPS:
         return ReduceSpec(REDUCE_OPS[op.type], a["rows"], a["length"])
-    if op.type in LOOP_SPECS:  # LSTMLoop, GRULoop
-        return LOOP_SPECS[op.type](a)
+    if op.type in (*LOOP_SPECS, "Col2im", "ChannelLayerNorm"):  # LSTMLoop, GRULoop; specs of their own modules
+        return Col2imSpec.of(a) if op.type == "Col2im" else \
+            ChannelNormSpec.of(a) if op.type == "ChannelLayerNorm" else LOOP_SPECS[op.type](a)
     if op.type == "Resize":
         (n, c, h, w), (ho, wo), (sh, sw) = a["input"], a["out_hw"], map(f32, a["scales"])
         return ResizeSpec(n, c, h, w, ho, wo, a["mode"], a["coord"], a["nearest"], sh, sw, a.get("program", ""))

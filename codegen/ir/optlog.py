@@ -54,9 +54,14 @@ REASONS = {
     "epilogue_unsupported": "rejected: the producing kernel family has no such epilogue",
     "no_program_epilogue": "rejected: an elementwise-program op after a Cube Conv/GEMM runs as its own Vector kernel; "
                            "no Cube kernel takes a program epilogue yet",
-    "channel_layernorm_unsupported": "rejected: LayerNormalization over the channels of an NCHW tensor (after a "
-                                     "Transpose to NHWC) needs a reduction across NC1HWC0's channel blocks, which no "
-                                     "kernel has; the Transpose runs as a relayout copy",
+    "channel_layernorm_unsupported": "rejected: a LayerNormalization over the channels of an NCHW tensor (after a "
+                                     "Transpose to NHWC) the fused kernel does not take (scale or bias not constants "
+                                     "of C values, Mean/InvStdDev used, C > 4096); the Transpose runs as a copy",
+    "channel_layernorm": "Transpose(0,2,3,1) -> LayerNormalization(last axis) as one Vector kernel: the channels read "
+                         "as NC1HWC0 holds them (one strided copy per tile of pixels), the normalised rows written; "
+                         "the transposed tensor is never stored (fused and unfused predicted cycles in the line)",
+    "channel_layernorm_slower": "rejected by the cost model: the fused channel LayerNorm is predicted no faster than "
+                                "the Transpose's copy plus the LayerNorm over rows",
     "program_epilogue": "the elementwise program runs in the depthwise kernel's own pass over UB, on each fp32 output "
                         "row before the cast to fp16 (instruction-level fusion)",
     "no_epilogue": "rejected: the producing kernel family takes no epilogue",

@@ -22,3 +22,12 @@ class Tensor:
     @property
     def nbytes(self) -> int:
         return prod(self.shape) * (4 if self.dtype == "fp32" else 2)
+
+
+def num_fragment(v: float) -> str:
+    """A float32 as an identifier fragment, injective: the shortest repr that round-trips float32
+    (6 -> 6, 0.5 -> 0p5, -1 -> m1, 1e-12 -> 1em12, inf -> inf)."""
+    import numpy as np
+    text = np.format_float_scientific(np.float32(v), unique=True, trim="-") if v and (abs(v) < 1e-4 or abs(v) >= 1e6) \
+        else np.format_float_positional(np.float32(v), unique=True, trim="-")
+    return text.replace("-", "m").replace(".", "p").replace("+", "")

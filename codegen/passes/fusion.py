@@ -36,7 +36,7 @@ from ..ir.graph import Fused, Graph, Node
 from ..ir.opspec import is_depthwise
 from ..ir.optlog import OptLog
 from ..ir.profiles import Profile
-from .channel_norm import audit_channel_layernorm
+from .channel_norm import fuse_channel_layernorm
 from .mha import audit_gemm_epilogues, packed_attention
 from .mha import scalar_factor as _scalar
 from .pad_fold import fold_pads
@@ -60,11 +60,12 @@ class FusionLimits:
     max_seq_len: int = 512
     profile: Profile | None = None
     attention_capacity: Callable[[int, Profile], str] | None = None
+    channel_norm_cycles: Callable[..., tuple[float, float]] | None = None  # (spec, profile): channel_norm.py
 
     @classmethod
-    def of(cls, options, profile: Profile | None, attention_capacity=None) -> FusionLimits:
+    def of(cls, options, profile: Profile | None, attention_capacity=None, channel_norm_cycles=None) -> FusionLimits:
         return cls(options.enable_fusion, options.max_fusion_depth, options.use_flash_attention,
-                   options.max_seq_len, profile, attention_capacity)
+                   options.max_seq_len, profile, attention_capacity, channel_norm_cycles)
 
 
 @dataclass
@@ -188,7 +189,7 @@ def fuse(g: Graph, model: str, limits: FusionLimits, log: OptLog) -> FusionResul
     sibling GEMMs, Conv -> Conv 1x1 chains (with a profile)."""
     res = FusionResult(g, ops_before=len(g.nodes))
     res.audit += fold_pads(g, model, log)  # exact and the only way a Pad runs: taken whatever ENABLE_FUSION says
-    audit_channel_layernorm(g, model, limits.enable, log, res.audit)
+    fuse_channel_layernorm(g, model, limits, log, res.audit, res.fused, limits.channel_norm_cycles)
     fused, audit = packed_attention(g, model, limits.enable, log)  # nn.MultiheadAttention's export (mha.py)
     res.fused += fused
     res.audit += audit

@@ -27,6 +27,7 @@ from ..ir.graph import Graph, Node, OpInstance
 from ..ir.opspec import is_depthwise
 from . import copy_rules, gather_rules, pad_rules, row_axis
 from .aicpu_step import aicpu_step
+from .channel_norm import lower_channel_layernorm
 from .conv_transpose import conv_transpose
 from .eltwise_programs import CHAIN_OPS as PROGRAM_CHAIN_OPS  # lowered as elementwise programs
 from .lowered import LoweredModel, Step, Storage
@@ -718,7 +719,8 @@ class _Lowerer:
         "AveragePool": pool, "ReduceMean": reduce_mean, "BatchNormalization": batchnorm, "Squeeze": reshape,
         "Unsqueeze": reshape, "Slice": slice_op, "Split": split, "Gather": gather_rules.gather, "Concat": concat,
         "EltwiseProgram": eltwise_program, "Resize": resize, "ConvTranspose": conv_transpose, "Pad": pad_rules.pad,
-        "LSTMLoop": lstm_loop, "GRULoop": gru_loop, **dict.fromkeys(("ReduceSum", *copy_rules.REDUCE_TYPES), reduce)}
+        "LSTMLoop": lstm_loop, "GRULoop": gru_loop, **dict.fromkeys(("ReduceSum", *copy_rules.REDUCE_TYPES), reduce),
+        "ChannelLayerNorm": lower_channel_layernorm}
 
 
     def layernorm_decomposed(self, node: Node) -> None:

@@ -38,6 +38,8 @@ def natural_shapes(record: dict) -> list[tuple[str, tuple[int, ...] | str]]:
     if kind == "col2im":  # the GEMM's columns: kh kw channel-padded blocks of C channels per pixel
         cols = ("cols", (s["n"], s["kh"] * s["kw"] * -(-s["c"] // 16) * 16, s["h"], s["w"]))
         return [cols] + ([("bias", (s["c"],))] if s["bias"] else [])
+    if kind == "channel_layernorm":  # NCHW in (rows of the NHWC transpose out), gamma and beta per channel
+        return [("x", (s["n"], s["c"], s["h"], s["w"])), ("gamma", (s["c"],)), ("beta", (s["c"],))]
     if kind in ("pool2d", "avgpool2d", "resize"):
         return [("x", (s["n"], s["c"], s["h"], s["w"]))]
     if kind == "gemm":

@@ -67,6 +67,10 @@ def make_inputs(k: kiln.Kernel, seed: int):
         if kind == "layernorm":
             args += [1 + 0.1 * rng.standard_normal(s["length"]).astype(np.float32),
                      0.1 * rng.standard_normal(s["length"]).astype(np.float32)]
+    elif kind == "channel_layernorm":  # NCHW fp16, gamma and beta per channel
+        args = [(2 * rng.standard_normal((s["n"], s["c"], s["h"], s["w"]))).astype(np.float16),
+                1 + 0.1 * rng.standard_normal(s["c"]).astype(np.float32),
+                0.1 * rng.standard_normal(s["c"]).astype(np.float32)]
     elif kind in ("bgemm", "attention", "transpose", "copy"):
         args = [rng.standard_normal(t["shape"]).astype(np.float16) for t in k.record["inputs"]]
     elif kind == "gather":  # indices of every form: negative ones (from the end), repeats
@@ -252,6 +256,9 @@ def test_kernel_matches_reference(k):
         x = args[0].astype(np.float64)
         np.testing.assert_array_equal(y.reshape(-1), x.max(-1) if k.spec["op"] == "max" else x.min(-1))
         return
+    if kind == "channel_layernorm":
+        check_channel_layernorm(k, args, y)
+        return
     if kind in ("softmax", "logsoftmax", "layernorm", "bgemm", "attention", "reduce") or (
             kind == "eltwise" and k.spec["op"] == "gelu"):
         check_fp32_math(k, args, y)
@@ -376,6 +383,20 @@ def check_eltwise_program(k, args, y):
     assert np.count_nonzero(y) > 0.3 * y.size
 
 
+def check_channel_layernorm(k, args, y):
+    """The layernorm check on the rows of the NHWC transpose; then the padded lanes of the last channel block
+    filled with large values must not change one output bit (they stay out of the statistics)."""
+    s = k.spec
+    rows = args[0].transpose(0, 2, 3, 1).reshape(-1, s["c"])
+    check_fp32_math(k, [rows, *args[1:]], y)
+    packed = k.pack(*args)
+    if s["c"] % 16:
+        x = np.array(packed[0], np.float16).reshape(s["n"], -1, s["h"], s["w"], 16)
+        x[:, -1, :, :, s["c"] % 16:] = np.float16(1000.0)
+        got = k.run_packed(x, *packed[1:])
+        np.testing.assert_array_equal(np.asarray(got, np.float64).reshape(y.shape), y)
+
+
 def check_fp32_math(k, args, y):
     """Kernels computing in fp32 from fp16 inputs, rounded once to fp16 at the end: the error is the
     final rounding plus the fp32 evaluation (reductions of `length` terms; exp/erf within a few ulp)."""
@@ -388,10 +409,10 @@ def check_fp32_math(k, args, y):
         want = np.log(ref.softmax(x[0]))
         scale = np.abs(x[0] - x[0].max(-1, keepdims=True)) + np.log(s["length"])
         tol = 2.0 ** -11 * np.abs(want) + 4 * 2.0 ** -24 * scale + 2.0 ** -24
-    elif kind == "layernorm":
+    elif kind in ("layernorm", "channel_layernorm"):
         want = ref.layernorm(x[0], x[1], x[2], s["eps"])
         scale = np.abs((x[0] - x[0].mean(-1, keepdims=True)) / x[0].std(-1, keepdims=True) * x[1]) + np.abs(x[2])
-        tol = 2.0 ** -11 * np.abs(want) + 4 * s["length"] * 2.0 ** -24 * scale + 2.0 ** -24
+        tol = 2.0 ** -11 * np.abs(want) + 4 * x[0].shape[-1] * 2.0 ** -24 * scale + 2.0 ** -24
     elif kind == "reduce":  # l2: fp32 squares summed over `length`, a square root, one fp16 rounding
         want = np.sqrt(np.sum(x[0] ** 2, axis=-1, keepdims=True))
         tol = 2.0 ** -11 * want + (s["length"] + 2) * 2.0 ** -24 * want + 2.0 ** -24
