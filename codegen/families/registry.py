@@ -10,6 +10,7 @@ from typing import Any
 
 from .. import KilnError
 from ..ir.opspec import Opspec
+from ..ir.optlog import OptLog
 from . import (
     attention_flash,
     avgpool2d_vector,
@@ -39,7 +40,7 @@ from . import (
     softmax_vector,
     transpose_mte,
 )
-from .base import FAMILIES, Family, Variant, predict, predicted_cycles, record
+from .base import FAMILIES, Family, Variant, fits, predict, predicted_cycles, record
 
 __all__ = ["FAMILIES", "ORDER", "predict", "predicted_cycles", "record"]
 
@@ -102,6 +103,16 @@ def pinned_family(spec: Opspec, pinned: str) -> tuple[Family, dict]:
 def attention_capacity(head_dim: int, profile) -> str:
     """Why no attention kernel tile fits `profile` at this head dim ("" if one does): fusion asks before fusing."""
     return attention_flash.attention_capacity_problem(head_dim, profile)
+
+
+def rule_cycles(spec: Opspec, profile) -> tuple[float, str]:
+    """Predicted cycles of the variant the rule gives `spec` on `profile` (a kind with a chooser: the chooser's,
+    without the tiling search) and the first on-chip buffer it overflows ("" if none): fusion's cost comparisons
+    (codegen/passes/program_epilogue.py) ask this."""
+    chooser = CHOOSERS.get(spec.kind)
+    f = family_for(spec)
+    v = chooser(spec, profile, OptLog()) if chooser else f.rule(spec, profile, OptLog())  # type: ignore[misc]
+    return predicted_cycles(spec, v.family, v.params, profile), fits(profile, v.buffers) or ""
 
 
 def tunable() -> dict[str, tuple[str, ...]]:

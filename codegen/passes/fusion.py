@@ -257,7 +257,7 @@ def _audit_program_epilogue(act: Node, prod: Node, ps: _Pass) -> None:
     chains it with the elementwise ops after it), one GM round trip the audit names."""
     if prod.op_type not in ("Conv", "ConvTranspose", "Gemm", "MatMul") or prod.name in ps.removed:
         return
-    if prod.op_type == "Conv" and _depthwise(prod, ps.g):  # decided once the program is formed (program_epilogue)
+    if prod.op_type == "Conv":  # decided once the program is formed (program_epilogue.py: the cost model for Cube's)
         return
     pattern, reason = f"{prod.op_type}+{act.op_type}", "no_program_epilogue"
     detail = f"{act.op_type} after {prod.name}: its own Vector kernel (Cube epilogues: Fixpipe ReLU, Vector ReLU/Clip)"
