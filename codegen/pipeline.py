@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import KilnError
-from .families.registry import attention_capacity, channel_norm_cycles
+from .families.registry import attention_capacity, channel_norm_cycles, rule_cycles
 from .frontend.kernel_list import load_kernel_list
 from .frontend.model_spec import ModelSpec, parse_model_spec
 from .ir.graph import Graph, OpInstance
@@ -70,7 +70,7 @@ def plan_model(graph: Graph, name: str, options: Options, log: OptLog, fusion_pr
     fusion = fuse(graph, name, limits, log)
     patterns = find_patterns(graph)
     patterns.decisions.extend(form_programs(graph, patterns, name, limits, log))
-    absorb_program_epilogues(graph, name, limits, log, fusion)
+    absorb_program_epilogues(graph, name, limits, log, fusion, rule_cycles)
     lowered = lower(graph, name, options.kiln_dtype, patterns,
                     convt_chooser(name, profile, options, log if log_lowering else OptLog()))
     lowered.int64_outputs = tuple(v.name for v in graph.outputs if graph.values[v.name].dtype == "int64")

@@ -11,6 +11,7 @@ from .. import KilnError
 from ..cost.blocks import cube_drain, cube_k_loop, pingpong_tile, rows_load2d, tile_loop
 from ..cost.model import OUT, Prediction, SimCore, launch, then
 from ..cost.steady import Memo
+from ..ir.eltwise_program import epilogue_steps, scratch_names, vector_ops
 from ..ir.opspec import C0, Conv2dSpec, c1
 from ..ir.optlog import OptLog
 from ..ir.profiles import Profile
@@ -99,14 +100,14 @@ def chain_rule(spec: Conv2dSpec, profile: Profile, log: OptLog, search: bool = F
     if spec.vector_epilogue:  # the Vector-core pass over the output, as for a single conv (never on chip here)
         numel = spec.n * CO1 * spec.ho * spec.wo * C0
         best["epi_tile"] = share128(numel, profile.cores_for("vector"),
-                                     (profile.capacity["UB"] // (2 * 3 * 2)) // 128 * 128)
+                                     (profile.capacity["UB"] // epi_bytes(spec)) // 128 * 128)
         log.add("tiling", spec.name, f"epilogue=vector_core,epi_tile={best['epi_tile']}", "vector_epilogue",
                 coupled=profile.coupled)
     if search:
         best = search_chain(spec, best, profile, log)
     bufs = chain_buffers(spec, best["base_m"], best["base_k1"], best["c1_step"], best["base_n2"], best["base_k2"])
     if spec.vector_epilogue:
-        bufs["UB"] = 2 * 3 * best["epi_tile"] * 2
+        bufs["UB"] = epi_bytes(spec) * best["epi_tile"]
     return Variant("conv2d_cube_img2col", best, spec.n * ceil(M / best["base_m"]) * best["n_split"], bufs)
 
 
@@ -155,9 +156,9 @@ def conv_rule(spec: Conv2dSpec, profile: Profile, log: OptLog, search: bool = Fa
     elif spec.vector_epilogue:  # the Vector-core pass over the output: y (and residual) in, y out, ping-pong
         numel = spec.n * c1(spec.cout) * spec.ho * spec.wo * C0
         vcores = profile.cores_for("vector")
-        tile = share128(numel, vcores, (profile.capacity["UB"] // (2 * 3 * 2)) // 128 * 128)
+        tile = share128(numel, vcores, (profile.capacity["UB"] // epi_bytes(spec)) // 128 * 128)
         best["epi_tile"] = tile
-        epi_ub = 2 * 3 * tile * 2
+        epi_ub = epi_bytes(spec) * tile
         log.add("tiling", spec.name, f"epilogue=vector_core,epi_tile={tile}", "vector_epilogue",
                 coupled=profile.coupled)
     if search:  # the rule's tiling is the baseline the search must beat
@@ -167,13 +168,26 @@ def conv_rule(spec: Conv2dSpec, profile: Profile, log: OptLog, search: bool = Fa
     if epi_ub:
         bufs["UB"] = epi_ub
     if best.get("on_chip"):
-        bufs["UB"] = on_chip_ub(best["base_m"])
+        bufs["UB"] = on_chip_ub(spec, best["base_m"])
     return Variant("conv2d_cube_img2col", best, blocks(best), bufs)
 
 
-def on_chip_ub(base_m: int) -> int:
-    """UB bytes of the on-chip conv epilogue: fp32 tile, fp16 and fp32 residual, fp16 result (one channel block)."""
-    return base_m * 16 * (4 + 2 + 4 + 2)
+def program_rows(spec: Conv2dSpec) -> int:
+    """fp32 buffers a program epilogue adds to the Vector epilogue: one per step and per step's scratch."""
+    steps = epilogue_steps(spec.program)
+    return len(steps) + len(scratch_names(steps))
+
+
+def epi_bytes(spec: Conv2dSpec) -> int:
+    """UB bytes per element of the Vector-core epilogue's tile: y, residual and result fp16 ping-pong; with a
+    program, the fp32 tile (and fp32 residual) and the program's fp32 rows."""
+    return 2 * 3 * 2 + (4 * (1 + int(spec.residual) + program_rows(spec)) if spec.program else 0)
+
+
+def on_chip_ub(spec: Conv2dSpec, base_m: int) -> int:
+    """UB bytes of the on-chip conv epilogue: fp32 tile, fp16 and fp32 residual, fp16 result (one channel block),
+    and a program's fp32 rows."""
+    return base_m * 16 * (4 + 2 + 4 + 2 + 4 * program_rows(spec))
 
 
 def conv_mte2(spec: Conv2dSpec, v: Variant) -> int:
@@ -229,6 +243,7 @@ def on_chip_epilogue(core: SimCore, spec: Conv2dSpec, m: int, n1_cnt: int) -> No
     activation on the same core's Vector unit, one fp16 rounding, UB -> GM."""
     n = m * 16
     act = [("Maxs", True), ("Mins", True)] if spec.clip_hi > 0 else [("Relu", True)] if spec.relu else []
+    act += [(op, True) for op in vector_ops(epilogue_steps(spec.program))]  # a program epilogue, in fp32
     core.set_flag("M", "FIX", 0)
     core.wait_flag("M", "FIX", 0)
     for j in range(n1_cnt):
@@ -401,6 +416,11 @@ def img2col_epilogue(spec: Conv2dSpec, params: dict, profile: Profile) -> Predic
     per_elem = ([("Add", False)] if spec.residual else []) + (
         [("Maxs", False), ("Mins", False)] if spec.clip_hi > 0 else
         [("Relu", False)] if spec.relu else [] if spec.residual else [("Copy", False)])
+    lanes = 128
+    if spec.program:  # in fp32: y (and the residual) cast up, + residual, activation, the program, one cast down
+        per_elem = [("Cast", True)] * (1 + int(spec.residual)) + [(op, True) for op, _ in per_elem if op != "Copy"]
+        per_elem += [(op, True) for op in vector_ops(epilogue_steps(spec.program))] + [("Cast", True)]
+        lanes = 64
 
     sources = [OUT] + ([conv_sources(spec)["residual"]] if spec.residual else [])
     memo = Memo()  # the tiles' effects, shared by the launch's cores
@@ -409,7 +429,7 @@ def img2col_epilogue(spec: Conv2dSpec, params: dict, profile: Profile) -> Predic
         t0, t1 = ntiles * b // vblocks, ntiles * (b + 1) // vblocks
         tile_loop(core, [min(tile, numel - t * tile) for t in range(t0, t1)],
                   lambda q, inq, outq, s, n: pingpong_tile(q, inq, outq, s, n, [(n, src) for src in sources],
-                                                           [(n, 128, per_elem)]), memo)
+                                                           [(n, lanes, per_elem)]), memo)
 
     return launch(profile, "vector", vblocks, epilogue)
 
@@ -510,7 +530,7 @@ def from_params(spec: Conv2dSpec, profile: Profile, params: dict, source: str) -
         raise KilnError("tiling", spec.name, f"{source}: l1_buffers={p['l1_buffers']} must be 1 or 2")
     bufs = conv_buffers(spec, p["base_m"], p["base_n"], p["base_k1"], p["c1_step"], p.get("l1_buffers", 2))
     if "UB" in base.buffers:
-        bufs["UB"] = on_chip_ub(p["base_m"]) if p.get("on_chip") else base.buffers["UB"]
+        bufs["UB"] = on_chip_ub(spec, p["base_m"]) if p.get("on_chip") else base.buffers["UB"]
     return p, bufs, spec.n * ceil(spec.ho * spec.wo / p["base_m"]) * ceil(c1(spec.cout) * 16 / p["base_n"])
 
 

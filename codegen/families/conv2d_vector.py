@@ -19,6 +19,8 @@ def vector_conv_legal(spec: Conv2dSpec) -> str | None:
         return "a second source accumulates in the Cube's L0C"
     if spec.mid:
         return "a chain keeps its intermediate in the Cube's L1"
+    if spec.program:
+        return "an elementwise program epilogue runs in the Cube kernel's Vector pass"
     if spec.dtype != "fp16":
         return f"the build's Cube weights are packed as {spec.dtype}; the Vector kernel reads fp16"
     return None

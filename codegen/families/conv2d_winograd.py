@@ -27,6 +27,8 @@ def winograd_legal(spec: Conv2dSpec) -> str | None:
         return "a second source is accumulated into its L0C"
     if spec.mid:
         return "a 1x1 conv is chained after it"
+    if spec.program:
+        return "an elementwise program epilogue runs in the direct kernel's Vector pass"
     if (spec.kh, spec.kw) != (3, 3):
         return f"kernel {spec.kh}x{spec.kw} is not 3x3"
     if (spec.sh, spec.sw) != (1, 1):

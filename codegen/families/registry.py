@@ -42,7 +42,7 @@ from . import (
     softmax_vector,
     transpose_mte,
 )
-from .base import FAMILIES, Family, Variant, predict, predicted_cycles, record
+from .base import FAMILIES, Family, Variant, fits, predict, predicted_cycles, record
 
 __all__ = ["FAMILIES", "ORDER", "predict", "predicted_cycles", "record"]
 
@@ -115,6 +115,16 @@ def channel_norm_cycles(spec: ChannelNormSpec, profile) -> tuple[float, float]:
         v = family_for(s).choose(s, profile, OptLog(), False)
         return predicted_cycles(s, v.family, v.params, profile)
     return cycles(spec), sum(cycles(s) for s in channel_layernorm_vector.unfused_specs(spec))
+
+
+def rule_cycles(spec: Opspec, profile) -> tuple[float, str]:
+    """Predicted cycles of the variant the rule gives `spec` on `profile` (a kind with a chooser: the chooser's,
+    without the tiling search) and the first on-chip buffer it overflows ("" if none): fusion's cost comparisons
+    (codegen/passes/program_epilogue.py) ask this."""
+    chooser = CHOOSERS.get(spec.kind)
+    f = family_for(spec)
+    v = chooser(spec, profile, OptLog()) if chooser else f.rule(spec, profile, OptLog())  # type: ignore[misc]
+    return predicted_cycles(spec, v.family, v.params, profile), fits(profile, v.buffers) or ""
 
 
 def tunable() -> dict[str, tuple[str, ...]]:

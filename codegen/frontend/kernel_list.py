@@ -23,7 +23,7 @@ from .onnx_rules import ceil_extra
 
 SUPPORTED = {
     "Conv": ("2-D convolution, NCHW, any group count (1: dense, C_in = C_out: depthwise, else grouped); optional bias; "
-             "activation '' or 'Relu'; a depthwise one also 'program', an elementwise program of its output (input 0)"),
+             "activation '' or 'Relu'; 'program', an elementwise program of its output (input 0) run in its epilogue"),
     "Gemm": "Y = A[M,K] * B[K,N] (+ bias[N]); activation '' or 'Relu'",
     "MatMul": "Y = A[M,K] * B[K,N]",
     "Relu": "elementwise max(x, 0)",
@@ -118,10 +118,10 @@ def _parse_conv(entry: str, raw: dict[str, Any], a: dict[str, Any]) -> None:
         raise KilnError("frontend", entry, f"weight {list(w)} with group={g} expects {w[1] * g} input channels and "
                         f"an output channel count divisible by {g}; input {list(x)}")
     _check_conv_window(entry, x, w, a)
-    if "program" in raw:  # a program epilogue (codegen/passes/program_epilogue.py): depthwise only
-        if not (isinstance(raw["program"], str) and g == x[1] == w[0] and w[1] == 1):
-            raise KilnError("frontend", entry, "'program' (a string, e.g. \"sigmoid(0);mul(0,1)\") is an epilogue "
-                            "of depthwise convolutions only (group = input channels = output channels)")
+    if "program" in raw:  # a program epilogue (codegen/passes/program_epilogue.py), in fp32 before the store
+        if not isinstance(raw["program"], str):
+            raise KilnError("frontend", entry, "'program' must be a string, e.g. \"sigmoid(0);mul(0,1)\" (an "
+                            "elementwise program of the conv's output)")
         try:
             decode(raw["program"], 1)
         except ValueError as e:

@@ -89,6 +89,7 @@ class Conv2dSpec:
     # FRACTAL_Z, zeros between groups) and an N tile of output blocks reduces over only the input channel blocks
     # of the groups it holds (group_c1_range). 1: a dense convolution.
     group: int = 1
+    program: str = ""  # then an elementwise program in fp32 in the Vector epilogue (passes/program_epilogue.py)
     kind: ClassVar[Literal["conv2d"]] = "conv2d"
     natural_output: ClassVar[NaturalOutput] = "nchw"
 
@@ -114,8 +115,8 @@ class Conv2dSpec:
 
     @property
     def vector_epilogue(self) -> bool:
-        """Fixpipe applies a plain ReLU; a residual add or a clip needs a pass on the Vector cores."""
-        return self.residual or self.clip_hi > 0
+        """Fixpipe applies a plain ReLU; a residual add, a clip or a program needs a pass on the Vector cores."""
+        return self.residual or self.clip_hi > 0 or bool(self.program)
 
     @property
     def ho(self) -> int:
@@ -128,7 +129,7 @@ class Conv2dSpec:
     @property
     def name(self) -> str:
         win = _window(self.sh, self.sw, (self.pt, self.pl, self.pb, self.pr), self.dh, self.dw)
-        act = f"_clip_0_{_num(self.clip_hi)}" if self.clip_hi else _act(self.relu)
+        act = (f"_clip_0_{_num(self.clip_hi)}" if self.clip_hi else _act(self.relu)) + epilogue_tag(self.program)
         acc = f"_acc{self.cin2}x{self.h2}x{self.w2}s{self.s2}" if self.cin2 else ""
         if self.mid:  # conv2d_1x64x56x56_o64_k3x3_s1_p1_bias_relu_then_o256_bias_add_relu
             first = (f"conv2d_{self.n}x{self.cin}x{self.h}x{self.w}_o{self.mid}_k{self.kh}x{self.kw}_{win}"
@@ -681,17 +682,16 @@ def opspec_of(op: OpInstance) -> Opspec:
     if op.type == "Conv":
         (n, cin, h, w), (cout, _, kh, kw) = a["input"], a["weight"]
         (pt, pl, pb, pr), (sh, sw), (dh, dw) = a["pads"], a["strides"], a["dilations"]
-        clip_hi = f32(a["max"]) if a["activation"] == "Clip" else 0.0
+        clip_hi, extra = (f32(a["max"]) if a["activation"] == "Clip" else 0.0), {"program": a.get("program", "")}
         if not is_depthwise(a["group"], cin, a["weight"]):  # dense or grouped: the Cube
             second = a.get("second")  # (cin2, h2, w2, stride) of an accumulated 1x1 conv
-            extra = dict(cin2=second[0], h2=second[1], w2=second[2], s2=second[3]) if second else {}
+            extra.update(dict(cin2=second[0], h2=second[1], w2=second[2], s2=second[3]) if second else {})
             if a.get("mid"):  # a chain: the window conv's (channels, bias, relu); cout is the 1x1 conv's
                 extra.update(mid=a["mid"][0], mid_bias=a["mid"][1], mid_relu=a["mid"][2])
                 cout = a["cout"]
             return Conv2dSpec(n, cin, h, w, cout, kh, kw, sh, sw, pt, pl, pb, pr, dh, dw, a["bias"], relu,
                               bool(a.get("residual", False)), clip_hi, **extra, dtype=cube_dtype(op), group=a["group"])
-        return DwConv2dSpec(n, cin, h, w, kh, kw, sh, sw, pt, pl, pb, pr, dh, dw, a["bias"], relu, clip_hi,
-                            a.get("program", ""))
+        return DwConv2dSpec(n, cin, h, w, kh, kw, sh, sw, pt, pl, pb, pr, dh, dw, a["bias"], relu, clip_hi, **extra)
     if op.type in ("Gemm", "MatMul"):
         return GemmSpec(a["a"][0], a["a"][1], a["b"][1], a["bias"], relu, cube_dtype(op), a.get("split", 0))
     if op.type in ("Relu", "Add", "Clip", "Mul", "Muls", "Adds", "Gelu"):

@@ -52,8 +52,11 @@ REASONS = {
     "fixpipe_no_gelu": "rejected: GELU is not a Fixpipe function; it needs a Vector pass no kernel has yet",
     "fixpipe_no_relu": "rejected: (not used) Fixpipe has ReLU",
     "epilogue_unsupported": "rejected: the producing kernel family has no such epilogue",
-    "no_program_epilogue": "rejected: an elementwise-program op after a Cube Conv/GEMM runs as its own Vector kernel; "
-                           "no Cube kernel takes a program epilogue yet",
+    "no_program_epilogue": "rejected: an elementwise-program op after a ConvTranspose or GEMM runs as its own Vector "
+                           "kernel; no such Cube kernel takes a program epilogue yet",
+    "program_epilogue_slower": "rejected by the cost model: the Cube convolution with the program in its Vector "
+                               "epilogue predicts at least as many cycles as the convolution and the program's own "
+                               "Vector kernel (both planned by the rule; the cycles are logged)",
     "channel_layernorm_unsupported": "rejected: a LayerNormalization over the channels of an NCHW tensor (after a "
                                      "Transpose to NHWC) the fused kernel does not take (scale or bias not constants "
                                      "of C values, Mean/InvStdDev used, C > 4096); the Transpose runs as a copy",
@@ -62,8 +65,9 @@ REASONS = {
                          "the transposed tensor is never stored (fused and unfused predicted cycles in the line)",
     "channel_layernorm_slower": "rejected by the cost model: the fused channel LayerNorm is predicted no faster than "
                                 "the Transpose's copy plus the LayerNorm over rows",
-    "program_epilogue": "the elementwise program runs in the depthwise kernel's own pass over UB, on each fp32 output "
-                        "row before the cast to fp16 (instruction-level fusion)",
+    "program_epilogue": "the elementwise program runs in the producing kernel's own pass over UB (a depthwise conv's "
+                        "or a Resize's rows, a Cube conv's Vector epilogue) on fp32 values before the cast to fp16 "
+                        "(instruction-level fusion)",
     "no_epilogue": "rejected: the producing kernel family takes no epilogue",
     "pad_into_conv": "taken: a zero constant Pad of H and W before a Conv is the Conv's own padding (exact)",
     "pad_not_foldable": "rejected: the Pad is not a zero constant pad of H and W read only by a Conv (no Pad kernel)",

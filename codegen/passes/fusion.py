@@ -9,8 +9,8 @@ Epilogues each kernel family can run (the kernels implement them):
   Depthwise Conv, a standalone BatchNormalization (a per-channel affine on the
     depthwise kernel) and Add run on the Vector unit: ReLU and Clip(0, hi) are
     two more instructions in the same pass over UB (instruction-level fusion).
-    A depthwise Conv also takes a whole elementwise program (SiLU, HardSwish,
-    LeakyRelu...) once the programs are formed: codegen/passes/program_epilogue.py.
+    A Conv (depthwise; on the Cube where the cost model predicts it faster) takes a
+    whole elementwise program (SiLU...) once formed: codegen/passes/program_epilogue.py.
   Conv + Conv(1x1) + Add, both convolutions read only by the add (ResNet's
     downsample block): the 1x1 one becomes a second source of the other, its K
     fractals accumulated into the same L0C, so the add is free and neither
@@ -42,8 +42,8 @@ from .mha import scalar_factor as _scalar
 from .pad_fold import fold_pads
 
 ACTIVATIONS = ("Relu", "Clip", "Gelu")
-# elementwise ops that run in a fused elementwise program (codegen/passes/eltwise_programs.py); after a Cube or
-# depthwise kernel they are an epilogue opportunity no kernel takes yet, so they are audited
+# elementwise ops that run in a fused elementwise program (codegen/passes/eltwise_programs.py); after a GEMM or
+# ConvTranspose they are an epilogue opportunity no kernel takes yet, so they are audited (a Conv: program_epilogue)
 PROGRAM_ACTIVATIONS = ("Sigmoid", "HardSigmoid", "HardSwish", "LeakyRelu", "PRelu", "Tanh", "Erf", "Softplus", "Exp",
                        "Log", "Sqrt", "Abs", "Neg", "Reciprocal", "Pow")
 
@@ -258,7 +258,7 @@ def _audit_program_epilogue(act: Node, prod: Node, ps: _Pass) -> None:
     chains it with the elementwise ops after it), one GM round trip the audit names."""
     if prod.op_type not in ("Conv", "ConvTranspose", "Gemm", "MatMul") or prod.name in ps.removed:
         return
-    if prod.op_type == "Conv" and _depthwise(prod, ps.g):  # decided once the program is formed (program_epilogue)
+    if prod.op_type == "Conv":  # decided once the program is formed (program_epilogue.py: the cost model for Cube's)
         return
     pattern, reason = f"{prod.op_type}+{act.op_type}", "no_program_epilogue"
     detail = f"{act.op_type} after {prod.name}: its own Vector kernel (Cube epilogues: Fixpipe ReLU, Vector ReLU/Clip)"

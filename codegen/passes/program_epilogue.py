@@ -9,7 +9,15 @@ Taken when ENABLE_FUSION=ON, the program reads nothing but the conv's output (an
 steps), nothing else reads that output and it is not a graph output, the fused kernel stays within
 MAX_FUSION_DEPTH, and the program maps 0 to 0 when the channels do not fill the last C0 block (the padded lanes
 must stay zero for the next kernel). Every opportunity is logged; the ones not taken join the fusion audit.
-Cube convolutions (dense, grouped) and GEMMs keep their program as its own Vector kernel: fusion.py audits them.
+
+A Cube convolution (dense or grouped, conv2d_cube_img2col / conv2d_grouped_cube) runs the program in its Vector
+epilogue (after bias, residual and activation, in fp32, before the one cast to fp16): on a coupled profile (310P)
+on each tile L0C -> UB, on a split one (910B) in the Vector-core pass over the conv's output. There the cost model
+decides: taken where the fused kernel's predicted cycles (the rule's variant, `rule_cycles` from the family
+registry) are fewer than the conv's and the program's own kernel's, both logged; otherwise audited
+`program_epilogue_slower`. Without a profile (the runtime's generic "unchained" planning) nothing predicts, and a
+Cube conv keeps its program as its own kernel. A chained conv or one with a second source keeps it too
+(epilogue_unsupported). ConvTranspose and GEMMs keep their program: fusion.py audits them.
 
 A Resize (resize_vector) holds each fp16 output row in UB before its store: the program runs there the same way,
 on the row cast to fp32 and cast back (nearest: once per run of output rows reading one input row), under the same
@@ -17,14 +25,20 @@ conditions (a Resize's padded channel lanes are copies of the input's zeros).
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from ..ir.eltwise_program import depth as program_depth
-from ..ir.eltwise_program import encode, evaluate
+from ..ir.eltwise_program import encode, evaluate, f32
 from ..ir.graph import Graph, Node
-from ..ir.opspec import C0, is_depthwise
+from ..ir.opspec import C0, Conv2dSpec, EltwiseProgramSpec, Opspec, c1, is_depthwise
 from ..ir.optlog import OptLog
+from ..ir.profiles import Profile
 from .fusion import FusionLimits, FusionResult, _index, _label
+
+# (spec, profile) -> (predicted cycles of the variant the rule gives it, the first on-chip buffer it overflows or "")
+RuleCycles = Callable[[Opspec, Profile], tuple[float, str]]
 
 
 def _depthwise_conv(n: Node | None, g: Graph) -> bool:
@@ -35,9 +49,55 @@ def _depthwise_conv(n: Node | None, g: Graph) -> bool:
     return is_depthwise(n.attrs.get("group", 1), g.values[n.inputs[0]].shape[1], wshape)
 
 
+def _cube_conv(n: Node | None, g: Graph) -> bool:
+    """A Conv on the Cube (dense, grouped, a chain's 1x1): not depthwise."""
+    return n is not None and n.op_type == "Conv" and not _depthwise_conv(n, g)
+
+
 def _producer(n: Node | None, g: Graph) -> bool:
-    """A kernel that takes a program epilogue: a depthwise Conv (dwconv2d_vector) or a Resize (resize_vector)."""
-    return _depthwise_conv(n, g) or (n is not None and n.op_type == "Resize")
+    """A kernel that takes a program epilogue: a depthwise Conv (dwconv2d_vector), a Resize (resize_vector), a
+    Cube Conv (its Vector epilogue)."""
+    return _depthwise_conv(n, g) or (n is not None and n.op_type == "Resize") or _cube_conv(n, g)
+
+
+def cube_conv_spec(conv: Node, g: Graph, program: str = "") -> Conv2dSpec:
+    """The Conv2dSpec lowering will give a Cube conv (fp16 operands), with `program` as its epilogue."""
+    a, act = conv.attrs, conv.fused.activation
+    n, cin, h, w = g.values[conv.inputs[0]].shape
+    wname = conv.inputs[1]
+    cout, _, kh, kw = g.initializers[wname].shape if wname in g.initializers else g.values[wname].shape
+    (pt, pl, pb, pr), (sh, sw), (dh, dw) = a["pads"], a["strides"], a["dilations"]
+    clip_hi = f32(conv.fused.clip[1]) if act == "Clip" and conv.fused.clip is not None else 0.0
+    return Conv2dSpec(n, cin, h, w, cout, kh, kw, sh, sw, pt, pl, pb, pr, dh, dw,
+                      len(conv.inputs) > 2 and conv.inputs[2] != "", act == "Relu", bool(conv.fused.residual), clip_hi,
+                      group=a.get("group", 1), program=program)
+
+
+def _cost_rejection(conv: Node, prog: Node, g: Graph, limits: FusionLimits,
+                    rule_cycles: RuleCycles | None) -> tuple[str, str, dict]:
+    """The cost model's word on a Cube conv taking `prog`: (reason, detail, cycles facts); reason "" = take it."""
+    if conv.fused.second is not None or conv.fused.chain_first is not None:
+        what = "accumulates a second source" if conv.fused.second is not None else "is a chain's 1x1 conv"
+        return "epilogue_unsupported", f"{conv.name} {what}; that kernel takes no program epilogue", {}
+    if len(g.values[conv.inputs[0]].shape) != 4:
+        return "epilogue_unsupported", f"{conv.name} is not a 2-D convolution", {}
+    if limits.profile is None or rule_cycles is None:
+        return "program_epilogue_slower", "no profile to predict on (generic planning): the program's own kernel", {}
+    program = encode(prog.attrs["steps"])
+    fused_spec = cube_conv_spec(conv, g, program)
+    n, c, ho, wo = g.values[conv.outputs[0]].shape
+    plane = ho * wo * C0
+    fused, overflow = rule_cycles(fused_spec, limits.profile)
+    conv_alone, _ = rule_cycles(cube_conv_spec(conv, g), limits.profile)
+    own, _ = rule_cycles(EltwiseProgramSpec(n * c1(c) * plane, plane, c1(c), c % C0, "full", program), limits.profile)
+    facts = {"fused_cycles": round(fused), "separate_cycles": round(conv_alone + own), "conv_cycles": round(conv_alone),
+             "program_cycles": round(own), "profile": limits.profile.name}
+    if overflow:
+        return "capacity", f"the epilogue's {overflow} footprint exceeds {limits.profile.name}'s", facts
+    if fused >= conv_alone + own:
+        return "program_epilogue_slower", (f"{round(fused)} cycles fused >= {round(conv_alone)} conv + {round(own)} "
+                                           f"program on {limits.profile.name}"), facts
+    return "", "Vector epilogue", facts
 
 
 def _rejection(conv: Node, prog: Node, g: Graph, limits: FusionLimits, readers: dict[str, set[str]]) -> tuple[str, str]:
@@ -48,7 +108,7 @@ def _rejection(conv: Node, prog: Node, g: Graph, limits: FusionLimits, readers: 
     fused_depth = 1 + sum(1 for t in conv.fused.op_types if t != "BN") + program_depth(steps)
     if not limits.enable:
         return "fusion_off", "ENABLE_FUSION=OFF"
-    if conv.fused.program or conv.fused.residual:
+    if conv.fused.program or (conv.fused.residual and not _cube_conv(conv, g)):
         return "activation_taken", f"{conv.name} already ends with {conv.fused.program or 'a residual add'}"
     if list(prog.inputs) != [x] or tuple(prog.attrs["forms"]) != ("full",):
         return "epilogue_unsupported", (f"the program reads {len(prog.inputs)} tensors; the {conv.op_type} kernel "
@@ -66,9 +126,11 @@ def _rejection(conv: Node, prog: Node, g: Graph, limits: FusionLimits, readers: 
     return "", "Vector pass"
 
 
-def absorb_program_epilogues(g: Graph, model: str, limits: FusionLimits, log: OptLog, res: FusionResult) -> None:
-    """Rewrite `g` (in place): each EltwiseProgram node reading a depthwise Conv's or a Resize's output becomes
-    that kernel's epilogue where _rejection finds nothing against it; logged and recorded in `res` either way."""
+def absorb_program_epilogues(g: Graph, model: str, limits: FusionLimits, log: OptLog, res: FusionResult,
+                             rule_cycles: RuleCycles | None = None) -> None:
+    """Rewrite `g` (in place): each EltwiseProgram node reading a depthwise Conv's, a Resize's or a Cube Conv's
+    output becomes that kernel's epilogue where _rejection (and for a Cube conv, the cost model through
+    `rule_cycles`) finds nothing against it; logged and recorded in `res` either way."""
     consumers, producer_of, _ = _index(g)  # fusion's index: a residual operand and a second source read too
     readers = {v: {n.name for n in ns} for v, ns in consumers.items()}
     removed: set[str] = set()
@@ -81,8 +143,11 @@ def absorb_program_epilogues(g: Graph, model: str, limits: FusionLimits, log: Op
         ops = "+".join(prog.attrs["op_types"])
         pattern, subject = f"{conv.op_type}+{ops}", f"{model}:{prog.name}"
         reason, detail = _rejection(conv, prog, g, limits, readers)
+        facts: dict = {}
+        if not reason and _cube_conv(conv, g):
+            reason, detail, facts = _cost_rejection(conv, prog, g, limits, rule_cycles)
         if reason:
-            log.add("fusion", subject, f"{pattern}:rejected", reason, detail=detail)
+            log.add("fusion", subject, f"{pattern}:rejected", reason, detail=detail, **facts)
             res.audit.append({"node": prog.name, "into": conv.name, "pattern": pattern, "reason": reason,
                               "detail": detail})
             continue
@@ -96,6 +161,6 @@ def absorb_program_epilogues(g: Graph, model: str, limits: FusionLimits, log: Op
         producer_of[prog.outputs[0]] = conv
         removed.add(prog.name)
         log.add("fusion", subject, f"Fused({label})", "program_epilogue", into=conv.name, where=detail,
-                program=conv.fused.program, ops=len(conv.source))
+                program=conv.fused.program, ops=len(conv.source), **facts)
         res.fused.append({"node": prog.name, "into": conv.name, "pattern": pattern, "where": detail})
     g.nodes = [n for n in g.nodes if n.name not in removed]

@@ -1,7 +1,7 @@
-"""The coupled profile (ascend310p: Cube and Vector in one AI core): a convolution's residual add and clip run on
-chip, L0C -> UB -> Vector -> GM, instead of a second Vector-core launch through GM as on ascend910b. A small
-310P build checks the results against the reference, the cost model against the emulator, and that the
-epilogue reads only the residual from GM."""
+"""The coupled profile (ascend310p: Cube and Vector in one AI core): a convolution's residual add, clip and program
+epilogue (SiLU) run on chip, L0C -> UB -> Vector -> GM, instead of a second Vector-core launch through GM as on
+ascend910b. A small 310P build checks the results against the reference, the cost model against the emulator,
+and that the epilogue reads only the residual from GM."""
 import json
 import os
 import re
@@ -34,6 +34,16 @@ KERNELS = textwrap.dedent("""
     max = 6.0
 
     [[op]]
+    label = "c.residual_silu"
+    type = "Conv"
+    input = [1, 16, 6, 6]
+    weight = [24, 16, 3, 3]
+    pads = [1, 1, 1, 1]
+    bias = true
+    residual = true
+    program = "sigmoid(0);mul(0,1)"
+
+    [[op]]
     label = "c.attention"
     type = "Attention"
     q = [1, 2, 40, 32]
@@ -56,7 +66,7 @@ CHECK = textwrap.dedent("""
     from kiln import reference as ref
     from kiln.codegen.families.registry import predict
     from kiln.codegen.ir.profiles import PROFILES
-    from test_kernels import check_fp32_math, make_inputs, reference
+    from test_kernels import check_dw_program, check_fp32_math, make_inputs, reference
     from test_costmodel import spec_of
     out = {}
     for k in kiln.kernels():
@@ -65,7 +75,13 @@ CHECK = textwrap.dedent("""
         st = k.last_stats
         row = {"variant": k.record["variant"], "blocks": st["blocks"], "record_blocks": k.record["blocks"],
                "mte2": st["pipes"]["MTE2"]["bytes"], "record_mte2": k.record["mte2_bytes"], "cycles": st["cycles"]}
-        if k.record["features"]["kind"] == "conv2d":
+        if k.record["features"]["kind"] == "conv2d" and k.spec.get("program"):  # + residual, then SiLU in fp32
+            try:
+                check_dw_program(k, args, y)
+                row["within_bound"] = True
+            except AssertionError:
+                row["within_bound"] = False
+        elif k.record["features"]["kind"] == "conv2d":
             want = reference(k, args)
             bound = ref.bound(want, reference(k, args, absolute=True), k.record["features"]["reduction_length"])
             if k.spec.get("residual"):
@@ -102,7 +118,7 @@ def coupled(tmp_path_factory):
 
 def test_epilogue_runs_on_chip_and_matches_the_reference(coupled):
     convs = {n: k for n, k in coupled.items() if n.startswith("conv2d")}
-    assert len(convs) == 2
+    assert len(convs) == 3
     for name, k in convs.items():
         assert re.search(r"\du1(\D|$)", k["variant"]), k["variant"]  # the on-chip epilogue variant (u1)
         assert k["within_bound"], name

@@ -1,5 +1,6 @@
 """Program epilogues (codegen/passes/program_epilogue.py): an elementwise program reading only a depthwise Conv joins
 its dwconv2d_vector kernel; what is not taken is logged and audited with its reason."""
+import re
 from dataclasses import replace
 
 import numpy as np
@@ -10,9 +11,13 @@ pytest.importorskip("onnx")
 from test_eltwise_programs import _model, _plan
 
 from codegen.families.dwconv2d_vector import dw_buffers, replay_dwconv
+from codegen.frontend.onnx_import import load_onnx
 from codegen.ir.eltwise_program import decode, vector_ops
-from codegen.ir.opspec import DwConv2dSpec
+from codegen.ir.opspec import Conv2dSpec, DwConv2dSpec
+from codegen.ir.optlog import OptLog
 from codegen.ir.profiles import get_profile
+from codegen.options import parse_options
+from codegen.pipeline import plan_model
 
 X20 = [("x", [1, 20, 6, 6])]
 W20 = {"w": np.ones((20, 1, 3, 3)) / 9}
@@ -55,11 +60,58 @@ def test_not_taken_each_with_its_reason(tmp_path):
     assert len(stages.specs) == 2 and any("reason=multiple_consumers" in line for line in log.lines)
 
 
-def test_a_dense_conv_keeps_its_program_and_the_audit_says_so(tmp_path):
-    nodes = [("Conv", ["x", "w"], ["c"], {}), ("Sigmoid", ["c"], ["s"], {}), ("Mul", ["c", "s"], ["y"], {})]
-    stages, log = _plan(_model(tmp_path, nodes, X20, [("y", [1, 16, 4, 4])], {"w": np.ones((16, 20, 3, 3))}))
+DENSE_SILU = [("Conv", ["x", "w"], ["c"], {}), ("Sigmoid", ["c"], ["s"], {}), ("Mul", ["c", "s"], ["y"], {})]
+
+
+def _cycles(line: str) -> tuple[int, int]:
+    return tuple(int(re.search(f" {k}=([0-9]+)", line).group(1)) for k in ("fused_cycles", "separate_cycles"))
+
+
+def test_a_cube_conv_takes_a_program_where_the_cost_model_predicts_fewer_cycles(tmp_path):
+    path = _model(tmp_path, DENSE_SILU, X20, [("y", [1, 16, 4, 4])], {"w": np.ones((16, 20, 3, 3)) / 180})
+    # 310P: the tile goes L0C -> UB and the program runs there, no second pass over GM: taken
+    stages, log = _plan(path, KILN_TARGET="ascend310p")
+    (spec,) = stages.specs.values()
+    assert spec.kind == "conv2d" and spec.program == "sigmoid(0);mul(0,1)" and "_sigmoid_mul_" in spec.name
+    (line,) = [ln for ln in log.lines if "m:n2 Fused(Conv+Sigmoid+Mul) reason=program_epilogue into=n0" in ln]
+    fused, separate = _cycles(line)
+    assert fused < separate and not stages.fusion.audit
+    # 910B: the Vector epilogue is a second launch over GM, no cheaper than the program's own kernel here
+    stages, log = _plan(path, KILN_TARGET="ascend910b")
     assert [s.kind for s in stages.specs.values()] == ["conv2d", "eltwise_program"]
-    assert any("m:n1 Conv+Sigmoid:rejected reason=no_program_epilogue" in line for line in log.lines)
+    (line,) = [ln for ln in log.lines if "m:n2 Conv+Sigmoid+Mul:rejected reason=program_epilogue_slower" in ln]
+    fused, separate = _cycles(line)
+    assert fused >= separate and [a["reason"] for a in stages.fusion.audit] == ["program_epilogue_slower"]
+
+
+def test_a_residual_conv_takes_the_program_into_the_pass_it_already_has(tmp_path):
+    nodes = [("Conv", ["x", "w"], ["c"], {"pads": [1, 1, 1, 1]}), ("Add", ["c", "x"], ["a"], {}),
+             ("Sigmoid", ["a"], ["s"], {}), ("Mul", ["a", "s"], ["y"], {})]
+    path = _model(tmp_path, nodes, [("x", [1, 32, 6, 6])], [("y", [1, 32, 6, 6])], {"w": np.ones((32, 32, 3, 3)) / 300})
+    for target in ("ascend910b", "ascend310p"):
+        stages, log = _plan(path, KILN_TARGET=target)
+        (spec,) = stages.specs.values()
+        assert spec.residual and spec.program == "sigmoid(0);mul(0,1)"
+        (line,) = [ln for ln in log.lines if "Fused(Conv+Add+Sigmoid+Mul) reason=program_epilogue" in ln]
+        assert _cycles(line)[0] < _cycles(line)[1]
+
+
+def test_a_cube_conv_not_taking_a_program_says_why(tmp_path):
+    from codegen.ir.optlog import REASONS
+    assert "program_epilogue_slower" in REASONS
+    # Sigmoid(0) = 0.5 would fill the padded lanes of 20 output channels
+    stages, _ = _plan(_model(tmp_path, [("Conv", ["x", "w"], ["c"], {}), ("Sigmoid", ["c"], ["y"], {})], X20,
+                             [("y", [1, 20, 4, 4])], {"w": np.ones((20, 20, 3, 3))}), KILN_TARGET="ascend310p")
+    assert [s.kind for s in stages.specs.values()] == ["conv2d", "eltwise_program"]
+    assert [a["reason"] for a in stages.fusion.audit] == ["epilogue_unsupported"]
+    path = _model(tmp_path, DENSE_SILU, X20, [("y", [1, 16, 4, 4])], {"w": np.ones((16, 20, 3, 3))})
+    _, log = _plan(path, ENABLE_FUSION="OFF", KILN_TARGET="ascend310p")
+    assert any("m:n1 Conv+Sigmoid:rejected reason=fusion_off" in line for line in log.lines), log.lines
+    # without a profile (the runtime's generic planning) nothing predicts: the program stays its own kernel
+    stages = plan_model(load_onnx(path), "m", parse_options({"KILN_MODELS": "", "KILN_TARGET": "ascend310p"}),
+                        OptLog(), None, memory=False)
+    assert [s.kind for s in stages.specs.values()] == ["conv2d", "eltwise_program"]
+    assert "no profile" in stages.fusion.audit[0]["detail"]
 
 
 def test_the_replay_issues_the_program_once_per_output_row():
@@ -72,20 +124,40 @@ def test_the_replay_issues_the_program_once_per_output_row():
     assert p1.cycles > p0.cycles
 
 
-def test_a_kernel_list_takes_a_program_on_depthwise_convolutions_only(tmp_path):
+def test_a_kernel_list_takes_a_program_on_a_convolution(tmp_path):
     from codegen import KilnError
     from codegen.frontend.kernel_list import load_kernel_list
     from codegen.ir.opspec import opspec_of
     conv = '[[op]]\nlabel = "k"\ntype = "Conv"\ninput = [1, 24, 8, 8]\nweight = [{w}]\ngroup = {g}\nprogram = "{p}"\n'
     path = tmp_path / "k.toml"
-    path.write_text(conv.format(w="24, 1, 3, 3", g=24, p="sigmoid(0);mul(0,1)"))
-    (op,) = load_kernel_list(path)
-    assert opspec_of(op).program == "sigmoid(0);mul(0,1)"
-    for w, g, p, words in (("24, 24, 3, 3", 1, "tanh(0)", "depthwise convolutions only"),
-                           ("24, 1, 3, 3", 24, "mul(0,1)", "'program'")):
-        path.write_text(conv.format(w=w, g=g, p=p))
-        with pytest.raises(KilnError, match=words):
-            load_kernel_list(path)
+    for w, g, kind in (("24, 1, 3, 3", 24, "dwconv2d"), ("40, 24, 1, 1", 1, "conv2d"), ("24, 12, 3, 3", 2, "conv2d")):
+        path.write_text(conv.format(w=w, g=g, p="sigmoid(0);mul(0,1)"))
+        (op,) = load_kernel_list(path)
+        spec = opspec_of(op)
+        assert spec.kind == kind and spec.program == "sigmoid(0);mul(0,1)"
+    path.write_text(conv.format(w="24, 1, 3, 3", g=24, p="mul(0,1)"))
+    with pytest.raises(KilnError, match="'program'"):
+        load_kernel_list(path)
+
+
+def test_the_cube_conv_epilogue_replay_issues_the_program_per_tile():
+    from codegen.families.conv2d_cube_img2col import conv_rule, epi_bytes, on_chip_ub, replay_img2col
+    base = Conv2dSpec(1, 16, 8, 8, 16, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, True, False, clip_hi=6.0)
+    silu = replace(base, program="sigmoid(0);mul(0,1)")
+    ops = len(vector_ops(decode(silu.program, 1)))
+    # 310P: on chip, per channel block of each M tile, one instruction per VecOp (64 pixels x 16: 16 repeats)
+    profile = get_profile("ascend310p")
+    params = conv_rule(silu, profile, OptLog()).params
+    p0, p1 = (replay_img2col(s, params, profile) for s in (base, silu))
+    tiles = -(-64 // params["base_m"])
+    assert params["on_chip"] and p1.pipes["V"].instrs - p0.pipes["V"].instrs == tiles * ops
+    assert on_chip_ub(silu, params["base_m"]) == on_chip_ub(base, params["base_m"]) + 2 * params["base_m"] * 64
+    # 910B: the Vector-core pass casts the tile to fp32 (and back) around the clip and the program
+    profile = get_profile("ascend910b")
+    params = conv_rule(silu, profile, OptLog()).params
+    p0, p1 = (replay_img2col(s, params, profile) for s in (base, silu))
+    assert "on_chip" not in params and p1.cycles > p0.cycles and p1.pipes["V"].instrs > p0.pipes["V"].instrs
+    assert epi_bytes(silu) == epi_bytes(base) + 4 * (1 + 2) and epi_bytes(base) == 12
 
 
 X32 = [("x", [1, 32, 4, 4])]
