@@ -63,6 +63,8 @@ REASONS = {
     "channel_layernorm": "Transpose(0,2,3,1) -> LayerNormalization(last axis) as one Vector kernel: the channels read "
                          "as NC1HWC0 holds them (one strided copy per tile of pixels), the normalised rows written; "
                          "the transposed tensor is never stored (fused and unfused predicted cycles in the line)",
+    "not_priced": "rejected: the choice needs the cost model's replay and the tensor is larger than fusion prices at "
+                  "plan time (codegen/passes/pricing.py); the ops stay separate kernels",
     "channel_layernorm_slower": "rejected by the cost model: the fused channel LayerNorm is predicted no faster than "
                                 "the Transpose's copy plus the LayerNorm over rows",
     "program_epilogue": "the elementwise program runs in the producing kernel's own pass over UB (a depthwise conv's "

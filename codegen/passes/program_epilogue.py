@@ -36,6 +36,7 @@ from ..ir.opspec import C0, Conv2dSpec, EltwiseProgramSpec, Opspec, c1, is_depth
 from ..ir.optlog import OptLog
 from ..ir.profiles import Profile
 from .fusion import FusionLimits, FusionResult, _index, _label
+from .pricing import unpriced
 
 # (spec, profile) -> (predicted cycles of the variant the rule gives it, the first on-chip buffer it overflows or "")
 RuleCycles = Callable[[Opspec, Profile], tuple[float, str]]
@@ -83,6 +84,9 @@ def _cost_rejection(conv: Node, prog: Node, g: Graph, limits: FusionLimits,
         return "epilogue_unsupported", f"{conv.name} is not a 2-D convolution", {}
     if limits.profile is None or rule_cycles is None:
         return "program_epilogue_slower", "no profile to predict on (generic planning): the program's own kernel", {}
+    too_large = unpriced(g.values[conv.outputs[0]].shape)
+    if too_large:
+        return "not_priced", f"{conv.name}'s output: {too_large}", {}
     program = encode(prog.attrs["steps"])
     fused_spec = cube_conv_spec(conv, g, program)
     n, c, ho, wo = g.values[conv.outputs[0]].shape

@@ -229,3 +229,15 @@ def test_a_kernel_list_takes_a_program_on_a_resize(tmp_path):
     path.write_text(entry.format(p="mul(0,1)"))
     with pytest.raises(KilnError, match=r"'program'|step"):
         load_kernel_list(path)
+
+
+def test_a_conv_output_beyond_pricing_keeps_its_program_without_a_replay(tmp_path):
+    """A mistaken or mutated shape (here 252M output values) is not priced: the exact replay would walk millions of
+    blocks at plan time (the fuzz test's batch 10^6 ran out of memory there)."""
+    path = _model(tmp_path, DENSE_SILU, [("x", [4096, 20, 64, 64])], [("y", [4096, 16, 62, 62])],
+                  {"w": np.ones((16, 20, 3, 3)) / 180})
+    log = OptLog()
+    stages = plan_model(load_onnx(path), "m", parse_options({"KILN_MODELS": "", "KILN_TARGET": "ascend310p"}), log)
+    (line,) = [ln for ln in log.lines if "m:n2 Conv+Sigmoid+Mul:rejected reason=not_priced" in ln]
+    assert f"{4096 * 16 * 62 * 62}_values_>_{2 ** 27}" in line  # the log writes spaces as _
+    assert [a["reason"] for a in stages.fusion.audit] == ["not_priced"]
