@@ -108,23 +108,20 @@ def attention_capacity(head_dim: int, profile) -> str:
     return attention_flash.attention_capacity_problem(head_dim, profile)
 
 
-def channel_norm_cycles(spec: ChannelNormSpec, profile) -> tuple[float, float]:
-    """(fused, unfused) predicted cycles of a LayerNorm over channels after a Transpose(0,2,3,1): its one kernel,
-    against the Transpose's copy plus the LayerNorm over rows (rule tilings). Fusion asks before fusing."""
-    def cycles(s) -> float:
-        v = family_for(s).choose(s, profile, OptLog(), False)
-        return predicted_cycles(s, v.family, v.params, profile)
-    return cycles(spec), sum(cycles(s) for s in channel_layernorm_vector.unfused_specs(spec))
-
-
 def rule_cycles(spec: Opspec, profile) -> tuple[float, str]:
     """Predicted cycles of the variant the rule gives `spec` on `profile` (a kind with a chooser: the chooser's,
     without the tiling search) and the first on-chip buffer it overflows ("" if none): fusion's cost comparisons
-    (codegen/passes/program_epilogue.py) ask this."""
+    (codegen/passes/program_epilogue.py, channel_norm_cycles) ask this."""
     chooser = CHOOSERS.get(spec.kind)
-    f = family_for(spec)
-    v = chooser(spec, profile, OptLog()) if chooser else f.rule(spec, profile, OptLog())  # type: ignore[misc]
+    v = chooser(spec, profile, OptLog()) if chooser else family_for(spec).choose(spec, profile, OptLog(), False)
     return predicted_cycles(spec, v.family, v.params, profile), fits(profile, v.buffers) or ""
+
+
+def channel_norm_cycles(spec: ChannelNormSpec, profile) -> tuple[float, float]:
+    """(fused, unfused) predicted cycles of a LayerNorm over channels after a Transpose(0,2,3,1): its one kernel,
+    against the Transpose's copy plus the LayerNorm over rows (rule tilings). Fusion asks before fusing."""
+    unfused = channel_layernorm_vector.unfused_specs(spec)
+    return rule_cycles(spec, profile)[0], sum(rule_cycles(s, profile)[0] for s in unfused)
 
 
 def tunable() -> dict[str, tuple[str, ...]]:

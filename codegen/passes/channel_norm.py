@@ -79,8 +79,9 @@ def fuse_channel_layernorm(g: Graph, model: str, limits, log: OptLog, audit: lis
         copy = f"the Transpose's copy of {prod((batch, ch, h, w)) * 2} bytes"
         reason, detail = _unsupported(g, t, ln, readers, limits)
         cycles: dict = {}
-        if not reason and price is not None and limits.profile is not None and unpriced((batch, ch, h, w)):
-            reason, detail = "not_priced", f"{t.inputs[0]}: {unpriced((batch, ch, h, w))}"
+        too_large = unpriced((batch, ch, h, w))
+        if not reason and price is not None and limits.profile is not None and too_large:
+            reason, detail = "not_priced", f"{t.inputs[0]}: {too_large}"
         elif not reason and price is not None and limits.profile is not None:
             one, two = price(spec, limits.profile)
             cycles = {"fused_cycles": round(one), "unfused_cycles": round(two), "profile": limits.profile.name}
