@@ -88,6 +88,12 @@ def reread(reads: float, cold: int | None) -> float:
     return 0.0 if cold is None else max(0.0, reads - cold)
 
 
+def miss_rate(miss: float, hit: float, first: float) -> float:
+    """A core's rate reading a cold input of which `first` of the step's reads are first reads: those stream at the
+    miss rate, the re-reads (another core's or its own) at the hit rate, spread evenly over every read."""
+    return miss if first >= 1.0 else 1.0 / (first / miss + (1.0 - first) / hit)
+
+
 def reused(mem: MemCount, cold: int | None) -> MemCount:
     """A launch's traffic as the chip serves it: its re-reads of cold inputs moved from HBM to L2 hits (reread)."""
     again = 0 if cold is None else max(0, mem.hbm_read_bytes - cold)
@@ -144,9 +150,12 @@ def vec_body(profile: Profile, op: str, fp32: bool, times: int) -> float:
 class SimCore:
     """One AI core's timeline: the emulator's issue/flag rules, with costs from the profile."""
 
-    def __init__(self, profile: Profile, l2: tuple[bool, ...] | None = None):
+    def __init__(self, profile: Profile, l2: tuple[bool, ...] | None = None, first: tuple[float, ...] = (),
+                 reads: Counter | None = None):
         self.p = profile
         self.l2 = l2  # per kernel input: an L2 hit? (the step's L2 plan; None: called alone, every read misses)
+        self.first = first  # per kernel input: the share of the step's reads of it that are first reads
+        self.reads = reads  # with a count pass (read_counts): bytes read per source
         self.mem = MemCount()
         self.free_at = dict.fromkeys(PIPES, 0.0)     # when the pipe takes its next instruction
         self.done_at = dict.fromkeys(PIPES, 0.0)     # when every result issued on the pipe is ready
@@ -195,12 +204,16 @@ class SimCore:
             return
         nbytes = nburst * burst * esize
         p = self.p
+        if self.reads is not None:
+            self.reads[src] += nbytes
+        hit_rate = p.l2_to_l1_bpc if to == "L1" else p.l2_to_ub_bpc
         if self.hits(src):
             self.mem.l2_hit_bytes += nbytes
-            rate = p.l2_to_l1_bpc if to == "L1" else p.l2_to_ub_bpc
+            rate = hit_rate
         else:
             self.mem.hbm_read_bytes += nbytes
-            rate = p.gm_to_l1_bpc if to == "L1" else p.gm_to_ub_bpc
+            rate = miss_rate(p.gm_to_l1_bpc if to == "L1" else p.gm_to_ub_bpc, hit_rate,
+                             self.first[src] if self.first else 1.0)
         copy = p.gm_to_l1_copy if to == "L1" else p.gm_to_ub_copy
         self.issue("MTE2", p.mte2_head, copy + nbytes / rate, nbytes,
                    "copy_gm_to_l1" if to == "L1" else "copy_gm_to_ub")
@@ -333,6 +346,8 @@ class ReplayMode:
     l2: tuple[bool, ...] | None = None  # the step's L2 plan: per kernel input, a hit? (None: every read misses)
     l2_bytes: tuple[int, ...] = ()  # with l2: each kernel input's bytes (what bounds the launch's HBM reads: reread)
     every_block: bool = False
+    first: tuple[float, ...] = ()  # with l2: per kernel input, the share of the step's reads that are first reads
+    reads: Counter | None = None  # a count pass (read_counts): the bytes read per source, added up here
     bound: bool = False  # a lower bound of the cycles only (launch_bound: what lets a ranking skip a replay)
 
 
@@ -378,7 +393,7 @@ def launch(profile: Profile, unit: str, blocks: int, body,
     traces: dict[int, list] | None = {} if recording is not None else None
     memo = Memo()  # block effects, shared by the launch's cores
     for v in (sorted({0, (blocks - 1) % cores}) if mode.sample else range(cores)):
-        core = SimCore(profile, mode.l2)
+        core = SimCore(profile, mode.l2, mode.first, mode.reads)
         if traces is not None:
             core.trace = traces[v] = []
         _blocks(core, body, range(v, blocks, cores), signature, memo if traces is None and not mode.every_block
@@ -427,27 +442,32 @@ def launch_bound(profile: Profile, blocks: int, cores: int, body, signature) -> 
     instructions depend on: launch()) and added once with their multiplicity, so a bound costs a few blocks where
     the replay costs the cores' steady state."""
     mode = current_mode()
-    seen: dict[tuple, tuple[list[float], MemCount]] = {}  # (first?, signature) -> busy cycles per pipe, GM bytes
+    seen: dict[tuple, tuple[list[float], MemCount, Counter]] = {}  # (first?, signature) -> busy per pipe, bytes
 
-    def counted(first: bool, sig: Hashable, b: int) -> tuple[list[float], MemCount]:
+    def counted(first: bool, sig: Hashable, b: int) -> tuple[list[float], MemCount, Counter]:
         got = seen.get((first, sig))
         if got is None:
-            core = _BusyCore(profile, mode.l2)
+            core = _BusyCore(profile, mode.l2, mode.first, Counter())
             core.blocks = 0 if first else 1
             body(core, b)
-            got = seen[(first, sig)] = ([core.count[p].busy for p in PIPES], core.mem)
+            got = seen[(first, sig)] = ([core.count[p].busy for p in PIPES], core.mem, core.reads)
         return got
 
     cycles, replayed, mem = 0.0, 0, MemCount()
     for v in (sorted({0, (blocks - 1) % cores}) if mode.sample else range(cores)):
         bs = range(v, blocks, cores)
-        busy, first_mem = counted(True, signature(v), v)
+        busy, first_mem, first_reads = counted(True, signature(v), v)
         busy = list(busy)
         mem.add(first_mem)
+        if mode.reads is not None:
+            mode.reads.update(first_reads)
         sigs = list(map(signature, bs[1:]))  # the later blocks by signature, each counted with its multiplicity
         for sig, n in Counter(sigs).items():
-            got, m = counted(False, sig, bs[1 + sigs.index(sig)])
+            got, m, r = counted(False, sig, bs[1 + sigs.index(sig)])
             busy = [x + n * y for x, y in zip(busy, got)]
+            if mode.reads is not None:
+                for src, nbytes in r.items():
+                    mode.reads[src] += n * nbytes
             mem.l2_hit_bytes += n * m.l2_hit_bytes
             mem.hbm_read_bytes += n * m.hbm_read_bytes
             mem.write_bytes += n * m.write_bytes
@@ -498,8 +518,8 @@ def launch_group(profile: Profile, blocks: int, body) -> Prediction:
     recording = mode.record
     traces: dict[int, list] | None = {} if recording is not None else None
     for v in (sorted({0, (blocks - 1) % groups}) if mode.sample else range(groups)):
-        aic = SimCore(profile, mode.l2)
-        aivs = [aic, aic] if profile.coupled else [SimCore(profile, mode.l2), SimCore(profile, mode.l2)]
+        aic = SimCore(profile, mode.l2, mode.first, mode.reads)
+        aivs = [aic, aic] if profile.coupled else [SimCore(profile, mode.l2, mode.first, mode.reads), SimCore(profile, mode.l2, mode.first, mode.reads)]
         if traces is not None:
             aic.trace = traces[v] = []
             if not profile.coupled:
@@ -544,9 +564,38 @@ class L2Plan(NamedTuple):
     sizes: tuple[int, ...]
 
 
-def _mode(sample: bool, l2: L2Plan | None, every_block: bool, bound: bool = False) -> ReplayMode:
-    return ReplayMode(sample=sample, l2=None if l2 is None else l2.hits, l2_bytes=() if l2 is None else l2.sizes,
-                      every_block=every_block, bound=bound)
+_READS: dict[tuple, Counter] = {}
+
+
+def read_counts(replay, spec, params: dict, profile: Profile) -> Counter:
+    """The bytes the kernel's cores read from each source (an input's index, OUT, WORKSPACE) over all its
+    launches: a count pass (bytes do not depend on timing), cached per kernel and tiling."""
+    key = (replay, repr(spec), repr(sorted(params.items())), repr(profile))
+    got = _READS.get(key)
+    if got is None:
+        if len(_READS) > 4096:
+            _READS.clear()
+        got = Counter()
+        with _replaying(ReplayMode(bound=True, reads=got)):
+            replay(spec, params, profile)
+        _READS[key] = got
+    return got
+
+
+def first_shares(l2: L2Plan, reads: Counter) -> tuple[float, ...]:
+    """Per kernel input, the share of the step's reads of it that are first reads: its size over the bytes read
+    (1 where it hits L2 or is read at most once)."""
+    return tuple(1.0 if hit or reads[i] <= size else size / reads[i]
+                 for i, (hit, size) in enumerate(zip(l2.hits, l2.sizes)))
+
+
+def _mode(replay, spec, params: dict, profile: Profile, sample: bool, l2: L2Plan | None, every_block: bool,
+          bound: bool = False) -> ReplayMode:
+    if l2 is None:
+        return ReplayMode(sample=sample, every_block=every_block, bound=bound)
+    first = first_shares(l2, read_counts(replay, spec, params, profile))
+    return ReplayMode(sample=sample, l2=l2.hits, l2_bytes=l2.sizes, first=first, every_block=every_block,
+                      bound=bound)
 
 
 def run(replay, spec, params: dict, profile: Profile, sample: bool = False,
@@ -554,7 +603,7 @@ def run(replay, spec, params: dict, profile: Profile, sample: bool = False,
     """One family's replay (codegen/families/) of `params` for `spec`. sample=True replays two cores per launch:
     cycles for ranking candidates, not per-pipe totals. l2: the step's L2 plan (None: called alone, every read
     misses). every_block: replay identical blocks one by one (None: EVERY_BLOCK)."""
-    mode = _mode(sample, l2, EVERY_BLOCK if every_block is None else every_block)
+    mode = _mode(replay, spec, params, profile, sample, l2, EVERY_BLOCK if every_block is None else every_block)
     with _replaying(mode):
         return replay(spec, params, profile)
 
@@ -563,7 +612,7 @@ def run_bound(replay, spec, params: dict, profile: Profile, sample: bool = False
               l2: L2Plan | None = None) -> float:
     """A lower bound of run(replay, spec, params, profile, sample, l2).cycles (ReplayMode.bound: launch_bound), far
     cheaper where blocks repeat: what lets a ranking pass over a candidate without replaying it."""
-    with _replaying(_mode(sample, l2, EVERY_BLOCK, bound=True)):
+    with _replaying(_mode(replay, spec, params, profile, sample, l2, EVERY_BLOCK, bound=True)):
         return replay(spec, params, profile).cycles
 
 
