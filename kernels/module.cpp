@@ -138,9 +138,11 @@ RuntimeShape parse_runtime_shape(const std::string& where, const GenericKernelEn
 }
 
 // l2_hits: a model step's L2 plan for these inputs (one per input), as the executor applies it; none: the
-// kernel called on its own, every GM read misses L2.
+// kernel called on its own, every GM read misses L2. l2_reads (with l2_hits): the bytes the step's cores read
+// of each input (the manifest's), whose excess over the input's size are re-reads; none: each is read once.
 py::dict run_kernel(const std::string& name, const std::vector<py::array>& inputs, py::array out,
-                    const std::optional<std::vector<bool>>& l2_hits) {
+                    const std::optional<std::vector<bool>>& l2_hits,
+                    const std::optional<std::vector<std::uint64_t>>& l2_reads) {
   const KernelEntry& k = find_kernel(name);
   if (inputs.size() != k.inputs.size())
     throw py::value_error("kernel '" + name + "' takes " + std::to_string(k.inputs.size()) + " inputs, got " +
@@ -154,13 +156,18 @@ py::dict run_kernel(const std::string& name, const std::vector<py::array>& input
   if (!out.writeable()) throw py::value_error("kernel '" + name + "': output array is read-only");
   void* optr = out.mutable_data();
   L2View view;
+  if (l2_reads && !l2_hits) throw py::value_error("kernel '" + name + "': l2_reads needs l2_hits");
   if (l2_hits) {
     if (l2_hits->size() != inputs.size())
       throw py::value_error("kernel '" + name + "': l2_hits needs one entry per input (" +
                             std::to_string(inputs.size()) + "), got " + std::to_string(l2_hits->size()));
+    if (l2_reads && l2_reads->size() != inputs.size())
+      throw py::value_error("kernel '" + name + "': l2_reads needs one entry per input (" +
+                            std::to_string(inputs.size()) + "), got " + std::to_string(l2_reads->size()));
     for (std::size_t i = 0; i < inputs.size(); ++i) {
       const auto* p = static_cast<const std::uint8_t*>(ptrs[i]);
-      view.regions.push_back({p, p + inputs[i].nbytes(), (*l2_hits)[i]});
+      const auto n = static_cast<std::uint64_t>(inputs[i].nbytes());
+      view.regions.push_back({p, p + n, (*l2_hits)[i], l2_reads ? first_share(n, (*l2_reads)[i]) : 1.0});
     }
     const auto* o = static_cast<const std::uint8_t*>(optr);
     view.regions.push_back({o, o + out.nbytes(), true});
@@ -433,6 +440,8 @@ class PyExecutor {
       if (d.contains("l2_hits") && !d["l2_hits"].is_none()) {  // the build's L2 plan for this step's inputs
         s.l2_hits = d["l2_hits"].cast<std::vector<bool>>();
         s.has_l2 = true;
+        if (d.contains("l2_reads") && !d["l2_reads"].is_none())
+          s.l2_reads = d["l2_reads"].cast<std::vector<std::uint64_t>>();
       }
       if (!d["kernel"].is_none() && d.contains("runtime_shape")) {  // a generic kernel at this step's size
         s.generic = &find_generic(d["kernel"].cast<std::string>());
@@ -582,8 +591,10 @@ PYBIND11_MODULE(_core, m) {
     return out;
   });
   m.def("run", &run_kernel, py::arg("name"), py::arg("inputs"), py::arg("out"), py::arg("l2_hits") = py::none(),
+        py::arg("l2_reads") = py::none(),
         "Run a baked kernel on packed inputs, writing `out`; returns the simulated statistics. l2_hits: one bool "
-        "per input, a model step's L2 plan (default: every GM read misses L2).");
+        "per input, a model step's L2 plan (default: every GM read misses L2); l2_reads: with it, the bytes the "
+        "step reads of each input (default: each input read once).");
   m.def("build_info", [] {
     py::dict d;
     d["isa"] = KILN_ISA_NAME;

@@ -88,10 +88,15 @@ def reread(reads: float, cold: int | None) -> float:
     return 0.0 if cold is None else max(0.0, reads - cold)
 
 
-def miss_rate(miss: float, hit: float, first: float) -> float:
-    """A core's rate reading a cold input of which `first` of the step's reads are first reads: those stream at the
-    miss rate, the re-reads (another core's or its own) at the hit rate, spread evenly over every read."""
-    return miss if first >= 1.0 else 1.0 / (first / miss + (1.0 - first) / hit)
+def read_rate(first: float, hit: float, miss: float) -> float:
+    """A core's GM read rate, B/cycle, when `first` of the bytes it reads are first reads (at the miss rate) and the
+    rest re-reads of bytes a core brought into L2 earlier in the launch (at the hit rate), spread evenly over its
+    reads: 0, an L2 hit; 1, every byte a miss. kiln::emu::read_rate."""
+    if first <= 0.0:
+        return hit
+    if first >= 1.0:
+        return miss
+    return 1.0 / (first / miss + (1.0 - first) / hit)
 
 
 def reused(mem: MemCount, cold: int | None) -> MemCount:
@@ -192,11 +197,14 @@ class SimCore:
         return max(self.done_at.values())
 
     # ---- instructions (costs as in core.hpp)
-    def hits(self, src: int) -> bool:
-        """Does a read of `src` (an input's index, OUT or WORKSPACE) hit L2? Core::l2_hit."""
+    def first_share(self, src: int) -> float:
+        """The share of first reads in a read of `src` (an input's index, OUT or WORKSPACE): 0 where it hits L2, else
+        the input's first share (first_shares; 1 called on its own: every read misses). Core::gm_read."""
         if self.l2 is None:
-            return False
-        return src < 0 or self.l2[src]
+            return 1.0
+        if src < 0 or self.l2[src]:
+            return 0.0
+        return self.first[src] if self.first else 1.0
 
     def copy_gm(self, nburst: int, burst: int, esize: int, to: str, *, src: int) -> None:
         """GM -> L1/UB, reading operand `src`: at the L2 rate on a hit, the per-core HBM share on a miss."""
@@ -206,14 +214,13 @@ class SimCore:
         p = self.p
         if self.reads is not None:
             self.reads[src] += nbytes
-        hit_rate = p.l2_to_l1_bpc if to == "L1" else p.l2_to_ub_bpc
-        if self.hits(src):
-            self.mem.l2_hit_bytes += nbytes
-            rate = hit_rate
-        else:
+        first = self.first_share(src)
+        if first > 0.0:
             self.mem.hbm_read_bytes += nbytes
-            rate = miss_rate(p.gm_to_l1_bpc if to == "L1" else p.gm_to_ub_bpc, hit_rate,
-                             self.first[src] if self.first else 1.0)
+        else:
+            self.mem.l2_hit_bytes += nbytes
+        rate = (read_rate(first, p.l2_to_l1_bpc, p.gm_to_l1_bpc) if to == "L1"
+                else read_rate(first, p.l2_to_ub_bpc, p.gm_to_ub_bpc))
         copy = p.gm_to_l1_copy if to == "L1" else p.gm_to_ub_copy
         self.issue("MTE2", p.mte2_head, copy + nbytes / rate, nbytes,
                    "copy_gm_to_l1" if to == "L1" else "copy_gm_to_ub")
@@ -333,6 +340,10 @@ class ReplayMode:
     benchmarks/bench_plan.py compare with; KILN_COST_EVERY_BLOCK=1 makes it the default). bound: the cycles are
     a lower bound of what the same mode without it gives (launch_bound), the other fields are not filled."""
 
+    def new_core(self, profile: Profile) -> SimCore:
+        """A core of a launch replayed in this mode: the step's L2 plan and first-read shares, the count's tally."""
+        return SimCore(profile, self.l2, self.first, self.reads)
+
     @property
     def cold(self) -> int | None:
         """The total size of the step's cold inputs (reread); None without an L2 plan."""
@@ -393,7 +404,7 @@ def launch(profile: Profile, unit: str, blocks: int, body,
     traces: dict[int, list] | None = {} if recording is not None else None
     memo = Memo()  # block effects, shared by the launch's cores
     for v in (sorted({0, (blocks - 1) % cores}) if mode.sample else range(cores)):
-        core = SimCore(profile, mode.l2, mode.first, mode.reads)
+        core = mode.new_core(profile)
         if traces is not None:
             core.trace = traces[v] = []
         _blocks(core, body, range(v, blocks, cores), signature, memo if traces is None and not mode.every_block
@@ -447,10 +458,11 @@ def launch_bound(profile: Profile, blocks: int, cores: int, body, signature) -> 
     def counted(first: bool, sig: Hashable, b: int) -> tuple[list[float], MemCount, Counter]:
         got = seen.get((first, sig))
         if got is None:
-            core = _BusyCore(profile, mode.l2, mode.first, Counter())
+            reads: Counter = Counter()
+            core = _BusyCore(profile, mode.l2, mode.first, reads)
             core.blocks = 0 if first else 1
             body(core, b)
-            got = seen[(first, sig)] = ([core.count[p].busy for p in PIPES], core.mem, core.reads)
+            got = seen[(first, sig)] = ([core.count[p].busy for p in PIPES], core.mem, reads)
         return got
 
     cycles, replayed, mem = 0.0, 0, MemCount()
@@ -518,8 +530,8 @@ def launch_group(profile: Profile, blocks: int, body) -> Prediction:
     recording = mode.record
     traces: dict[int, list] | None = {} if recording is not None else None
     for v in (sorted({0, (blocks - 1) % groups}) if mode.sample else range(groups)):
-        aic = SimCore(profile, mode.l2, mode.first, mode.reads)
-        aivs = [aic, aic] if profile.coupled else [SimCore(profile, mode.l2, mode.first, mode.reads), SimCore(profile, mode.l2, mode.first, mode.reads)]
+        aic = mode.new_core(profile)
+        aivs = [aic, aic] if profile.coupled else [mode.new_core(profile), mode.new_core(profile)]
         if traces is not None:
             aic.trace = traces[v] = []
             if not profile.coupled:

@@ -81,6 +81,8 @@ def _step_lines(i: int, s: StepRecord, kernel_index: dict[str, int]) -> list[str
         hits = ", ".join("true" if h else "false" for h in s.l2_hits)
         lines.append(f"s[{i}].has_l2 = true;")
         lines.append(f"s[{i}].l2_hits = {{{hits}}};")
+    if s.l2_reads is not None:
+        lines.append(f"s[{i}].l2_reads = {{{', '.join(map(str, s.l2_reads))}}};")
     return lines
 
 

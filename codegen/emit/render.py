@@ -181,7 +181,7 @@ def model_record(m: ModelPlan, kernel_symbols: dict[int, str], windex: dict[str,
             tuple(s.params), tuple(ref(v) for v in step_inputs(m, i)), ref(s.output),
             # the ONNX value this step produces, as held on the device (for per-kernel checks)
             s.output, st.layout, tuple(st.logical), tuple(sorted(frees.get(i, []))),
-            l2_hits=m.l2_hits.get(i), launch=m.launches.get(i), host=host_record(m, i)))
+            l2_hits=m.l2_hits.get(i), launch=m.launches.get(i), host=host_record(m, i), l2_reads=m.l2_reads.get(i)))
     memory = MemoryRecord(
         mem.lower_bound_bytes, mem.naive_bytes, mem.strategy, mem.strategies, round(mem.fragmentation, 6),
         mem.alignment, tuple(InPlace(o, i) for o, i in mem.in_place),

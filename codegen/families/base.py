@@ -111,6 +111,16 @@ def predict(spec, family: str, params: dict, profile: Profile, sample: bool = Fa
                     None if l2 is None else cost.L2Plan(l2, input_bytes(spec, f, params)))
 
 
+def input_reads(spec, family: str, params: dict, profile: Profile) -> tuple[int, ...] | None:
+    """The bytes the kernel's cores read of each packed input over its launches (the cost model's count: what a
+    model step's first-read shares come from, cost.first_shares); None for an unknown family."""
+    f = FAMILIES.get(family)
+    if f is None:
+        return None
+    counts = cost.read_counts(f.replay, spec, params, profile)
+    return tuple(counts[i] for i in range(len(input_bytes(spec, f, params))))
+
+
 def input_bytes(spec, f: Family, params: dict) -> tuple[int, ...]:
     """Each packed kernel input's bytes (the GM regions a model step's L2 plan is about: cost.ReplayMode.l2_bytes)."""
     return tuple(t.nbytes for t in f.inputs_of(spec, Variant(f.name, params)))

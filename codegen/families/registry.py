@@ -42,9 +42,9 @@ from . import (
     softmax_vector,
     transpose_mte,
 )
-from .base import FAMILIES, Family, Variant, fits, predict, predicted_cycles, record
+from .base import FAMILIES, Family, Variant, fits, input_reads, predict, predicted_cycles, record
 
-__all__ = ["FAMILIES", "ORDER", "predict", "predicted_cycles", "record"]
+__all__ = ["FAMILIES", "ORDER", "input_reads", "predict", "predicted_cycles", "record"]
 
 ORDER: tuple[Family, ...] = (
     conv2d_cube_img2col.FAMILY,

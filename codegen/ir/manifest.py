@@ -255,6 +255,7 @@ class StepRecord:
     l2_hits: tuple[bool, ...] | None = None  # kernel steps: per input, a read hits L2 (codegen/passes/l2.py)
     launch: LaunchRecord | None = None  # kernel steps with a cost-model replay: the launch as this step runs it
     host: HostRecord | None = None    # aicpu steps: the node the host evaluates, and its AI CPU cost
+    l2_reads: tuple[int, ...] | None = None  # with l2_hits: per input, the bytes the step's cores read of it
 
     @property
     def is_kernel(self) -> bool:
@@ -279,6 +280,8 @@ class StepRecord:
             d["runtime_shape"] = self.runtime_shape
         if self.l2_hits is not None:
             d["l2_hits"] = list(self.l2_hits)
+        if self.l2_reads is not None:
+            d["l2_reads"] = list(self.l2_reads)
         if self.launch is not None:
             d["launch"] = self.launch.to_json()
         if self.host is not None:
@@ -292,7 +295,8 @@ class StepRecord:
                    d["value"], d["layout"], _tuple(d["shape"]), tuple(Region(*r) for r in d["frees"]),
                    d.get("runtime_shape"), None if d.get("l2_hits") is None else _tuple(d["l2_hits"]),
                    None if d.get("launch") is None else LaunchRecord.from_json(d["launch"]),
-                   None if d.get("host") is None else HostRecord.from_json(d["host"]))
+                   None if d.get("host") is None else HostRecord.from_json(d["host"]),
+                   None if d.get("l2_reads") is None else _tuple(d["l2_reads"]))
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from ..families.registry import FAMILIES
 from ..ir.opspec import spec_hash
 from ..ir.optlog import OptLog
 from ..ir.profiles import Profile
-from .launches import prediction_record
+from .launches import kernel_reads, prediction_record
 from .plan import KernelPlan, ModelPlan
 from .search_cache import SearchCache, SearchSetup, parallel_map
 from .tiling import SIZE_DERIVED, variant_from_params
@@ -183,12 +183,12 @@ def rank_with_l2_plans(models: list[ModelPlan], profile: Profile, log: OptLog, o
         if found is None and cache:
             cache.put_l2(_key(k, patterns, profile, digest), r)
         if r.variant is not None:
-            _apply(k, steps, r, log)
+            _apply(k, steps, r, log, profile)
 
 
-def _apply(k: KernelPlan, steps: list[tuple[ModelPlan, int]], r: Reranked, log: OptLog) -> None:
-    """Kernel k takes the re-ranked tiling: its variant, its own prediction and its steps' launches (the same
-    inputs, so the same L2 plan: checked)."""
+def _apply(k: KernelPlan, steps: list[tuple[ModelPlan, int]], r: Reranked, log: OptLog, profile: Profile) -> None:
+    """Kernel k takes the re-ranked tiling: its variant, its own prediction and its steps' launches and reads (the
+    same inputs, so the same L2 plan: checked)."""
     v = r.variant
     assert v is not None
     log.add("search", k.spec.name, v.tag, "l2_plan", steps=len(steps), before=round(r.before),
@@ -197,5 +197,8 @@ def _apply(k: KernelPlan, steps: list[tuple[ModelPlan, int]], r: Reranked, log: 
     k.variant, k.prediction = v, r.alone
     assert [t.nbytes for t in k.inputs] == inputs, f"{k.spec.name}: a re-ranked tiling changed the kernel's inputs"
     launches = {h: prediction_record(p) for h, p in r.launches}
+    reads = kernel_reads(k, profile)
     for m, i in steps:
         m.launches[i] = launches[m.l2_hits[i]]
+        if reads is not None:
+            m.l2_reads[i] = reads

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 
 from ..cost.aicpu import aicpu_cycles
 from ..cost.model import Prediction
-from ..families.registry import predict
+from ..families.registry import input_reads, predict
 from ..ir.manifest import LaunchRecord, StepRecord
 from ..ir.optlog import OptLog
 from ..ir.profiles import Profile
@@ -65,15 +65,24 @@ def prediction_record(p: Prediction) -> LaunchRecord:
                         round(p.pipes["V"].busy, 3))
 
 
+def kernel_reads(k: KernelPlan, profile: Profile) -> tuple[int, ...] | None:
+    """The bytes kernel k's cores read of each input (its steps' `l2_reads`: whatever exceeds an input's size is
+    a re-read, at the L2 rate in part: docs/ascend-model.md section 12)."""
+    return input_reads(k.spec, k.variant.family, k.variant.params, profile)
+
+
 def attach_launches(m: ModelPlan, profile: Profile, log: OptLog) -> None:
-    """Fills m.l2_hits and m.launches: the L2 plan, then each kernel step's launch with its hits (one replay per
-    distinct kernel and hits)."""
+    """Fills m.l2_hits, m.l2_reads and m.launches: the L2 plan, then each kernel step's launch with its hits (one
+    replay per distinct kernel and hits)."""
     hits = plan_l2(m.name, step_accesses(m), profile.l2_bytes, log)
     done: dict[tuple[str, tuple[bool, ...]], LaunchRecord | None] = {}
     for i, k in m.step_kernels.items():
         h = hits[i]
         assert h is not None, f"{m.name}: kernel step {i} has no L2 plan"
         m.l2_hits[i] = h
+        reads = kernel_reads(k, profile)
+        if reads is not None:
+            m.l2_reads[i] = reads
         if (k.symbol, h) not in done:
             done[(k.symbol, h)] = launch_record(k, h, profile)
         m.launches[i] = done[(k.symbol, h)]

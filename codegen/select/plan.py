@@ -67,6 +67,7 @@ class ModelPlan:
     # KILN_SHAPE_BUCKETS: a codegen/shapes/buckets.py ShapeBuckets (typed Any: that later stage builds on this one)
     shapes: Any = None
     l2_hits: dict[int, tuple[bool, ...]] = field(default_factory=dict)  # kernel step -> a hit per input (passes/l2)
+    l2_reads: dict[int, tuple[int, ...]] = field(default_factory=dict)  # kernel step -> bytes read per input
     launches: dict[int, LaunchRecord | None] = field(default_factory=dict)  # kernel step -> its predicted launch
     host_cycles: dict[int, float] = field(default_factory=dict)  # aicpu step -> its predicted AI CPU cycles
 

@@ -418,6 +418,17 @@ def generic_tiling(spec, rule, searched: list, size: tuple[int, int], profile, l
     return cands[best][1]
 
 
+def _step_reads(model: ModelRecord, symbols: dict, chosen: dict, profile) -> dict[int, tuple[int, ...] | None]:
+    """Per kernel step of a sized plan, the bytes its kernel reads of each input (StepRecord.l2_reads): a generic
+    launch's by the cost model's count at this size, a baked kernel's as the build recorded them for its steps."""
+    from ..families.registry import input_reads
+    sb = model.shape_buckets
+    assert sb is not None
+    baked = {st.kernel: st.l2_reads for p in [model, *sb.plans] for st in p.kernel_steps if st.l2_reads is not None}
+    return {i: input_reads(chosen[i][0], chosen[i][1].family, chosen[i][1].params, profile) if i in chosen
+            else baked.get(sym) for i, sym in symbols.items()}
+
+
 class MissingKernel(KilnError):
     """A step of a plan at some size has neither a baked nor a generic kernel."""
 
@@ -507,7 +518,8 @@ def _plan_with(req: _SizeRequest, options, profile, fusion_profile, plan_model) 
     plan = ModelPlan(name, model.onnx, lowered, stages.memory, {}, stages.fusion)
     rec = model_record(plan, symbols, windex, model.weights_bytes)
     hits = plan_l2(name, record_accesses(plan, rec.steps), profile.l2_bytes, log)  # as the build plans its own
-    steps = tuple(replace(s, runtime_shape=args.get(i), l2_hits=hits[i]) if s.is_kernel else s
-                  for i, s in enumerate(rec.steps))
+    reads = _step_reads(model, symbols, chosen, profile)
+    steps = tuple(replace(s, runtime_shape=args.get(i), l2_hits=hits[i], l2_reads=reads.get(i)) if s.is_kernel
+                  else s for i, s in enumerate(rec.steps))
     return SizedPlan(replace(rec, steps=steps, input_size=(size[0], size[1])), len(args), len(symbols) - len(args), log,
                      chosen)

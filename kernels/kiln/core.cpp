@@ -236,9 +236,9 @@ void Core::copy_gm_to_local(Local<T> dst, std::size_t doff, Global<const T> src,
   const std::uint64_t bytes = nburst * burst * sizeof(T);
   const bool l1 = dst.pos == Pos::L1;
   // An L2 hit streams at the measured L2 rate, a miss at the core's HBM rate (docs/ascend-model.md §0, §12).
-  const bool hit = gm_read(src.ptr + soff, bytes);
-  const double rate =
-      l1 ? (hit ? prof_.l2_to_l1_bpc : prof_.gm_to_l1_bpc) : (hit ? prof_.l2_to_ub_bpc : prof_.gm_to_ub_bpc);
+  const double first = gm_read(src.ptr + soff, bytes);
+  const double rate = l1 ? read_rate(first, prof_.l2_to_l1_bpc, prof_.gm_to_l1_bpc)
+                         : read_rate(first, prof_.l2_to_ub_bpc, prof_.gm_to_ub_bpc);
   issue(Pipe::MTE2, prof_.mte2_head, (l1 ? prof_.gm_to_l1_copy : prof_.gm_to_ub_copy) + bytes / rate, bytes);
 }
 
@@ -278,9 +278,9 @@ void Core::copy_gm_to_l1_nd2nz(Local<f16> dst, std::size_t doff, Global<const f1
     if (as == CubeIn::BF16) simd::f16_to_bf16_inplace(blk, full * 16);  // zero padding is zero in both formats
   }
   const std::uint64_t bytes = rows * cols * sizeof(f16);
-  const bool hit = gm_read(src.ptr + soff, bytes);
-  issue(Pipe::MTE2, prof_.mte2_head, prof_.gm_to_l1_copy + bytes / (hit ? prof_.l2_to_l1_bpc : prof_.gm_to_l1_bpc),
-        bytes);
+  const double first = gm_read(src.ptr + soff, bytes);
+  issue(Pipe::MTE2, prof_.mte2_head,
+        prof_.gm_to_l1_copy + bytes / read_rate(first, prof_.l2_to_l1_bpc, prof_.gm_to_l1_bpc), bytes);
 }
 
 // ---- MTE3: UB -> GM ------------------------------------------------------

@@ -70,11 +70,28 @@ struct CoreStats {
 // executor sets it around the step's kernel call, launch() hands it to the cores). A read of an address in
 // none of them is of the kernel's own workspace, which it wrote just before: a hit. A kernel called on its
 // own has no view: every read misses. codegen/cost/model.py SimCore.hits is the same rule.
+// first: of a missed region, the share of the step's reads of it that are first reads (first_share); the
+// others are re-reads of bytes a core brought into L2 before, in the same launch (docs/ascend-model.md §12).
 struct GmRegion {
   const std::uint8_t* lo;
   const std::uint8_t* hi;
   bool hit;
+  double first = 1.0;
 };
+
+// A cold input of `bytes` of which the step's cores read `reads` bytes in all: the share of first reads
+// (each byte is read once at least; whatever exceeds the size is a re-read). codegen/cost/model.py first_shares.
+inline double first_share(std::uint64_t bytes, std::uint64_t reads) {
+  return reads > bytes ? double(bytes) / double(reads) : 1.0;
+}
+
+// A core's GM read rate, B/cycle, when `first` of the bytes it reads are first reads (at the miss rate) and the
+// rest re-reads (at the hit rate), spread evenly over the reads. codegen/cost/model.py read_rate.
+inline double read_rate(double first, double hit_bpc, double miss_bpc) {
+  if (first <= 0.0) return hit_bpc;
+  if (first >= 1.0) return miss_bpc;
+  return 1.0 / (first / miss_bpc + (1.0 - first) / hit_bpc);
+}
 struct L2View {
   std::vector<GmRegion> regions;  // the step's inputs in order, then its output (always a hit)
 };
@@ -395,20 +412,21 @@ class Core {
           elems * (fp32_out ? sizeof(float) : sizeof(f16)));
   }
 
-  // Does a GM read starting at p hit L2 (L2View above)? Counts its bytes as a hit or an HBM read.
-  bool gm_read(const void* p, std::uint64_t bytes) {
-    bool hit = false;
+  // A GM read starting at p (L2View above): counts its bytes as a hit or an HBM read.
+  // Returns the share of first reads among its bytes: 0 on a hit, the region's first share on a miss.
+  double gm_read(const void* p, std::uint64_t bytes) {
+    double first = 1.0;
     if (l2_) {
-      hit = true;  // not a step tensor: the kernel's own workspace
+      first = 0.0;  // not a step tensor: the kernel's own workspace
       const auto* a = static_cast<const std::uint8_t*>(p);
       for (const GmRegion& r : l2_->regions)
         if (a >= r.lo && a < r.hi) {
-          hit = r.hit;
+          first = r.hit ? 0.0 : r.first;
           break;
         }
     }
-    (hit ? stats_.l2_hit_bytes : stats_.hbm_read_bytes) += bytes;
-    return hit;
+    (first > 0.0 ? stats_.hbm_read_bytes : stats_.l2_hit_bytes) += bytes;
+    return first;
   }
   void gm_written(std::uint64_t bytes) { stats_.gm_write_bytes += bytes; }
 

@@ -54,6 +54,7 @@ struct StepPlan {
   std::vector<std::pair<std::size_t, std::size_t>> frees;  // arena (offset, bytes) dead after this step
   bool has_l2 = false;                                     // the build's L2 plan for this step:
   std::vector<bool> l2_hits;                               // per input, does a read of it hit L2
+  std::vector<std::uint64_t> l2_reads;  // per input, the bytes the step's cores read of it (empty: each once)
 };
 
 struct StepResult {
@@ -83,6 +84,9 @@ inline void check_plan(const std::string& model, const std::vector<StepPlan>& st
       if (off + bytes > arena_bytes) throw std::invalid_argument(where + ": freed region out of the arena");
     if (s.has_l2 && s.l2_hits.size() != s.inputs.size())
       throw std::invalid_argument(where + ": l2_hits has " + std::to_string(s.l2_hits.size()) + " entries for " +
+                                  std::to_string(s.inputs.size()) + " inputs");
+    if (!s.l2_reads.empty() && s.l2_reads.size() != s.inputs.size())
+      throw std::invalid_argument(where + ": l2_reads has " + std::to_string(s.l2_reads.size()) + " entries for " +
                                   std::to_string(s.inputs.size()) + " inputs");
     if (s.generic && s.inputs.size() != s.generic->inputs)
       throw std::invalid_argument(where + ": input count differs from the kernel's");
@@ -153,12 +157,13 @@ class Executor {
   }
 
  private:
-  // The step's inputs at this run's addresses with their planned L2 hits, then its output (a read of it, in the
-  // same call, follows this kernel's own write: a hit).
+  // The step's inputs at this run's addresses with their planned L2 hits and first-read shares, then its output
+  // (a read of it, in the same call, follows this kernel's own write: a hit).
   static void l2_view(const StepPlan& s, const std::vector<const void*>& in, const void* out, emu::L2View& view) {
     for (std::size_t i = 0; i < s.inputs.size(); ++i) {
       const auto* p = static_cast<const std::uint8_t*>(in[i]);
-      view.regions.push_back({p, p + s.inputs[i].bytes, s.l2_hits[i]});
+      const double first = s.l2_reads.empty() ? 1.0 : emu::first_share(s.inputs[i].bytes, s.l2_reads[i]);
+      view.regions.push_back({p, p + s.inputs[i].bytes, s.l2_hits[i], first});
     }
     const auto* o = static_cast<const std::uint8_t*>(out);
     view.regions.push_back({o, o + s.output.bytes, true});

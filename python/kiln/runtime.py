@@ -83,17 +83,19 @@ class Kernel:
         return np.zeros(self.entry.output.shape, np.float16)
 
     def run_packed(self, *inputs: np.ndarray, out: np.ndarray | None = None,
-                   l2_hits: Sequence[bool] | None = None) -> np.ndarray:
+                   l2_hits: Sequence[bool] | None = None, l2_reads: Sequence[int] | None = None) -> np.ndarray:
         """Runs on arrays already in the kernel's layouts (see record['inputs']). l2_hits: which inputs are in the
         chip's L2, one bool each, as a model step's L2 plan says (its manifest `l2_hits`); by default none is (the
-        kernel called on its own: every GM read misses L2)."""
+        kernel called on its own: every GM read misses L2). l2_reads, with l2_hits: the bytes the step's cores
+        read of each input (the manifest's `l2_reads`): re-reads of a cold input stream partly at the L2 rate."""
         out = self.empty_output() if out is None else out
         for i, a in enumerate((*inputs, out)):  # pybind11 would answer anything else with its signature dump
             if not isinstance(a, np.ndarray):
                 what = "out" if i == len(inputs) else f"packed input {i}"
                 raise TypeError(f"kernel {self.name}: {what} must be a NumPy array, got {type(a).__name__}")
         hits = None if l2_hits is None else [bool(h) for h in l2_hits]
-        self.last_stats = self._core.run(self.name, list(inputs), out, hits)
+        reads = None if l2_reads is None else [int(n) for n in l2_reads]
+        self.last_stats = self._core.run(self.name, list(inputs), out, hits, reads)
         return out
 
     # ---- natural layouts -------------------------------------------------------

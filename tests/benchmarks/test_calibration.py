@@ -42,9 +42,9 @@ RECORDED = {
     'MulAddDst.f32 r8': 0.9994, 'ReduceSum.f16 r8': 0.9982, 'ReduceSum.f32 r8': 0.9982, 'ReduceMax.f16 r8': 1.026,
     'ReduceMax.f32 r8': 0.9994, 'add 48aiv': 0.9628, 'add 48aiv vec': 1.745, 'add 48aiv vec conflicts': 0.9448,
     'add 1aiv': 0.999, 'catlass m1024 default': 0.8696, 'catlass m1024 tuned': 0.7169,
-    'catlass m1024 search': 0.7594, 'catlass m20 default': 1.161, 'catlass m20 tuned': 1.009,
-    'catlass m20 search': 1.22, 'catlass m160 swizzle': 0.9083, 'catlass m160 search': 0.9132,
-    'gemm 6144 search': 0.9986,
+    'catlass m1024 search': 0.7594, 'catlass m20 default': 1.116, 'catlass m20 tuned': 0.9798,
+    'catlass m20 search': 1.13, 'catlass m160 swizzle': 0.9083, 'catlass m160 search': 0.9132,
+    'gemm 6144 search': 0.9114,
 }
 
 
