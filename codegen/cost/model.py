@@ -34,7 +34,7 @@ PIPES = ("S", "V", "M", "MTE1", "MTE2", "MTE3", "FIX")
 _VEC_INDEX = {op: i for i, op in enumerate(VEC_OPS)}
 # Bumped whenever a cost rule or the meaning of a prediction changes: search-cache entries and tuning records
 # made under another version are never reused (codegen/select/search_cache.py, codegen/select/tuning.py).
-COST_MODEL_VERSION = "kiln-cost/4"
+COST_MODEL_VERSION = "kiln-cost/5"
 # GM sources of a read besides the kernel's inputs (0, 1, ...): its own output, read back in the same call, and a
 # GM workspace it wrote itself. Both were just written by this kernel: hits whenever the call has an L2 plan.
 OUT, WORKSPACE = -1, -2
