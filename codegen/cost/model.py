@@ -601,13 +601,15 @@ def first_shares(l2: L2Plan, reads: Counter) -> tuple[float, ...]:
                  for i, (hit, size) in enumerate(zip(l2.hits, l2.sizes)))
 
 
-def _mode(replay, spec, params: dict, profile: Profile, sample: bool, l2: L2Plan | None, every_block: bool,
-          bound: bool = False) -> ReplayMode:
-    if l2 is None:
-        return ReplayMode(sample=sample, every_block=every_block, bound=bound)
-    first = first_shares(l2, read_counts(replay, spec, params, profile))
-    return ReplayMode(sample=sample, l2=l2.hits, l2_bytes=l2.sizes, first=first, every_block=every_block,
-                      bound=bound)
+def _shares(replay, spec, params: dict, profile: Profile, l2: L2Plan | None) -> tuple[float, ...]:
+    """The first-read shares of a replay with L2 plan `l2` (none without one)."""
+    return () if l2 is None else first_shares(l2, read_counts(replay, spec, params, profile))
+
+
+def _mode(sample: bool, l2: L2Plan | None, every_block: bool, bound: bool = False,
+          first: tuple[float, ...] = ()) -> ReplayMode:
+    return ReplayMode(sample=sample, l2=None if l2 is None else l2.hits, l2_bytes=() if l2 is None else l2.sizes,
+                      first=first, every_block=every_block, bound=bound)
 
 
 def run(replay, spec, params: dict, profile: Profile, sample: bool = False,
@@ -615,7 +617,8 @@ def run(replay, spec, params: dict, profile: Profile, sample: bool = False,
     """One family's replay (codegen/families/) of `params` for `spec`. sample=True replays two cores per launch:
     cycles for ranking candidates, not per-pipe totals. l2: the step's L2 plan (None: called alone, every read
     misses). every_block: replay identical blocks one by one (None: EVERY_BLOCK)."""
-    mode = _mode(replay, spec, params, profile, sample, l2, EVERY_BLOCK if every_block is None else every_block)
+    mode = _mode(sample, l2, EVERY_BLOCK if every_block is None else every_block,
+                 first=_shares(replay, spec, params, profile, l2))
     with _replaying(mode):
         return replay(spec, params, profile)
 
@@ -624,7 +627,7 @@ def run_bound(replay, spec, params: dict, profile: Profile, sample: bool = False
               l2: L2Plan | None = None) -> float:
     """A lower bound of run(replay, spec, params, profile, sample, l2).cycles (ReplayMode.bound: launch_bound), far
     cheaper where blocks repeat: what lets a ranking pass over a candidate without replaying it."""
-    with _replaying(_mode(replay, spec, params, profile, sample, l2, EVERY_BLOCK, bound=True)):
+    with _replaying(_mode(sample, l2, EVERY_BLOCK, bound=True, first=_shares(replay, spec, params, profile, l2))):
         return replay(spec, params, profile).cycles
 
 
