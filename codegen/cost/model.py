@@ -340,9 +340,14 @@ class ReplayMode:
     benchmarks/bench_plan.py compare with; KILN_COST_EVERY_BLOCK=1 makes it the default). bound: the cycles are
     a lower bound of what the same mode without it gives (launch_bound), the other fields are not filled."""
 
-    def new_core(self, profile: Profile) -> SimCore:
-        """A core of a launch replayed in this mode: the step's L2 plan and first-read shares, the count's tally."""
-        return SimCore(profile, self.l2, self.first, self.reads)
+    def new_core(self, profile: Profile, tally: Counter | None = None) -> SimCore:
+        """A core of a launch replayed in this mode: the step's L2 plan and first-read shares; tally: where a count
+        pass adds its reads (the launch's, scaled to all its cores by _tally)."""
+        return SimCore(profile, self.l2, self.first, tally)
+
+    def tally(self) -> Counter | None:
+        """A launch's own count of its reads, with a count pass."""
+        return None if self.reads is None else Counter()
 
     @property
     def cold(self) -> int | None:
@@ -358,7 +363,7 @@ class ReplayMode:
     l2_bytes: tuple[int, ...] = ()  # with l2: each kernel input's bytes (what bounds the launch's HBM reads: reread)
     every_block: bool = False
     first: tuple[float, ...] = ()  # with l2: per kernel input, the share of the step's reads that are first reads
-    reads: Counter | None = None  # a count pass (read_counts): the bytes read per source, added up here
+    reads: Counter | None = None  # a count pass (read_counts): the bytes read per source, all launches
     bound: bool = False  # a lower bound of the cycles only (launch_bound: what lets a ranking skip a replay)
 
 
@@ -403,8 +408,9 @@ def launch(profile: Profile, unit: str, blocks: int, body,
     recording = mode.record
     traces: dict[int, list] | None = {} if recording is not None else None
     memo = Memo()  # block effects, shared by the launch's cores
+    tally = mode.tally()
     for v in (sorted({0, (blocks - 1) % cores}) if mode.sample else range(cores)):
-        core = mode.new_core(profile)
+        core = mode.new_core(profile, tally)
         if traces is not None:
             core.trace = traces[v] = []
         _blocks(core, body, range(v, blocks, cores), signature, memo if traces is None and not mode.every_block
@@ -418,6 +424,7 @@ def launch(profile: Profile, unit: str, blocks: int, body,
         useful += core.useful_macs
         mem.add(core.mem)
         replayed += core.blocks
+    _tally(mode, tally, blocks, replayed)
     total, limit = bounded(profile, cycles, mem, max(1, blocks) / max(1, replayed), mode.cold)
     total += profile.launch_cycles  # kiln::emu::add_launch_overhead
     if recording is not None:
@@ -466,29 +473,41 @@ def launch_bound(profile: Profile, blocks: int, cores: int, body, signature) -> 
         return got
 
     cycles, replayed, mem = 0.0, 0, MemCount()
+    tally = mode.tally()
     for v in (sorted({0, (blocks - 1) % cores}) if mode.sample else range(cores)):
         bs = range(v, blocks, cores)
         busy, first_mem, first_reads = counted(True, signature(v), v)
         busy = list(busy)
         mem.add(first_mem)
-        if mode.reads is not None:
-            mode.reads.update(first_reads)
+        if tally is not None:
+            tally.update(first_reads)
         sigs = list(map(signature, bs[1:]))  # the later blocks by signature, each counted with its multiplicity
         for sig, n in Counter(sigs).items():
             got, m, r = counted(False, sig, bs[1 + sigs.index(sig)])
             busy = [x + n * y for x, y in zip(busy, got)]
-            if mode.reads is not None:
+            if tally is not None:
                 for src, nbytes in r.items():
-                    mode.reads[src] += n * nbytes
+                    tally[src] += n * nbytes
             mem.l2_hit_bytes += n * m.l2_hit_bytes
             mem.hbm_read_bytes += n * m.hbm_read_bytes
             mem.write_bytes += n * m.write_bytes
         replayed += len(bs)
         cycles = max(cycles, max(busy))
+    _tally(mode, tally, blocks, replayed)
     total, limit = bounded(profile, cycles, mem, max(1, blocks) / max(1, replayed), mode.cold)
     return Prediction(total + profile.launch_cycles, {p: PipeCount() for p in PIPES}, cores=cores,
                       phases=[total + profile.launch_cycles], mem=reused(mem, mode.cold), core_cycles=cycles,
                       limits=[limit])
+
+
+def _tally(mode: ReplayMode, tally: Counter | None, blocks: int, replayed: int) -> None:
+    """A launch's count of its reads added to the count pass's, scaled from the replayed blocks to all of them (a
+    sampled count: an estimate for ranking; every block replayed: exact)."""
+    if mode.reads is None or tally is None:
+        return
+    scale = max(1, blocks) / max(1, replayed)
+    for src, n in tally.items():
+        mode.reads[src] += n if scale == 1 else round(n * scale)
 
 
 def _blocks(core: SimCore, body, bs: range, signature, memo: Memo | None) -> None:
@@ -529,9 +548,10 @@ def launch_group(profile: Profile, blocks: int, body) -> Prediction:
     mode = current_mode()
     recording = mode.record
     traces: dict[int, list] | None = {} if recording is not None else None
+    tally = mode.tally()
     for v in (sorted({0, (blocks - 1) % groups}) if mode.sample else range(groups)):
-        aic = mode.new_core(profile)
-        aivs = [aic, aic] if profile.coupled else [mode.new_core(profile), mode.new_core(profile)]
+        aic = mode.new_core(profile, tally)
+        aivs = [aic, aic] if profile.coupled else [mode.new_core(profile, tally), mode.new_core(profile, tally)]
         if traces is not None:
             aic.trace = traces[v] = []
             if not profile.coupled:
@@ -549,6 +569,7 @@ def launch_group(profile: Profile, blocks: int, body) -> Prediction:
             useful += core.useful_macs
             mem.add(core.mem)
         replayed += aic.blocks
+    _tally(mode, tally, blocks, replayed)
     total, limit = bounded(profile, cycles, mem, max(1, blocks) / max(1, replayed), mode.cold)
     total += profile.launch_cycles + (0.0 if profile.coupled else profile.mixed_launch_cycles)
     if recording is not None:
@@ -579,16 +600,17 @@ class L2Plan(NamedTuple):
 _READS: dict[tuple, Counter] = {}
 
 
-def read_counts(replay, spec, params: dict, profile: Profile) -> Counter:
+def read_counts(replay, spec, params: dict, profile: Profile, sample: bool = False) -> Counter:
     """The bytes the kernel's cores read from each source (an input's index, OUT, WORKSPACE) over all its
-    launches: a count pass (bytes do not depend on timing), cached per kernel and tiling."""
-    key = (replay, repr(spec), repr(sorted(params.items())), repr(profile))
+    launches: a count pass (bytes do not depend on timing), cached per kernel and tiling. sample=True counts the
+    two cores a sampled replay replays, scaled to all blocks: the estimate its ranking uses (cheaper at batch 32)."""
+    key = (replay, repr(spec), repr(sorted(params.items())), repr(profile), sample)
     got = _READS.get(key)
     if got is None:
         if len(_READS) > 4096:
             _READS.clear()
         got = Counter()
-        with _replaying(ReplayMode(bound=True, reads=got)):
+        with _replaying(ReplayMode(bound=True, sample=sample, reads=got)):
             replay(spec, params, profile)
         _READS[key] = got
     return got
@@ -601,9 +623,9 @@ def first_shares(l2: L2Plan, reads: Counter) -> tuple[float, ...]:
                  for i, (hit, size) in enumerate(zip(l2.hits, l2.sizes)))
 
 
-def _shares(replay, spec, params: dict, profile: Profile, l2: L2Plan | None) -> tuple[float, ...]:
-    """The first-read shares of a replay with L2 plan `l2` (none without one)."""
-    return () if l2 is None else first_shares(l2, read_counts(replay, spec, params, profile))
+def _shares(replay, spec, params: dict, profile: Profile, l2: L2Plan | None, sample: bool) -> tuple[float, ...]:
+    """The first-read shares of a replay with L2 plan `l2` (none without one; sampled with a sampled replay)."""
+    return () if l2 is None else first_shares(l2, read_counts(replay, spec, params, profile, sample))
 
 
 def _mode(sample: bool, l2: L2Plan | None, every_block: bool, bound: bool = False,
@@ -618,7 +640,7 @@ def run(replay, spec, params: dict, profile: Profile, sample: bool = False,
     cycles for ranking candidates, not per-pipe totals. l2: the step's L2 plan (None: called alone, every read
     misses). every_block: replay identical blocks one by one (None: EVERY_BLOCK)."""
     mode = _mode(sample, l2, EVERY_BLOCK if every_block is None else every_block,
-                 first=_shares(replay, spec, params, profile, l2))
+                 first=_shares(replay, spec, params, profile, l2, sample))
     with _replaying(mode):
         return replay(spec, params, profile)
 
@@ -627,7 +649,8 @@ def run_bound(replay, spec, params: dict, profile: Profile, sample: bool = False
               l2: L2Plan | None = None) -> float:
     """A lower bound of run(replay, spec, params, profile, sample, l2).cycles (ReplayMode.bound: launch_bound), far
     cheaper where blocks repeat: what lets a ranking pass over a candidate without replaying it."""
-    with _replaying(_mode(sample, l2, EVERY_BLOCK, bound=True, first=_shares(replay, spec, params, profile, l2))):
+    first = _shares(replay, spec, params, profile, l2, sample)
+    with _replaying(_mode(sample, l2, EVERY_BLOCK, bound=True, first=first)):
         return replay(spec, params, profile).cycles
 
 
