@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from math import ceil
 
 from ..ir.profiles import Profile
@@ -28,16 +29,41 @@ def run_program(core: SimCore, ops: list[list[tuple[str, bool]]], length: int) -
         core.vec_flat(length, 64, term_ops)
 
 
+@dataclass(frozen=True)
+class L1Carry:
+    """A block's place in its core's L1 queue when the chunks pipeline across blocks (a conv's `prefetch`: the
+    next block's first chunk loads while this block's last one computes): the chunks the core ran before this
+    block (the slot parity), whether the queue starts here (the core's first block: its slots start free) and
+    whether it ends here (the core's last block: drained)."""
+    chunk0: int
+    first: bool
+    last: bool
+
+
+class _Resumed(PingPongSim):
+    """A ping-pong queue that goes on from the previous block's: its free slots are the flags that block's
+    consumer left set, none are set anew (kiln::emu::PingPong with fresh = false)."""
+
+    def __init__(self, core: SimCore, producer: str, consumer: str, ev0: int, depth: int = 2):
+        self.c, self.prod, self.cons, self.ev0, self.depth = core, producer, consumer, ev0, depth
+
+
 def cube_k_loop(core: SimCore, m: int, n_cols: int, chunks: list[tuple[int, list[tuple[int, int, int]]]],
-                bk1: int, loads: tuple, l1_depth: int = 2) -> None:
+                bk1: int, loads: tuple, l1_depth: int | L1Carry = 2) -> None:
     """The Cube main loop every Cube template shares: per L1 chunk its GM->L1 copies ((nburst, burst, source) in
     fp16 elements, the source an input index or OUT/WORKSPACE; ping-pong), then per BASE_K1 slice the L0A loads
-    a_load(kc), the L0B loads b_loads(kc, k1n) (load2d repeats), one mmad (ping-pong)."""
+    a_load(kc), the L0B loads b_loads(kc, k1n) (load2d repeats), one mmad (ping-pong). l1_depth: the L1 queue's
+    slots, or an L1Carry (two slots, the queue running on across the core's blocks)."""
     a_load, b_loads = loads
-    l1, l0 = PingPongSim(core, "MTE2", "MTE1", 0, l1_depth), PingPongSim(core, "MTE1", "M", 2)
+    carry, depth = (l1_depth, 2) if isinstance(l1_depth, L1Carry) else (None, l1_depth)
+    if carry is None or carry.first:
+        l1 = PingPongSim(core, "MTE2", "MTE1", 0, depth)
+    else:
+        l1 = _Resumed(core, "MTE2", "MTE1", 0)
+    l0, c0 = PingPongSim(core, "MTE1", "M", 2), carry.chunk0 if carry else 0
     it = 0
     for ci, (k1n, copies) in enumerate(chunks):
-        s = l1.slot(ci)
+        s = l1.slot(c0 + ci)
         l1.acquire_for_write(s)
         for nburst, burst, src in copies:
             core.copy_gm(nburst, burst, 2, "L1", src=src)
@@ -55,7 +81,8 @@ def cube_k_loop(core: SimCore, m: int, n_cols: int, chunks: list[tuple[int, list
             l0.released(t)
             it += 1
         l1.released(s)
-    l1.drain()
+    if carry is None or carry.last:
+        l1.drain()
     l0.drain()
 
 

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from math import ceil
 
 from .. import KilnError
-from ..cost.blocks import cube_drain, cube_k_loop, pingpong_tile, rows_load2d, tile_loop
+from ..cost.blocks import L1Carry, cube_drain, cube_k_loop, pingpong_tile, rows_load2d, tile_loop
 from ..cost.model import OUT, Prediction, SimCore, launch, then
 from ..cost.steady import Memo
 from ..ir.eltwise_program import epilogue_steps, scratch_names, vector_ops
@@ -289,6 +289,25 @@ class _Img2colReplay:
         self.tiles2 = conv_tile_rows(self.second, self.bm) if self.second else []
         self.n_split = self.params.get("n_split", 1)
         self.src = conv_sources(spec)
+        self.blocks = self.spec.n * self.m_tiles * self.n_tiles
+        self.cores = max(1, min(self.blocks, profile.cores_for("cube")))
+        self.chunks = [self.chunks_of(ni) for ni in range(self.n_tiles)]
+
+    def chunks_of(self, ni: int) -> int:
+        """L1 chunks of a block of N tile ni: its channel blocks (grouped: its groups'), then the second source's."""
+        lo, hi = self.spec.group_c1_range(ni * (self.bn // 16), min(self.bn // 16, self.CO1 - ni * (self.bn // 16)))
+        return ceil((hi - lo) / self.step) + (ceil(c1(self.second.cin) / self.step) if self.second else 0)
+
+    def carry(self, b: int) -> L1Carry | None:
+        """With `prefetch`, block b's place in its core's L1 queue (cost/blocks.py L1Carry; the template's
+        block()): the chunks of the core's earlier blocks (block b on core b % cores), first, last."""
+        if not self.params.get("prefetch"):
+            return None
+        if len(set(self.chunks)) == 1:
+            before = b // self.cores * self.chunks[0]
+        else:
+            before = sum(self.chunks[e % self.n_tiles] for e in range(b % self.cores, b, self.cores))
+        return L1Carry(before, b < self.cores, b + self.cores >= self.blocks)
 
     def signature(self, b: int) -> tuple:
         """What block b's instructions depend on (cost/steady.py): its M tile's pixels and input rows (and the
@@ -297,7 +316,9 @@ class _Img2colReplay:
         _, m, _, rows = self.tiles[mi]
         n1_cnt = min(self.bn // 16, self.CO1 - ni * (self.bn // 16))
         lo, hi = self.spec.group_c1_range(ni * (self.bn // 16), n1_cnt)
-        return m, rows, n1_cnt, hi - lo, self.tiles2[mi][3] if self.second else 0
+        carry = self.carry(b)  # with prefetch: the L1 slot parity it starts on, its core's first or last block
+        return (m, rows, n1_cnt, hi - lo, self.tiles2[mi][3] if self.second else 0,
+                (carry.chunk0 % 2, carry.first, carry.last) if carry else None)
 
     def chain_signature(self, b: int) -> tuple:
         """chain_block's: its share of the 1x1's N chunks, its M tile's pixels and input rows."""
@@ -337,7 +358,7 @@ class _Img2colReplay:
                       for _ in range(ceil(k1n / self.bk1))])
         cube_k_loop(core, m, n1_cnt * 16, chunks, self.bk1,
                     (lambda kc: core.load3d(m1, kc, *next(geoms)), lambda kc, k1n: [kc * n1_cnt]),
-                    self.params.get("l1_buffers", 2))
+                    self.carry(b) or self.params.get("l1_buffers", 2))
         if self.params.get("on_chip"):
             on_chip_epilogue(core, self.spec, m, n1_cnt)
         else:
@@ -441,6 +462,18 @@ def conv_l1_partition(spec: Conv2dSpec, p: dict) -> tuple[int, int]:
             bufs * step * spec.kh * spec.kw * (p["base_n"] // 16) * 512)
 
 
+def with_prefetch(spec: Conv2dSpec, p: dict, profile: Profile) -> dict:
+    """A double-buffered tiling whose cores run more than one block, with its L1 queue running on across them
+    (prefetch: the next block's first chunk loads while this block's last one computes, where the block's end
+    drained the queue and the next one started on an empty L1; never slower, as the wait it drops is the only
+    difference). Else the tiling without it (one block per core: nothing to carry; one L1 buffer: no overlap)."""
+    q = {k: v for k, v in p.items() if k != "prefetch"}
+    blocks = spec.n * ceil(spec.ho * spec.wo / p["base_m"]) * ceil(c1(spec.cout) * 16 / p["base_n"])
+    if not spec.mid and p.get("l1_buffers", 2) == 2 and blocks > profile.cores_for("cube"):
+        q["prefetch"] = 1
+    return q
+
+
 def search_conv(spec: Conv2dSpec, rule_params: dict, profile: Profile, log: OptLog, buffers) -> dict:
     """Tiling of conv2d_cube_img2col: base_m x base_n x base_k1 x c1_step; `buffers(spec, m, n, k1, step)`
     gives the on-chip bytes of a candidate (tiling's own accounting)."""
@@ -466,7 +499,8 @@ def conv_candidates(spec: Conv2dSpec, rule_params: dict, profile: Profile, buffe
                     continue
                 for step in step_sizes(C1):
                     rows = max(1, max(r for *_, r in conv_tile_rows(spec, bm)))
-                    cands.append(dict(base_m=bm, base_n=bn, base_k1=bk, c1_step=step, slab_rows=rows, **extra))
+                    cands.append(with_prefetch(spec, dict(base_m=bm, base_n=bn, base_k1=bk, c1_step=step,
+                                                          slab_rows=rows, **extra), profile))
                     # single-buffered L1 (no overlap of the next chunk's load): only worth it for a chunk
                     # that does not fit double-buffered, which the fit predicate decides
                     cands.append(dict(base_m=bm, base_n=bn, base_k1=bk, c1_step=step, slab_rows=rows, **extra,
@@ -528,6 +562,9 @@ def from_params(spec: Conv2dSpec, profile: Profile, params: dict, source: str) -
     p["slab_rows"] = max(1, max(r for *_, r in conv_tile_rows(spec, p["base_m"])))
     if p.get("l1_buffers", 2) not in (1, 2):
         raise KilnError("tiling", spec.name, f"{source}: l1_buffers={p['l1_buffers']} must be 1 or 2")
+    if p.get("prefetch", 0) not in (0, 1) or (p.get("prefetch") and p.get("l1_buffers", 2) != 2):
+        raise KilnError("tiling", spec.name, f"{source}: prefetch={p['prefetch']} must be 0 or 1, and 1 only with "
+                        "l1_buffers=2 (the L1 queue carried across blocks is the double-buffered one)")
     bufs = conv_buffers(spec, p["base_m"], p["base_n"], p["base_k1"], p["c1_step"], p.get("l1_buffers", 2))
     if "UB" in base.buffers:
         bufs["UB"] = on_chip_ub(spec, p["base_m"]) if p.get("on_chip") else base.buffers["UB"]
@@ -559,7 +596,8 @@ def space(spec: Conv2dSpec, params: dict, profile: Profile) -> list[dict]:
                     continue
                 for step in step_sizes(C1):
                     if not fits(profile, conv_buffers(spec, bm, bn, bk, step)):
-                        out.append(dict(base_m=bm, base_n=bn, base_k1=bk, c1_step=step, slab_rows=rows, **extra))
+                        out.append(with_prefetch(spec, dict(base_m=bm, base_n=bn, base_k1=bk, c1_step=step,
+                                                            slab_rows=rows, **extra), profile))
     return out
 
 
@@ -587,7 +625,7 @@ def wide_space(spec: Conv2dSpec, params: dict, profile: Profile) -> list[dict]:
 
     def make(bm, bn, bk, step):
         rows = max(1, max(r for *_, r in conv_tile_rows(spec, bm)))
-        p = dict(params, base_m=bm, base_n=bn, base_k1=bk, c1_step=step, slab_rows=rows)
+        p = with_prefetch(spec, dict(params, base_m=bm, base_n=bn, base_k1=bk, c1_step=step, slab_rows=rows), profile)
         return p if all(b <= profile.capacity[k] for k, b in conv_buffers(spec, bm, bn, bk, step).items()) else None
     dims = (spec.ho * spec.wo, c1(spec.cout) * 16, c1(spec.cin) * spec.kh * spec.kw, c1(spec.cin))
     return wide_grid(spec, "conv2d_cube_img2col", params, profile, dims, "c1_step", make)
@@ -596,8 +634,8 @@ def wide_space(spec: Conv2dSpec, params: dict, profile: Profile) -> list[dict]:
 # h2, w2: the map of an accumulated second source (a ResNet downsample 1x1); base_n2, base_k2, n_split: chains
 GENERIC = GenericForm(("h", "w", "h2", "w2"), ("h", "w", "ho", "wo", "h2", "w2"),
                       ("base_m", "base_n", "base_k1", "c1_step", "slab_rows", "epi_tile", "l1_buffers", "base_n2",
-                       "base_k2", "n_split"), structural=("on_chip",))
+                       "base_k2", "n_split"), structural=("on_chip", "prefetch"))
 FAMILY = register(Family("conv2d_cube_img2col", "conv2d", "cube", conv_rule, conv_mte2, replay_img2col, searched=True,
                 algorithm=lambda v: "direct_img2col", tunable=("base_m", "base_n", "base_k1", "c1_step"),
-                searched_extra=("l1_buffers", "base_n2", "base_k2", "n_split"), from_params=from_params,
+                searched_extra=("l1_buffers", "prefetch", "base_n2", "base_k2", "n_split"), from_params=from_params,
                 space=space, wide_space=wide_space, candidates=tune_candidates, generic=GENERIC))

@@ -13,9 +13,12 @@ namespace kiln::emu {
 // signals the consumer, which waits before reading and releases after.
 class PingPong {
  public:
-  PingPong(Core& core, Pipe producer, Pipe consumer, int first_event, int depth = 2)
+  // fresh = false: the queue goes on from an earlier one on the same events (a conv's L1 queue across its core's
+  // blocks): its free buffers are the flags that one's consumer left set, none are set anew.
+  PingPong(Core& core, Pipe producer, Pipe consumer, int first_event, int depth = 2, bool fresh = true)
       : core_(core), prod_(producer), cons_(consumer), ev0_(first_event), depth_(depth) {
-    for (int i = 0; i < depth_; ++i) core_.set_flag(cons_, prod_, ev0_ + i);  // all buffers start free
+    if (fresh)
+      for (int i = 0; i < depth_; ++i) core_.set_flag(cons_, prod_, ev0_ + i);  // all buffers start free
   }
   // Waits for the consumer to release every buffer (end of the pipeline).
   void drain() {

@@ -32,6 +32,12 @@ CASES = [
     ("winograd", conv(3, 32, 19, 19, 48), {}),
     # grouped, 24 channels per group over 16-wide N tiles: the tiles' groups reduce over 2 or 3 C1 blocks
     ("conv_grouped", conv(2, 72, 14, 14, 72, group=3), dict(base_n=16)),
+    # prefetch (the L1 queue carried across a core's blocks): 3 chunks a block (the slot parity alternates), a
+    # grouped conv's N tiles with 2 or 3 chunks, a second source's chunks after the first's
+    ("conv_prefetch", conv(5, 48, 28, 28, 80), dict(base_m=96, base_n=64, c1_step=1, l1_buffers=2, prefetch=1)),
+    ("conv_prefetch_grouped", conv(3, 72, 14, 14, 72, group=3), dict(base_n=16, c1_step=1, l1_buffers=2, prefetch=1)),
+    ("conv_prefetch_dual", conv(4, 48, 14, 14, 64, k=1, pad=0, cin2=32, h2=28, w2=28, s2=2),
+     dict(base_m=32, c1_step=2, l1_buffers=2, prefetch=1)),
     ("gemm", GemmSpec(300, 520, 200, True, False), dict(base_m=64, base_n=64)),
     ("eltwise", EltwiseSpec("add", 3 * 1000 * 1000 + 17, act="relu"), {}),
 ]
