@@ -62,6 +62,9 @@ class Family:
     space: Callable[[Any, dict, Profile], list[dict]] | None = None     # tilings `kiln optimize` compares
     wide_space: Callable[[Any, dict, Profile], list[dict]] | None = None  # off-grid Cube tilings (kiln optimize)
     candidates: Callable[..., tuple[dict, list, Callable]] | None = None  # (spec, profile, edges) for `kiln tune`
+    # (spec, params, profile) -> params: a never-slower option given to each quick-ranked finalist before its exact
+    # replay (what the quick ranking of every candidate leaves out to stay cheap: conv2d_cube_img2col's prefetch)
+    finalist: Callable[[Any, dict, Profile], dict] | None = None
     generic: GenericForm | None = None  # the runtime-shaped form (KILN_SHAPE_BUCKETS)
     kernel_inputs: Callable[[Any, Variant], list] | None = None  # where the variant changes an input's layout
     record_allowed: Callable[..., bool] | None = None  # (spec, record, options, log): the options admit a record

@@ -499,8 +499,7 @@ def conv_candidates(spec: Conv2dSpec, rule_params: dict, profile: Profile, buffe
                     continue
                 for step in step_sizes(C1):
                     rows = max(1, max(r for *_, r in conv_tile_rows(spec, bm)))
-                    cands.append(with_prefetch(spec, dict(base_m=bm, base_n=bn, base_k1=bk, c1_step=step,
-                                                          slab_rows=rows, **extra), profile))
+                    cands.append(dict(base_m=bm, base_n=bn, base_k1=bk, c1_step=step, slab_rows=rows, **extra))
                     # single-buffered L1 (no overlap of the next chunk's load): only worth it for a chunk
                     # that does not fit double-buffered, which the fit predicate decides
                     cands.append(dict(base_m=bm, base_n=bn, base_k1=bk, c1_step=step, slab_rows=rows, **extra,
@@ -625,7 +624,8 @@ def wide_space(spec: Conv2dSpec, params: dict, profile: Profile) -> list[dict]:
 
     def make(bm, bn, bk, step):
         rows = max(1, max(r for *_, r in conv_tile_rows(spec, bm)))
-        p = with_prefetch(spec, dict(params, base_m=bm, base_n=bn, base_k1=bk, c1_step=step, slab_rows=rows), profile)
+        p = dict({k: v for k, v in params.items() if k != "prefetch"}, base_m=bm, base_n=bn, base_k1=bk, c1_step=step,
+                 slab_rows=rows)
         return p if all(b <= profile.capacity[k] for k, b in conv_buffers(spec, bm, bn, bk, step).items()) else None
     dims = (spec.ho * spec.wo, c1(spec.cout) * 16, c1(spec.cin) * spec.kh * spec.kw, c1(spec.cin))
     return wide_grid(spec, "conv2d_cube_img2col", params, profile, dims, "c1_step", make)
@@ -638,4 +638,5 @@ GENERIC = GenericForm(("h", "w", "h2", "w2"), ("h", "w", "ho", "wo", "h2", "w2")
 FAMILY = register(Family("conv2d_cube_img2col", "conv2d", "cube", conv_rule, conv_mte2, replay_img2col, searched=True,
                 algorithm=lambda v: "direct_img2col", tunable=("base_m", "base_n", "base_k1", "c1_step"),
                 searched_extra=("l1_buffers", "prefetch", "base_n2", "base_k2", "n_split"), from_params=from_params,
-                space=space, wide_space=wide_space, candidates=tune_candidates, generic=GENERIC))
+                space=space, wide_space=wide_space, candidates=tune_candidates, generic=GENERIC,
+                finalist=with_prefetch))

@@ -49,7 +49,9 @@ def ranked(spec, family: str, rule_params: dict, cands: list[dict], fit, profile
     quick = best_quick(fitting, lambda p: predicted_cycles(spec, family, p, profile, sample=True),
                        lambda p: cost.run_bound(replay, spec, p, profile, sample=True), replays,
                        lambda p: sorted(p.items()))
-    finalists = [rule_params] + [p for p in quick if p != rule_params]
+    finish = FAMILIES[family].finalist
+    finalists = [rule_params] + [q for q in (finish(spec, p, profile) if finish else p for p in quick)
+                                 if q != rule_params]
     exact = [(predicted_cycles(spec, family, p, profile), i, p) for i, p in enumerate(finalists)]
     exact.sort(key=lambda e: (e[0], e[1]))
     return [(c, p) for c, _, p in exact], len(fitting)

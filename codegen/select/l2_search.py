@@ -99,6 +99,7 @@ def rerank(k: KernelPlan, patterns: Counter, profile: Profile) -> Reranked:
                                         for h, n in patterns.items()))
     exact = []
     for i, p in enumerate(quick):
+        p = f.finalist(k.spec, p, profile) if f.finalist else p
         want = {n: p[n] for n in (*f.tunable, *f.searched_extra) if n in p}
         v = variant_from_params(k.spec, profile, k.variant.family, want, "l2 search", whole=True)
         preds = tuple((h, run(v.params, h)) for h in patterns)  # the tiling as it bakes
