@@ -468,8 +468,10 @@ def with_prefetch(spec: Conv2dSpec, p: dict, profile: Profile) -> dict:
     drained the queue and the next one started on an empty L1; never slower, as the wait it drops is the only
     difference). Else the tiling without it (one block per core: nothing to carry; one L1 buffer: no overlap)."""
     q = {k: v for k, v in p.items() if k != "prefetch"}
+    if spec.mid or p.get("l1_buffers", 2) != 2:  # a chain's blocks do not carry their queue
+        return q
     blocks = spec.n * ceil(spec.ho * spec.wo / p["base_m"]) * ceil(c1(spec.cout) * 16 / p["base_n"])
-    if not spec.mid and p.get("l1_buffers", 2) == 2 and blocks > profile.cores_for("cube"):
+    if blocks > profile.cores_for("cube"):
         q["prefetch"] = 1
     return q
 
