@@ -397,7 +397,7 @@ def generic_tiling(spec, rule, searched: list, size: tuple[int, int], profile, l
     the cores) or the tiling the build searched for the same node at a baked size, if it fits the buffers here,
     whichever the cost model predicts fastest. A full search costs about 0.4 s per convolution, too much for
     a first call; one exact prediction per candidate costs about 1.5 ms."""
-    from ..families.registry import predicted_cycles, tunable
+    from ..families.registry import FAMILIES, predicted_cycles, tunable
     from ..select.tiling import variant_from_params
     if rule.family not in tunable():
         return rule  # the other generic families have one rule and no search, at build time too
@@ -406,6 +406,12 @@ def generic_tiling(spec, rule, searched: list, size: tuple[int, int], profile, l
         # the same node's kernel at a baked size, if it has this step's structure (chained or not, Winograd or not)
         if family != rule.family or generic_key(baked_spec, rule) != generic_key(spec, rule):
             continue
+        # the generic kernel is compiled with the rule's structural parameters (its key): a borrowed tiling keeps
+        # those (e.g. a baked conv's prefetch, which the generic kernel of the rule's key does not run)
+        form = FAMILIES[family].generic
+        structural = form.structural if form is not None else ()
+        tiling = dict({n: x for n, x in tiling.items() if n not in structural},
+                      **{n: rule.params[n] for n in structural if n in rule.params})
         try:
             cands.append((kernel, variant_from_params(spec, profile, family, tiling, f"the tiling of {kernel}",
                                                       whole=True)))

@@ -293,10 +293,13 @@ CHECK = textwrap.dedent("""
     x = np.random.default_rng(3).standard_normal((1, 3, 224, 224)).astype(np.float32)
     _, bucket = m.run_capture(x)
     bucket_cycles = [k.simulated_cycles for k in m.kernels]
+    tilings = {k["name"]: k["tiling"] for k in kiln.manifest()["kernels"]}
+    prefetch = [bool(tilings.get(k.kernel, {}).get("prefetch")) for k in m.kernels]
     _, forced = m.run_capture(x, force_generic=True)
     out["forced"] = {"dispatch": m.last_dispatch, "generic": [k.generic for k in m.kernels],
                      "equal": {n: bool(np.array_equal(bucket[n], forced[n])) for n in bucket},
-                     "cycles": [[a, k.simulated_cycles] for a, k in zip(bucket_cycles, m.kernels)]}
+                     "cycles": [[a, k.simulated_cycles] for a, k in zip(bucket_cycles, m.kernels)],
+                     "prefetch": prefetch}
     # every generic launch's simulated cycles and pipe counts against the cost model's replay of it
     man = kiln.manifest()
     m.run(np.random.default_rng(4).standard_normal((1, 3, 240, 236)).astype(np.float32))
@@ -372,11 +375,13 @@ def test_a_size_where_fusion_chains_runs_the_chained_generic_kernel(bucketed):
 
 def test_generic_kernels_equal_the_bucket_kernels_bit_for_bit(bucketed):
     """Same templates, same emulator: at a bucket size the generic kernels (runtime shapes; the cost model picks
-    the bucket's own searched tilings) give every intermediate tensor bit for bit and take the same cycles."""
+    the bucket's own searched tilings) give every intermediate tensor bit for bit and take the same cycles, but
+    where the bucket's kernel prefetches across its blocks (a structural choice the generic kernel of the rule's
+    form does not make): there the generic one is slower by the waits prefetch drops."""
     f = bucketed["out"]["forced"]
     assert f["dispatch"]["path"] == "generic" and f["generic"] == [True] * 10 + [False]
     assert f["equal"] and all(f["equal"].values()), f["equal"]
-    assert all(a == b for a, b in f["cycles"]), f["cycles"]
+    assert all(a == b if not pf else a < b for (a, b), pf in zip(f["cycles"], f["prefetch"])), f
 
 
 def test_generic_kernels_report_simulated_cycles_the_cost_model_predicts(bucketed):
