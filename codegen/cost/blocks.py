@@ -40,14 +40,6 @@ class L1Carry:
     last: bool
 
 
-class _Resumed(PingPongSim):
-    """A ping-pong queue that goes on from the previous block's: its free slots are the flags that block's
-    consumer left set, none are set anew (kiln::emu::PingPong with fresh = false)."""
-
-    def __init__(self, core: SimCore, producer: str, consumer: str, ev0: int, depth: int = 2):
-        self.c, self.prod, self.cons, self.ev0, self.depth = core, producer, consumer, ev0, depth
-
-
 def cube_k_loop(core: SimCore, m: int, n_cols: int, chunks: list[tuple[int, list[tuple[int, int, int]]]],
                 bk1: int, loads: tuple, l1_depth: int | L1Carry = 2) -> None:
     """The Cube main loop every Cube template shares: per L1 chunk its GM->L1 copies ((nburst, burst, source) in
@@ -56,10 +48,7 @@ def cube_k_loop(core: SimCore, m: int, n_cols: int, chunks: list[tuple[int, list
     slots, or an L1Carry (two slots, the queue running on across the core's blocks)."""
     a_load, b_loads = loads
     carry, depth = (l1_depth, 2) if isinstance(l1_depth, L1Carry) else (None, l1_depth)
-    if carry is None or carry.first:
-        l1 = PingPongSim(core, "MTE2", "MTE1", 0, depth)
-    else:
-        l1 = _Resumed(core, "MTE2", "MTE1", 0)
+    l1 = PingPongSim(core, "MTE2", "MTE1", 0, depth, fresh=carry is None or carry.first)
     l0, c0 = PingPongSim(core, "MTE1", "M", 2), carry.chunk0 if carry else 0
     it = 0
     for ci, (k1n, copies) in enumerate(chunks):

@@ -306,9 +306,12 @@ class SimCore:
 
 
 class PingPongSim:
-    def __init__(self, core: SimCore, producer: str, consumer: str, ev0: int, depth: int = 2):
+    """kiln::emu::PingPong. fresh=False: the queue goes on from an earlier one on the same events (its free slots
+    are the flags that one's consumer left set, none are set anew)."""
+
+    def __init__(self, core: SimCore, producer: str, consumer: str, ev0: int, depth: int = 2, fresh: bool = True):
         self.c, self.prod, self.cons, self.ev0, self.depth = core, producer, consumer, ev0, depth
-        for i in range(depth):
+        for i in range(depth if fresh else 0):
             core.set_flag(consumer, producer, ev0 + i)
 
     def slot(self, it: int) -> int:

@@ -462,6 +462,11 @@ def conv_l1_partition(spec: Conv2dSpec, p: dict) -> tuple[int, int]:
             bufs * step * spec.kh * spec.kw * (p["base_n"] // 16) * 512)
 
 
+def conv_blocks(spec: Conv2dSpec, p: dict) -> int:
+    """A direct (not chained) conv's blocks: per image, its M tiles by its N tiles."""
+    return spec.n * ceil(spec.ho * spec.wo / p["base_m"]) * ceil(c1(spec.cout) * 16 / p["base_n"])
+
+
 def with_prefetch(spec: Conv2dSpec, p: dict, profile: Profile) -> dict:
     """A double-buffered tiling whose cores run more than one block, with its L1 queue running on across them
     (prefetch: the next block's first chunk loads while this block's last one computes, where the block's end
@@ -470,8 +475,7 @@ def with_prefetch(spec: Conv2dSpec, p: dict, profile: Profile) -> dict:
     q = {k: v for k, v in p.items() if k != "prefetch"}
     if spec.mid or p.get("l1_buffers", 2) != 2:  # a chain's blocks do not carry their queue
         return q
-    blocks = spec.n * ceil(spec.ho * spec.wo / p["base_m"]) * ceil(c1(spec.cout) * 16 / p["base_n"])
-    if blocks > profile.cores_for("cube"):
+    if conv_blocks(spec, p) > profile.cores_for("cube"):
         q["prefetch"] = 1
     return q
 
@@ -569,7 +573,7 @@ def from_params(spec: Conv2dSpec, profile: Profile, params: dict, source: str) -
     bufs = conv_buffers(spec, p["base_m"], p["base_n"], p["base_k1"], p["c1_step"], p.get("l1_buffers", 2))
     if "UB" in base.buffers:
         bufs["UB"] = on_chip_ub(spec, p["base_m"]) if p.get("on_chip") else base.buffers["UB"]
-    return p, bufs, spec.n * ceil(spec.ho * spec.wo / p["base_m"]) * ceil(c1(spec.cout) * 16 / p["base_n"])
+    return p, bufs, conv_blocks(spec, p)
 
 
 def tune_candidates(spec: Conv2dSpec, profile: Profile, edges) -> tuple[dict, list[dict], Callable]:
