@@ -43,18 +43,27 @@ def conv_slab_elems(spec: Conv2dSpec, base_m: int) -> int:
 
 
 def conv_buffers(spec: Conv2dSpec, base_m: int, base_n: int, base_k1: int, c1_step: int,
-                  l1_buffers: int = 2) -> dict[str, int]:
+                  l1_buffers: int = 2, images: int = 1) -> dict[str, int]:
     """On-chip bytes of a direct-conv tiling; l1_buffers 2 = the L1 chunks ping-pong (the next chunk's GM load
-    overlaps this one's Cube work), 1 = one chunk at a time (room for a chunk twice as large)."""
+    overlaps this one's Cube work), 1 = one chunk at a time (room for a chunk twice as large); images: the images
+    a block computes together (each its own slab in L1, its own M fractals in L0A and L0C; one weight chunk)."""
     return {
-        "L1": l1_buffers * (c1_step * conv_slab_elems(spec, base_m) * 2
+        "L1": l1_buffers * (images * c1_step * conv_slab_elems(spec, base_m) * 2
                             + c1_step * spec.kh * spec.kw * (base_n // 16) * 512)
               + (base_n * 4 if spec.bias else 0),
-        "L0A": 2 * (base_m // 16) * base_k1 * 512,
+        "L0A": 2 * images * (base_m // 16) * base_k1 * 512,
         "L0B": 2 * base_k1 * (base_n // 16) * 512,
-        "L0C": (base_m // 16) * (base_n // 16) * 1024,
+        "L0C": images * (base_m // 16) * (base_n // 16) * 1024,
         "BT": base_n * 4 if spec.bias else 0,
     }
+
+
+IMAGE_COUNTS = (2, 3, 4, 6, 8)  # images per block the search tries where an M tile holds a whole image
+
+
+def image_groups(spec: Conv2dSpec, p: dict) -> int:
+    """A direct conv's image groups: the batch in blocks of `images` images (the last may hold fewer)."""
+    return ceil(spec.n / p.get("images", 1))
 
 
 def chain_buffers(spec: Conv2dSpec, base_m: int, base_k1: int, c1_step: int, base_n2: int, base_k2: int,
@@ -207,7 +216,7 @@ def conv_mte2(spec: Conv2dSpec, v: Variant) -> int:
         return total * spec.n + epilogue
     CO1 = c1(spec.cout)
     n_tiles = [(n1, min(p["base_n"] // 16, CO1 - n1)) for n1 in range(0, CO1, p["base_n"] // 16)]
-    total = 0
+    maps = weights = 0  # per image its slabs; per image group (a block's images) the weights and bias
     second = spec.second() if spec.cin2 else None
     rows2 = conv_tile_rows(second, p["base_m"]) if second else []
     for mi, (_, _, _, rows) in enumerate(conv_tile_rows(spec, p["base_m"])):
@@ -215,18 +224,20 @@ def conv_mte2(spec: Conv2dSpec, v: Variant) -> int:
             lo, hi = spec.group_c1_range(n1_0, n1c)  # all C1 blocks, or (grouped) those of the tile's groups
             for c1a in range(lo, hi, p["c1_step"]):
                 c1n = min(p["c1_step"], hi - c1a)
-                total += c1n * rows * spec.w * 32 + c1n * spec.kh * spec.kw * n1c * 512
+                maps += c1n * rows * spec.w * 32
+                weights += c1n * spec.kh * spec.kw * n1c * 512
             if second:  # the second source's channel blocks: its rows and its 1x1 weights
                 for c1a in range(0, c1(second.cin), p["c1_step"]):
                     c1n = min(p["c1_step"], c1(second.cin) - c1a)
-                    total += c1n * rows2[mi][3] * second.w * 32 + c1n * n1c * 512
-            total += n1c * 64 if spec.bias else 0
+                    maps += c1n * rows2[mi][3] * second.w * 32
+                    weights += c1n * n1c * 512
+            weights += n1c * 64 if spec.bias else 0
     epilogue = 0
     if p.get("on_chip"):  # the tile stays on chip: only the residual is read
         epilogue = spec.output().nbytes if spec.residual else 0
     elif spec.vector_epilogue:  # the Vector pass reads the conv output (and the residual) back
         epilogue = spec.output().nbytes * (2 if spec.residual else 1)
-    return total * spec.n + epilogue
+    return maps * spec.n + weights * image_groups(spec, p) + epilogue
 
 
 def conv_sources(spec: Conv2dSpec) -> dict[str, int]:
@@ -238,20 +249,20 @@ def conv_sources(spec: Conv2dSpec) -> dict[str, int]:
             "x2": after, "w2": after + 1}
 
 
-def on_chip_epilogue(core: SimCore, spec: Conv2dSpec, m: int, n1_cnt: int) -> None:
-    """The coupled-profile epilogue of conv2d_cube_img2col: per channel block L0C -> UB, residual add and
+def on_chip_epilogue(core: SimCore, spec: Conv2dSpec, m: int, n1_cnt: int, images: int = 1) -> None:
+    """The coupled-profile epilogue of conv2d_cube_img2col: per image and channel block L0C -> UB, residual add and
     activation on the same core's Vector unit, one fp16 rounding, UB -> GM."""
     n = m * 16
     act = [("Maxs", True), ("Mins", True)] if spec.clip_hi > 0 else [("Relu", True)] if spec.relu else []
     act += [(op, True) for op in vector_ops(epilogue_steps(spec.program))]  # a program epilogue, in fp32
     core.set_flag("M", "FIX", 0)
     core.wait_flag("M", "FIX", 0)
-    for j in range(n1_cnt):
-        if j > 0:
+    for q in range(images * n1_cnt):
+        if q > 0:
             core.wait_flag("MTE3", "FIX", 2)
         core.fixpipe_to_ub(ceil(m / 16) * 256)
         if spec.residual:
-            if j > 0:
+            if q > 0:
                 core.wait_flag("V", "MTE2", 2)
             core.copy_gm(1, n, 2, "UB", src=conv_sources(spec)["residual"])
         core.set_flag("FIX", "V", 1)
@@ -289,7 +300,8 @@ class _Img2colReplay:
         self.tiles2 = conv_tile_rows(self.second, self.bm) if self.second else []
         self.n_split = self.params.get("n_split", 1)
         self.src = conv_sources(spec)
-        self.blocks = self.spec.n * self.m_tiles * self.n_tiles
+        self.images = self.params.get("images", 1)
+        self.blocks = image_groups(spec, params) * self.m_tiles * self.n_tiles
         self.cores = max(1, min(self.blocks, profile.cores_for("cube")))
         self.chunks = [self.chunks_of(ni) for ni in range(self.n_tiles)]
 
@@ -309,16 +321,21 @@ class _Img2colReplay:
             before = sum(self.chunks[e % self.n_tiles] for e in range(b % self.cores, b, self.cores))
         return L1Carry(before, b < self.cores, b + self.cores >= self.blocks)
 
+    def images_of(self, b: int) -> int:
+        """The images block b computes: `images`, fewer in the batch's last group."""
+        first = b // (self.n_tiles * self.m_tiles) * self.images
+        return min(self.images, self.spec.n - first)
+
     def signature(self, b: int) -> tuple:
         """What block b's instructions depend on (cost/steady.py): its M tile's pixels and input rows (and the
-        second source's), its N tile's width and (grouped) how many C1 blocks its groups reduce over."""
+        second source's), its N tile's width, (grouped) how many C1 blocks its groups reduce over, its images."""
         ni, mi = b % self.n_tiles, (b // self.n_tiles) % self.m_tiles
         _, m, _, rows = self.tiles[mi]
         n1_cnt = min(self.bn // 16, self.CO1 - ni * (self.bn // 16))
         lo, hi = self.spec.group_c1_range(ni * (self.bn // 16), n1_cnt)
         carry = self.carry(b)  # with prefetch: the L1 slot parity it starts on, its core's first or last block
         return (m, rows, n1_cnt, hi - lo, self.tiles2[mi][3] if self.second else 0,
-                (carry.chunk0 % 2, carry.first, carry.last) if carry else None)
+                (carry.chunk0 % 2, carry.first, carry.last) if carry else None, self.images_of(b))
 
     def chain_signature(self, b: int) -> tuple:
         """chain_block's: its share of the 1x1's N chunks, its M tile's pixels and input rows."""
@@ -328,7 +345,7 @@ class _Img2colReplay:
     def block(self, core: SimCore, b: int) -> None:
         ni, mi = b % self.n_tiles, (b // self.n_tiles) % self.m_tiles
         _, m, _, rows = self.tiles[mi]
-        m1 = ceil(m / 16)
+        m1, imgs = ceil(m / 16), self.images_of(b)
         n1_cnt = min(self.bn // 16, self.CO1 - ni * (self.bn // 16))
         if core.blocks > 0:
             core.wait_flag("FIX", "M", 0)
@@ -342,13 +359,13 @@ class _Img2colReplay:
         lo, hi = self.spec.group_c1_range(ni * (self.bn // 16), n1_cnt)  # grouped: the tile's groups' C1 blocks
         for c1a in range(lo, hi, self.step):
             c1n = min(self.step, hi - c1a)
-            slab = [(c1n, rows * self.spec.w * 16, src["x"])] if rows > 0 else []
+            slab = [(c1n, rows * self.spec.w * 16, src["x"])] * imgs if rows > 0 else []  # each image's rows
             chunks.append((c1n * self.taps, slab + [(c1n * self.taps, n1_cnt * 256, src["w"])]))
         if self.second:  # the second source's channel blocks go on into the same L0C (1x1: one tap)
             rows2 = self.tiles2[mi][3]
             for c1a in range(0, c1(self.second.cin), self.step):
                 c1n = min(self.step, c1(self.second.cin) - c1a)
-                chunks.append((c1n, ([(c1n, rows2 * self.second.w * 16, src["x2"])] if rows2 > 0 else [])
+                chunks.append((c1n, ([(c1n, rows2 * self.second.w * 16, src["x2"])] * imgs if rows2 > 0 else [])
                                + [(c1n, n1_cnt * 256, src["w2"])]))
         # The Load3D rate depends on the source's kernel height and stride (the second source is a 1x1): one
         # (kh, stride_w) per A load, in the order cube_k_loop issues them (per chunk, per BASE_K1 slice).
@@ -356,13 +373,22 @@ class _Img2colReplay:
         sources = [self.spec] * main + [self.second or self.spec] * (len(chunks) - main)
         geoms = iter([(conv.kh, conv.sw) for conv, (k1n, _) in zip(sources, chunks)
                       for _ in range(ceil(k1n / self.bk1))])
-        cube_k_loop(core, m, n1_cnt * 16, chunks, self.bk1,
-                    (lambda kc: core.load3d(m1, kc, *next(geoms)), lambda kc, k1n: [kc * n1_cnt]),
-                    self.carry(b) or self.params.get("l1_buffers", 2))
+
+        def a_load(kc: int) -> None:  # one Load3D per image, into its M fractals of L0A
+            geom = next(geoms)
+            for _ in range(imgs):
+                core.load3d(m1, kc, *geom)
+        # the images' M fractals are one A operand: one mmad over all of them (the last image's rows are m)
+        cube_k_loop(core, (imgs - 1) * m1 * 16 + m, n1_cnt * 16, chunks, self.bk1,
+                    (a_load, lambda kc, k1n: [kc * n1_cnt]), self.carry(b) or self.params.get("l1_buffers", 2))
         if self.params.get("on_chip"):
-            on_chip_epilogue(core, self.spec, m, n1_cnt)
-        else:
-            cube_drain(core, m * n1_cnt * 16)
+            on_chip_epilogue(core, self.spec, m, n1_cnt, imgs)
+        else:  # Fixpipe writes each image's rows of the tile
+            core.set_flag("M", "FIX", 0)
+            core.wait_flag("M", "FIX", 0)
+            for _ in range(imgs):
+                core.fixpipe(m * n1_cnt * 16)
+            core.set_flag("FIX", "M", 0)
 
     def chain_block(self, core: SimCore, b: int) -> None:  # the template's chain_block
         ns = b % self.n_split
@@ -415,7 +441,7 @@ def img2col_cube(spec: Conv2dSpec, params: dict, profile: Profile) -> Prediction
     r = _Img2colReplay(spec, params, profile)
     if spec.mid:
         return launch(profile, "cube", spec.n * r.m_tiles * r.n_split, r.chain_block, r.chain_signature)
-    return launch(profile, "cube", spec.n * r.m_tiles * r.n_tiles, r.block, r.signature)
+    return launch(profile, "cube", r.blocks, r.block, r.signature)
 
 
 def replay_img2col(spec: Conv2dSpec, params: dict, profile: Profile) -> Prediction:
@@ -463,8 +489,8 @@ def conv_l1_partition(spec: Conv2dSpec, p: dict) -> tuple[int, int]:
 
 
 def conv_blocks(spec: Conv2dSpec, p: dict) -> int:
-    """A direct (not chained) conv's blocks: per image, its M tiles by its N tiles."""
-    return spec.n * ceil(spec.ho * spec.wo / p["base_m"]) * ceil(c1(spec.cout) * 16 / p["base_n"])
+    """A direct (not chained) conv's blocks: per image group, its M tiles by its N tiles."""
+    return image_groups(spec, p) * ceil(spec.ho * spec.wo / p["base_m"]) * ceil(c1(spec.cout) * 16 / p["base_n"])
 
 
 def with_prefetch(spec: Conv2dSpec, p: dict, profile: Profile) -> dict:
@@ -483,13 +509,16 @@ def with_prefetch(spec: Conv2dSpec, p: dict, profile: Profile) -> dict:
 def search_conv(spec: Conv2dSpec, rule_params: dict, profile: Profile, log: OptLog, buffers) -> dict:
     """Tiling of conv2d_cube_img2col: base_m x base_n x base_k1 x c1_step; `buffers(spec, m, n, k1, step)`
     gives the on-chip bytes of a candidate (tiling's own accounting)."""
-    cands, fit = conv_candidates(spec, rule_params, profile, buffers)
+    cands, fit = conv_candidates(spec, rule_params, profile, buffers, images=IMAGE_COUNTS)
     return pick_best(spec, "conv2d_cube_img2col", rule_params, (cands, fit), profile, log,
                  lambda p: conv_l1_partition(spec, p))
 
 
-def conv_candidates(spec: Conv2dSpec, rule_params: dict, profile: Profile, buffers, edges=TILE_EDGES):
-    """(every tiling candidate of a direct conv, the buffer-fit predicate)."""
+def conv_candidates(spec: Conv2dSpec, rule_params: dict, profile: Profile, buffers, edges=TILE_EDGES,
+                    images: tuple[int, ...] = ()):
+    """(every tiling candidate of a direct conv, the buffer-fit predicate). images: the image counts per block to
+    try besides one, where an M tile holds a whole image (a batch of small maps: the images share each weight
+    load, and their M fractals fill the Cube where one image's few would leave it waiting on L0B)."""
     M, C1, CO1 = spec.ho * spec.wo, c1(spec.cin), c1(spec.cout)
     K1 = C1 * spec.kh * spec.kw
     extra = {k: v for k, v in rule_params.items() if k in ("epi_tile", "on_chip")}
@@ -510,9 +539,13 @@ def conv_candidates(spec: Conv2dSpec, rule_params: dict, profile: Profile, buffe
                     # that does not fit double-buffered, which the fit predicate decides
                     cands.append(dict(base_m=bm, base_n=bn, base_k1=bk, c1_step=step, slab_rows=rows, **extra,
                                       l1_buffers=1))
+                    if bm >= M and not spec.mid:
+                        cands += [dict(base_m=bm, base_n=bn, base_k1=bk, c1_step=step, slab_rows=rows, **extra,
+                                       images=i) for i in images if i <= spec.n]
 
     def fit(p):
-        bufs = buffers(spec, p["base_m"], p["base_n"], p["base_k1"], p["c1_step"], p.get("l1_buffers", 2))
+        bufs = buffers(spec, p["base_m"], p["base_n"], p["base_k1"], p["c1_step"], p.get("l1_buffers", 2),
+                       p.get("images", 1))
         return all(b <= profile.capacity[pos] for pos, b in bufs.items())
     return cands, fit
 
@@ -552,6 +585,9 @@ def chain_candidates(spec: Conv2dSpec, rule_params: dict, profile: Profile) -> t
 def from_params(spec: Conv2dSpec, profile: Profile, params: dict, source: str) -> tuple[dict, dict, int]:
     """A pinned, recorded or borrowed tiling completed from the rule's, checked, with its buffers and blocks."""
     if spec.mid:  # a chained conv's tiling (tuning record, kernel-list pin)
+        if params.get("images", 1) != 1:
+            raise KilnError("tiling", spec.name, f"{source}: images={params['images']}: a chained conv's block is "
+                            "one image's M tile (images 1)")
         base = chain_rule(spec, profile, OptLog())
         p = dict(base.params, **params)
         p["slab_rows"] = max(1, max(r for *_, r in conv_tile_rows(spec, p["base_m"])))
@@ -570,7 +606,10 @@ def from_params(spec: Conv2dSpec, profile: Profile, params: dict, source: str) -
     if p.get("prefetch", 0) not in (0, 1) or (p.get("prefetch") and p.get("l1_buffers", 2) != 2):
         raise KilnError("tiling", spec.name, f"{source}: prefetch={p['prefetch']} must be 0 or 1, and 1 only with "
                         "l1_buffers=2 (the L1 queue carried across blocks is the double-buffered one)")
-    bufs = conv_buffers(spec, p["base_m"], p["base_n"], p["base_k1"], p["c1_step"], p.get("l1_buffers", 2))
+    if not 1 <= p.get("images", 1) <= spec.n:
+        raise KilnError("tiling", spec.name, f"{source}: images={p['images']} must be 1..{spec.n} (the batch)")
+    bufs = conv_buffers(spec, p["base_m"], p["base_n"], p["base_k1"], p["c1_step"], p.get("l1_buffers", 2),
+                        p.get("images", 1))
     if "UB" in base.buffers:
         bufs["UB"] = on_chip_ub(spec, p["base_m"]) if p.get("on_chip") else base.buffers["UB"]
     return p, bufs, conv_blocks(spec, p)
@@ -580,7 +619,7 @@ def tune_candidates(spec: Conv2dSpec, profile: Profile, edges) -> tuple[dict, li
     rule = conv_rule(spec, profile, OptLog()).params
     if spec.mid:  # a chained conv tiles its 1x1 with base_n2, not base_n (the build search's grid)
         return rule, *chain_candidates(spec, rule, profile)
-    return rule, *conv_candidates(spec, rule, profile, conv_buffers, edges)
+    return rule, *conv_candidates(spec, rule, profile, conv_buffers, edges, IMAGE_COUNTS)
 
 
 def space(spec: Conv2dSpec, params: dict, profile: Profile) -> list[dict]:
@@ -640,9 +679,10 @@ def wide_space(spec: Conv2dSpec, params: dict, profile: Profile) -> list[dict]:
 # h2, w2: the map of an accumulated second source (a ResNet downsample 1x1); base_n2, base_k2, n_split: chains
 GENERIC = GenericForm(("h", "w", "h2", "w2"), ("h", "w", "ho", "wo", "h2", "w2"),
                       ("base_m", "base_n", "base_k1", "c1_step", "slab_rows", "epi_tile", "l1_buffers", "base_n2",
-                       "base_k2", "n_split"), structural=("on_chip", "prefetch"))
+                       "base_k2", "n_split"), structural=("on_chip", "prefetch", "images"))
 FAMILY = register(Family("conv2d_cube_img2col", "conv2d", "cube", conv_rule, conv_mte2, replay_img2col, searched=True,
                 algorithm=lambda v: "direct_img2col", tunable=("base_m", "base_n", "base_k1", "c1_step"),
-                searched_extra=("l1_buffers", "prefetch", "base_n2", "base_k2", "n_split"), from_params=from_params,
+                searched_extra=("l1_buffers", "prefetch", "images", "base_n2", "base_k2", "n_split"),
+                from_params=from_params,
                 space=space, wide_space=wide_space, candidates=tune_candidates, generic=GENERIC,
                 finalist=with_prefetch))

@@ -32,8 +32,9 @@ def _checked_params(spec: Opspec, family: str, params: dict, source: str, whole:
         if not need <= set(params) <= want | set(f.searched_extra):
             raise KilnError("tiling", spec.name, f"{source}: tiling {sorted(params)} is not a whole tiling of "
                             f"{family} (needs {sorted(need)})")
-    elif set(params) != want:
-        raise KilnError("tiling", spec.name, f"{source}: tiling {sorted(params)} must set exactly {sorted(want)}")
+    elif not want <= set(params) <= want | set(f.searched_extra):  # a pin may also set what the search chooses
+        raise KilnError("tiling", spec.name, f"{source}: tiling {sorted(params)} must set {sorted(want)}"
+                        + (f" and may set {sorted(f.searched_extra)}" if f.searched_extra else ""))
     bad = sorted(k for k, v in params.items() if not isinstance(v, int) or isinstance(v, bool) or v < 1)
     if bad:
         raise KilnError("tiling", spec.name, f"{source}: {', '.join(bad)} must be positive integers")
