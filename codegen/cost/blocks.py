@@ -40,13 +40,16 @@ class L1Carry:
     last: bool
 
 
-def cube_k_loop(core: SimCore, m: int, n_cols: int, chunks: list[tuple[int, list[tuple[int, int, int]]]],
-                bk1: int, loads: tuple, l1_depth: int | L1Carry = 2) -> None:
+def cube_k_loop(core: SimCore, m: int | tuple[int, ...], n_cols: int,
+                chunks: list[tuple[int, list[tuple[int, int, int]]]], bk1: int, loads: tuple,
+                l1_depth: int | L1Carry = 2) -> None:
     """The Cube main loop every Cube template shares: per L1 chunk its GM->L1 copies ((nburst, burst, source) in
     fp16 elements, the source an input index or OUT/WORKSPACE; ping-pong), then per BASE_K1 slice the L0A loads
-    a_load(kc), the L0B loads b_loads(kc, k1n) (load2d repeats), one mmad (ping-pong). l1_depth: the L1 queue's
-    slots, or an L1Carry (two slots, the queue running on across the core's blocks)."""
+    a_load(kc), the L0B loads b_loads(kc, k1n) (load2d repeats), one mmad of m rows, or one per entry of a tuple m
+    (several images sharing the B fractals), ping-pong. l1_depth: the L1 queue's slots, or an L1Carry (two slots,
+    the queue running on across the core's blocks)."""
     a_load, b_loads = loads
+    rows = (m,) if isinstance(m, int) else m
     carry, depth = (l1_depth, 2) if isinstance(l1_depth, L1Carry) else (None, l1_depth)
     l1 = PingPongSim(core, "MTE2", "MTE1", 0, depth, fresh=carry is None or carry.first)
     l0, c0 = PingPongSim(core, "MTE1", "M", 2), carry.chunk0 if carry else 0
@@ -66,7 +69,8 @@ def cube_k_loop(core: SimCore, m: int, n_cols: int, chunks: list[tuple[int, list
                 core.load2d(rep, "L0B")
             l0.written(t)
             l0.acquire_for_read(t)
-            core.mmad(m, n_cols, kc * 16)
+            for r in rows:
+                core.mmad(r, n_cols, kc * 16)
             l0.released(t)
             it += 1
         l1.released(s)

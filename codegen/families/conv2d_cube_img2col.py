@@ -378,8 +378,7 @@ class _Img2colReplay:
             geom = next(geoms)
             for _ in range(imgs):
                 core.load3d(m1, kc, *geom)
-        # the images' M fractals are one A operand: one mmad over all of them (the last image's rows are m)
-        cube_k_loop(core, (imgs - 1) * m1 * 16 + m, n1_cnt * 16, chunks, self.bk1,
+        cube_k_loop(core, (m,) * imgs, n1_cnt * 16, chunks, self.bk1,  # an mmad per image
                     (a_load, lambda kc, k1n: [kc * n1_cnt]), self.carry(b) or self.params.get("l1_buffers", 2))
         if self.params.get("on_chip"):
             on_chip_epilogue(core, self.spec, m, n1_cnt, imgs)

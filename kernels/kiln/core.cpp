@@ -605,9 +605,7 @@ void Core::fixpipe_nz_to_nc1hwc0(Global<f16> dst, std::size_t doff, std::size_t 
   if (c.pos != Pos::L0C) fail<EmulationError>("fixpipe: source must be L0C");
   if (m <= 0 || n1_count <= 0 || m > 16 * m1_stride)
     fail<EmulationError>("fixpipe_nz_to_nc1hwc0: m must be in 1..16*m1_stride");
-  // the elements read: the m rows of each channel block (a block's later rows may belong to another image's tile)
-  check_local(c, coff, std::size_t(n1_count - 1) * m1_stride * 256 + std::size_t(m) * 16, "fixpipe_nz_to_nc1hwc0",
-              "src");
+  check_local(c, coff, std::size_t(n1_count) * m1_stride * 256, "fixpipe_nz_to_nc1hwc0", "src");
   check_global(dst, doff, std::size_t(n1_count - 1) * plane + std::size_t(m) * 16, "fixpipe_nz_to_nc1hwc0", "dst");
   // The m rows of an NZ block are m pixels x 16 channels, contiguous on both
   // sides: one fp32 -> fp16 run (ReLU first) per channel block.
