@@ -1,7 +1,7 @@
 """The coupled profile (ascend310p: Cube and Vector in one AI core): a convolution's residual add, clip and program
-epilogue (SiLU) run on chip, L0C -> UB -> Vector -> GM, instead of a second Vector-core launch through GM as on
-ascend910b. A small 310P build checks the results against the reference, the cost model against the emulator,
-and that the epilogue reads only the residual from GM."""
+epilogue (SiLU) run on chip, L0C -> UB -> Vector -> GM (also with several images per block), instead of a second
+Vector-core launch through GM as on ascend910b. A small 310P build checks the results against the reference, the
+cost model against the emulator, and that the epilogue reads only the residual from GM."""
 import json
 import os
 import re
@@ -42,6 +42,17 @@ KERNELS = textwrap.dedent("""
     bias = true
     residual = true
     program = "sigmoid(0);mul(0,1)"
+
+    [[op]]
+    label = "c.residual_images"
+    type = "Conv"
+    input = [5, 40, 9, 9]
+    weight = [24, 40, 1, 1]
+    strides = [2, 2]
+    bias = true
+    residual = true
+    activation = "Relu"
+    tiling = {base_m = 32, base_n = 32, base_k1 = 1, c1_step = 1, images = 4}
 
     [[op]]
     label = "c.attention"
@@ -118,7 +129,7 @@ def coupled(tmp_path_factory):
 
 def test_epilogue_runs_on_chip_and_matches_the_reference(coupled):
     convs = {n: k for n, k in coupled.items() if n.startswith("conv2d")}
-    assert len(convs) == 3
+    assert len(convs) == 4  # c.residual_images: 4 images per block, each image's tile drained through UB
     for name, k in convs.items():
         assert re.search(r"\du1(\D|$)", k["variant"]), k["variant"]  # the on-chip epilogue variant (u1)
         assert k["within_bound"], name
