@@ -538,7 +538,7 @@ def conv_candidates(spec: Conv2dSpec, rule_params: dict, profile: Profile, buffe
                     # that does not fit double-buffered, which the fit predicate decides
                     cands.append(dict(base_m=bm, base_n=bn, base_k1=bk, c1_step=step, slab_rows=rows, **extra,
                                       l1_buffers=1))
-                    if bm >= M and not spec.mid and not spec.cin2:  # (a second source: not yet tested)
+                    if bm >= M and not spec.mid:
                         cands += [dict(base_m=bm, base_n=bn, base_k1=bk, c1_step=step, slab_rows=rows, **extra,
                                        images=i) for i in images if i <= spec.n]
 
@@ -605,9 +605,8 @@ def from_params(spec: Conv2dSpec, profile: Profile, params: dict, source: str) -
     if p.get("prefetch", 0) not in (0, 1) or (p.get("prefetch") and p.get("l1_buffers", 2) != 2):
         raise KilnError("tiling", spec.name, f"{source}: prefetch={p['prefetch']} must be 0 or 1, and 1 only with "
                         "l1_buffers=2 (the L1 queue carried across blocks is the double-buffered one)")
-    if not 1 <= p.get("images", 1) <= (1 if spec.cin2 else spec.n):
-        raise KilnError("tiling", spec.name, f"{source}: images={p['images']} must be 1..{spec.n} (the batch), and 1 "
-                        "for a conv with a second source (the form the emulator tests cover)")
+    if not 1 <= p.get("images", 1) <= spec.n:
+        raise KilnError("tiling", spec.name, f"{source}: images={p['images']} must be 1..{spec.n} (the batch)")
     bufs = conv_buffers(spec, p["base_m"], p["base_n"], p["base_k1"], p["c1_step"], p.get("l1_buffers", 2),
                         p.get("images", 1))
     if "UB" in base.buffers:

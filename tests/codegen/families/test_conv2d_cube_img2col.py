@@ -64,7 +64,8 @@ def test_a_pin_with_prefetch_and_one_l1_buffer_is_refused():
 
 # Several images per block (`images`): the block's images share each weight chunk and B fractal load, each with its
 # own slab, A fractals and L0C tile. The emulator runs it in the default build (kernels/default.toml's images.*
-# entries, held to this replay by tests/codegen/cost/test_costmodel.py) and on the coupled profile (test_coupled.py).
+# entry, held to this replay by tests/codegen/cost/test_costmodel.py), on the coupled profile (test_coupled.py) and
+# with a second source (test_conv2d_cube_img2col_images.py).
 B32_7 = conv(32, 512, 7, 7, 512)  # ResNet-50 layer4's 3x3 at batch 32: 49 pixels an image, one M tile of 64
 TILE_7 = dict(base_m=64, base_n=128, base_k1=4, c1_step=4, slab_rows=7)
 
@@ -105,12 +106,9 @@ def test_the_search_groups_images_where_a_tile_holds_an_image():
     assert model.run(FAMILY.replay, B32_7, best, profile).cycles < fastest_single
 
 
-def test_a_pin_with_more_images_than_the_batch_or_a_second_source_is_refused():
+def test_a_pin_with_more_images_than_the_batch_is_refused():
     profile = PROFILES["ascend910b"]
     p, bufs, blocks = from_params(B32_7, profile, dict(TILE_7, images=3), "kernel list")
     assert p["images"] == 3 and blocks == 11 * 4 and bufs["L0C"] == 3 * 4 * 8 * 1024
     with pytest.raises(KilnError, match=r"images=33 must be 1\.\.32"):
         from_params(B32_7, profile, dict(TILE_7, images=33), "kernel list")
-    dual = conv(4, 64, 7, 7, 64, k=1, pad=0, cin2=32, h2=7, w2=7, s2=1)
-    with pytest.raises(KilnError, match="second source"):
-        from_params(dual, profile, dict(TILE_7, base_n=64, images=2), "kernel list")
