@@ -73,6 +73,13 @@ def baked_model(model: str) -> tuple[ModelRecord, object, dict[str, KernelRecord
     return rec, get_profile(man.profile), man.kernels_by_name()
 
 
+def _pinned(params: dict, family: str, tunable: dict[str, tuple[str, ...]]) -> dict:
+    """A candidate's tiling as a pin and a record set it: the family's tunable parameters, and the images per block
+    where the candidate groups them (what the pin would otherwise bake is another tiling than the one ranked)."""
+    return {n: params[n] for n in tunable[family]} | ({"images": params["images"]} if params.get("images", 1) > 1
+                                                      else {})
+
+
 def tune(model: str, out: str, k: int = 3, build_dir: str | None = None, progress=print) -> dict:
     from .codegen.families.registry import tunable
     from .codegen.ir.manifest import opspec_of_record
@@ -91,8 +98,7 @@ def tune(model: str, out: str, k: int = 3, build_dir: str | None = None, progres
         top = top_candidates(spec, kr.family, profile, k)
         cands[kr.opspec] = (kr, top)
         for j, (_, params) in enumerate(top):
-            tiling = {name: params[name] for name in TUNABLE[kr.family]}
-            lines.append(_entry(f"{kr.opspec}#{j}", kr.spec, kr.kind, tiling))
+            lines.append(_entry(f"{kr.opspec}#{j}", kr.spec, kr.kind, _pinned(params, kr.family, TUNABLE)))
         progress(f"[{i + 1}/{len(todo)}] {kr.name}: {len(top)} candidates")
     if not lines:
         raise ValueError(f"nothing to tune in {model}: it has no direct convolution or GEMM kernel")
@@ -105,8 +111,8 @@ def tune(model: str, out: str, k: int = 3, build_dir: str | None = None, progres
         runs = [(measured[f"{h}#{j}"]["cycles"], j, top[j][1]) for j in range(len(top))]
         best_cycles, _, best = min(runs, key=lambda r: (r[0], r[1]))
         records.append({"opspec": h, "name": kr.opspec_name, "family": kr.family,
-                        "params": {n: best[n] for n in TUNABLE[kr.family]}, "simulated_cycles": best_cycles,
-                        "candidates": [{"params": {n: p[n] for n in TUNABLE[kr.family]}, "simulated_cycles": c,
+                        "params": _pinned(best, kr.family, TUNABLE), "simulated_cycles": best_cycles,
+                        "candidates": [{"params": _pinned(p, kr.family, TUNABLE), "simulated_cycles": c,
                                         "predicted_cycles": top[j][0]} for c, j, p in runs]})
     write_records(out, profile, records)
     progress(f"wrote {len(records)} records to {out}")
