@@ -31,11 +31,21 @@ def conv_tile_rows(spec: Conv2dSpec, base_m: int) -> list[tuple[int, int, int, i
     return out
 
 
+def pixel_elems(spec: Conv2dSpec) -> int:
+    """fp16 values per pixel of a channel block in GM and L1: 16, or 4 for a small-channel input (NC1HWC0_C04)."""
+    return 4 if spec.c04 else C0
+
+
+def k_per_c1(spec: Conv2dSpec) -> int:
+    """K fractals per input channel block: one per tap, or a small-channel input's four taps to a fractal."""
+    return spec.k_fractals // c1(spec.cin)
+
+
 def conv_slab_elems(spec: Conv2dSpec, base_m: int) -> int:
     """fp16 elements per channel block of the largest L1 feature-map slab an M tile needs: its input rows (and,
     with a second source, the larger of the two sources' slabs: they share the buffer)."""
     rows = max(1, max(r for *_, r in conv_tile_rows(spec, base_m)))
-    slab = rows * spec.w * 16
+    slab = rows * spec.w * pixel_elems(spec)
     if spec.cin2:
         second = spec.second()
         slab = max(slab, max(1, max(r for *_, r in conv_tile_rows(second, base_m))) * second.w * 16)
@@ -49,7 +59,7 @@ def conv_buffers(spec: Conv2dSpec, base_m: int, base_n: int, base_k1: int, c1_st
     a block computes together (each its own slab in L1, its own M fractals in L0A and L0C; one weight chunk)."""
     return {
         "L1": l1_buffers * (images * c1_step * conv_slab_elems(spec, base_m) * 2
-                            + c1_step * spec.kh * spec.kw * (base_n // 16) * 512)
+                            + c1_step * k_per_c1(spec) * (base_n // 16) * 512)
               + (base_n * 4 if spec.bias else 0),
         "L0A": 2 * images * (base_m // 16) * base_k1 * 512,
         "L0B": 2 * base_k1 * (base_n // 16) * 512,
@@ -124,7 +134,7 @@ def conv_rule(spec: Conv2dSpec, profile: Profile, log: OptLog, search: bool = Fa
     if spec.mid:
         return chain_rule(spec, profile, log, search)
     M, C1, CO1 = spec.ho * spec.wo, c1(spec.cin), c1(spec.cout)
-    K1 = C1 * spec.kh * spec.kw
+    K1 = spec.k_fractals
     cores = profile.cores_for("cube")
     best, limit = None, None
     base_n = min(256, CO1 * 16)
@@ -224,8 +234,8 @@ def conv_mte2(spec: Conv2dSpec, v: Variant) -> int:
             lo, hi = spec.group_c1_range(n1_0, n1c)  # all C1 blocks, or (grouped) those of the tile's groups
             for c1a in range(lo, hi, p["c1_step"]):
                 c1n = min(p["c1_step"], hi - c1a)
-                maps += c1n * rows * spec.w * 32
-                weights += c1n * spec.kh * spec.kw * n1c * 512
+                maps += c1n * rows * spec.w * 2 * pixel_elems(spec)
+                weights += c1n * k_per_c1(spec) * n1c * 512
             if second:  # the second source's channel blocks: its rows and its 1x1 weights
                 for c1a in range(0, c1(second.cin), p["c1_step"]):
                     c1n = min(p["c1_step"], c1(second.cin) - c1a)
@@ -292,7 +302,7 @@ class _Img2colReplay:
         self.profile = profile
         self.bm, self.bn = params["base_m"], params.get("base_n", 16)
         self.bk1, self.step = params["base_k1"], params["c1_step"]
-        self.C1, self.CO1, self.taps = c1(self.spec.cin), c1(self.spec.cout), self.spec.kh * self.spec.kw
+        self.C1, self.CO1, self.taps = c1(self.spec.cin), c1(self.spec.cout), k_per_c1(self.spec)
         self.M = self.spec.ho * self.spec.wo
         self.tiles = conv_tile_rows(self.spec, self.bm)
         self.m_tiles, self.n_tiles = len(self.tiles), ceil(self.CO1 * 16 / self.bn)
@@ -359,7 +369,7 @@ class _Img2colReplay:
         lo, hi = self.spec.group_c1_range(ni * (self.bn // 16), n1_cnt)  # grouped: the tile's groups' C1 blocks
         for c1a in range(lo, hi, self.step):
             c1n = min(self.step, hi - c1a)
-            slab = [(c1n, rows * self.spec.w * 16, src["x"])] * imgs if rows > 0 else []  # each image's rows
+            slab = [(c1n, rows * self.spec.w * pixel_elems(self.spec), src["x"])] * imgs if rows > 0 else []
             chunks.append((c1n * self.taps, slab + [(c1n * self.taps, n1_cnt * 256, src["w"])]))
         if self.second:  # the second source's channel blocks go on into the same L0C (1x1: one tap)
             rows2 = self.tiles2[mi][3]
@@ -484,7 +494,7 @@ def conv_l1_partition(spec: Conv2dSpec, p: dict) -> tuple[int, int]:
     """L1 bytes of a direct-conv tiling's feature-map slabs and weight chunks (both buffers)."""
     bufs, step = p.get("l1_buffers", 2), p["c1_step"]
     return (bufs * step * conv_slab_elems(spec, p["base_m"]) * 2,
-            bufs * step * spec.kh * spec.kw * (p["base_n"] // 16) * 512)
+            bufs * step * k_per_c1(spec) * (p["base_n"] // 16) * 512)
 
 
 def conv_blocks(spec: Conv2dSpec, p: dict) -> int:
@@ -519,7 +529,7 @@ def conv_candidates(spec: Conv2dSpec, rule_params: dict, profile: Profile, buffe
     try besides one, where an M tile holds a whole image (a batch of small maps: the images share each weight
     load, and their M fractals fill the Cube where one image's few would leave it waiting on L0B)."""
     M, C1, CO1 = spec.ho * spec.wo, c1(spec.cin), c1(spec.cout)
-    K1 = C1 * spec.kh * spec.kw
+    K1 = spec.k_fractals
     extra = {k: v for k, v in rule_params.items() if k in ("epi_tile", "on_chip")}
     cands = []
     for bm in edges:
@@ -624,7 +634,7 @@ def tune_candidates(spec: Conv2dSpec, profile: Profile, edges) -> tuple[dict, li
 def space(spec: Conv2dSpec, params: dict, profile: Profile) -> list[dict]:
     """The build search's grid (single-buffered L1 aside), for `kiln optimize`."""
     M, C1, CO1 = spec.ho * spec.wo, c1(spec.cin), c1(spec.cout)
-    K1 = C1 * spec.kh * spec.kw
+    K1 = spec.k_fractals
     extra = {k: v for k, v in params.items() if k == "epi_tile"}
     out = []
     for bm in TILE_EDGES:
@@ -647,7 +657,7 @@ def space(spec: Conv2dSpec, params: dict, profile: Profile) -> list[dict]:
 def chain_wide_space(spec: Conv2dSpec, params: dict, profile: Profile) -> list[dict]:
     """A chained conv's tilings with base_m any multiple of 16 off the powers of two (the build search's grid), each
     with every base_k1 and n_split and the kernel's L1 step and 1x1 tiling: the M tiles balanced over the cores."""
-    K1 = c1(spec.cin) * spec.kh * spec.kw
+    K1 = spec.k_fractals
     n_chunks = ceil(c1(spec.cout) / (params["base_n2"] // 16))
     out = []
     for bm in range(16, min(256, ceil(spec.ho * spec.wo / 16) * 16) + 1, 16):
@@ -671,7 +681,7 @@ def wide_space(spec: Conv2dSpec, params: dict, profile: Profile) -> list[dict]:
         p = dict({k: v for k, v in params.items() if k != "prefetch"}, base_m=bm, base_n=bn, base_k1=bk, c1_step=step,
                  slab_rows=rows)
         return p if all(b <= profile.capacity[k] for k, b in conv_buffers(spec, bm, bn, bk, step).items()) else None
-    dims = (spec.ho * spec.wo, c1(spec.cout) * 16, c1(spec.cin) * spec.kh * spec.kw, c1(spec.cin))
+    dims = (spec.ho * spec.wo, c1(spec.cout) * 16, spec.k_fractals, c1(spec.cin))
     return wide_grid(spec, "conv2d_cube_img2col", params, profile, dims, "c1_step", make)
 
 

@@ -15,6 +15,8 @@ from .base import Family, Variant, fits, r16, r32, register
 
 def vector_conv_legal(spec: Conv2dSpec) -> str | None:
     """Why conv2d_vector cannot implement the conv (None: it can)."""
+    if spec.c04:
+        return "its input is a small-channel image in NC1HWC0_C04, which only the Cube's Load3D reads"
     if spec.cin2:
         return "a second source accumulates in the Cube's L0C"
     if spec.mid:

@@ -23,6 +23,8 @@ WINOGRAD_TILES = (2, 4)
 
 def winograd_legal(spec: Conv2dSpec) -> str | None:
     """Why Winograd cannot implement this conv, or None (3x3, stride 1, dilation 1; any padding)."""
+    if spec.c04:
+        return "its input is a small-channel image in NC1HWC0_C04, which only Load3D reads"
     if spec.cin2:
         return "a second source is accumulated into its L0C"
     if spec.mid:

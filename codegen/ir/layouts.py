@@ -48,6 +48,19 @@ def oihw_to_fractal_z(w: np.ndarray, dtype: str = "fp16") -> np.ndarray:
     return _cube_operand(np.ascontiguousarray(p.reshape(_c1(ci) * kh * kw, _c1(co), C0, C0)), dtype)
 
 
+def oihw_to_fractal_z_c04(w: np.ndarray, dtype: str = "fp16") -> np.ndarray:
+    """Conv weight (Cout, Cin <= 4, Kh, Kw) -> FRACTAL_Z_C04 (K1, Cout1, 16 cout, 16 k) with k = tap * 4 + channel
+    (tap = row-major over the window, channels padded to 4), K1 = ceil(Kh * Kw * 4 / 16): a small-channel conv's K
+    order (Load3D's channelSize 4)."""
+    co, ci, kh, kw = w.shape
+    k1 = _c1(kh * kw * 4)
+    p = np.zeros((_c1(co) * C0, kh, kw, 4), _staging(dtype))
+    p[:co, :, :, :ci] = np.asarray(w).transpose(0, 2, 3, 1)
+    q = np.zeros((_c1(co) * C0, k1 * C0), p.dtype)
+    q[:, :kh * kw * 4] = p.reshape(_c1(co) * C0, kh * kw * 4)
+    return _cube_operand(np.ascontiguousarray(q.reshape(_c1(co), C0, k1, C0).transpose(2, 0, 1, 3)), dtype)
+
+
 def grouped_to_dense(w: np.ndarray, group: int) -> np.ndarray:
     """A grouped Conv weight (Cout, Cin/group, Kh, Kw) as the dense (Cout, Cin, Kh, Kw) one: block-diagonal, output
     channel o of group g = o // (Cout/group) keeps its weights at input channels g*Cin/group.., zeros elsewhere."""
@@ -80,6 +93,14 @@ def nchw_to_nc1hwc0(x: np.ndarray) -> np.ndarray:
     p = np.zeros((n, _c1(c) * C0, h, w), np.float16)
     p[:, :c] = x
     return np.ascontiguousarray(p.reshape(n, _c1(c), C0, h, w).transpose(0, 1, 3, 4, 2))
+
+
+def nchw_to_nc1hwc0_c04(x: np.ndarray) -> np.ndarray:
+    """A small-channel map (N, C <= 4, H, W) -> NC1HWC0_C04 (N, 1, H, W, 4) fp16, the channels padded to 4."""
+    n, c, h, w = x.shape
+    p = np.zeros((n, 1, h, w, 4), np.float16)
+    p[:, 0, :, :, :c] = np.asarray(x).transpose(0, 2, 3, 1)
+    return p
 
 
 def pad_bias(b: np.ndarray) -> np.ndarray:

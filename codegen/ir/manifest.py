@@ -17,8 +17,9 @@ from .opspec import SPEC_CLASSES
 # a value reference of a step: [space, offset or index, bytes]
 SPACE_ARENA, SPACE_WEIGHTS, SPACE_INPUT, SPACE_OUTPUT = 0, 1, 2, 3
 GLUE_CODES = {"input_nchw": 0, "input_nd": 1, "to_nchw": 2, "output_nd": 3, "output_nchw": 4, "to_nc1hwc0": 5,
-              "aicpu": 6, "input_index": 7}  # aicpu: a host step evaluated by the runtime's callback (the AI CPU
-# fallback); input_index: a graph input of indices (int64/int32 in ONNX, fp32 from the caller) kept as fp32
+              "aicpu": 6, "input_index": 7, "input_nchw_c04": 8}  # aicpu: a host step evaluated by the runtime's
+# callback (the AI CPU fallback); input_index: a graph input of indices (int64/int32 in ONNX, fp32 from the caller)
+# kept as fp32; input_nchw_c04: a small-channel image input staged as NC1HWC0_C04 (N, 1, H, W, 4)
 
 Json = dict[str, Any]
 

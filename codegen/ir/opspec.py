@@ -90,6 +90,9 @@ class Conv2dSpec:
     # of the groups it holds (group_c1_range). 1: a dense convolution.
     group: int = 1
     program: str = ""  # then an elementwise program in fp32 in the Vector epilogue (passes/program_epilogue.py)
+    # A small-channel input (cin <= 4, staged NC1HWC0_C04 [N, 1, H, W, 4]): Load3D's channelSize 4, four taps of four
+    # channels to a K fractal (k = tap * 4 + channel; weights FRACTAL_Z_C04), docs/compiler.md "Small-channel inputs".
+    c04: bool = False
     kind: ClassVar[Literal["conv2d"]] = "conv2d"
     natural_output: ClassVar[NaturalOutput] = "nchw"
 
@@ -114,6 +117,10 @@ class Conv2dSpec:
         return g0 * per_in // C0, ceil(g1 * per_in / C0)
 
     @property
+    def k_fractals(self) -> int:  # of the window conv: a tap per channel block, or (c04) four taps to a fractal
+        return ceil(self.kh * self.kw * 4 / C0) if self.c04 else c1(self.cin) * self.kh * self.kw
+
+    @property
     def vector_epilogue(self) -> bool:
         """Fixpipe applies a plain ReLU; a residual add, a clip or a program needs a pass on the Vector cores."""
         return self.residual or self.clip_hi > 0 or bool(self.program)
@@ -136,7 +143,7 @@ class Conv2dSpec:
                      f"{'_bias' if self.mid_bias else ''}{'_relu' if self.mid_relu else ''}")
             return (f"{first}_then_o{self.cout}{'_bias' if self.bias else ''}{acc}{'_add' if self.residual else ''}"
                     f"{act}{_dtype(self.dtype)}")
-        grouped = f"_g{self.group}" if self.group > 1 else ""
+        grouped = f"_g{self.group}" if self.group > 1 else "_c04" if self.c04 else ""
         return (f"conv2d_{self.n}x{self.cin}x{self.h}x{self.w}_o{self.cout}_k{self.kh}x{self.kw}{grouped}_{win}"
                 f"{'_bias' if self.bias else ''}{acc}{'_add' if self.residual else ''}{act}{_dtype(self.dtype)}")
 
@@ -147,8 +154,9 @@ class Conv2dSpec:
         return 2 * self.n * self.cout * (self.cin // self.group * self.kh * self.kw + self.cin2) * self.ho * self.wo
 
     def inputs(self) -> list[Tensor]:
-        t = [Tensor("x", (self.n, c1(self.cin), self.h, self.w, C0), "fp16", "NC1HWC0"),
-             Tensor("w", (c1(self.cin) * self.kh * self.kw, c1(self.first_cout), C0, C0), self.dtype, "FRACTAL_Z")]
+        x = (self.n, 1, self.h, self.w, 4) if self.c04 else (self.n, c1(self.cin), self.h, self.w, C0)
+        t = [Tensor("x", x, "fp16", "NC1HWC0_C04" if self.c04 else "NC1HWC0"),
+             Tensor("w", (self.k_fractals, c1(self.first_cout), C0, C0), self.dtype, f"FRACTAL_Z{'_C04' * self.c04}")]
         if self.mid:  # the chain's first bias, then the 1x1 conv's weights
             if self.mid_bias:
                 t.append(Tensor("mid_bias", (c1(self.mid) * C0,), "fp32", "ND"))
@@ -690,7 +698,8 @@ def opspec_of(op: OpInstance) -> Opspec:
                 extra.update(mid=a["mid"][0], mid_bias=a["mid"][1], mid_relu=a["mid"][2])
                 cout = a["cout"]
             return Conv2dSpec(n, cin, h, w, cout, kh, kw, sh, sw, pt, pl, pb, pr, dh, dw, a["bias"], relu,
-                              bool(a.get("residual", False)), clip_hi, **extra, dtype=cube_dtype(op), group=a["group"])
+                              bool(a.get("residual", False)), clip_hi, **extra, dtype=cube_dtype(op), group=a["group"],
+                              c04=bool(a.get("c04", False)))
         return DwConv2dSpec(n, cin, h, w, kh, kw, sh, sw, pt, pl, pb, pr, dh, dw, a["bias"], relu, clip_hi, **extra)
     if op.type in ("Gemm", "MatMul"):
         return GemmSpec(a["a"][0], a["a"][1], a["b"][1], a["bias"], relu, cube_dtype(op), a.get("split", 0))
@@ -774,14 +783,13 @@ def features(spec: Opspec) -> dict:
 def spec_hash(spec: Opspec) -> str:
     """The opspec hash: a kernel's identity in file names, the search cache and tuning records."""
     values = {f.name: getattr(spec, f.name) for f in fields(spec)}
-    if not values.get("cin2", 1):  # a conv without a second source hashes as it did before that field existed
-        for name in ("cin2", "h2", "w2", "s2"):
-            values.pop(name)
-    if not values.get("mid", 1):  # nor does a conv without a chained 1x1
-        for name in ("mid", "mid_bias", "mid_relu"):
-            values.pop(name)
-    if not values.get("split", 1):  # nor a GEMM with one result
-        values.pop("split")
+    # A conv without a second source hashes as it did before those fields existed; nor does a conv without a chained
+    # 1x1, a conv on a 16-channel-block input (c04 false) or a GEMM with one result (split 0).
+    for key, names in (("cin2", ("cin2", "h2", "w2", "s2")), ("mid", ("mid", "mid_bias", "mid_relu")),
+                       ("c04", ("c04",)), ("split", ("split",))):
+        if key in values and not values[key]:
+            for name in names:
+                values.pop(name)
     if values.get("group", 2) == 1:  # nor a dense conv (before grouped convolution)
         values.pop("group")
     if isinstance(spec, Pool2dSpec) and (spec.dh, spec.dw) == (1, 1):  # nor a pool without dilation

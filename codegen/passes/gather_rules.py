@@ -20,15 +20,38 @@ def is_index_input(lw: LowererState, name: str) -> bool:
         n.op_type == "Gather" and i == 1 and n.name not in lw.g.aicpu for n, i in readers)
 
 
+def is_small_channel_input(lw: LowererState, v: Value) -> bool:
+    """A 4-D image of at most 4 channels that only dense convs read, each as its own input on its own (no chain,
+    no second source): staged as NC1HWC0_C04, they run Load3D's channelSize 4 (Conv2dSpec.c04) instead of a
+    16-channel block of which at most 4 are used. Decided by the shape and the readers alone, so every input size
+    of the model (shape buckets) stages it alike."""
+    shape = tuple(v.shape)
+    if len(shape) != 4 or not 0 < shape[1] <= 4 or lw.g.values[v.name].dtype in INDEX_DTYPES:
+        return False
+    if any(o.name == v.name for o in lw.g.outputs):  # also a graph output: read back as NC1HWC0
+        return False
+    fused = {id(m.fused.chain_first) for m in lw.g.nodes} | {id(m.fused.second) for m in lw.g.nodes}
+    readers = [n for n in lw.g.nodes if v.name in n.inputs]
+    return bool(readers) and all(
+        n.op_type == "Conv" and n.inputs.index(v.name) == 0 and n.inputs.count(v.name) == 1 and
+        n.attrs.get("group", 1) == 1 and n.name not in lw.g.aicpu and id(n) not in fused and
+        n.fused.chain_first is None and n.fused.second is None and v.name != n.fused.residual for n in readers)
+
+
 def stage_input(lw: LowererState, v: Value) -> None:
-    """A graph input's device value and its glue step: NCHW -> NC1HWC0 for a 4-D float input, fp32 -> fp16 for
-    the others, an index input's values kept as fp32 (glue input_index)."""
+    """A graph input's device value and its glue step: NCHW -> NC1HWC0 for a 4-D float input (NC1HWC0_C04 for a
+    small-channel image that only convs read), fp32 -> fp16 for the others, an index input's values kept as fp32
+    (glue input_index)."""
     shape = tuple(v.shape)
     index = is_index_input(lw, v.name)
     layout = "NC1HWC0" if len(shape) == 4 and not index else "ND"
+    if layout == "NC1HWC0" and is_small_channel_input(lw, v):
+        layout = "NC1HWC0_C04"
+        lw.decisions.append(f"input {v.name}: staged as NC1HWC0_C04 ({shape[1]} channels, read by convs only)")
     dv = lw.new_value(f"{v.name}@staged", Storage(layout, shape, "fp32" if index else "fp16"))
     lw.device[v.name] = dv
-    glue = "input_index" if index else "input_nchw" if layout == "NC1HWC0" else "input_nd"
+    glue = ("input_index" if index else "input_nchw" if layout == "NC1HWC0" else
+            "input_nchw_c04" if layout == "NC1HWC0_C04" else "input_nd")
     lw.steps.append(Step("glue", f"input {v.name}", [], ["Input"], [v.name], dv, glue=glue, params=list(shape)))
 
 

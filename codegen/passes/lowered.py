@@ -19,7 +19,7 @@ C0 = 16
 @dataclass(frozen=True)
 class Storage:
     """How a value is held in device memory."""
-    layout: str               # NC1HWC0 | ND
+    layout: str               # NC1HWC0 | NC1HWC0_C04 (a small-channel graph input) | ND
     logical: tuple[int, ...]  # the ONNX shape
     dtype: str = "fp16"
 
@@ -28,6 +28,9 @@ class Storage:
         if self.layout == "NC1HWC0":
             n, c, h, w = self.logical
             return (n, -(-c // C0), h, w, C0)
+        if self.layout == "NC1HWC0_C04":
+            n, _, h, w = self.logical
+            return (n, 1, h, w, 4)
         return self.logical
 
     @property
@@ -54,7 +57,7 @@ class Step:
     inputs: list[str]              # value or weight names
     output: str
     instance: OpInstance | None = None   # kernel steps
-    glue: str = ""                       # glue steps: input_nchw, input_nd, to_nchw, to_nc1hwc0, output_nd, output_nchw
+    glue: str = ""                       # glue steps: input_nchw(_c04), input_nd, to_nchw, to_nc1hwc0, output_nd/nchw
     params: list[int] = field(default_factory=list)
     host: HostOp | None = None           # aicpu steps: what the host evaluates
 

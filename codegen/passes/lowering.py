@@ -157,7 +157,11 @@ class _Lowerer:
                      dilations=tuple(a["dilations"]), group=group, bias=bias, **self.epilogue(node))
         if node.fused.program:  # an elementwise program epilogue (program_epilogue: depthwise convolutions only)
             attrs["program"] = node.fused.program
-        if group == 1:
+        c04 = x in self.device and self.storage[self.device[x]].layout == "NC1HWC0_C04"  # gather_rules.stage_input
+        if c04:  # a small-channel image: Load3D's channelSize 4, the weights in its K order (tap * 4 + channel)
+            attrs.update(self.cube_dtype(), c04=True)
+            wname = self.weight(f"{node.name}.w", layouts.oihw_to_fractal_z_c04(w, self.dtype))
+        elif group == 1:
             attrs.update(self.cube_dtype())
             wname = self.weight(f"{node.name}.w", layouts.oihw_to_fractal_z(w, self.dtype))
         elif is_depthwise(group, xs[1], w.shape):
@@ -166,7 +170,7 @@ class _Lowerer:
             attrs.update(self.cube_dtype())
             wname = self.weight(f"{node.name}.w", layouts.oihw_to_fractal_z(layouts.grouped_to_dense(w, group),
                                                                              self.dtype))
-        ins = [self.act(node, x, "NC1HWC0"), wname]
+        ins = [self.act(node, x, "NC1HWC0_C04" if c04 else "NC1HWC0"), wname]
         second = node.fused.second  # a 1x1 conv accumulated into the same L0C (fusion)
         b = self.const(node, node.inputs[2]) if bias else None
         if second is not None and len(second.inputs) > 2 and second.inputs[2]:

@@ -328,15 +328,57 @@ void Core::load2d(Local<f16> dst, std::size_t doff, Local<f16> src, std::size_t 
 // img2col on the way L1 -> L0A: writes m1_count x k1_count fractals in ZZ order
 // (row of fractals = 16 output pixels starting at m_start, column = one (c1,kh,kw)
 // triple k1 = c1*kh*kw + i*kw + j, counted from k1_start).
+namespace {
+// Load3D of a small-channel map (channelSize 4): fractal (mi, ki) row r is pixel m_start + 16 mi + r, its 16 k values
+// k = 16 (k1_start + ki) + kk are tap k / 4 (row-major over the window), channel k % 4; zeros in the padding, past
+// the last tap and in the fractal's padding rows. Returns an image row a tap needs that the slab lacks, or -1.
+int img2col_c04(f16* dst, const f16* fm, const Img2col& g, long m_start, int m1_count, int k1_start, int k1_count) {
+  const int taps = g.kh * g.kw;
+  for (int mi = 0; mi < m1_count; ++mi)
+    for (int r = 0; r < 16; ++r) {
+      const long p = m_start + mi * 16 + r;
+      const int ho = int(p / g.out_w), wo = int(p % g.out_w);
+      const int h0 = ho * g.stride_h - g.pad_top, w0 = wo * g.stride_w - g.pad_left;
+      for (int ki = 0; ki < k1_count; ++ki) {
+        f16* d = dst + (std::size_t(mi) * k1_count + ki) * 256 + r * 16;
+        for (int q = 0; q < 4; ++q) {  // four taps of four channels
+          const int tap = (k1_start + ki) * 4 + q, hi = h0 + tap / g.kw * g.dil_h, wi = w0 + tap % g.kw * g.dil_w;
+          if (p >= g.m_total || tap >= taps || hi < 0 || hi >= g.fm_h || wi < 0 || wi >= g.fm_w) {
+            std::memset(d + q * 4, 0, 8);
+          } else if (hi < g.slab_row0 || hi >= g.slab_row0 + g.slab_h) {
+            return hi;
+          } else {
+            std::memcpy(d + q * 4, fm + (std::size_t(hi - g.slab_row0) * g.fm_w + wi) * 4, 8);
+          }
+        }
+      }
+    }
+  return -1;
+}
+}  // namespace
+
 void Core::load3d(Local<f16> dst, std::size_t doff, Local<f16> fm, std::size_t foff, const Img2col& g, long m_start,
                   int m1_count, int k1_start, int k1_count) {
   if (fm.pos != Pos::L1 || dst.pos != Pos::L0A) fail<EmulationError>("load3d: moves L1 -> L0A");
+  if (g.c0 != 16 && (g.c0 != 4 || g.slab_c1 != 1))
+    fail<EmulationError>("load3d: a feature map of " + std::to_string(g.c0) +
+                         " channels a pixel (16, or 4 in one "
+                         "block: channelSize 4)");
   check_local(dst, doff, std::size_t(m1_count) * k1_count * 256, "load3d", "dst");
-  check_local(fm, foff, std::size_t(g.slab_c1) * g.slab_h * g.fm_w * 16, "load3d", "src");
+  check_local(fm, foff, std::size_t(g.slab_c1) * g.slab_h * g.fm_w * g.c0, "load3d", "src");
   const int taps = g.kh * g.kw;
-  if (taps <= 0 || g.out_w <= 0 || k1_start < 0 || k1_count < 0 || m1_count < 0 ||
-      k1_start + k1_count > g.slab_c1 * taps)
+  const int k1_max = g.c0 == 4 ? (taps * 4 + 15) / 16 : g.slab_c1 * taps;  // K fractals the slab holds
+  if (taps <= 0 || g.out_w <= 0 || k1_start < 0 || k1_count < 0 || m1_count < 0 || k1_start + k1_count > k1_max)
     fail<BoundsError>("load3d: K fractal range beyond the slab's channels, or an empty geometry");
+  const std::uint64_t bytes = std::uint64_t(m1_count) * k1_count * 512;
+  if (g.c0 == 4) {  // (at Load3D's rate for the window: docs/ascend-model.md section 0, assumed for 4 channels)
+    const int missing = img2col_c04(dst.ptr + doff, fm.ptr + foff, g, m_start, m1_count, k1_start, k1_count);
+    if (missing >= 0)
+      fail<BoundsError>("load3d: image row " + std::to_string(missing) + " is not in the L1 slab (rows " +
+                        std::to_string(g.slab_row0) + ".." + std::to_string(g.slab_row0 + g.slab_h - 1) + ")");
+    issue(Pipe::MTE1, prof_.load3d_head, prof_.mte1_issue + bytes / load3d_rate(prof_, g.kh, g.stride_w), bytes);
+    return;
+  }
   const int c1_0 = k1_start / taps, t0 = k1_start % taps;
   const f16* fm0 = fm.ptr + foff;
   // Fast path when no image row that these pixels' taps can reach lies outside
@@ -433,7 +475,6 @@ void Core::load3d(Local<f16> dst, std::size_t doff, Local<f16> fm, std::size_t f
       }
     }
   }
-  const std::uint64_t bytes = std::uint64_t(m1_count) * k1_count * 512;
   issue(Pipe::MTE1, prof_.load3d_head, prof_.mte1_issue + bytes / load3d_rate(prof_, g.kh, g.stride_w), bytes);
 }
 

@@ -137,11 +137,14 @@ struct Repeat {
 
 // Geometry of an img2col load (Load3D): feature map slab in L1 laid out
 // [slab_c1][slab_h][fm_w][16] fp16, rows are image rows slab_row0 .. +slab_h.
+// c0 = 4: a small-channel map (Load3D's channelSize 4), [slab_h][fm_w][4], one slab_c1; its K runs over
+// tap * 4 + channel, 16 to a fractal (docs/ascend-model.md section 12).
 struct Img2col {
   int slab_c1, slab_h, slab_row0, fm_h, fm_w;
   int pad_top, pad_left, stride_h, stride_w, dil_h, dil_w, kh, kw;
   int out_w;
   long m_total;  // output pixels of one image; rows beyond are padding rows of the fractal
+  int c0 = 16;   // channels per pixel in the slab: 16, or 4 (small-channel)
 };
 
 // The element types on-chip instructions are instantiated for (core.cpp); any

@@ -35,7 +35,8 @@ enum class Glue : int {
   OutputNCHW = 4,
   ToNC1HWC0 = 5,
   HostOp = 6,     // the AI CPU fallback: a node evaluated on the host between AI Core launches (HostFn)
-  InputIndex = 7  // a graph input of indices (Gather): its fp32 values kept as they are (integers, exact < 2^24)
+  InputIndex = 7,  // a graph input of indices (Gather): its fp32 values kept as they are (integers, exact < 2^24)
+  InputNCHWC04 = 8  // a small-channel image (C <= 4) for a conv's Load3D channelSize 4: (N, 1, H, W, 4)
 };
 
 // Evaluates an AI CPU step: (step index, its inputs: ND fp16 arena tensors, its output: ND fp16). The Python
@@ -190,6 +191,9 @@ class Executor {
     switch (s.glue) {
       case Glue::InputNCHW:
         layout::nchw_to_nc1hwc0(static_cast<const float*>(in), static_cast<f16*>(out), p[0], p[1], p[2], p[3]);
+        break;
+      case Glue::InputNCHWC04:
+        layout::nchw_to_nc1hwc0_c04(static_cast<const float*>(in), static_cast<f16*>(out), p[0], p[1], p[2], p[3]);
         break;
       case Glue::InputND: f32_to_f16(static_cast<const float*>(in), static_cast<f16*>(out), count()); break;
       case Glue::InputIndex: std::memcpy(out, in, count() * sizeof(float)); break;

@@ -30,6 +30,19 @@ void nchw_to_nc1hwc0(const T* src, f16* dst, int n, int c, int h, int w) {
     }
 }
 
+// (N, C <= 4, H, W) -> (N, 1, H, W, 4): a small-channel map, each pixel's channels padded to 4
+template <class T>
+void nchw_to_nc1hwc0_c04(const T* src, f16* dst, int n, int c, int h, int w) {
+  const std::size_t hw = std::size_t(h) * w;
+  std::memset(dst, 0, sizeof(f16) * std::size_t(n) * hw * 4);
+  for (int b = 0; b < n; ++b)
+    for (int ch = 0; ch < c; ++ch) {
+      const T* s = src + (std::size_t(b) * c + ch) * hw;
+      f16* d = dst + std::size_t(b) * hw * 4 + ch;
+      for (std::size_t p = 0; p < hw; ++p) d[p * 4] = to_f16(s[p]);
+    }
+}
+
 // (N, C1, H, W, 16) -> (N, C, H, W), dropping padded channels
 inline void nc1hwc0_to_nchw(const f16* src, f16* dst, int n, int c, int h, int w) {
   const int c1 = blocks16(c);

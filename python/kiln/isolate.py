@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from . import _core
+from .codegen.ir import layouts
 from .codegen.ir.manifest import SPACE_ARENA, SPACE_WEIGHTS, KernelRecord, ModelRecord, StepRecord
 from .model import _unpack
 
@@ -230,6 +231,8 @@ def device_bytes(values: np.ndarray, layout: str) -> np.ndarray:
     x = np.ascontiguousarray(values, np.float32)
     if layout == "NC1HWC0":
         return np.frombuffer(_core.nchw_to_nc1hwc0(x).tobytes(), np.uint8)
+    if layout == "NC1HWC0_C04":  # a small-channel graph input (codegen/ir/layouts.py)
+        return np.frombuffer(layouts.nchw_to_nc1hwc0_c04(x).tobytes(), np.uint8)
     return np.frombuffer(x.astype(np.float16).tobytes(), np.uint8)
 
 

@@ -218,7 +218,10 @@ def _as_input(model: str, name: str, x) -> np.ndarray:
 
 
 def _unpack(flat: np.ndarray, layout: str, shape: list[int]) -> np.ndarray:
-    """A device tensor (fp16, NC1HWC0 or ND) as fp32 in its ONNX shape."""
+    """A device tensor (fp16, NC1HWC0, NC1HWC0_C04 or ND) as fp32 in its ONNX shape."""
+    if layout == "NC1HWC0_C04":  # a small-channel input: (N, 1, H, W, 4)
+        n, c, h, w = shape
+        return flat.reshape(n, h, w, 4)[..., :c].transpose(0, 3, 1, 2).astype(np.float32)
     if layout == "NC1HWC0":
         n, c, h, w = shape
         packed = flat.reshape(n, -(-c // 16), h, w, 16)

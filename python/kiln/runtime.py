@@ -46,6 +46,10 @@ def pack_operand(a: np.ndarray, t: TensorDesc, tiling: dict) -> np.ndarray:
     x = np.asarray(a, np.float32)
     if t.layout == "NC1HWC0":
         return _as_f16(_core.nchw_to_nc1hwc0(x))
+    if t.layout == "NC1HWC0_C04":  # a small-channel input (codegen/ir/layouts.py)
+        return layouts.nchw_to_nc1hwc0_c04(x)
+    if t.layout == "FRACTAL_Z_C04":
+        return layouts.oihw_to_fractal_z_c04(x, t.dtype)
     if t.layout == "C1HWC0":
         return _as_f16(_core.dw_weight_to_c1hwc0(x))
     if t.layout == "WINOGRAD_FRACTAL_Z":  # G g G^T, as the build bakes it
