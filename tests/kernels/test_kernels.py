@@ -489,8 +489,9 @@ def test_pipe_counters_match_tiling(k):
         tiles = [(n0, min(n1, math.ceil(s["cout"] / 16) - n0)) for n0 in range(0, math.ceil(s["cout"] / 16), n1)]
         k_work = sum(cnt * (hi - lo) for n0, cnt in tiles for lo, hi in [spec.group_c1_range(n0, cnt)])
         assert st["cube_macs"] == s["n"] * r16(s_ho(s) * s_wo(s)) * k_work * 256 * s["kh"] * s["kw"]
-    elif kind == "conv2d":
-        k1 = math.ceil(s["cin"] / 16) * s["kh"] * s["kw"] + math.ceil(s.get("cin2", 0) / 16)
+    elif kind == "conv2d":  # per tap a channel block, or (a small-channel input, c04) four taps to a K fractal
+        taps = math.ceil(s["kh"] * s["kw"] * 4 / 16) if s.get("c04") else math.ceil(s["cin"] / 16) * s["kh"] * s["kw"]
+        k1 = taps + math.ceil(s.get("cin2", 0) / 16)
         m = r16(s_ho(s) * s_wo(s))
         assert st["cube_macs"] == s["n"] * m * r16(s["cout"]) * k1 * 16
     elif kind == "lstm_loop":  # per direction and step with h: h [B, H] . R^T [H, 4H], B padded to a fractal

@@ -165,8 +165,8 @@ def test_bucket_plans_kernels_and_log(tiny, tmp_path):
     assert any(ln.startswith("[OPT] shapes tiny generic reason=generic_path generic_kernels=14") for ln in lines)
     assert sum("reason=generic_kernel" in ln for ln in lines) == len(names)
     log = model_log(p, m)  # `kiln log tiny`: the bucket's own decisions are in the model's log
-    assert "[OPT] tiling conv2d_1x3x256x256_o16_k3x3_s2_p1_bias_relu conv2d_cube_img2col_" in log
-    assert "tiny_s256:" in log and "conv2d_cube_img2col_generic_1x3xHxW_o16_k3x3_s2_p1_bias_relu" in log
+    assert "[OPT] tiling conv2d_1x3x256x256_o16_k3x3_c04_s2_p1_bias_relu conv2d_cube_img2col_" in log
+    assert "tiny_s256:" in log and "conv2d_cube_img2col_generic_1x3xHxW_o16_k3x3_c04_s2_p1_bias_relu" in log
     rec = manifest(p)["models"][0]
     assert [b["input_size"] for b in rec["shape_buckets"]["plans"]] == [[256, 256]]
     assert rec["shape_buckets"]["min_size"] == [MIN_SIZE, MIN_SIZE]
