@@ -34,8 +34,8 @@ enum class Glue : int {
   OutputND = 3,
   OutputNCHW = 4,
   ToNC1HWC0 = 5,
-  HostOp = 6,     // the AI CPU fallback: a node evaluated on the host between AI Core launches (HostFn)
-  InputIndex = 7,  // a graph input of indices (Gather): its fp32 values kept as they are (integers, exact < 2^24)
+  HostOp = 6,       // the AI CPU fallback: a node evaluated on the host between AI Core launches (HostFn)
+  InputIndex = 7,   // a graph input of indices (Gather): its fp32 values kept as they are (integers, exact < 2^24)
   InputNCHWC04 = 8  // a small-channel image (C <= 4) for a conv's Load3D channelSize 4: (N, 1, H, W, 4)
 };
 

@@ -3,17 +3,12 @@ NC1HWC0_C04 and its convs run Load3D's channelSize 4 (four taps of four channels
 order). A small ONNX model with an RGB stem (7x7 stride 2, as ResNet's) and a second conv on the same input (3x3,
 no bias, asymmetric padding) is built; the model must match ONNX Runtime, each kernel the cost model (alone and with
 its step's L2 plan), and the plan must say why the input was staged so."""
-import json
-import os
-import subprocess
-import sys
-import textwrap
-
 import numpy as np
 import pytest
 
 onnx = pytest.importorskip("onnx")
-from conftest import REPO, build_package, minimal_kernel_list  # noqa: E402
+from built_model import assert_replayed_exactly, build_and_check  # noqa: E402
+from conftest import REPO, minimal_kernel_list  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from codegen.options import parse_options  # noqa: E402
@@ -42,53 +37,13 @@ def rgb_model(path, channels: int = 3, pool: bool = False) -> None:
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
 
 
-CHECK = textwrap.dedent("""
-    import json, os, sys
-    import numpy as np
-    sys.path[:0] = sys.argv[1].split(os.pathsep)
-    import kiln
-    import onnxruntime as ort
-    from kiln.runtime import as_packed
-    from kiln.codegen.families.registry import predict
-    from kiln.codegen.ir.profiles import PROFILES
-    from test_costmodel import spec_of
-    model = kiln.load(kiln.models()[0])
-    x = np.random.default_rng(0).standard_normal((2, 3, 36, 32)).astype(np.float32)
-    want = ort.InferenceSession(sys.argv[2]).run(None, {"x": x})
-    got = model.run(x)
-    out = {"errors": [[float(np.max(np.abs(g - w))), float(np.max(np.abs(w)))] for g, w in zip(got, want)],
-           "kernels": {}}
-    plans = {s["kernel"]: (tuple(s["l2_hits"]), tuple(s["l2_reads"]) if s.get("l2_reads") else None)
-             for s in model.record["steps"] if s["kind"] == "kernel" and s.get("l2_hits") is not None}
-    for name, (hits, reads) in plans.items():
-        k = model.kernel(name)
-        ins = [as_packed(np.zeros(t["shape"]), t["dtype"]) for t in k.record["inputs"]]
-        rows = []
-        for l2, kw in ((None, {}), (hits, {"l2_hits": hits, "l2_reads": reads})):
-            k.run_packed(*ins, **kw)
-            st = k.last_stats
-            p = predict(spec_of(k), k.record["family"], k.record["tiling"], PROFILES["ascend910b"], l2=l2)
-            rows.append({"cycles": st["cycles"], "predicted": p.cycles,
-                         "pipes_equal": all((p.pipes[n].instrs, p.pipes[n].bytes) == (v["instructions"], v["bytes"])
-                                            for n, v in st["pipes"].items())})
-        out["kernels"][name] = {"layouts": [t["layout"] for t in k.record["inputs"]], "runs": rows}
-    print(json.dumps(out))
-""")
-
-
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     root = tmp_path_factory.mktemp("c04")
     rgb_model(root / "rgb.onnx")
-    kl = minimal_kernel_list(root)
-    (m,) = plan(parse_options({"KILN_MODELS": str(root / "rgb.onnx"), "KILN_KERNEL_LIST": str(kl)}), REPO,
-                root / "plan").models
-    pkg = build_package(root, f"KILN_MODELS={root / 'rgb.onnx'}", f"KILN_KERNEL_LIST={kl}")
-    tests_dirs = os.pathsep.join([str(REPO / "tests" / "codegen" / "cost"), str(REPO)])
-    r = subprocess.run([sys.executable, "-c", CHECK, tests_dirs, str(root / "rgb.onnx")], capture_output=True,
-                       text=True, env=dict(os.environ, PYTHONPATH=str(pkg)))
-    assert r.returncode == 0, r.stderr
-    return m, json.loads(r.stdout)
+    options = {"KILN_MODELS": str(root / "rgb.onnx"), "KILN_KERNEL_LIST": str(minimal_kernel_list(root))}
+    (m,) = plan(parse_options(options), REPO, root / "plan").models
+    return m, build_and_check(root, root / "rgb.onnx", (2, 3, 36, 32))
 
 
 def test_the_input_is_staged_for_channel_size_4_and_both_convs_use_it(built):
@@ -107,10 +62,7 @@ def test_the_model_matches_onnx_runtime(built):
 
 
 def test_the_cost_model_replays_every_kernel_exactly(built):
-    for name, k in built[1]["kernels"].items():
-        for run in k["runs"]:  # alone (every read a miss) and with the step's L2 plan
-            assert run["pipes_equal"], name
-            assert run["predicted"] == pytest.approx(run["cycles"], rel=1e-9), name
+    assert_replayed_exactly(built[1]["kernels"])
 
 
 @pytest.mark.parametrize("channels,pool", [(5, False), (3, True)], ids=["five_channels", "pooled_too"])

@@ -4,16 +4,13 @@ ONNX bottleneck at batch 3 is planned, its fused convolution pinned to two image
 (so the last block holds one image), and the build must match ONNX Runtime, and its kernel the cost model, alone
 and with the model step's L2 plan."""
 import json
-import os
-import subprocess
-import sys
-import textwrap
 
 import numpy as np
 import pytest
 
 onnx = pytest.importorskip("onnx")
-from conftest import REPO, build_package, minimal_kernel_list  # noqa: E402
+from built_model import assert_replayed_exactly, build_and_check  # noqa: E402
+from conftest import REPO, minimal_kernel_list  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from codegen.cost.model import COST_MODEL_VERSION  # noqa: E402
@@ -47,47 +44,11 @@ def bottleneck(path) -> None:
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
 
 
-CHECK = textwrap.dedent("""
-    import json, os, sys
-    import numpy as np
-    sys.path[:0] = sys.argv[1].split(os.pathsep)
-    import kiln
-    import onnxruntime as ort
-    from kiln.runtime import as_packed
-    from kiln.codegen.families.registry import predict
-    from kiln.codegen.ir.profiles import PROFILES
-    from test_costmodel import spec_of
-    model = kiln.load(kiln.models()[0])
-    x = np.random.default_rng(0).standard_normal((3, 32, 14, 14)).astype(np.float32)
-    want = ort.InferenceSession(sys.argv[2]).run(None, {"x": x})[0]
-    got = model.run(x)
-    out = {"max_err": float(np.max(np.abs(got - want))), "scale": float(np.max(np.abs(want))), "kernels": {}}
-    plans = {s["kernel"]: (tuple(s["l2_hits"]), tuple(s["l2_reads"]) if s.get("l2_reads") else None)
-             for s in model.record["steps"] if s["kind"] == "kernel" and s.get("l2_hits") is not None}
-    for name, (hits, reads) in plans.items():
-        k = model.kernel(name)
-        ins = [as_packed(np.zeros(t["shape"]), t["dtype"]) for t in k.record["inputs"]]
-        rows = []
-        for l2, kw in ((None, {}), (hits, {"l2_hits": hits, "l2_reads": reads})):
-            k.run_packed(*ins, **kw)
-            st = k.last_stats
-            p = predict(spec_of(k), k.record["family"], k.record["tiling"], PROFILES["ascend910b"], l2=l2)
-            rows.append({"cycles": st["cycles"], "predicted": p.cycles,
-                         "pipes_equal": all((p.pipes[n].instrs, p.pipes[n].bytes) == (v["instructions"], v["bytes"])
-                                            for n, v in st["pipes"].items()),
-                         "bytes_equal": (p.mem.l2_hit_bytes, p.mem.hbm_read_bytes) == (st["l2_hit_bytes"],
-                                                                                        st["hbm_read_bytes"])})
-        out["kernels"][name] = {"tiling": k.record["tiling"], "runs": rows}
-    print(json.dumps(out))
-""")
-
-
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     root = tmp_path_factory.mktemp("images_dual")
     bottleneck(root / "bottleneck.onnx")
-    kl = minimal_kernel_list(root)
-    options = {"KILN_MODELS": str(root / "bottleneck.onnx"), "KILN_KERNEL_LIST": str(kl)}
+    options = {"KILN_MODELS": str(root / "bottleneck.onnx"), "KILN_KERNEL_LIST": str(minimal_kernel_list(root))}
     (m,) = plan(parse_options(options), REPO, root / "plan").models
     dual = [k.spec for k in m.step_kernels.values() if getattr(k.spec, "cin2", 0)]
     assert len(dual) == 1, [k.spec.name for k in m.step_kernels.values()]  # the fusion this test is about
@@ -95,24 +56,16 @@ def built(tmp_path_factory):
     records.write_text(json.dumps({"format": "kiln-tuning/1", "profile": "ascend910b", "cost_model": COST_MODEL_VERSION,
                                    "records": [{"opspec": spec_hash(dual[0]), "family": "conv2d_cube_img2col",
                                                 "simulated_cycles": 1.0, "params": TILING}]}))
-    pkg = build_package(root, f"KILN_MODELS={root / 'bottleneck.onnx'}", f"KILN_KERNEL_LIST={kl}",
-                        f"KILN_TUNING_RECORDS={records}")
-    tests_dirs = os.pathsep.join([str(REPO / "tests" / "codegen" / "cost"), str(REPO)])
-    r = subprocess.run([sys.executable, "-c", CHECK, tests_dirs, str(root / "bottleneck.onnx")], capture_output=True,
-                       text=True, env=dict(os.environ, PYTHONPATH=str(pkg)))
-    assert r.returncode == 0, r.stderr
-    return dual[0], json.loads(r.stdout)
+    return dual[0], build_and_check(root, root / "bottleneck.onnx", (3, 32, 14, 14), f"KILN_TUNING_RECORDS={records}")
 
 
 def test_the_second_source_conv_runs_two_images_a_block_and_matches_onnx_runtime(built):
     spec, out = built
-    assert out["max_err"] <= 2e-3 * max(1.0, out["scale"]), out  # fp16 activations, K <= 48 per output
+    (err, scale), = out["errors"]
+    assert err <= 2e-3 * max(1.0, scale), out["errors"]  # fp16 activations, K <= 48 per output
     grouped = {n: k for n, k in out["kernels"].items() if k["tiling"].get("images") == 2}
     assert len(grouped) == 1 and next(iter(grouped)).endswith(spec.name.removeprefix("conv2d_")), out["kernels"]
 
 
 def test_the_cost_model_replays_every_kernel_exactly(built):
-    for name, k in built[1]["kernels"].items():
-        for run in k["runs"]:  # alone (every read a miss) and with the step's L2 plan
-            assert run["pipes_equal"] and run["bytes_equal"], name
-            assert run["predicted"] == pytest.approx(run["cycles"], rel=1e-9), name
+    assert_replayed_exactly(built[1]["kernels"])
