@@ -79,11 +79,13 @@ def cube_k_loop(core: SimCore, m: int | tuple[int, ...], n_cols: int,
     l0.drain()
 
 
-def cube_drain(core: SimCore, elems: int, esize: int = 2) -> None:
-    """The block's end: Fixpipe waits for the Cube, drains L0C, and frees it for the next block."""
+def cube_drain(core: SimCore, elems: int, esize: int = 2, tiles: int = 1) -> None:
+    """The block's end: Fixpipe waits for the Cube, drains L0C (`tiles` tiles of `elems` values: a conv's images),
+    and frees it for the next block."""
     core.set_flag("M", "FIX", 0)
     core.wait_flag("M", "FIX", 0)
-    core.fixpipe(elems, esize)
+    for _ in range(tiles):
+        core.fixpipe(elems, esize)
     core.set_flag("FIX", "M", 0)
 
 

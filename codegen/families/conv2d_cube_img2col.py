@@ -392,12 +392,8 @@ class _Img2colReplay:
                     (a_load, lambda kc, k1n: [kc * n1_cnt]), self.carry(b) or self.params.get("l1_buffers", 2))
         if self.params.get("on_chip"):
             on_chip_epilogue(core, self.spec, m, n1_cnt, imgs)
-        else:  # Fixpipe writes each image's rows of the tile
-            core.set_flag("M", "FIX", 0)
-            core.wait_flag("M", "FIX", 0)
-            for _ in range(imgs):
-                core.fixpipe(m * n1_cnt * 16)
-            core.set_flag("FIX", "M", 0)
+        else:  # Fixpipe writes each image's tile
+            cube_drain(core, m * n1_cnt * 16, tiles=imgs)
 
     def chain_block(self, core: SimCore, b: int) -> None:  # the template's chain_block
         ns = b % self.n_split
@@ -543,14 +539,12 @@ def conv_candidates(spec: Conv2dSpec, rule_params: dict, profile: Profile, buffe
                     continue
                 for step in step_sizes(C1):
                     rows = max(1, max(r for *_, r in conv_tile_rows(spec, bm)))
-                    cands.append(dict(base_m=bm, base_n=bn, base_k1=bk, c1_step=step, slab_rows=rows, **extra))
+                    p = dict(base_m=bm, base_n=bn, base_k1=bk, c1_step=step, slab_rows=rows, **extra)
                     # single-buffered L1 (no overlap of the next chunk's load): only worth it for a chunk
                     # that does not fit double-buffered, which the fit predicate decides
-                    cands.append(dict(base_m=bm, base_n=bn, base_k1=bk, c1_step=step, slab_rows=rows, **extra,
-                                      l1_buffers=1))
+                    cands += [p, dict(p, l1_buffers=1)]
                     if bm >= M and not spec.mid:
-                        cands += [dict(base_m=bm, base_n=bn, base_k1=bk, c1_step=step, slab_rows=rows, **extra,
-                                       images=i) for i in images if i <= spec.n]
+                        cands += [dict(p, images=i) for i in images if i <= spec.n]
 
     def fit(p):
         bufs = buffers(spec, p["base_m"], p["base_n"], p["base_k1"], p["c1_step"], p.get("l1_buffers", 2),

@@ -355,6 +355,11 @@ int img2col_c04(f16* dst, const f16* fm, const Img2col& g, long m_start, int m1_
     }
   return -1;
 }
+
+std::string slab_miss(int row, const Img2col& g) {
+  return "load3d: image row " + std::to_string(row) + " is not in the L1 slab (rows " + std::to_string(g.slab_row0) +
+         ".." + std::to_string(g.slab_row0 + g.slab_h - 1) + ")";
+}
 }  // namespace
 
 void Core::load3d(Local<f16> dst, std::size_t doff, Local<f16> fm, std::size_t foff, const Img2col& g, long m_start,
@@ -373,9 +378,7 @@ void Core::load3d(Local<f16> dst, std::size_t doff, Local<f16> fm, std::size_t f
   const std::uint64_t bytes = std::uint64_t(m1_count) * k1_count * 512;
   if (g.c0 == 4) {  // (at Load3D's rate for the window: docs/ascend-model.md section 0, assumed for 4 channels)
     const int missing = img2col_c04(dst.ptr + doff, fm.ptr + foff, g, m_start, m1_count, k1_start, k1_count);
-    if (missing >= 0)
-      fail<BoundsError>("load3d: image row " + std::to_string(missing) + " is not in the L1 slab (rows " +
-                        std::to_string(g.slab_row0) + ".." + std::to_string(g.slab_row0 + g.slab_h - 1) + ")");
+    if (missing >= 0) fail<BoundsError>(slab_miss(missing, g));
     issue(Pipe::MTE1, prof_.load3d_head, prof_.mte1_issue + bytes / load3d_rate(prof_, g.kh, g.stride_w), bytes);
     return;
   }
@@ -462,9 +465,7 @@ void Core::load3d(Local<f16> dst, std::size_t doff, Local<f16> fm, std::size_t f
             std::memset(d, 0, 32);
           } else {
             const int hs = hi - g.slab_row0;
-            if (hs < 0 || hs >= g.slab_h)
-              fail<BoundsError>("load3d: image row " + std::to_string(hi) + " is not in the L1 slab (rows " +
-                                std::to_string(g.slab_row0) + ".." + std::to_string(g.slab_row0 + g.slab_h - 1) + ")");
+            if (hs < 0 || hs >= g.slab_h) fail<BoundsError>(slab_miss(hi, g));
             std::memcpy(d, fm0 + ((std::size_t(c1) * g.slab_h + hs) * g.fm_w + wi) * 16, 32);
           }
           if (++j == g.kw) {  // next tap: column, then row, then channel block

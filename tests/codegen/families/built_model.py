@@ -49,6 +49,17 @@ CHECK = textwrap.dedent("""
 """)
 
 
+def plan_model(root: Path, onnx_file: Path):
+    """The build's plan of `onnx_file` alone (a one-Relu kernel list): its ModelPlan."""
+    from conftest import minimal_kernel_list
+
+    from codegen.options import parse_options
+    from codegen.pipeline import plan
+    options = {"KILN_MODELS": str(onnx_file), "KILN_KERNEL_LIST": str(minimal_kernel_list(root))}
+    (m,) = plan(parse_options(options), REPO, root / "plan").models
+    return m
+
+
 def build_and_check(root: Path, onnx_file: Path, input_shape: tuple[int, ...], *defines: str) -> dict:
     """Builds `onnx_file` (its graph input x of `input_shape`) with the given -D defines besides the model and a
     one-Relu kernel list, and returns the check's JSON: {"errors": [[max abs err, max abs ref] per output],

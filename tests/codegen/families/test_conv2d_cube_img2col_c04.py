@@ -7,12 +7,8 @@ import numpy as np
 import pytest
 
 onnx = pytest.importorskip("onnx")
-from built_model import assert_replayed_exactly, build_and_check  # noqa: E402
-from conftest import REPO, minimal_kernel_list  # noqa: E402
+from built_model import assert_replayed_exactly, build_and_check, plan_model  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
-
-from codegen.options import parse_options  # noqa: E402
-from codegen.pipeline import plan  # noqa: E402
 
 RNG = np.random.default_rng(4)
 
@@ -41,9 +37,7 @@ def rgb_model(path, channels: int = 3, pool: bool = False) -> None:
 def built(tmp_path_factory):
     root = tmp_path_factory.mktemp("c04")
     rgb_model(root / "rgb.onnx")
-    options = {"KILN_MODELS": str(root / "rgb.onnx"), "KILN_KERNEL_LIST": str(minimal_kernel_list(root))}
-    (m,) = plan(parse_options(options), REPO, root / "plan").models
-    return m, build_and_check(root, root / "rgb.onnx", (2, 3, 36, 32))
+    return plan_model(root, root / "rgb.onnx"), build_and_check(root, root / "rgb.onnx", (2, 3, 36, 32))
 
 
 def test_the_input_is_staged_for_channel_size_4_and_both_convs_use_it(built):
@@ -68,8 +62,5 @@ def test_the_cost_model_replays_every_kernel_exactly(built):
 @pytest.mark.parametrize("channels,pool", [(5, False), (3, True)], ids=["five_channels", "pooled_too"])
 def test_a_wider_input_or_one_another_op_reads_keeps_16_channel_blocks(tmp_path, channels, pool):
     rgb_model(tmp_path / "m.onnx", channels, pool)
-    kl = minimal_kernel_list(tmp_path)
-    (m,) = plan(parse_options({"KILN_MODELS": str(tmp_path / "m.onnx"), "KILN_KERNEL_LIST": str(kl)}), REPO,
-                tmp_path / "plan").models
-    convs = [k.spec for k in m.step_kernels.values() if k.spec.kind == "conv2d"]
+    convs = [k.spec for k in plan_model(tmp_path, tmp_path / "m.onnx").step_kernels.values() if k.spec.kind == "conv2d"]
     assert len(convs) == 2 and not any(s.c04 for s in convs)

@@ -9,14 +9,11 @@ import numpy as np
 import pytest
 
 onnx = pytest.importorskip("onnx")
-from built_model import assert_replayed_exactly, build_and_check  # noqa: E402
-from conftest import REPO, minimal_kernel_list  # noqa: E402
+from built_model import assert_replayed_exactly, build_and_check, plan_model  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from codegen.cost.model import COST_MODEL_VERSION  # noqa: E402
 from codegen.ir.opspec import spec_hash  # noqa: E402
-from codegen.options import parse_options  # noqa: E402
-from codegen.pipeline import plan  # noqa: E402
 
 RNG = np.random.default_rng(3)
 TILING = {"base_m": 64, "base_n": 32, "base_k1": 2, "c1_step": 1, "images": 2}
@@ -48,8 +45,7 @@ def bottleneck(path) -> None:
 def built(tmp_path_factory):
     root = tmp_path_factory.mktemp("images_dual")
     bottleneck(root / "bottleneck.onnx")
-    options = {"KILN_MODELS": str(root / "bottleneck.onnx"), "KILN_KERNEL_LIST": str(minimal_kernel_list(root))}
-    (m,) = plan(parse_options(options), REPO, root / "plan").models
+    m = plan_model(root, root / "bottleneck.onnx")
     dual = [k.spec for k in m.step_kernels.values() if getattr(k.spec, "cin2", 0)]
     assert len(dual) == 1, [k.spec.name for k in m.step_kernels.values()]  # the fusion this test is about
     records = root / "records.json"
