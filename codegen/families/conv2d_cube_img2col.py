@@ -9,7 +9,7 @@ from math import ceil
 
 from .. import KilnError
 from ..cost.blocks import L1Carry, cube_drain, cube_k_loop, pingpong_tile, rows_load2d, tile_loop
-from ..cost.model import OUT, Prediction, SimCore, launch, then
+from ..cost.model import OUT, CrossFlagSim, PingPongSim, Prediction, SimCore, launch, launch_group, then
 from ..cost.steady import Memo
 from ..ir.eltwise_program import epilogue_steps, scratch_names, vector_ops
 from ..ir.opspec import C0, Conv2dSpec, c1
@@ -116,12 +116,8 @@ def chain_rule(spec: Conv2dSpec, profile: Profile, log: OptLog, search: bool = F
     if best is None:
         raise KilnError("tiling", spec.name, f"no chained tiling fits {profile.name} (fusion should have refused it)")
     best["slab_rows"] = max(1, max(r for *_, r in conv_tile_rows(spec, best["base_m"])))
-    if spec.vector_epilogue:  # the Vector-core pass over the output, as for a single conv (never on chip here)
-        numel = spec.n * CO1 * spec.ho * spec.wo * C0
-        best["epi_tile"] = share128(numel, profile.cores_for("vector"),
-                                     (profile.capacity["UB"] // epi_bytes(spec)) // 128 * 128)
-        log.add("tiling", spec.name, f"epilogue=vector_core,epi_tile={best['epi_tile']}", "vector_epilogue",
-                coupled=profile.coupled)
+    if spec.vector_epilogue:  # the Vector pass over the output, as for a single conv (never on chip here)
+        best.update(vector_pass(spec, profile, log))
     if search:
         best = search_chain(spec, best, profile, log)
     bufs = chain_buffers(spec, best["base_m"], best["base_k1"], best["c1_step"], best["base_n2"], best["base_k2"])
@@ -172,14 +168,9 @@ def conv_rule(spec: Conv2dSpec, profile: Profile, log: OptLog, search: bool = Fa
     if spec.vector_epilogue and profile.coupled:  # L0C -> UB on the same core: acc32, r16, r32, y16 per block
         best["on_chip"] = 1
         log.add("tiling", spec.name, "epilogue=on_chip", "vector_epilogue", coupled=True)
-    elif spec.vector_epilogue:  # the Vector-core pass over the output: y (and residual) in, y out, ping-pong
-        numel = spec.n * c1(spec.cout) * spec.ho * spec.wo * C0
-        vcores = profile.cores_for("vector")
-        tile = share128(numel, vcores, (profile.capacity["UB"] // epi_bytes(spec)) // 128 * 128)
-        best["epi_tile"] = tile
-        epi_ub = epi_bytes(spec) * tile
-        log.add("tiling", spec.name, f"epilogue=vector_core,epi_tile={tile}", "vector_epilogue",
-                coupled=profile.coupled)
+    elif spec.vector_epilogue:  # the Vector pass over the output: y (and residual) in, y out, ping-pong
+        best.update(vector_pass(spec, profile, log))
+        epi_ub = epi_bytes(spec) * best["epi_tile"]
     if search:  # the rule's tiling is the baseline the search must beat
         best = search_conv(spec, best, profile, log, conv_buffers)
     bufs = conv_buffers(spec, best["base_m"], best["base_n"], best["base_k1"], best["c1_step"],
@@ -189,6 +180,22 @@ def conv_rule(spec: Conv2dSpec, profile: Profile, log: OptLog, search: bool = Fa
     if best.get("on_chip"):
         bufs["UB"] = on_chip_ub(spec, best["base_m"])
     return Variant("conv2d_cube_img2col", best, blocks(best), bufs)
+
+
+def vector_pass(spec: Conv2dSpec, profile: Profile, log: OptLog) -> dict:
+    """Where the Vector pass of a conv's epilogue (residual add, clip, program) runs off chip, and its UB tile. On a
+    split profile without a program: in the Cube's own launch (mixed), each group's two AIVs finishing its blocks'
+    output tiles as Fixpipe writes them, so the kernel pays one launch instead of two and the Vector work overlaps
+    the Cube's; whole rows of a tile (BASE_M x 16 values, at most 4096) per UB tile. Otherwise (a program's fp32
+    rows; a chain on a coupled profile) a second launch over the output, its tiles shared by the Vector cores."""
+    cap = (profile.capacity["UB"] // epi_bytes(spec)) // 128 * 128
+    if not profile.coupled and not spec.program and cap >= max(TILE_EDGES) * C0:
+        log.add("tiling", spec.name, f"epilogue=mixed,epi_tile={cap}", "vector_epilogue", coupled=False)
+        return {"epi_tile": cap, "mixed": 1}
+    numel = spec.n * c1(spec.cout) * spec.ho * spec.wo * C0
+    tile = share128(numel, profile.cores_for("vector"), cap)
+    log.add("tiling", spec.name, f"epilogue=vector_core,epi_tile={tile}", "vector_epilogue", coupled=profile.coupled)
+    return {"epi_tile": tile}
 
 
 def program_rows(spec: Conv2dSpec) -> int:
@@ -347,6 +354,19 @@ class _Img2colReplay:
         return (m, rows, n1_cnt, hi - lo, self.tiles2[mi][3] if self.second else 0,
                 (carry.chunk0 % 2, carry.first, carry.last) if carry else None, self.images_of(b))
 
+    def out_tile(self, b: int) -> tuple[int, int, int]:
+        """Block b's output tile as MIXED hands it over (the template's out_tile): (pixels m, rows: images x channel
+        blocks, channel blocks n1_cnt)."""
+        if self.spec.mid:
+            per = self.params["base_n2"] // 16
+            chunks, ns = ceil(self.CO1 / per), b % self.n_split
+            j0, j1 = chunks * ns // self.n_split, chunks * (ns + 1) // self.n_split
+            m, n1_cnt = self.tiles[(b // self.n_split) % self.m_tiles][1], min(self.CO1, j1 * per) - j0 * per
+            return m, n1_cnt, n1_cnt
+        ni, mi = b % self.n_tiles, (b // self.n_tiles) % self.m_tiles
+        n1_cnt = min(self.bn // 16, self.CO1 - ni * (self.bn // 16))
+        return self.tiles[mi][1], self.images_of(b) * n1_cnt, n1_cnt
+
     def chain_signature(self, b: int) -> tuple:
         """chain_block's: its share of the 1x1's N chunks, its M tile's pixels and input rows."""
         _, m, _, rows = self.tiles[(b // self.n_split) % self.m_tiles]
@@ -451,11 +471,68 @@ def img2col_cube(spec: Conv2dSpec, params: dict, profile: Profile) -> Prediction
 
 def replay_img2col(spec: Conv2dSpec, params: dict, profile: Profile) -> Prediction:
     """templates/conv2d_cube_img2col.cpp.j2: the Cube launch, then (a Vector-core epilogue on split profiles)
-    the Vector launch over the output."""
+    the Vector launch over the output, or (mixed) one launch of both."""
+    if params.get("mixed"):
+        return img2col_mixed(spec, params, profile)
     cube = img2col_cube(spec, params, profile)
     if not spec.vector_epilogue or params.get("on_chip"):
         return cube
     return then(cube, img2col_epilogue(spec, params, profile))
+
+
+def fp16_epilogue_ops(spec: Conv2dSpec) -> list[tuple[str, bool]]:
+    """The fp16 Vector pass's ops per element without a program (the template's act_fp16)."""
+    return ([("Add", False)] if spec.residual else []) + (
+        [("Maxs", False), ("Mins", False)] if spec.clip_hi > 0 else
+        [("Relu", False)] if spec.relu else [] if spec.residual else [("Copy", False)])
+
+
+def img2col_mixed(spec: Conv2dSpec, params: dict, profile: Profile) -> Prediction:
+    """The template's MIXED launch: each block's Cube work on its group's AIC, then its output tile's rows split
+    over the group's two AIVs (finish_rows), handed over by a cross-core flag."""
+    r = _Img2colReplay(spec, params, profile)
+    cube_block = r.chain_block if spec.mid else r.block
+    blocks = spec.n * r.m_tiles * r.n_split if spec.mid else r.blocks
+    ops, residual = fp16_epilogue_ops(spec), conv_sources(spec)["residual"] if spec.residual else None
+
+    def body(aic: SimCore, aiv0: SimCore, aiv1: SimCore, b: int) -> None:
+        cube_block(aic, b)
+        m, rows, n1_cnt = r.out_tile(b)
+        finish_rows(aic, aiv0, m, n1_cnt, 0, (rows + 1) // 2, params["epi_tile"], ops, residual)
+        finish_rows(aic, aiv1, m, n1_cnt, (rows + 1) // 2, rows, params["epi_tile"], ops, residual)
+    return launch_group(profile, blocks, body)
+
+
+def finish_rows(aic: SimCore, aiv: SimCore, m: int, n1_cnt: int, r0: int, r1: int, tile: int,
+                ops: list[tuple[str, bool]], residual: int | None) -> None:
+    """The template's finish_rows: rows [r0, r1) of a block's output tile (m pixels of one channel block each) on
+    one AIV, after the AIC's flag; whole rows per UB tile of `tile` values, ping-pong."""
+    if r0 >= r1:
+        return
+    ready = CrossFlagSim(False, aic.p)
+    ready.set(aic, "FIX")
+    ready.wait(aiv, "MTE2")
+    row, per = m * 16, tile // (m * 16)
+    inq, outq = PingPongSim(aiv, "MTE2", "V", 0), PingPongSim(aiv, "V", "MTE3", 2)
+    q, k = r0, 0
+    while q < r1:
+        cnt = min(per, r1 - q, n1_cnt - q % n1_cnt)  # one image's rows
+        s = inq.slot(k)
+        inq.acquire_for_write(s)
+        for src in (OUT,) if residual is None else (OUT, residual):
+            aiv.copy_gm(cnt, row, 2, "UB", src=src)
+        inq.written(s)
+        inq.acquire_for_read(s)
+        outq.acquire_for_write(s)
+        aiv.vec_flat(cnt * row, 128, ops)
+        inq.released(s)
+        outq.written(s)
+        outq.acquire_for_read(s)
+        aiv.copy_ub_to_gm(cnt, row, 2)
+        outq.released(s)
+        q, k = q + cnt, k + 1
+    inq.drain()
+    outq.drain()
 
 
 def img2col_epilogue(spec: Conv2dSpec, params: dict, profile: Profile) -> Prediction:
@@ -465,9 +542,7 @@ def img2col_epilogue(spec: Conv2dSpec, params: dict, profile: Profile) -> Predic
     tile = params["epi_tile"]
     ntiles = ceil(numel / tile)
     vblocks = min(ntiles, profile.cores_for("vector"))
-    per_elem = ([("Add", False)] if spec.residual else []) + (
-        [("Maxs", False), ("Mins", False)] if spec.clip_hi > 0 else
-        [("Relu", False)] if spec.relu else [] if spec.residual else [("Copy", False)])
+    per_elem = fp16_epilogue_ops(spec)
     lanes = 128
     if spec.program:  # in fp32: y (and the residual) cast up, + residual, activation, the program, one cast down
         per_elem = [("Cast", True)] * (1 + int(spec.residual)) + [(op, True) for op, _ in per_elem if op != "Copy"]
@@ -526,7 +601,7 @@ def conv_candidates(spec: Conv2dSpec, rule_params: dict, profile: Profile, buffe
     load, and their M fractals fill the Cube where one image's few would leave it waiting on L0B)."""
     M, C1, CO1 = spec.ho * spec.wo, c1(spec.cin), c1(spec.cout)
     K1 = spec.k_fractals
-    extra = {k: v for k, v in rule_params.items() if k in ("epi_tile", "on_chip")}
+    extra = {k: v for k, v in rule_params.items() if k in ("epi_tile", "on_chip", "mixed")}
     cands = []
     for bm in edges:
         if bm > ceil(M / 16) * 16 and bm != 16:
@@ -564,7 +639,7 @@ def chain_candidates(spec: Conv2dSpec, rule_params: dict, profile: Profile) -> t
     """(every tiling candidate of a chained conv, the buffer-fit predicate)."""
     M, C1 = spec.ho * spec.wo, c1(spec.cin)
     K1, MID1, CO1 = C1 * spec.kh * spec.kw, c1(spec.mid), c1(spec.cout)
-    extra = {k: v for k, v in rule_params.items() if k == "epi_tile"}
+    extra = {k: v for k, v in rule_params.items() if k in ("epi_tile", "mixed")}
     cands = []
     for bm in TILE_EDGES:
         if bm > ceil(M / 16) * 16 and bm != 16:
@@ -629,7 +704,7 @@ def space(spec: Conv2dSpec, params: dict, profile: Profile) -> list[dict]:
     """The build search's grid (single-buffered L1 aside), for `kiln optimize`."""
     M, C1, CO1 = spec.ho * spec.wo, c1(spec.cin), c1(spec.cout)
     K1 = spec.k_fractals
-    extra = {k: v for k, v in params.items() if k == "epi_tile"}
+    extra = {k: v for k, v in params.items() if k in ("epi_tile", "mixed")}
     out = []
     for bm in TILE_EDGES:
         if bm > ceil(M / 16) * 16 and bm != 16:
@@ -682,7 +757,7 @@ def wide_space(spec: Conv2dSpec, params: dict, profile: Profile) -> list[dict]:
 # h2, w2: the map of an accumulated second source (a ResNet downsample 1x1); base_n2, base_k2, n_split: chains
 GENERIC = GenericForm(("h", "w", "h2", "w2"), ("h", "w", "ho", "wo", "h2", "w2"),
                       ("base_m", "base_n", "base_k1", "c1_step", "slab_rows", "epi_tile", "l1_buffers", "base_n2",
-                       "base_k2", "n_split"), structural=("on_chip", "prefetch", "images"))
+                       "base_k2", "n_split"), structural=("on_chip", "mixed", "prefetch", "images"))
 FAMILY = register(Family("conv2d_cube_img2col", "conv2d", "cube", conv_rule, conv_mte2, replay_img2col, searched=True,
                 algorithm=lambda v: "direct_img2col", tunable=("base_m", "base_n", "base_k1", "c1_step"),
                 searched_extra=("l1_buffers", "prefetch", "images", "base_n2", "base_k2", "n_split"),

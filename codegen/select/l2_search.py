@@ -80,7 +80,7 @@ def rerank(k: KernelPlan, patterns: Counter, profile: Profile) -> Reranked:
     f = FAMILIES[k.variant.family]
     assert f.candidates is not None
     rule, cands, fit = f.candidates(k.spec, profile, TILE_EDGES)
-    extra = {n: v for n, v in k.variant.params.items() if n in ("epi_tile", "on_chip")}
+    extra = {n: v for n, v in k.variant.params.items() if n in ("epi_tile", "on_chip", "mixed")}
     # and the off-grid tiles (any multiple of 16: `kiln optimize`'s wide grid), which balance the blocks over
     # the cores and the weight re-reads where the powers of two cannot
     if f.wide_space:  # (a chain's: its M tiles off the grid, its 1x1 tiled as the kernel's)

@@ -16,7 +16,7 @@ from ..ir.optlog import OptLog
 from ..ir.profiles import Profile
 
 # What the input size decides in a whole tiling (recomputed for a generic plan's size).
-SIZE_DERIVED = ("slab_rows", "epi_tile", "on_chip")
+SIZE_DERIVED = ("slab_rows", "epi_tile", "on_chip", "mixed")
 
 
 def _checked_params(spec: Opspec, family: str, params: dict, source: str, whole: bool) -> dict:
