@@ -5,11 +5,22 @@ best."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from math import ceil
 
 from .. import KilnError
 from ..cost.blocks import L1Carry, cube_drain, cube_k_loop, pingpong_tile, rows_load2d, tile_loop
-from ..cost.model import OUT, CrossFlagSim, PingPongSim, Prediction, SimCore, launch, launch_group, then
+from ..cost.model import (
+    OUT,
+    CrossFlagSim,
+    PingPongSim,
+    Prediction,
+    SimCore,
+    current_mode,
+    launch,
+    launch_group,
+    then,
+)
 from ..cost.steady import Memo
 from ..ir.eltwise_program import epilogue_steps, scratch_names, vector_ops
 from ..ir.opspec import C0, Conv2dSpec, c1
@@ -491,27 +502,36 @@ def img2col_mixed(spec: Conv2dSpec, params: dict, profile: Profile) -> Predictio
     """The template's MIXED launch: each block's Cube work on its group's AIC, then its output tile's rows split
     over the group's two AIVs (finish_rows), handed over by a cross-core flag."""
     r = _Img2colReplay(spec, params, profile)
-    cube_block = r.chain_block if spec.mid else r.block
+    cube_block, signature = (r.chain_block, r.chain_signature) if spec.mid else (r.block, r.signature)
     blocks = spec.n * r.m_tiles * r.n_split if spec.mid else r.blocks
+    if current_mode().bound:  # the AIC's blocks alone bound the launch from below (its AIVs only add to it)
+        return launch(profile, "cube", blocks, cube_block, signature)
     ops, residual = fp16_epilogue_ops(spec), conv_sources(spec)["residual"] if spec.residual else None
+    memo = Memo()  # items met again in the same situation (cost/steady.py), shared by the launch's cores
+
+    def item(core: SimCore, key: tuple, run: Callable[[], None]) -> None:
+        if current_mode().every_block or core.trace is not None:
+            run()
+        else:
+            memo.item(core, key, run)
 
     def body(aic: SimCore, aiv0: SimCore, aiv1: SimCore, b: int) -> None:
-        cube_block(aic, b)
+        item(aic, ("cube", aic.blocks > 0, signature(b)), lambda: cube_block(aic, b))
         m, rows, n1_cnt = r.out_tile(b)
-        finish_rows(aic, aiv0, m, n1_cnt, 0, (rows + 1) // 2, params["epi_tile"], ops, residual)
-        finish_rows(aic, aiv1, m, n1_cnt, (rows + 1) // 2, rows, params["epi_tile"], ops, residual)
+        for aiv, r0, r1 in ((aiv0, 0, (rows + 1) // 2), (aiv1, (rows + 1) // 2, rows)):
+            if r0 < r1:  # the flag's time comes from the AIC: waited on outside the AIV's own item
+                ready = CrossFlagSim(False, profile)
+                ready.set(aic, "FIX")
+                ready.wait(aiv, "MTE2")
+                item(aiv, ("rows", m, n1_cnt, r0, r1),
+                     partial(finish_rows, aiv, m, n1_cnt, r0, r1, params["epi_tile"], ops, residual))
     return launch_group(profile, blocks, body)
 
 
-def finish_rows(aic: SimCore, aiv: SimCore, m: int, n1_cnt: int, r0: int, r1: int, tile: int,
-                ops: list[tuple[str, bool]], residual: int | None) -> None:
-    """The template's finish_rows: rows [r0, r1) of a block's output tile (m pixels of one channel block each) on
-    one AIV, after the AIC's flag; whole rows per UB tile of `tile` values, ping-pong."""
-    if r0 >= r1:
-        return
-    ready = CrossFlagSim(False, aic.p)
-    ready.set(aic, "FIX")
-    ready.wait(aiv, "MTE2")
+def finish_rows(aiv: SimCore, m: int, n1_cnt: int, r0: int, r1: int, tile: int, ops: list[tuple[str, bool]],
+                residual: int | None) -> None:
+    """The template's finish_rows after the AIC's flag: rows [r0, r1) of a block's output tile (m pixels of one
+    channel block each) on one AIV, whole rows per UB tile of `tile` values, ping-pong."""
     row, per = m * 16, tile // (m * 16)
     inq, outq = PingPongSim(aiv, "MTE2", "V", 0), PingPongSim(aiv, "V", "MTE3", 2)
     q, k = r0, 0

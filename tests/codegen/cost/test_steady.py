@@ -27,6 +27,13 @@ def conv(n, cin, h, w, cout, k=3, s=1, pad=1, **kw):
 CASES = [
     ("conv_tails", conv(5, 64, 28, 28, 80), dict(base_m=96, base_n=64)),
     ("conv_residual", conv(3, 48, 14, 14, 64, k=1, pad=0, residual=True), dict(base_m=48, epi_tile=1040)),
+    # the residual on a split profile runs in the Cube's launch (mixed: its AIVs' items memoised beside the AIC's);
+    # a program keeps the second launch there; a chain and a group of images hand over their tiles' rows
+    ("conv_residual_program", conv(3, 48, 14, 14, 64, k=1, pad=0, residual=True, program="sigmoid(0);mul(0,1)"),
+     dict(base_m=48, epi_tile=1040)),
+    ("conv_mixed_chain", conv(3, 64, 14, 14, 256, k=3, mid=64, mid_bias=True, mid_relu=True, residual=True),
+     dict(base_m=64)),
+    ("conv_mixed_images", conv(5, 64, 7, 7, 128, k=1, pad=0, residual=True), dict(base_m=64, base_n=48, images=2)),
     ("conv_stride", conv(4, 32, 29, 29, 64, s=2), dict(base_m=64)),
     ("conv_chain", conv(3, 64, 14, 14, 256, k=3, mid=64, mid_bias=True, mid_relu=True), {}),
     ("winograd", conv(3, 32, 19, 19, 48), {}),
