@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import partial
 from math import ceil
+from typing import NamedTuple
 
 from .. import KilnError
 from ..cost.blocks import L1Carry, cube_drain, cube_k_loop, pingpong_tile, rows_load2d, tile_loop
@@ -195,12 +196,12 @@ def conv_rule(spec: Conv2dSpec, profile: Profile, log: OptLog, search: bool = Fa
 
 def vector_pass(spec: Conv2dSpec, profile: Profile, log: OptLog) -> dict:
     """Where the Vector pass of a conv's epilogue (residual add, clip, program) runs off chip, and its UB tile. On a
-    split profile without a program: in the Cube's own launch (mixed), each group's two AIVs finishing its blocks'
-    output tiles as Fixpipe writes them, so the kernel pays one launch instead of two and the Vector work overlaps
-    the Cube's; whole rows of a tile (BASE_M x 16 values, at most 4096) per UB tile. Otherwise (a program's fp32
-    rows; a chain on a coupled profile) a second launch over the output, its tiles shared by the Vector cores."""
+    split profile: in the Cube's own launch (mixed), each group's two AIVs finishing its blocks' output tiles as
+    Fixpipe writes them, so the kernel pays one launch instead of two and the Vector work overlaps the Cube's; whole
+    rows of a tile (BASE_M x 16 values, at most 4096) per UB tile, so where a program's fp32 rows leave less UB, and
+    for a chain on a coupled profile, a second launch over the output, its tiles shared by the Vector cores."""
     cap = (profile.capacity["UB"] // epi_bytes(spec)) // 128 * 128
-    if not profile.coupled and not spec.program and cap >= max(TILE_EDGES) * C0:
+    if not profile.coupled and cap >= max(TILE_EDGES) * C0:
         log.add("tiling", spec.name, f"epilogue=mixed,epi_tile={cap}", "vector_epilogue", coupled=False)
         return {"epi_tile": cap, "mixed": 1}
     numel = spec.n * c1(spec.cout) * spec.ho * spec.wo * C0
@@ -491,11 +492,17 @@ def replay_img2col(spec: Conv2dSpec, params: dict, profile: Profile) -> Predicti
     return then(cube, img2col_epilogue(spec, params, profile))
 
 
-def fp16_epilogue_ops(spec: Conv2dSpec) -> list[tuple[str, bool]]:
-    """The fp16 Vector pass's ops per element without a program (the template's act_fp16)."""
-    return ([("Add", False)] if spec.residual else []) + (
+def pass_ops(spec: Conv2dSpec) -> tuple[int, list[tuple[str, bool]]]:
+    """(lanes, ops per element) of the Vector pass's tile (the template's pass_tile): in fp16 the residual add and
+    the activation; with a program in fp32, y (and the residual) cast up, + residual, activation, the program, one
+    cast down."""
+    ops = ([("Add", False)] if spec.residual else []) + (
         [("Maxs", False), ("Mins", False)] if spec.clip_hi > 0 else
         [("Relu", False)] if spec.relu else [] if spec.residual else [("Copy", False)])
+    if not spec.program:
+        return 128, ops
+    wide = [("Cast", True)] * (1 + int(spec.residual)) + [(op, True) for op, _ in ops if op != "Copy"]
+    return 64, wide + [(op, True) for op in vector_ops(epilogue_steps(spec.program))] + [("Cast", True)]
 
 
 def img2col_mixed(spec: Conv2dSpec, params: dict, profile: Profile) -> Prediction:
@@ -506,7 +513,7 @@ def img2col_mixed(spec: Conv2dSpec, params: dict, profile: Profile) -> Predictio
     blocks = spec.n * r.m_tiles * r.n_split if spec.mid else r.blocks
     if current_mode().bound:  # the AIC's blocks alone bound the launch from below (its AIVs only add to it)
         return launch(profile, "cube", blocks, cube_block, signature)
-    ops, residual = fp16_epilogue_ops(spec), conv_sources(spec)["residual"] if spec.residual else None
+    vpass = VectorPass(params["epi_tile"], *pass_ops(spec), conv_sources(spec)["residual"] if spec.residual else None)
     memo = Memo()  # items met again in the same situation (cost/steady.py), shared by the launch's cores
 
     def item(core: SimCore, key: tuple, run: Callable[[], None]) -> None:
@@ -524,27 +531,35 @@ def img2col_mixed(spec: Conv2dSpec, params: dict, profile: Profile) -> Predictio
                 ready.set(aic, "FIX")
                 ready.wait(aiv, "MTE2")
                 item(aiv, ("rows", m, n1_cnt, r0, r1),
-                     partial(finish_rows, aiv, m, n1_cnt, r0, r1, params["epi_tile"], ops, residual))
+                     partial(finish_rows, aiv, vpass, m, n1_cnt, r0, r1))
     return launch_group(profile, blocks, body)
 
 
-def finish_rows(aiv: SimCore, m: int, n1_cnt: int, r0: int, r1: int, tile: int, ops: list[tuple[str, bool]],
-                residual: int | None) -> None:
+class VectorPass(NamedTuple):
+    """A conv's Vector pass as finish_rows runs it: UB tile (values), lanes and ops per element (pass_ops), the
+    residual's input index (None: no residual)."""
+    tile: int
+    lanes: int
+    ops: list[tuple[str, bool]]
+    residual: int | None
+
+
+def finish_rows(aiv: SimCore, vpass: VectorPass, m: int, n1_cnt: int, r0: int, r1: int) -> None:
     """The template's finish_rows after the AIC's flag: rows [r0, r1) of a block's output tile (m pixels of one
-    channel block each) on one AIV, whole rows per UB tile of `tile` values, ping-pong."""
-    row, per = m * 16, tile // (m * 16)
+    channel block each) on one AIV, whole rows per UB tile, ping-pong."""
+    row, per = m * 16, vpass.tile // (m * 16)
     inq, outq = PingPongSim(aiv, "MTE2", "V", 0), PingPongSim(aiv, "V", "MTE3", 2)
     q, k = r0, 0
     while q < r1:
         cnt = min(per, r1 - q, n1_cnt - q % n1_cnt)  # one image's rows
         s = inq.slot(k)
         inq.acquire_for_write(s)
-        for src in (OUT,) if residual is None else (OUT, residual):
+        for src in (OUT,) if vpass.residual is None else (OUT, vpass.residual):
             aiv.copy_gm(cnt, row, 2, "UB", src=src)
         inq.written(s)
         inq.acquire_for_read(s)
         outq.acquire_for_write(s)
-        aiv.vec_flat(cnt * row, 128, ops)
+        aiv.vec_flat(cnt * row, vpass.lanes, vpass.ops)
         inq.released(s)
         outq.written(s)
         outq.acquire_for_read(s)
@@ -562,12 +577,7 @@ def img2col_epilogue(spec: Conv2dSpec, params: dict, profile: Profile) -> Predic
     tile = params["epi_tile"]
     ntiles = ceil(numel / tile)
     vblocks = min(ntiles, profile.cores_for("vector"))
-    per_elem = fp16_epilogue_ops(spec)
-    lanes = 128
-    if spec.program:  # in fp32: y (and the residual) cast up, + residual, activation, the program, one cast down
-        per_elem = [("Cast", True)] * (1 + int(spec.residual)) + [(op, True) for op, _ in per_elem if op != "Copy"]
-        per_elem += [(op, True) for op in vector_ops(epilogue_steps(spec.program))] + [("Cast", True)]
-        lanes = 64
+    lanes, per_elem = pass_ops(spec)
 
     sources = [OUT] + ([conv_sources(spec)["residual"]] if spec.residual else [])
     memo = Memo()  # the tiles' effects, shared by the launch's cores

@@ -1,8 +1,8 @@
 """conv2d_cube_img2col's mixed epilogue (codegen/families/conv2d_cube_img2col.py vector_pass and img2col_mixed; the
-template's MIXED): on a split profile the Vector pass of a residual or clipped conv runs in the Cube's own launch,
-each group's two AIVs finishing its blocks' output tiles as Fixpipe writes them. It moves the same bytes and
-MACs as the two-launch form, pays one launch instead of two and overlaps the Vector work with the Cube's, so it
-is faster. Cost model only: the baked kernels that use it are held to the emulator by
+template's MIXED): on a split profile the Vector pass of a residual, clipped or program conv runs in the Cube's own
+launch, each group's two AIVs finishing its blocks' output tiles as Fixpipe writes them. It moves the same bytes
+and MACs as the two-launch form, pays one launch instead of two and overlaps the Vector work with the Cube's, so
+it is faster. Cost model only: the baked kernels that use it are held to the emulator by
 tests/codegen/cost/test_costmodel.py, and tests/codegen/families/test_conv2d_cube_img2col_images.py builds a
 910B bottleneck whose residual convs run mixed and matches ONNX Runtime."""
 from dataclasses import replace
@@ -25,6 +25,7 @@ def conv(n, cin, h, w, cout, k=1, pad=0, **kw):
 RESIDUAL_B1 = conv(1, 256, 14, 14, 1024, residual=True)
 RESIDUAL_B32 = conv(32, 256, 14, 14, 1024, residual=True)
 CHAIN = conv(4, 64, 56, 56, 256, k=3, pad=1, residual=True, mid=64, mid_bias=True, mid_relu=True)
+SILU = replace(RESIDUAL_B32, program="sigmoid(0);mul(0,1)")  # a program epilogue after the add and ReLU
 
 
 def test_the_rule_runs_the_vector_pass_in_the_cube_launch_on_split_profiles():
@@ -34,14 +35,17 @@ def test_the_rule_runs_the_vector_pass_in_the_cube_launch_on_split_profiles():
     assert p["mixed"] == 1 and p["epi_tile"] == ub // epi_bytes(RESIDUAL_B32) // 128 * 128
     assert any(" epilogue=mixed,epi_tile=" in line and "reason=vector_epilogue" in line for line in log.lines)
     assert conv_rule(CHAIN, PROFILES["ascend910b"], OptLog()).params["mixed"] == 1
-    # a program's fp32 rows keep the second launch; a coupled profile finishes the tile on chip (a chain: a pass)
-    assert "mixed" not in conv_rule(replace(RESIDUAL_B32, program="sigmoid(0);mul(0,1)"), PROFILES["ascend910b"],
-                                    OptLog()).params
+    # a program runs there too, in fp32, while its rows leave UB room for a tile's whole rows (256 x 16 values);
+    # a longer one keeps the second launch; a coupled profile finishes the tile on chip (a chain: a pass)
+    assert conv_rule(SILU, PROFILES["ascend910b"], OptLog()).params["mixed"] == 1
+    long = replace(RESIDUAL_B32, program=";".join(f"sigmoid({2 * i});mul({2 * i},{2 * i + 1})" for i in range(4)))
+    assert ub // epi_bytes(long) < 256 * 16
+    assert "mixed" not in conv_rule(long, PROFILES["ascend910b"], OptLog()).params
     assert conv_rule(RESIDUAL_B32, PROFILES["ascend310p"], OptLog()).params.get("on_chip") == 1
     assert "mixed" not in conv_rule(CHAIN, PROFILES["ascend310p"], OptLog()).params
 
 
-@pytest.mark.parametrize("spec", [RESIDUAL_B1, RESIDUAL_B32, CHAIN], ids=["b1", "b32", "chain"])
+@pytest.mark.parametrize("spec", [RESIDUAL_B1, RESIDUAL_B32, CHAIN, SILU], ids=["b1", "b32", "chain", "program"])
 @pytest.mark.parametrize("hits", [False, True], ids=["alone", "l2"])
 def test_mixed_moves_the_same_work_in_one_launch_and_is_faster(spec, hits):
     profile = PROFILES["ascend910b"]
