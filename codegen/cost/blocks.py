@@ -4,9 +4,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from math import ceil
+from typing import NamedTuple
 
 from ..ir.profiles import Profile
-from .model import PingPongSim, Prediction, SimCore, current_mode, launch, vec_body
+from .model import OUT, PingPongSim, Prediction, SimCore, current_mode, launch, vec_body
 from .steady import Memo, steady_loop
 
 
@@ -212,3 +213,38 @@ def vec_flat_cycles(profile: Profile, n: int, lanes: int, op: str, fp32: bool) -
     whole, rest = divmod(full, 255)
     return (whole * vec_body(profile, op, fp32, 255) + (vec_body(profile, op, fp32, rest) if rest else 0.0)
             + (vec_body(profile, op, fp32, 1) if tail else 0.0))
+
+
+class VectorPass(NamedTuple):
+    """A conv's Vector pass as finish_rows runs it: UB tile (values), lanes and ops per element (pass_ops), the
+    residual's input index (None: no residual)."""
+    tile: int
+    lanes: int
+    ops: list[tuple[str, bool]]
+    residual: int | None
+
+
+def finish_rows(aiv: SimCore, vpass: VectorPass, m: int, n1_cnt: int, r0: int, r1: int) -> None:
+    """conv2d_cube_img2col's finish_rows (its mixed epilogue) after the AIC's flag: rows [r0, r1) of a block's output
+    tile (m pixels of one channel block each) on one AIV, whole rows per UB tile, ping-pong."""
+    row, per = m * 16, vpass.tile // (m * 16)
+    inq, outq = PingPongSim(aiv, "MTE2", "V", 0), PingPongSim(aiv, "V", "MTE3", 2)
+    q, k = r0, 0
+    while q < r1:
+        cnt = min(per, r1 - q, n1_cnt - q % n1_cnt)  # one image's rows
+        s = inq.slot(k)
+        inq.acquire_for_write(s)
+        for src in (OUT,) if vpass.residual is None else (OUT, vpass.residual):
+            aiv.copy_gm(cnt, row, 2, "UB", src=src)
+        inq.written(s)
+        inq.acquire_for_read(s)
+        outq.acquire_for_write(s)
+        aiv.vec_flat(cnt * row, vpass.lanes, vpass.ops)
+        inq.released(s)
+        outq.written(s)
+        outq.acquire_for_read(s)
+        aiv.copy_ub_to_gm(cnt, row, 2)
+        outq.released(s)
+        q, k = q + cnt, k + 1
+    inq.drain()
+    outq.drain()

@@ -7,21 +7,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import partial
 from math import ceil
-from typing import NamedTuple
 
 from .. import KilnError
-from ..cost.blocks import L1Carry, cube_drain, cube_k_loop, pingpong_tile, rows_load2d, tile_loop
-from ..cost.model import (
-    OUT,
-    CrossFlagSim,
-    PingPongSim,
-    Prediction,
-    SimCore,
-    current_mode,
-    launch,
-    launch_group,
-    then,
+from ..cost.blocks import (
+    L1Carry,
+    VectorPass,
+    cube_drain,
+    cube_k_loop,
+    finish_rows,
+    pingpong_tile,
+    rows_load2d,
+    tile_loop,
 )
+from ..cost.model import OUT, CrossFlagSim, Prediction, SimCore, current_mode, launch, launch_group, then
 from ..cost.steady import Memo
 from ..ir.eltwise_program import epilogue_steps, scratch_names, vector_ops
 from ..ir.opspec import C0, Conv2dSpec, c1
@@ -535,41 +533,6 @@ def img2col_mixed(spec: Conv2dSpec, params: dict, profile: Profile) -> Predictio
     return launch_group(profile, blocks, body)
 
 
-class VectorPass(NamedTuple):
-    """A conv's Vector pass as finish_rows runs it: UB tile (values), lanes and ops per element (pass_ops), the
-    residual's input index (None: no residual)."""
-    tile: int
-    lanes: int
-    ops: list[tuple[str, bool]]
-    residual: int | None
-
-
-def finish_rows(aiv: SimCore, vpass: VectorPass, m: int, n1_cnt: int, r0: int, r1: int) -> None:
-    """The template's finish_rows after the AIC's flag: rows [r0, r1) of a block's output tile (m pixels of one
-    channel block each) on one AIV, whole rows per UB tile, ping-pong."""
-    row, per = m * 16, vpass.tile // (m * 16)
-    inq, outq = PingPongSim(aiv, "MTE2", "V", 0), PingPongSim(aiv, "V", "MTE3", 2)
-    q, k = r0, 0
-    while q < r1:
-        cnt = min(per, r1 - q, n1_cnt - q % n1_cnt)  # one image's rows
-        s = inq.slot(k)
-        inq.acquire_for_write(s)
-        for src in (OUT,) if vpass.residual is None else (OUT, vpass.residual):
-            aiv.copy_gm(cnt, row, 2, "UB", src=src)
-        inq.written(s)
-        inq.acquire_for_read(s)
-        outq.acquire_for_write(s)
-        aiv.vec_flat(cnt * row, vpass.lanes, vpass.ops)
-        inq.released(s)
-        outq.written(s)
-        outq.acquire_for_read(s)
-        aiv.copy_ub_to_gm(cnt, row, 2)
-        outq.released(s)
-        q, k = q + cnt, k + 1
-    inq.drain()
-    outq.drain()
-
-
 def img2col_epilogue(spec: Conv2dSpec, params: dict, profile: Profile) -> Prediction:
     """The Vector-core pass after the Cube: residual add and activation over the output, tile by tile."""
     CO1, M = c1(spec.cout), spec.ho * spec.wo
@@ -690,6 +653,13 @@ def chain_candidates(spec: Conv2dSpec, rule_params: dict, profile: Profile) -> t
     return cands, fit
 
 
+def _check_mixed_rows(spec: Conv2dSpec, p: dict, source: str) -> None:
+    """The mixed epilogue finishes whole rows of a tile (base_m x 16 values) per UB tile of epi_tile values."""
+    if p.get("mixed") and p["base_m"] * C0 > p["epi_tile"]:
+        raise KilnError("tiling", spec.name, f"{source}: base_m={p['base_m']} is over what the epilogue in the Cube's "
+                        f"launch finishes at once ({p['epi_tile']} values of UB: base_m <= {p['epi_tile'] // C0})")
+
+
 def from_params(spec: Conv2dSpec, profile: Profile, params: dict, source: str) -> tuple[dict, dict, int]:
     """A pinned, recorded or borrowed tiling completed from the rule's, checked, with its buffers and blocks."""
     if spec.mid:  # a chained conv's tiling (tuning record, kernel-list pin)
@@ -698,6 +668,7 @@ def from_params(spec: Conv2dSpec, profile: Profile, params: dict, source: str) -
                             "one image's M tile (images 1)")
         base = chain_rule(spec, profile, OptLog())
         p = dict(base.params, **params)
+        _check_mixed_rows(spec, p, source)
         p["slab_rows"] = max(1, max(r for *_, r in conv_tile_rows(spec, p["base_m"])))
         bufs = dict(base.buffers, **chain_buffers(spec, p["base_m"], p["base_k1"], p["c1_step"], p["base_n2"],
                                                   p["base_k2"]))
@@ -708,6 +679,7 @@ def from_params(spec: Conv2dSpec, profile: Profile, params: dict, source: str) -
         return p, bufs, spec.n * ceil(spec.ho * spec.wo / p["base_m"]) * p["n_split"]
     base = conv_rule(spec, profile, OptLog())
     p = dict(base.params, **params)
+    _check_mixed_rows(spec, p, source)
     p["slab_rows"] = max(1, max(r for *_, r in conv_tile_rows(spec, p["base_m"])))
     if p.get("l1_buffers", 2) not in (1, 2):
         raise KilnError("tiling", spec.name, f"{source}: l1_buffers={p['l1_buffers']} must be 1 or 2")

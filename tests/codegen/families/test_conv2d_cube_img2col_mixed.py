@@ -9,9 +9,10 @@ from dataclasses import replace
 
 import pytest
 
+from codegen import KilnError
 from codegen.cost import model
 from codegen.families.base import input_bytes
-from codegen.families.conv2d_cube_img2col import FAMILY, conv_rule, epi_bytes
+from codegen.families.conv2d_cube_img2col import FAMILY, conv_rule, epi_bytes, from_params
 from codegen.ir.opspec import Conv2dSpec
 from codegen.ir.optlog import OptLog
 from codegen.ir.profiles import PROFILES
@@ -62,3 +63,13 @@ def test_mixed_moves_the_same_work_in_one_launch_and_is_faster(spec, hits):
     assert one.mem.hbm_read_bytes + one.mem.l2_hit_bytes == both.mem.hbm_read_bytes + both.mem.l2_hit_bytes
     # a launch's overhead saved at least, less the mixed launch's extra
     assert one.cycles < both.cycles - (profile.launch_cycles - profile.mixed_launch_cycles)
+
+
+def test_a_pin_whose_tile_rows_overflow_the_mixed_ub_tile_is_refused():
+    profile = PROFILES["ascend910b"]
+    spec = conv(1, 16, 56, 56, 16, residual=True, program="sigmoid(0);mul(0,1)")
+    tile = conv_rule(spec, profile, OptLog()).params["epi_tile"]  # 6912 values: the program's fp32 rows take UB
+    pin = dict(base_m=512, base_n=16, base_k1=1, c1_step=1)  # fits L0A, L0B, L0C and L1
+    with pytest.raises(KilnError, match=f"base_m=512 is over .* base_m <= {tile // 16}"):
+        from_params(spec, profile, pin, "kernel list")
+    assert from_params(spec, profile, dict(pin, base_m=256), "kernel list")[0]["mixed"] == 1
