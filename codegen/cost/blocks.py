@@ -98,14 +98,17 @@ def rows_load2d(core: SimCore, m: int):
     return load
 
 
-def pingpong_tile(core: SimCore, inq: PingPongSim, outq: PingPongSim, slot: int, n: int,
-                  copies: list[tuple[int, int]], vector: list[tuple[int, int, list[tuple[str, bool]]]]) -> None:
-    """One tile of the Vector kernels' CopyIn -> Compute -> CopyOut loop on ping-pong slot `slot`: a GM->UB copy
-    of each (count in fp16 elements, source) in `copies`, each (elements, lanes, ops) of `vector` as one
-    vec_flat, then one UB->GM copy of `n` fp16 values."""
+def pingpong_tile(core: SimCore, queues: tuple[PingPongSim, PingPongSim], slot: int, n: int,
+                  copies: list[tuple[int, int]], vector: list[tuple[int, int, list[tuple[str, bool]]]],
+                  bursts: int = 1) -> None:
+    """One tile of the Vector kernels' CopyIn -> Compute -> CopyOut loop on ping-pong slot `slot` of `queues` (GM->UB,
+    UB->GM): a GM->UB copy of each (count in fp16 elements, source) in `copies`, each (elements, lanes, ops) of
+    `vector` as one vec_flat, then one UB->GM copy of `n` fp16 values; bursts > 1: each copy is that many runs of
+    count (n)."""
+    inq, outq = queues
     inq.acquire_for_write(slot)
     for count, src in copies:
-        core.copy_gm(1, count, 2, "UB", src=src)
+        core.copy_gm(bursts, count, 2, "UB", src=src)
     inq.written(slot)
     inq.acquire_for_read(slot)
     outq.acquire_for_write(slot)
@@ -114,7 +117,7 @@ def pingpong_tile(core: SimCore, inq: PingPongSim, outq: PingPongSim, slot: int,
     inq.released(slot)
     outq.written(slot)
     outq.acquire_for_read(slot)
-    core.copy_ub_to_gm(1, n, 2)
+    core.copy_ub_to_gm(bursts, n, 2)
     outq.released(slot)
 
 
@@ -128,7 +131,7 @@ def stream(profile: Profile, numel: int, tile: int, blocks: int, inputs: int, op
 
     def block(core: SimCore, b: int) -> None:
         tile_loop(core, [min(tile, numel - t * tile) for t in range(ntiles * b // blocks, ntiles * (b + 1) // blocks)],
-                  lambda q, inq, outq, s, n: pingpong_tile(q, inq, outq, s, n, [(n, i) for i in range(inputs)],
+                  lambda q, inq, outq, s, n: pingpong_tile(q, (inq, outq), s, n, [(n, i) for i in range(inputs)],
                                                            [(n, lanes, ops)]), memo)
 
     return launch(profile, "vector", blocks, block)
@@ -229,22 +232,12 @@ def finish_rows(aiv: SimCore, vpass: VectorPass, m: int, n1_cnt: int, r0: int, r
     tile (m pixels of one channel block each) on one AIV, whole rows per UB tile, ping-pong."""
     row, per = m * 16, vpass.tile // (m * 16)
     inq, outq = PingPongSim(aiv, "MTE2", "V", 0), PingPongSim(aiv, "V", "MTE3", 2)
+    sources = [OUT] if vpass.residual is None else [OUT, vpass.residual]
     q, k = r0, 0
     while q < r1:
         cnt = min(per, r1 - q, n1_cnt - q % n1_cnt)  # one image's rows
-        s = inq.slot(k)
-        inq.acquire_for_write(s)
-        for src in (OUT,) if vpass.residual is None else (OUT, vpass.residual):
-            aiv.copy_gm(cnt, row, 2, "UB", src=src)
-        inq.written(s)
-        inq.acquire_for_read(s)
-        outq.acquire_for_write(s)
-        aiv.vec_flat(cnt * row, vpass.lanes, vpass.ops)
-        inq.released(s)
-        outq.written(s)
-        outq.acquire_for_read(s)
-        aiv.copy_ub_to_gm(cnt, row, 2)
-        outq.released(s)
+        pingpong_tile(aiv, (inq, outq), inq.slot(k), row, [(row, src) for src in sources],
+                      [(cnt * row, vpass.lanes, vpass.ops)], bursts=cnt)
         q, k = q + cnt, k + 1
     inq.drain()
     outq.drain()

@@ -28,6 +28,11 @@ PARAM_LETTER = {"base_m": "m", "base_n": "n", "base_k1": "k", "c1_step": "c", "s
                 "l1_buffers": "d", "prefetch": "a", "images": "v", "base_q": "x", "base_kv": "y", "vec_split": "w"}
 
 
+# What a rule derives from the profile and the size instead of searching (the Vector epilogue's UB tile and where
+# it runs): a search's candidates and a re-ranking inherit it from the tiling they start from.
+RULE_DERIVED = ("epi_tile", "on_chip", "mixed")
+
+
 @dataclass(frozen=True)
 class GenericForm:
     """How a kernel family becomes generic (codegen/shapes/generic.py)."""

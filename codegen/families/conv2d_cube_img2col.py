@@ -25,7 +25,7 @@ from ..ir.eltwise_program import epilogue_steps, scratch_names, vector_ops
 from ..ir.opspec import C0, Conv2dSpec, c1
 from ..ir.optlog import OptLog
 from ..ir.profiles import Profile
-from .base import Family, GenericForm, Variant, fits, half16, r16, register, share128
+from .base import RULE_DERIVED, Family, GenericForm, Variant, fits, half16, r16, register, share128
 from .ranking import K_FRACTALS, TILE_EDGES, pick_best, step_sizes, wide_grid
 
 
@@ -548,7 +548,7 @@ def img2col_epilogue(spec: Conv2dSpec, params: dict, profile: Profile) -> Predic
     def epilogue(core: SimCore, b: int) -> None:
         t0, t1 = ntiles * b // vblocks, ntiles * (b + 1) // vblocks
         tile_loop(core, [min(tile, numel - t * tile) for t in range(t0, t1)],
-                  lambda q, inq, outq, s, n: pingpong_tile(q, inq, outq, s, n, [(n, src) for src in sources],
+                  lambda q, inq, outq, s, n: pingpong_tile(q, (inq, outq), s, n, [(n, src) for src in sources],
                                                            [(n, lanes, per_elem)]), memo)
 
     return launch(profile, "vector", vblocks, epilogue)
@@ -594,7 +594,7 @@ def conv_candidates(spec: Conv2dSpec, rule_params: dict, profile: Profile, buffe
     load, and their M fractals fill the Cube where one image's few would leave it waiting on L0B)."""
     M, C1, CO1 = spec.ho * spec.wo, c1(spec.cin), c1(spec.cout)
     K1 = spec.k_fractals
-    extra = {k: v for k, v in rule_params.items() if k in ("epi_tile", "on_chip", "mixed")}
+    extra = {k: v for k, v in rule_params.items() if k in RULE_DERIVED}
     cands = []
     for bm in edges:
         if bm > ceil(M / 16) * 16 and bm != 16:
@@ -632,7 +632,7 @@ def chain_candidates(spec: Conv2dSpec, rule_params: dict, profile: Profile) -> t
     """(every tiling candidate of a chained conv, the buffer-fit predicate)."""
     M, C1 = spec.ho * spec.wo, c1(spec.cin)
     K1, MID1, CO1 = C1 * spec.kh * spec.kw, c1(spec.mid), c1(spec.cout)
-    extra = {k: v for k, v in rule_params.items() if k in ("epi_tile", "mixed")}
+    extra = {k: v for k, v in rule_params.items() if k in RULE_DERIVED}
     cands = []
     for bm in TILE_EDGES:
         if bm > ceil(M / 16) * 16 and bm != 16:
@@ -706,7 +706,7 @@ def space(spec: Conv2dSpec, params: dict, profile: Profile) -> list[dict]:
     """The build search's grid (single-buffered L1 aside), for `kiln optimize`."""
     M, C1, CO1 = spec.ho * spec.wo, c1(spec.cin), c1(spec.cout)
     K1 = spec.k_fractals
-    extra = {k: v for k, v in params.items() if k in ("epi_tile", "mixed")}
+    extra = {k: v for k, v in params.items() if k in RULE_DERIVED}
     out = []
     for bm in TILE_EDGES:
         if bm > ceil(M / 16) * 16 and bm != 16:

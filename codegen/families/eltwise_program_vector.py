@@ -86,7 +86,7 @@ def replay_program(spec, params: dict, profile: Profile) -> Prediction:
             n = min(tile, spec.plane - off0)
             spread = [s for f in forms if f not in ("full", "row") for s in _spread(f, n)]  # broadcast inputs
             pad_lanes = [(n, 128, [("Dup", False)])] if spec.c_tail and p % spec.c1 == spec.c1 - 1 else []
-            pingpong_tile(core, inq, outq, inq.slot(it - i0), n,
+            pingpong_tile(core, (inq, outq), inq.slot(it - i0), n,
                           [(n if f in ("full", "row") else _loaded(f), i) for i, f in enumerate(forms)],
                           spread + [(n, 64, fp32_ops)] + pad_lanes)
         inq.drain()

@@ -23,7 +23,7 @@ from collections import Counter
 from dataclasses import dataclass, replace
 
 from ..cost import model as cost
-from ..families.base import Variant, input_bytes
+from ..families.base import RULE_DERIVED, Variant, input_bytes
 from ..families.ranking import EXACT_REPLAYS, TILE_EDGES, best_quick
 from ..families.registry import FAMILIES
 from ..ir.opspec import spec_hash
@@ -80,7 +80,7 @@ def rerank(k: KernelPlan, patterns: Counter, profile: Profile) -> Reranked:
     f = FAMILIES[k.variant.family]
     assert f.candidates is not None
     rule, cands, fit = f.candidates(k.spec, profile, TILE_EDGES)
-    extra = {n: v for n, v in k.variant.params.items() if n in ("epi_tile", "on_chip", "mixed")}
+    extra = {n: v for n, v in k.variant.params.items() if n in RULE_DERIVED}
     # and the off-grid tiles (any multiple of 16: `kiln optimize`'s wide grid), which balance the blocks over
     # the cores and the weight re-reads where the powers of two cannot
     if f.wide_space:  # (a chain's: its M tiles off the grid, its 1x1 tiled as the kernel's)

@@ -9,14 +9,14 @@ then rank candidates with the cost model. A kernel-list pin or a tuning record f
 from __future__ import annotations
 
 from .. import KilnError
-from ..families.base import Variant, fits
+from ..families.base import RULE_DERIVED, Variant, fits
 from ..families.registry import CHOOSERS, FAMILIES, family_for, pinned_family, tunable
 from ..ir.opspec import Opspec, spec_hash
 from ..ir.optlog import OptLog
 from ..ir.profiles import Profile
 
 # What the input size decides in a whole tiling (recomputed for a generic plan's size).
-SIZE_DERIVED = ("slab_rows", "epi_tile", "on_chip", "mixed")
+SIZE_DERIVED = ("slab_rows", *RULE_DERIVED)
 
 
 def _checked_params(spec: Opspec, family: str, params: dict, source: str, whole: bool) -> dict:
