@@ -24,7 +24,7 @@ PARAM_LETTER = {"base_m": "m", "base_n": "n", "base_k1": "k", "c1_step": "c", "s
                 "rows_per_block": "r", "tile_elems": "t", "chunk_pixels": "p", "rows_per_tile": "r",
                 "planes_per_block": "p", "items_per_block": "g",
                 "epi_tile": "e", "tile": "f", "tile_batch": "b", "c1_block": "i", "co1_block": "o", "on_chip": "u",
-                "base_n2": "q", "base_k2": "j", "n_split": "z", "mixed": "h",
+                "base_n2": "q", "base_k2": "j", "n_split": "z", "mixed": "h", "resident": "l",
                 "l1_buffers": "d", "prefetch": "a", "images": "v", "base_q": "x", "base_kv": "y", "vec_split": "w"}
 
 

@@ -86,20 +86,32 @@ def image_groups(spec: Conv2dSpec, p: dict) -> int:
     return ceil(spec.n / p.get("images", 1))
 
 
-def chain_buffers(spec: Conv2dSpec, base_m: int, base_k1: int, c1_step: int, base_n2: int, base_k2: int,
-                  n_split: int = 1) -> dict:
-    """On-chip bytes of a chained conv (spec.mid > 0): the window conv's slabs and weights for all `mid` channels,
-    the fp16 intermediate tile in L1, the 1x1 conv's weight chunk (ping-pong), both L0C tiles."""
-    mid1, m1 = c1(spec.mid), base_m // 16
+def chain_buffers(spec: Conv2dSpec, p: dict) -> dict:
+    """On-chip bytes of a chained conv (spec.mid > 0) tiled by p: the window conv's slabs and weights for all `mid`
+    channels, the fp16 intermediate tile in L1, the 1x1 conv's weight chunk (ping-pong), both L0C tiles. With
+    `resident`, both convs' whole weights stay in L1 across the core's blocks instead of their chunks."""
+    base_m, base_k1, c1_step, base_n2, base_k2 = (p[k] for k in ("base_m", "base_k1", "c1_step", "base_n2", "base_k2"))
+    mid1, m1, taps = c1(spec.mid), base_m // 16, spec.kh * spec.kw
+    if p.get("resident"):
+        weights = (ceil(c1(spec.cin) / c1_step) * c1_step * taps * mid1 * 512
+                   + ceil(c1(spec.cout) / (base_n2 // 16)) * mid1 * base_n2 * 32)
+    else:
+        weights = 2 * c1_step * taps * mid1 * 512 + 2 * mid1 * (base_n2 // 16) * 512
     return {
-        "L1": 2 * c1_step * conv_slab_elems(spec, base_m) * 2 + 2 * c1_step * spec.kh * spec.kw * mid1 * 512
-              + m1 * mid1 * 512 + 2 * mid1 * (base_n2 // 16) * 512
+        "L1": 2 * c1_step * conv_slab_elems(spec, base_m) * 2 + weights + m1 * mid1 * 512
               + (mid1 * 64 if spec.mid_bias else 0) + (base_n2 * 4 if spec.bias else 0),
         "L0A": 2 * m1 * max(base_k1, base_k2) * 512,
         "L0B": 2 * max(base_k1 * mid1, base_k2 * (base_n2 // 16)) * 512,
-        "L0C": m1 * (mid1 + base_n2 // 16) * 1024,
+        "L0C": m1 * max(mid1, base_n2 // 16) * 1024,  # c_out reuses c_mid once Fixpipe moved it to L1
         "BT": max(mid1 * 64 if spec.mid_bias else 0, base_n2 * 4 if spec.bias else 0),
     }
+
+
+def resident_cores(spec: Conv2dSpec, base_m: int, profile: Profile) -> int:
+    """A chain with its weights resident in L1 (`resident`: one block per M tile, no N split): the cores that
+    load them, once each, and keep them across their M tiles (the parameter's value, so the GM bytes follow from
+    the tiling alone)."""
+    return min(spec.n * ceil(spec.ho * spec.wo / base_m), profile.cores_for("cube"))
 
 
 def chain_rule(spec: Conv2dSpec, profile: Profile, log: OptLog, search: bool = False) -> Variant:
@@ -116,7 +128,7 @@ def chain_rule(spec: Conv2dSpec, profile: Profile, log: OptLog, search: bool = F
             for c1_step in range(C1, 0, -1):
                 p = dict(base_m=base_m, base_k1=min(4, K1), c1_step=c1_step, base_n2=base_n2,
                          base_k2=min(4, c1(spec.mid)), n_split=1)
-                if fits(profile, chain_buffers(spec, **p)) is None:
+                if fits(profile, chain_buffers(spec, p)) is None:
                     best = p
                     break
             if best:
@@ -130,7 +142,7 @@ def chain_rule(spec: Conv2dSpec, profile: Profile, log: OptLog, search: bool = F
         best.update(vector_pass(spec, profile, log))
     if search:
         best = search_chain(spec, best, profile, log)
-    bufs = chain_buffers(spec, best["base_m"], best["base_k1"], best["c1_step"], best["base_n2"], best["base_k2"])
+    bufs = chain_buffers(spec, best)
     if spec.vector_epilogue:
         bufs["UB"] = epi_bytes(spec) * best["epi_tile"]
     return Variant("conv2d_cube_img2col", best, spec.n * ceil(M / best["base_m"]) * best["n_split"], bufs)
@@ -231,16 +243,16 @@ def conv_mte2(spec: Conv2dSpec, v: Variant) -> int:
     if spec.mid:  # per M tile: the window conv's chunks for all mid channels, then the 1x1 weights per N chunk
         mid1, CO1, total = c1(spec.mid), c1(spec.cout), 0
         split = p.get("n_split", 1)
-        for _, _, _, rows in conv_tile_rows(spec, p["base_m"]):
-            for c1a in range(0, c1(spec.cin), p["c1_step"]):  # the window conv, once per N split
-                c1n = min(p["c1_step"], c1(spec.cin) - c1a)
-                total += split * (c1n * rows * spec.w * 32 + c1n * spec.kh * spec.kw * mid1 * 512)
-            total += split * mid1 * 64 if spec.mid_bias else 0
-            for n1 in range(0, CO1, p["base_n2"] // 16):
-                n1c = min(p["base_n2"] // 16, CO1 - n1)
-                total += mid1 * n1c * 512 + (n1c * 64 if spec.bias else 0)
+        tiles = conv_tile_rows(spec, p["base_m"])
+        for _, _, _, rows in tiles:
+            total += split * (c1(spec.cin) * rows * spec.w * 32 + (mid1 * 64 if spec.mid_bias else 0))
+            total += CO1 * 64 if spec.bias else 0
+        # both convs' weights per M tile (each N split loads the window conv's again), or (resident) per core
+        window, pointwise = c1(spec.cin) * spec.kh * spec.kw * mid1 * 512, mid1 * CO1 * 512
+        loads = p.get("resident") or spec.n * len(tiles)  # resident: the cores that hold them
+        weights = loads * (window + pointwise) + (split - 1) * spec.n * len(tiles) * window
         epilogue = spec.output().nbytes * (2 if spec.residual else 1) if spec.vector_epilogue else 0
-        return total * spec.n + epilogue
+        return total * spec.n + weights + epilogue
     CO1 = c1(spec.cout)
     n_tiles = [(n1, min(p["base_n"] // 16, CO1 - n1)) for n1 in range(0, CO1, p["base_n"] // 16)]
     maps = weights = 0  # per image its slabs; per image group (a block's images) the weights and bias
@@ -439,10 +451,11 @@ class _Img2colReplay:
             core.wait_flag("MTE2", "MTE1", 4)
             core.load_bias_table(mid1 * 16)
         chunks = []
+        kept = later and self.params.get("resident")  # the weights the core's first block left in L1
         for c1a in range(0, self.C1, self.step):
             c1n = min(self.step, self.C1 - c1a)
             slab = [(c1n, rows * self.spec.w * 16, src["x"])] if rows > 0 else []
-            chunks.append((c1n * self.taps, slab + [(c1n * self.taps, mid1 * 256, src["w"])]))
+            chunks.append((c1n * self.taps, slab + ([] if kept else [(c1n * self.taps, mid1 * 256, src["w"])])))
         kh, sw = self.spec.kh, self.spec.sw
         cube_k_loop(core, m, mid1 * 16, chunks, self.bk1,
                     (lambda kc: core.load3d(m1, kc, kh, sw), lambda kc, k1n: [kc * mid1]))
@@ -466,7 +479,7 @@ class _Img2colReplay:
                 core.set_flag("MTE2", "MTE1", 4)
                 core.wait_flag("MTE2", "MTE1", 4)
                 core.load_bias_table(n1_cnt * 16)
-            cube_k_loop(core, m, n1_cnt * 16, [(mid1, [(mid1, n1_cnt * 256, src["w_mid"])])], bk2,
+            cube_k_loop(core, m, n1_cnt * 16, [(mid1, [] if kept else [(mid1, n1_cnt * 256, src["w_mid"])])], bk2,
                         (rows_load2d(core, m), lambda kc, k1n, n1_cnt=n1_cnt: [kc * n1_cnt]))
             cube_drain(core, m * n1_cnt * 16)
         core.set_flag("MTE1", "FIX", 3)
@@ -643,13 +656,14 @@ def chain_candidates(spec: Conv2dSpec, rule_params: dict, profile: Profile) -> t
                 for bn2 in (e for e in TILE_EDGES if e <= CO1 * 16 or e == 16):
                     n_chunks = ceil(CO1 / (bn2 // 16))
                     for bk2 in (k for k in K_FRACTALS if k <= MID1):
-                        for split in (z for z in (1, 2, 4, 8) if z <= n_chunks):
-                            cands.append(dict(base_m=bm, base_k1=bk, c1_step=step, base_n2=bn2, base_k2=bk2,
-                                              n_split=split, slab_rows=rows, **extra))
+                        p = dict(base_m=bm, base_k1=bk, c1_step=step, base_n2=bn2, base_k2=bk2, n_split=1,
+                                 slab_rows=rows, **extra)
+                        cands += [dict(p, n_split=z) for z in (1, 2, 4, 8) if z <= n_chunks]
+                        if spec.n * ceil(M / bm) > profile.cores_for("cube"):  # a core runs more M tiles
+                            cands.append(dict(p, resident=resident_cores(spec, bm, profile)))
 
     def fit(p):
-        bufs = chain_buffers(spec, p["base_m"], p["base_k1"], p["c1_step"], p["base_n2"], p["base_k2"])
-        return all(b <= profile.capacity[pos] for pos, b in bufs.items())
+        return all(b <= profile.capacity[pos] for pos, b in chain_buffers(spec, p).items())
     return cands, fit
 
 
@@ -670,8 +684,12 @@ def from_params(spec: Conv2dSpec, profile: Profile, params: dict, source: str) -
         p = dict(base.params, **params)
         _check_mixed_rows(spec, p, source)
         p["slab_rows"] = max(1, max(r for *_, r in conv_tile_rows(spec, p["base_m"])))
-        bufs = dict(base.buffers, **chain_buffers(spec, p["base_m"], p["base_k1"], p["c1_step"], p["base_n2"],
-                                                  p["base_k2"]))
+        if p.get("resident"):  # any non-zero value: kept by the cores the tiling's blocks run on
+            if p["n_split"] != 1:
+                raise KilnError("tiling", spec.name, f"{source}: resident weights need n_split=1 (a core's blocks "
+                                f"must use all the 1x1's N chunks), not n_split={p['n_split']}")
+            p["resident"] = resident_cores(spec, p["base_m"], profile)
+        bufs = dict(base.buffers, **chain_buffers(spec, p))
         n_chunks = ceil(c1(spec.cout) / (p["base_n2"] // 16))
         if not 1 <= p["n_split"] <= n_chunks:
             raise KilnError("tiling", spec.name, f"{source}: n_split={p['n_split']} must be 1..{n_chunks} (the 1x1's "
@@ -727,19 +745,25 @@ def space(spec: Conv2dSpec, params: dict, profile: Profile) -> list[dict]:
 
 def chain_wide_space(spec: Conv2dSpec, params: dict, profile: Profile) -> list[dict]:
     """A chained conv's tilings with base_m any multiple of 16 off the powers of two (the build search's grid), each
-    with every base_k1 and n_split and the kernel's L1 step and 1x1 tiling: the M tiles balanced over the cores."""
+    with every base_k1 and n_split and the kernel's L1 step and 1x1 tiling (and, where the kernel keeps its weights
+    and a core runs several M tiles, resident): the M tiles balanced over the cores."""
     K1 = spec.k_fractals
     n_chunks = ceil(c1(spec.cout) / (params["base_n2"] // 16))
     out = []
+
+    def fit(p: dict) -> bool:
+        return all(b <= profile.capacity[pos] for pos, b in chain_buffers(spec, p).items())
     for bm in range(16, min(256, ceil(spec.ho * spec.wo / 16) * 16) + 1, 16):
         if bm in TILE_EDGES:
             continue
         rows = max(1, max(r for *_, r in conv_tile_rows(spec, bm)))
         for bk in (k for k in K_FRACTALS if k <= K1):
-            bufs = chain_buffers(spec, bm, bk, params["c1_step"], params["base_n2"], params["base_k2"])
-            if all(b <= profile.capacity[pos] for pos, b in bufs.items()):
-                out += [dict(params, base_m=bm, base_k1=bk, n_split=z, slab_rows=rows)
-                        for z in (1, 2, 4, 8) if z <= n_chunks]
+            p = dict({k: v for k, v in params.items() if k != "resident"}, base_m=bm, base_k1=bk, slab_rows=rows)
+            if fit(p):
+                out += [dict(p, n_split=z) for z in (1, 2, 4, 8) if z <= n_chunks]
+            # the kernel's resident weights, where a core runs more than one of these M tiles
+            if params.get("resident") and spec.n * ceil(spec.ho * spec.wo / bm) > profile.cores_for("cube"):
+                out += [q for q in [dict(p, n_split=1, resident=resident_cores(spec, bm, profile))] if fit(q)]
     return out
 
 
@@ -759,10 +783,10 @@ def wide_space(spec: Conv2dSpec, params: dict, profile: Profile) -> list[dict]:
 # h2, w2: the map of an accumulated second source (a ResNet downsample 1x1); base_n2, base_k2, n_split: chains
 GENERIC = GenericForm(("h", "w", "h2", "w2"), ("h", "w", "ho", "wo", "h2", "w2"),
                       ("base_m", "base_n", "base_k1", "c1_step", "slab_rows", "epi_tile", "l1_buffers", "base_n2",
-                       "base_k2", "n_split"), structural=("on_chip", "mixed", "prefetch", "images"))
+                       "base_k2", "n_split"), structural=("on_chip", "mixed", "prefetch", "images", "resident"))
 FAMILY = register(Family("conv2d_cube_img2col", "conv2d", "cube", conv_rule, conv_mte2, replay_img2col, searched=True,
                 algorithm=lambda v: "direct_img2col", tunable=("base_m", "base_n", "base_k1", "c1_step"),
-                searched_extra=("l1_buffers", "prefetch", "images", "base_n2", "base_k2", "n_split"),
+                searched_extra=("l1_buffers", "prefetch", "images", "base_n2", "base_k2", "n_split", "resident"),
                 from_params=from_params,
                 space=space, wide_space=wide_space, candidates=tune_candidates, generic=GENERIC,
                 finalist=with_prefetch))

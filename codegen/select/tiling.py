@@ -25,15 +25,16 @@ def _checked_params(spec: Opspec, family: str, params: dict, source: str, whole:
         raise KilnError("tiling", spec.name, f"{source}: family {family!r} cannot implement a {spec.kind} kernel; "
                         f"tunable: {', '.join(f'{n} ({FAMILIES[n].kind})' for n in tunable())}")
     want = set(f.tunable) | set(f.record_extra)
+    chain = getattr(spec, "mid", 0) > 0  # a chain tiles its 1x1 with base_n2 instead of base_n
+    need = want - {"base_n"} if chain else want
     if whole:
         params = {k: v for k, v in params.items() if k not in SIZE_DERIVED}
-        chain = getattr(spec, "mid", 0) > 0  # a chain tiles its 1x1 with base_n2 instead of base_n
-        need = (want - {"base_n"}) | {"base_n2", "base_k2", "n_split"} if chain else want
+        need = need | {"base_n2", "base_k2", "n_split"} if chain else need
         if not need <= set(params) <= want | set(f.searched_extra):
             raise KilnError("tiling", spec.name, f"{source}: tiling {sorted(params)} is not a whole tiling of "
                             f"{family} (needs {sorted(need)})")
-    elif not want <= set(params) <= want | set(f.searched_extra):  # a pin may also set what the search chooses
-        raise KilnError("tiling", spec.name, f"{source}: tiling {sorted(params)} must set {sorted(want)}"
+    elif not need <= set(params) <= want | set(f.searched_extra):  # a pin may also set what the search chooses
+        raise KilnError("tiling", spec.name, f"{source}: tiling {sorted(params)} must set {sorted(need)}"
                         + (f" and may set {sorted(f.searched_extra)}" if f.searched_extra else ""))
     bad = sorted(k for k, v in params.items() if not isinstance(v, int) or isinstance(v, bool) or v < 1)
     if bad:
