@@ -32,6 +32,9 @@ PARAM_LETTER = {"base_m": "m", "base_n": "n", "base_k1": "k", "c1_step": "c", "s
 # it runs): a search's candidates and a re-ranking inherit it from the tiling they start from.
 RULE_DERIVED = ("epi_tile", "on_chip", "mixed")
 
+# A chained conv's 1x1 tiling, which its tunable parameters hold instead of base_n (pins, records, kiln tune).
+CHAIN_TILING = ("base_n2", "base_k2", "n_split")
+
 
 @dataclass(frozen=True)
 class GenericForm:

@@ -107,11 +107,21 @@ def chain_buffers(spec: Conv2dSpec, p: dict) -> dict:
     }
 
 
+def chain_fits(spec: Conv2dSpec, p: dict, profile: Profile) -> bool:
+    return fits(profile, chain_buffers(spec, p)) is None
+
+
 def resident_cores(spec: Conv2dSpec, base_m: int, profile: Profile) -> int:
     """A chain with its weights resident in L1 (`resident`: one block per M tile, no N split): the cores that
     load them, once each, and keep them across their M tiles (the parameter's value, so the GM bytes follow from
     the tiling alone)."""
     return min(spec.n * ceil(spec.ho * spec.wo / base_m), profile.cores_for("cube"))
+
+
+def resident_offer(spec: Conv2dSpec, base_m: int, profile: Profile) -> dict:
+    """{"resident": cores} where a core runs more than one M tile of base_m (there is something to keep), else {}."""
+    several = spec.n * ceil(spec.ho * spec.wo / base_m) > profile.cores_for("cube")
+    return {"resident": resident_cores(spec, base_m, profile)} if several else {}
 
 
 def chain_rule(spec: Conv2dSpec, profile: Profile, log: OptLog, search: bool = False) -> Variant:
@@ -128,7 +138,7 @@ def chain_rule(spec: Conv2dSpec, profile: Profile, log: OptLog, search: bool = F
             for c1_step in range(C1, 0, -1):
                 p = dict(base_m=base_m, base_k1=min(4, K1), c1_step=c1_step, base_n2=base_n2,
                          base_k2=min(4, c1(spec.mid)), n_split=1)
-                if fits(profile, chain_buffers(spec, p)) is None:
+                if chain_fits(spec, p, profile):
                     best = p
                     break
             if best:
@@ -659,12 +669,9 @@ def chain_candidates(spec: Conv2dSpec, rule_params: dict, profile: Profile) -> t
                         p = dict(base_m=bm, base_k1=bk, c1_step=step, base_n2=bn2, base_k2=bk2, n_split=1,
                                  slab_rows=rows, **extra)
                         cands += [dict(p, n_split=z) for z in (1, 2, 4, 8) if z <= n_chunks]
-                        if spec.n * ceil(M / bm) > profile.cores_for("cube"):  # a core runs more M tiles
-                            cands.append(dict(p, resident=resident_cores(spec, bm, profile)))
-
-    def fit(p):
-        return all(b <= profile.capacity[pos] for pos, b in chain_buffers(spec, p).items())
-    return cands, fit
+                        offer = resident_offer(spec, bm, profile)  # weights kept across a core's M tiles
+                        cands += [dict(p, **offer)] if offer else []
+    return cands, lambda p: chain_fits(spec, p, profile)
 
 
 def _check_mixed_rows(spec: Conv2dSpec, p: dict, source: str) -> None:
@@ -750,20 +757,16 @@ def chain_wide_space(spec: Conv2dSpec, params: dict, profile: Profile) -> list[d
     K1 = spec.k_fractals
     n_chunks = ceil(c1(spec.cout) / (params["base_n2"] // 16))
     out = []
-
-    def fit(p: dict) -> bool:
-        return all(b <= profile.capacity[pos] for pos, b in chain_buffers(spec, p).items())
     for bm in range(16, min(256, ceil(spec.ho * spec.wo / 16) * 16) + 1, 16):
         if bm in TILE_EDGES:
             continue
         rows = max(1, max(r for *_, r in conv_tile_rows(spec, bm)))
         for bk in (k for k in K_FRACTALS if k <= K1):
             p = dict({k: v for k, v in params.items() if k != "resident"}, base_m=bm, base_k1=bk, slab_rows=rows)
-            if fit(p):
+            if chain_fits(spec, p, profile):
                 out += [dict(p, n_split=z) for z in (1, 2, 4, 8) if z <= n_chunks]
-            # the kernel's resident weights, where a core runs more than one of these M tiles
-            if params.get("resident") and spec.n * ceil(spec.ho * spec.wo / bm) > profile.cores_for("cube"):
-                out += [q for q in [dict(p, n_split=1, resident=resident_cores(spec, bm, profile))] if fit(q)]
+            offer = resident_offer(spec, bm, profile) if params.get("resident") else {}  # the kernel's kept weights
+            out += [q for q in [dict(p, n_split=1, **offer)] if offer and chain_fits(spec, q, profile)]
     return out
 
 

@@ -36,8 +36,7 @@ def global_avgpool_rule(spec: Pool2dSpec, profile: Profile, log: OptLog) -> Vari
         g = ceil(planes / (cores * rounds))
         if g == 1 or hw > MAX_STRIDED_PIXELS:  # (a larger map: chunks of 127 pixels would cost more folds)
             break
-        fit = min(MAX_STRIDED_PIXELS, (ub // g - 96) // 128)
-        share = max((p for p in splits(hw) if p <= fit), default=0)
+        share = max((p for p in splits(hw) if p <= MAX_STRIDED_PIXELS and ub_bytes(g, p) <= ub), default=0)
         if share >= min(hw, 8):
             per, chunk = g, share
             break
@@ -66,8 +65,11 @@ def replay_global_avgpool(spec, params: dict, profile: Profile) -> Prediction:
     chunk, per, hw = params["chunk_pixels"], params.get("planes_per_block", 1), spec.h * spec.w
     planes = spec.n * c1(spec.c)
 
+    def planes_of(b: int) -> int:  # block b's planes (the last block may hold fewer)
+        return min(per, planes - b * per)
+
     def block(core: SimCore, b: int) -> None:
-        g = min(per, planes - b * per)
+        g = planes_of(b)
         if core.blocks > 0:
             core.wait_flag("MTE3", "V", 1)
         core.vec_flat(g * 16, 64, [("Dup", True)])
@@ -94,7 +96,7 @@ def replay_global_avgpool(spec, params: dict, profile: Profile) -> Prediction:
         core.copy_ub_to_gm(1, g * 16, 2)
         core.set_flag("MTE3", "V", 1)
 
-    return launch(profile, "vector", ceil(planes / per), block, lambda b: min(per, planes - b * per))
+    return launch(profile, "vector", ceil(planes / per), block, planes_of)
 
 
 def matches(spec: Pool2dSpec) -> bool:

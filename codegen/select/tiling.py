@@ -9,7 +9,7 @@ then rank candidates with the cost model. A kernel-list pin or a tuning record f
 from __future__ import annotations
 
 from .. import KilnError
-from ..families.base import RULE_DERIVED, Variant, fits
+from ..families.base import CHAIN_TILING, RULE_DERIVED, Variant, fits
 from ..families.registry import CHOOSERS, FAMILIES, family_for, pinned_family, tunable
 from ..ir.opspec import Opspec, spec_hash
 from ..ir.optlog import OptLog
@@ -29,7 +29,7 @@ def _checked_params(spec: Opspec, family: str, params: dict, source: str, whole:
     need = want - {"base_n"} if chain else want
     if whole:
         params = {k: v for k, v in params.items() if k not in SIZE_DERIVED}
-        need = need | {"base_n2", "base_k2", "n_split"} if chain else need
+        need = need | set(CHAIN_TILING) if chain else need
         if not need <= set(params) <= want | set(f.searched_extra):
             raise KilnError("tiling", spec.name, f"{source}: tiling {sorted(params)} is not a whole tiling of "
                             f"{family} (needs {sorted(need)})")

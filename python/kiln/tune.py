@@ -73,13 +73,11 @@ def baked_model(model: str) -> tuple[ModelRecord, object, dict[str, KernelRecord
     return rec, get_profile(man.profile), man.kernels_by_name()
 
 
-CHAIN_TILING = ("base_n2", "base_k2", "n_split")  # a chained conv's 1x1 tiling, which it has instead of base_n
-
-
 def _pinned(params: dict, family: str, tunable: dict[str, tuple[str, ...]]) -> dict:
     """A candidate's tiling as a pin and a record set it: the family's tunable parameters (a chained conv: all but
     base_n, and its 1x1 tiling), and the images per block or a chain's resident weights where the candidate has
     them (what the pin would otherwise bake is another tiling than the one ranked)."""
+    from .codegen.families.base import CHAIN_TILING
     pin = {n: params[n] for n in (*tunable[family], *CHAIN_TILING) if n in params}
     return pin | ({"images": params["images"]} if params.get("images", 1) > 1 else {}) | (
         {"resident": params["resident"]} if params.get("resident") else {})
