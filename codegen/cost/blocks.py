@@ -1,4 +1,5 @@
-"""TODO"""
+"""The instruction streams several families' replays share (each mirrors a building block of the templates or
+kernels/kiln/ops.hpp)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -167,20 +168,68 @@ def row_reduce(core: SimCore, op: str, length: int, pad_first: bool) -> None:
     core.wait_flag("S", "V", 0)
 
 
-def window_block_prologue(core: SimCore, spec, rows_out: int, r0: int, dilation_h: int) -> None:
-    """Zero/-inf fill of the padded slab (when padding is touched) and the valid rows GM->UB."""
+def slab_padding(core: SimCore, rows: int, lo: int, hi: int, wp: int, pl: int, pr: int) -> None:
+    """ops.hpp fill_slab_padding: the rows outside [lo, hi) whole, then per side of the rows inside one Dup a
+    255-row run and 8 pixels (a repeat a row)."""
+    lo = min(max(lo, 0), rows)
+    hi = min(max(hi, lo), rows)
+    for r0, r1 in ((0, lo), (hi, rows)):
+        if r1 > r0:
+            core.vec_flat((r1 - r0) * wp * 16, 128, [("Dup", False)])
+    for pixels in (pl, pr):
+        for r in range(lo, hi, 255) if pixels else ():
+            for _ in range(0, pixels, 8):
+                core.vec("Dup", False, min(255, hi - r))
+
+
+class SlabQueue(NamedTuple):
+    """A window kernel's two UB slabs, a queue running on across its core's blocks (prefetch): the next block's rows
+    load while this one computes. The block's slot (its place among the core's blocks, mod 2) and whether it is
+    the core's first (its slots start free) and last (drained after it)."""
+    queue: PingPongSim
+    slot: int
+    last: bool
+
+
+def slab_queue(core: SimCore, b: int, blocks: int, cores: int) -> SlabQueue:
+    """The queue of block b (on core b % cores) on events 4 and 5 (the template's `slabs`)."""
+    return SlabQueue(PingPongSim(core, "MTE2", "V", 4, 2, fresh=b < cores), (b // cores) % 2, b + cores >= blocks)
+
+
+def window_block_prologue(core: SimCore, spec, rows_out: int, r0: int, dilation_h: int,
+                          slabs: SlabQueue | None = None) -> None:
+    """The block's slab: its padding (slab_padding) and its image rows GM->UB. The copy waits for the slab to be
+    free: for the previous block's Vector work, or with `slabs` for the work of the core's block two before."""
     slab_rows = (rows_out - 1) * spec.sh + (spec.kh - 1) * dilation_h + 1
     img_row0 = r0 * spec.sh - spec.pt
     lo, hi = max(0, img_row0), min(spec.h, img_row0 + slab_rows)
-    wp = spec.w + spec.pl + spec.pr
-    if core.blocks > 0:
+    if slabs is not None:
+        slabs.queue.acquire_for_write(slabs.slot)
+    elif core.blocks > 0:
         core.wait_flag("V", "MTE2", 1)
-    if spec.pl or spec.pr or lo != img_row0 or hi != img_row0 + slab_rows:
-        core.vec_flat(slab_rows * wp * 16, 128, [("Dup", False)])
-        core.set_flag("V", "MTE2", 0)
-        core.wait_flag("V", "MTE2", 0)
+    slab_padding(core, slab_rows, lo - img_row0, hi - img_row0, spec.w + spec.pl + spec.pr, spec.pl, spec.pr)
     if hi > lo:
         core.copy_gm(hi - lo, spec.w * 16, 2, "UB", src=0)
+
+
+def window_rows_ready(core: SimCore, slabs: SlabQueue | None) -> None:
+    """The Vector unit waits for the block's rows."""
+    if slabs is None:
+        core.set_flag("MTE2", "V", 0)
+        core.wait_flag("MTE2", "V", 0)
+    else:
+        slabs.queue.written(slabs.slot)
+        slabs.queue.acquire_for_read(slabs.slot)
+
+
+def window_block_done(core: SimCore, slabs: SlabQueue | None) -> None:
+    """The block's Vector work is done with its slab."""
+    if slabs is None:
+        core.set_flag("V", "MTE2", 1)
+        return
+    slabs.queue.released(slabs.slot)
+    if slabs.last:
+        slabs.queue.drain()
 
 
 def store_row(core: SimCore, outq: PingPongSim, ro: int, fill, row: int) -> None:

@@ -177,19 +177,29 @@ def fits(profile: Profile, buffers: dict[str, int]) -> str | None:
     return None
 
 
-def row_band_variant(family: str, spec, profile: Profile, buffers: Callable[[Any, int], dict[str, int]]) -> Variant:
+def row_band_variant(family: str, spec, profile: Profile, buffers: Callable[..., dict[str, int]],
+                     carry: bool = False) -> Variant:
     """A window kernel's rule tiling over bands of output rows per (n, c1) plane (the pooling families): enough
     bands to give every Vector core one, halved while the band's buffers overflow; refused when one row does not
-    fit."""
+    fit. carry: the family can run its slabs as a queue across a core's blocks (prefetch; buffers(spec, rows,
+    slabs)), which it does where there are more planes than Vector cores (so whatever the map's size: a
+    structural choice of the generic kernel), with the largest band whose two slabs fit."""
     cores = profile.cores_for("vector")
     planes = spec.n * c1(spec.c)
     rpb = ceil(spec.ho / max(1, ceil(cores / planes)))
-    while rpb > 1 and fits(profile, buffers(spec, rpb)):
+    slabs = 2 if carry and planes > cores else 1
+
+    def bufs(rows: int) -> dict[str, int]:
+        return buffers(spec, rows, slabs) if carry else buffers(spec, rows)
+    while rpb > 1 and fits(profile, bufs(rpb)):
         rpb = ceil(rpb / 2)
-    limit = fits(profile, buffers(spec, rpb))
+    limit = fits(profile, bufs(rpb))
+    if limit and slabs == 2:  # one row does not fit twice: one slab a block
+        return row_band_variant(family, spec, profile, lambda sp, rows, _=1: buffers(sp, rows, 1), carry=False)
     if limit:
         raise KilnError("tiling", spec.name, f"one output row does not fit {limit} of {profile.name}")
-    return Variant(family, {"rows_per_block": rpb}, planes * ceil(spec.ho / rpb), buffers(spec, rpb))
+    params = {"rows_per_block": rpb, **({"prefetch": 1} if slabs == 2 else {})}
+    return Variant(family, params, planes * ceil(spec.ho / rpb), bufs(rpb))
 
 
 def row_band_mte2(spec, rows_per_block: int) -> int:

@@ -1,9 +1,10 @@
-"""maxpool2d_vector: MaxPool on the Vector unit, a band of output rows per block (templates/maxpool2d_vector.cpp.j2)."""
+"""maxpool2d_vector: MaxPool on the Vector unit, a band of output rows per block (templates/maxpool2d_vector.cpp.j2);
+with several planes a core (a batch), two slabs whose queue runs on across the core's blocks (prefetch)."""
 from __future__ import annotations
 
 from math import ceil
 
-from ..cost.blocks import store_row, window_block_prologue
+from ..cost.blocks import slab_queue, store_row, window_block_done, window_block_prologue, window_rows_ready
 from ..cost.model import PingPongSim, Prediction, SimCore, launch
 from ..ir.opspec import Pool2dSpec, c1
 from ..ir.optlog import OptLog
@@ -12,14 +13,14 @@ from .base import Family, GenericForm, Variant, fits, r32, register, row_band_mt
 
 # ---------------------------------------------------------------- pooling (Vector)
 
-def maxpool_buffers(spec: Pool2dSpec, rows_per_block: int) -> dict[str, int]:
+def maxpool_buffers(spec: Pool2dSpec, rows_per_block: int, slabs: int = 1) -> dict[str, int]:
     wp = spec.w + spec.pl + spec.pr
     slab = ((rows_per_block - 1) * spec.sh + (spec.kh - 1) * spec.dh + 1) * wp * 32
-    return {"UB": r32(slab) + 2 * r32(spec.wo * 32)}
+    return {"UB": slabs * r32(slab) + 2 * r32(spec.wo * 32)}
 
 
 def maxpool_rule(spec: Pool2dSpec, profile: Profile, log: OptLog) -> Variant:
-    return row_band_variant("maxpool2d_vector", spec, profile, maxpool_buffers)
+    return row_band_variant("maxpool2d_vector", spec, profile, maxpool_buffers, carry=True)
 
 
 def maxpool_mte2(spec: Pool2dSpec, v: Variant) -> int:
@@ -29,13 +30,15 @@ def maxpool_mte2(spec: Pool2dSpec, v: Variant) -> int:
 def replay_maxpool(spec, params: dict, profile: Profile) -> Prediction:
     rpb = params["rows_per_block"]
     bands, c1s, row = ceil(spec.ho / rpb), c1(spec.c), spec.wo * 16
+    blocks = spec.n * c1s * bands
+    cores = max(1, min(blocks, profile.cores_for("vector")))
 
     def block(core: SimCore, b: int) -> None:
         r0 = (b % bands) * rpb
         rows_out = min(rpb, spec.ho - r0)
-        window_block_prologue(core, spec, rows_out, r0, spec.dh)
-        core.set_flag("MTE2", "V", 0)
-        core.wait_flag("MTE2", "V", 0)
+        slabs = slab_queue(core, b, blocks, cores) if params.get("prefetch") else None
+        window_block_prologue(core, spec, rows_out, r0, spec.dh, slabs)
+        window_rows_ready(core, slabs)
         outq = PingPongSim(core, "V", "MTE3", 2)
 
         def fill() -> None:  # the window's first tap copied, then a max with each further tap
@@ -44,15 +47,17 @@ def replay_maxpool(spec, params: dict, profile: Profile) -> Prediction:
         for ro in range(rows_out):
             store_row(core, outq, ro, fill, row)
         outq.drain()
-        core.set_flag("V", "MTE2", 1)
+        window_block_done(core, slabs)
 
-    return launch(profile, "vector", spec.n * c1s * bands, block)
+    return launch(profile, "vector", blocks, block)
 
 
 def space(spec, params: dict, profile: Profile) -> list[dict]:
-    return [{"rows_per_block": r} for r in splits(spec.ho) if not fits(profile, maxpool_buffers(spec, r))]
+    slabs = 2 if params.get("prefetch") else 1  # the kernel's structure: its band sizes
+    return [dict(params, rows_per_block=r) for r in splits(spec.ho)
+            if not fits(profile, maxpool_buffers(spec, r, slabs))]
 
 
 FAMILY = register(Family("maxpool2d_vector", "pool2d", "vector", maxpool_rule, maxpool_mte2, replay_maxpool,
                 matches=lambda spec: spec.op == "max", space=space,
-                generic=GenericForm(("h", "w"), ("h", "w", "ho", "wo"), ("rows_per_block",))))
+                generic=GenericForm(("h", "w"), ("h", "w", "ho", "wo"), ("rows_per_block",), structural=("prefetch",))))

@@ -78,4 +78,36 @@ void vec_flat(std::size_t n, std::size_t lanes, Emit&& emit) {
   }
 }
 
+// The padding of a window kernel's UB slab: `rows` rows of wp pixels x 16 channels whose rows [lo, hi) hold image
+// rows, which MTE2 writes at pixels [pl, wp - pr). Filled with `value`: the rows outside [lo, hi) whole, and in
+// [lo, hi) the pl left and pr right pixels, each side one Dup with a repeat a row (its mask the side's pixels,
+// repeat stride wp blocks: a pixel of 16 fp16 values is one 32-byte block). The fill never writes what the copy
+// writes, so the two may run on their pipes in either order (no flag between them).
+template <class T>
+void fill_slab_padding(Core& core, Local<T> slab, int rows, int lo, int hi, int wp, int pl, int pr, float value) {
+  const std::size_t row = std::size_t(wp) * 16;
+  lo = std::clamp(lo, 0, rows);  // a band of padding only: [lo, hi) empty
+  hi = std::clamp(hi, lo, rows);
+  auto whole = [&](int r0, int r1) {
+    if (r1 > r0)
+      vec_flat(std::size_t(r1 - r0) * row, 128, [&](std::size_t off, Mask mk, Repeat rp) {
+        core.vdup(slab, std::size_t(r0) * row + off, value, mk, rp);
+      });
+  };
+  auto side = [&](int first, int pixels) {  // pixels [first, first + pixels) of rows [lo, hi)
+    for (int r = lo; pixels > 0 && r < hi; r += 255) {
+      Repeat rp;
+      rp.times = unsigned(std::min(255, hi - r));
+      rp.dst_rep = unsigned(wp);
+      for (int p = 0; p < pixels; p += 8)  // a mask covers 128 lanes: 8 pixels
+        core.vdup(slab, std::size_t(r) * row + std::size_t(first + p) * 16, value,
+                  Mask::first(unsigned(std::min(8, pixels - p)) * 16), rp);
+    }
+  };
+  whole(0, lo);
+  whole(hi, rows);
+  side(0, pl);
+  side(wp - pr, pr);
+}
+
 }  // namespace kiln::emu
