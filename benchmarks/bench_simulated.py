@@ -8,8 +8,10 @@ same: comparable across algorithms and layouts), the roofline floor (the asked M
 compulsory bytes: weights, inputs and outputs once, at the chip's HBM read rate, whichever is longer) and how many
 kernels each unit bounds (a pipe, L2 or HBM).
 
-Per kernel (--kernels): its family and tiling, predicted cycles, the unit that bounds it, its Cube utilisation
-and its own roofline floor (its MACs at the Cube peak, or its inputs and output moved once at the HBM read rate).
+Per kernel (--kernels): its family and tiling, predicted cycles, the unit that bounds it, its Cube utilisation,
+its own roofline floor (its MACs at the Cube peak, or its inputs and output moved once at the HBM read rate) and
+its Cube ceiling: the utilisation a launch of it would reach at that floor, the profile's launch overhead added
+(a launch costs at least its floor plus the overhead, so no tiling takes a kernel beyond it).
 
     python benchmarks/bench_simulated.py [--models "resnet50;mobilenet_v2;bert_layer"] [--target ascend910b]
         [--tree OLD_CHECKOUT] [--markdown] [--kernels] [--json out.json]
@@ -90,12 +92,14 @@ def kernel_rows(m: ModelPlan, profile: Profile) -> list[dict]:
         if r is None:
             continue
         compute, memory = r.useful_macs / peak, step_bytes(m, i) / hbm_bpc if hbm_bpc else 0.0
+        launch = getattr(profile, "launch_cycles", 0.0)  # 0 on a tree from before launch overheads
         rows.append({"model": m.name, "step": i, "kernel": k.symbol, "tiling": k.variant.tag,
                      "cycles": round(r.predicted_cycles), "bound": r.bound,
                      "cube_utilization": round(r.useful_macs / (r.predicted_cycles * peak), 4),
                      "cube_utilization_model": round(model_macs(k) / (r.predicted_cycles * peak), 4),
                      "floor_cycles": round(max(compute, memory)),
                      "floor_bound": "compute" if compute >= memory else "memory",
+                     "cube_ceiling": round(compute / (max(compute, memory) + launch), 4) if compute else 0.0,
                      "l2_hit_bytes": r.l2_hit_bytes, "hbm_bytes": r.hbm_bytes})
     return rows
 
@@ -151,13 +155,15 @@ def markdown(rows: list[dict]) -> str:
 
 def kernels_markdown(rows: list[dict]) -> str:
     out = ["| model | profile | step | kernel | tiling | cycles | bound | Cube utilisation (asked / model MACs) "
-           "| floor (cycles, bound) | floor / cycles |", "|---|---|--:|---|---|--:|---|--:|--:|--:|"]
+           "| floor (cycles, bound) | floor / cycles | Cube ceiling (floor + launch) |",
+           "|---|---|--:|---|---|--:|---|--:|--:|--:|--:|"]
     for r in rows:
         for k in r["kernels"]:
             out.append(f"| {r['model']} | {r['profile']} | {k['step']} | {k['kernel']} | {k['tiling']} | "
                        f"{k['cycles']:,} | {k['bound']} | {k['cube_utilization']:.1%} / "
                        f"{k['cube_utilization_model']:.1%} | "
-                       f"{k['floor_cycles']:,} ({k['floor_bound']}) | {k['floor_cycles'] / k['cycles']:.1%} |")
+                       f"{k['floor_cycles']:,} ({k['floor_bound']}) | {k['floor_cycles'] / k['cycles']:.1%} | "
+                       f"{k['cube_ceiling']:.1%} |")
     return "\n".join(out)
 
 
