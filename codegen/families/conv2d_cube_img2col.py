@@ -5,6 +5,7 @@ best."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from functools import partial
 from math import ceil
 
@@ -29,8 +30,21 @@ from .base import RULE_DERIVED, Family, GenericForm, Variant, fits, half16, r16,
 from .ranking import K_FRACTALS, TILE_EDGES, pick_best, step_sizes, wide_grid
 
 
+def row_view(spec: Conv2dSpec, base_m: int) -> Conv2dSpec:
+    """The map whose rows an M tile's L1 slab holds (the template's slab_view): a 1x1 source at row stride s > 1
+    without vertical padding whose M tiles each cover whole images of h = ho x s rows reads only the rows it uses,
+    every s-th, in one strided copy: a map of ho rows at row stride 1 (a ResNet downsample reads half its rows).
+    Any other source, a chain's and a small-channel image's, as it is."""
+    if (spec.kh == 1 and spec.sh > 1 and spec.pt == spec.pb == 0 and not spec.mid and not spec.c04
+            and base_m >= spec.ho * spec.wo and spec.h == spec.ho * spec.sh):
+        return replace(spec, h=spec.ho, sh=1)
+    return spec
+
+
 def conv_tile_rows(spec: Conv2dSpec, base_m: int) -> list[tuple[int, int, int, int]]:
-    """Per M tile: (first pixel, pixels, input rows [lo, lo+rows) needed), clipped to the image."""
+    """Per M tile: (first pixel, pixels, slab rows [lo, lo+rows) needed: input rows, clipped to the image, of its
+    row view)."""
+    spec = row_view(spec, base_m)
     M, out = spec.ho * spec.wo, []
     for p0 in range(0, M, base_m):
         m = min(base_m, M - p0)
@@ -728,26 +742,9 @@ def tune_candidates(spec: Conv2dSpec, profile: Profile, edges) -> tuple[dict, li
 
 
 def space(spec: Conv2dSpec, params: dict, profile: Profile) -> list[dict]:
-    """The build search's grid (single-buffered L1 aside), for `kiln optimize`."""
-    M, C1, CO1 = spec.ho * spec.wo, c1(spec.cin), c1(spec.cout)
-    K1 = spec.k_fractals
-    extra = {k: v for k, v in params.items() if k in RULE_DERIVED}
-    out = []
-    for bm in TILE_EDGES:
-        if bm > ceil(M / 16) * 16 and bm != 16:
-            continue
-        rows = max(1, max(r for *_, r in conv_tile_rows(spec, bm)))
-        for bn in TILE_EDGES:
-            if bn > CO1 * 16 and bn != 16:
-                continue
-            for bk in K_FRACTALS:
-                if bk > K1:
-                    continue
-                for step in step_sizes(C1):
-                    if not fits(profile, conv_buffers(spec, bm, bn, bk, step)):
-                        out.append(with_prefetch(spec, dict(base_m=bm, base_n=bn, base_k1=bk, c1_step=step,
-                                                            slab_rows=rows, **extra), profile))
-    return out
+    """The build search's grid (single-buffered L1 and images aside), for `kiln optimize`."""
+    cands, fit = conv_candidates(spec, params, profile, conv_buffers)
+    return [with_prefetch(spec, p, profile) for p in cands if "l1_buffers" not in p and fit(p)]
 
 
 def chain_wide_space(spec: Conv2dSpec, params: dict, profile: Profile) -> list[dict]:
