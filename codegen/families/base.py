@@ -182,8 +182,8 @@ def row_band_variant(family: str, spec, profile: Profile, buffers: Callable[...,
     """A window kernel's rule tiling over bands of output rows per (n, c1) plane (the pooling families): enough
     bands to give every Vector core one, halved while the band's buffers overflow; refused when one row does not
     fit. carry: the family can run its slabs as a queue across a core's blocks (prefetch; buffers(spec, rows,
-    slabs)), which it does where there are more planes than Vector cores (so whatever the map's size: a
-    structural choice of the generic kernel), with the largest band whose two slabs fit."""
+    slabs)), which it does where there are more planes than Vector cores, with the largest band whose two slabs
+    fit (one slab where two one-row slabs do not: a wide map)."""
     cores = profile.cores_for("vector")
     planes = spec.n * c1(spec.c)
     rpb = ceil(spec.ho / max(1, ceil(cores / planes)))

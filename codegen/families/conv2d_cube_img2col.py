@@ -31,7 +31,7 @@ from .ranking import K_FRACTALS, TILE_EDGES, pick_best, step_sizes, wide_grid
 
 
 def row_view(spec: Conv2dSpec, base_m: int) -> Conv2dSpec:
-    """The map whose rows an M tile's L1 slab holds (the template's slab_view): a 1x1 source at row stride s > 1
+    """The map whose rows an M tile's L1 slab holds (the template's slab_source): a 1x1 source at row stride s > 1
     without vertical padding whose M tiles each cover whole images of h = ho x s rows reads only the rows it uses,
     every s-th, in one strided copy: a map of ho rows at row stride 1 (a ResNet downsample reads half its rows).
     Any other source, a chain's and a small-channel image's, as it is."""

@@ -60,4 +60,4 @@ def space(spec, params: dict, profile: Profile) -> list[dict]:
 
 FAMILY = register(Family("maxpool2d_vector", "pool2d", "vector", maxpool_rule, maxpool_mte2, replay_maxpool,
                 matches=lambda spec: spec.op == "max", space=space,
-                generic=GenericForm(("h", "w"), ("h", "w", "ho", "wo"), ("rows_per_block",), structural=("prefetch",))))
+                generic=GenericForm(("h", "w"), ("h", "w", "ho", "wo"), ("rows_per_block", "prefetch"))))

@@ -27,7 +27,7 @@ from ..ir.opspec import Opspec
 # tests/test_shape_buckets.py holds the two lists equal).
 RUNTIME_FIELDS = ("h", "w", "ho", "wo", "h2", "w2", "numel", "base_m", "base_n", "base_k1", "c1_step", "slab_rows",
                   "epi_tile", "l1_buffers", "base_n2", "base_k2", "n_split", "rows_per_block", "chunk_pixels",
-                  "tile_elems", "blocks", "planes_per_block")
+                  "tile_elems", "blocks", "planes_per_block", "prefetch")
 
 
 def generic_form(family: str) -> GenericForm | None:

@@ -14,7 +14,7 @@ namespace kiln {
 #define KILN_RUNTIME_SHAPE_FIELDS(X)                                                                          \
   X(h) X(w) X(ho) X(wo) X(h2) X(w2) X(numel) X(base_m) X(base_n) X(base_k1) X(c1_step) X(slab_rows) X(epi_tile) \
   X(l1_buffers) X(base_n2) X(base_k2) X(n_split) X(rows_per_block) X(chunk_pixels) X(tile_elems) X(blocks)   \
-  X(planes_per_block)
+  X(planes_per_block) X(prefetch)
 // clang-format on
 
 struct RuntimeShape {

@@ -2,8 +2,10 @@
 than Vector cores, each core runs several bands and its two UB slabs form a queue across them, so the next band's
 rows load while this one computes (one slab a block made MTE2, V and MTE3 take turns). The padding is filled apart
 from the rows the copy writes (kernels/kiln/ops.hpp fill_slab_padding), so the copy never waits for the fill. On
-the emulator: a padded MaxPool at batch 6 built for ascend310p (12 planes on 8 Vector cores) must match ONNX
-Runtime exactly and its kernel the cost model, alone and with its L2 plan."""
+the emulator: a padded MaxPool at batch 12 built for ascend310p (12 planes of 17 x 400 in 3 bands each, 36 blocks
+on 8 Vector cores: each core reuses its slabs, for bands padded at the top, the bottom and neither) must match ONNX
+Runtime exactly and its kernel the cost model, alone and with its L2 plan; a generic kernel takes the choice at run
+time, as a map too wide for two slabs cannot queue them."""
 import pytest
 
 from codegen.cost import model
@@ -33,10 +35,15 @@ def test_the_slab_queue_overlaps_the_loads_with_the_work(target):
     assert b.core_cycles < 0.8 * a.core_cycles, (a.core_cycles, b.core_cycles)
 
 
-def test_few_planes_keep_one_slab():
-    """Batch 1 (4 planes on 48 Vector cores): a band a core, nothing to queue."""
+def test_few_planes_or_a_wide_map_keep_one_slab():
+    """Batch 1 (4 planes on 48 Vector cores): a band a core, nothing to queue. A 900-pixel-wide map at batch 32:
+    two slabs of one output row do not fit UB, so one slab of two rows (hence a runtime field of the generic
+    kernel, not part of its key)."""
     v = maxpool_rule(pool(1, 64, 112), PROFILES["ascend910b"], OptLog())
     assert "prefetch" not in v.params and v.blocks <= 48
+    wide = maxpool_rule(pool(32, 64, 900), PROFILES["ascend910b"], OptLog())
+    assert wide.params == {"rows_per_block": 2}
+    assert "prefetch" in FAMILY.generic.tiling_fields and "prefetch" not in FAMILY.generic.structural
 
 
 def dups(spec, params):
@@ -59,7 +66,7 @@ onnx = pytest.importorskip("onnx")
 from built_model import assert_replayed_exactly, build_and_check  # noqa: E402
 from onnx import TensorProto, helper  # noqa: E402
 
-SHAPE = (6, 32, 20, 20)  # 12 planes on ascend310p's 8 Vector cores
+SHAPE = (12, 16, 17, 400)  # 12 planes on ascend310p's 8 Vector cores, 3 bands of 3 output rows each
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +75,7 @@ def built(tmp_path_factory):
     node = helper.make_node("MaxPool", ["x"], ["y"], name="pool", kernel_shape=[3, 3], strides=[2, 2],
                             pads=[1, 1, 1, 1])
     g = helper.make_graph([node], "pool", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(SHAPE))],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [*SHAPE[:2], 10, 10])])
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [*SHAPE[:2], 9, 200])])
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(root / "pool.onnx"))
     return build_and_check(root, root / "pool.onnx", SHAPE, "KILN_TARGET=ascend310p")
 
@@ -77,7 +84,7 @@ def test_the_slab_queue_matches_onnx_runtime_on_the_emulator(built):
     (err, scale), = built["errors"]
     assert err <= 1e-3 * max(1.0, scale), built["errors"]  # max is exact; the fp16 input rounding only
     (tiling,) = (k["tiling"] for k in built["kernels"].values())
-    assert tiling.get("prefetch") == 1, tiling
+    assert tiling == {"rows_per_block": 3, "prefetch": 1}, tiling
 
 
 def test_the_cost_model_replays_it_exactly(built):
