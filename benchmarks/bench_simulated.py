@@ -10,8 +10,9 @@ kernels each unit bounds (a pipe, L2 or HBM).
 
 Per kernel (--kernels): its family and tiling, predicted cycles, the unit that bounds it, its Cube utilisation,
 its own roofline floor (its MACs at the Cube peak, or its inputs and output moved once at the HBM read rate) and
-its Cube ceiling: the utilisation a launch of it would reach at that floor, the profile's launch overhead added
-(a launch costs at least its floor plus the overhead, so no tiling takes a kernel beyond it).
+its Cube ceiling: the utilisation a launch of it would reach with the Cube busy throughout, its MACs at the peak
+plus the profile's launch overhead (a launch costs at least that, so no tiling takes a kernel beyond it; the
+memory floor is not a bound where a step's inputs come from L2).
 
     python benchmarks/bench_simulated.py [--models "resnet50;mobilenet_v2;bert_layer"] [--target ascend910b]
         [--tree OLD_CHECKOUT] [--markdown] [--kernels] [--json out.json]
@@ -99,7 +100,7 @@ def kernel_rows(m: ModelPlan, profile: Profile) -> list[dict]:
                      "cube_utilization_model": round(model_macs(k) / (r.predicted_cycles * peak), 4),
                      "floor_cycles": round(max(compute, memory)),
                      "floor_bound": "compute" if compute >= memory else "memory",
-                     "cube_ceiling": round(compute / (max(compute, memory) + launch), 4) if compute else 0.0,
+                     "cube_ceiling": round(compute / (compute + launch), 4) if compute else 0.0,
                      "l2_hit_bytes": r.l2_hit_bytes, "hbm_bytes": r.hbm_bytes})
     return rows
 
@@ -155,7 +156,7 @@ def markdown(rows: list[dict]) -> str:
 
 def kernels_markdown(rows: list[dict]) -> str:
     out = ["| model | profile | step | kernel | tiling | cycles | bound | Cube utilisation (asked / model MACs) "
-           "| floor (cycles, bound) | floor / cycles | Cube ceiling (floor + launch) |",
+           "| floor (cycles, bound) | floor / cycles | Cube ceiling (MACs at peak + launch) |",
            "|---|---|--:|---|---|--:|---|--:|--:|--:|--:|"]
     for r in rows:
         for k in r["kernels"]:
