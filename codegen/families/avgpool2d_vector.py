@@ -1,14 +1,14 @@
 """avgpool2d_vector: AveragePool with a window smaller than the map, on the Vector unit, a band of output rows per
-block (templates/avgpool2d_vector.cpp.j2). The window sum is maxpool2d_vector's loop with Add for Max over a
-zero-padded slab; the mean then scales each output row by the reciprocal of its divisor: a per-row scalar times,
-where the column divisors differ (count_include_pad=0 at the edges, ceil_mode's extra columns), a per-column
-factor built once per block."""
+block (templates/avgpool2d_vector.cpp.j2; with several planes a core, maxpool2d_vector's slab queue). The window
+sum is maxpool2d_vector's loop with Add for Max over a zero-padded slab; the mean then scales each output row by
+the reciprocal of its divisor: a per-row scalar times, where the column divisors differ (count_include_pad=0 at the
+edges, ceil_mode's extra columns), a per-column factor built once per block."""
 from __future__ import annotations
 
 from math import ceil
 
 from .. import KilnError
-from ..cost.blocks import store_row, window_block_prologue
+from ..cost.blocks import slab_queue, store_row, window_block_done, window_block_prologue, window_rows_ready
 from ..cost.model import PingPongSim, Prediction, SimCore, launch
 from ..ir.opspec import AvgPool2dSpec, c1
 from ..ir.optlog import OptLog
@@ -38,17 +38,17 @@ def row_scales(spec: AvgPool2dSpec) -> list[float]:
     return [1.0 / (d * uniform) for d in spec.divisors(0)]
 
 
-def avgpool_buffers(spec: AvgPool2dSpec, rows_per_block: int) -> dict[str, int]:
+def avgpool_buffers(spec: AvgPool2dSpec, rows_per_block: int, slabs: int = 1) -> dict[str, int]:
     wp = spec.w + spec.pl + spec.pr
     slab = ((rows_per_block - 1) * spec.sh + spec.kh) * wp * 32
     cols = r32(spec.wo * 32) if column_runs(spec) else 0
-    return {"UB": r32(slab) + 2 * r32(spec.wo * 32) + cols}
+    return {"UB": slabs * r32(slab) + 2 * r32(spec.wo * 32) + cols}
 
 
 def avgpool_rule(spec: AvgPool2dSpec, profile: Profile, log: OptLog) -> Variant:
     if min(spec.divisors(0) + spec.divisors(1)) < 1:
         raise KilnError("tiling", spec.name, "a window covers no counted pixel (pads as large as the window)")
-    return row_band_variant("avgpool2d_vector", spec, profile, avgpool_buffers)
+    return row_band_variant("avgpool2d_vector", spec, profile, avgpool_buffers, carry=True)
 
 
 def avgpool_mte2(spec: AvgPool2dSpec, v: Variant) -> int:
@@ -58,15 +58,17 @@ def avgpool_mte2(spec: AvgPool2dSpec, v: Variant) -> int:
 def replay_avgpool(spec, params: dict, profile: Profile) -> Prediction:
     rpb = params["rows_per_block"]
     bands, row, runs = ceil(spec.ho / rpb), spec.wo * 16, column_runs(spec)
+    blocks = spec.n * c1(spec.c) * bands
+    cores = max(1, min(blocks, profile.cores_for("vector")))
 
     def block(core: SimCore, b: int) -> None:
         r0 = (b % bands) * rpb
         rows_out = min(rpb, spec.ho - r0)
-        window_block_prologue(core, spec, rows_out, r0, 1)
+        slabs = slab_queue(core, b, blocks, cores) if params.get("prefetch") else None
+        window_block_prologue(core, spec, rows_out, r0, 1, slabs)
         for _, count, _ in runs:  # the per-column factors
             core.vec_flat(count * 16, 128, [("Dup", False)])
-        core.set_flag("MTE2", "V", 0)
-        core.wait_flag("MTE2", "V", 0)
+        window_rows_ready(core, slabs)
         outq = PingPongSim(core, "V", "MTE3", 2)
 
         def fill() -> None:  # the first tap copied, an add per further tap, then the divisors
@@ -78,13 +80,15 @@ def replay_avgpool(spec, params: dict, profile: Profile) -> Prediction:
         for ro in range(rows_out):
             store_row(core, outq, ro, fill, row)
         outq.drain()
-        core.set_flag("V", "MTE2", 1)
+        window_block_done(core, slabs)
 
-    return launch(profile, "vector", spec.n * c1(spec.c) * bands, block)
+    return launch(profile, "vector", blocks, block)
 
 
 def space(spec, params: dict, profile: Profile) -> list[dict]:
-    return [{"rows_per_block": r} for r in splits(spec.ho) if not fits(profile, avgpool_buffers(spec, r))]
+    slabs = 2 if params.get("prefetch") else 1  # the kernel's structure: its band sizes
+    return [dict(params, rows_per_block=r) for r in splits(spec.ho)
+            if not fits(profile, avgpool_buffers(spec, r, slabs))]
 
 
 FAMILY = register(Family("avgpool2d_vector", "avgpool2d", "vector", avgpool_rule, avgpool_mte2, replay_avgpool,

@@ -78,6 +78,56 @@ void vec_flat(std::size_t n, std::size_t lanes, Emit&& emit) {
   }
 }
 
+// A window kernel's UB slabs (the pools' bands). queue (PREFETCH): two, a queue running on across the core's blocks
+// (block b on core b % cores) on events 4 and 5, so the next band's rows load while this one computes: its slots
+// start free on the core's first block and are drained after its last. Else one, whose copy waits for the previous
+// block's Vector work (event 1). cost/blocks.py SlabQueue, window_block_prologue / window_rows_ready / _done.
+class WindowSlabs {
+ public:
+  WindowSlabs(Core& core, bool queue, int b, int blocks, int cores, std::size_t elems)
+      : core_(core),
+        queue_(queue),
+        slot_(queue ? (b / cores) % 2 : 0),
+        last_(b + cores >= blocks),
+        q_(core, Pipe::MTE2, Pipe::V, 4, 2, queue && b < cores) {
+    for (int i = 0; i < (queue ? 2 : 1); ++i)
+      slabs_[i] = core.alloc<f16>(Pos::UB, elems, queue ? (i ? "slab_pong" : "slab_ping") : "slab");
+  }
+  Local<f16> slab() const { return slabs_[slot_]; }
+  // Before the copy: the slab is free (the core's block two before, or the previous one, is done with it).
+  void acquire() {
+    if (queue_) q_.acquire_for_write(slot_);
+    else if (core_.stats().blocks > 0) core_.wait_flag(Pipe::V, Pipe::MTE2, 1);
+  }
+  // After the copy: the Vector unit waits for the rows.
+  void ready() {
+    if (queue_) {
+      q_.written(slot_);
+      q_.acquire_for_read(slot_);
+    } else {
+      core_.set_flag(Pipe::MTE2, Pipe::V, 0);
+      core_.wait_flag(Pipe::MTE2, Pipe::V, 0);
+    }
+  }
+  // After the block's Vector work.
+  void done() {
+    if (!queue_) {
+      core_.set_flag(Pipe::V, Pipe::MTE2, 1);
+      return;
+    }
+    q_.released(slot_);
+    if (last_) q_.drain();
+  }
+
+ private:
+  Core& core_;
+  bool queue_;
+  int slot_;
+  bool last_;
+  PingPong q_;
+  Local<f16> slabs_[2];
+};
+
 // The padding of a window kernel's UB slab: `rows` rows of wp pixels x 16 channels whose rows [lo, hi) hold image
 // rows, which MTE2 writes at pixels [pl, wp - pr). Filled with `value`: the rows outside [lo, hi) whole, and in
 // [lo, hi) the pl left and pr right pixels, each side one Dup with a repeat a row (its mask the side's pixels,
