@@ -79,3 +79,14 @@ def assert_replayed_exactly(kernels: dict) -> None:
         for run in k["runs"]:
             assert run["pipes_equal"] and run["bytes_equal"], name
             assert run["predicted"] == pytest.approx(run["cycles"], rel=1e-9), name
+
+
+def one_node_model(path: Path, op: str, in_shape: tuple[int, ...], out_shape: tuple[int, ...], **attrs) -> Path:
+    """An ONNX model of one `op` node (opset 17) from float input x of in_shape to y of out_shape, written to path."""
+    import onnx
+    from onnx import TensorProto, helper
+    g = helper.make_graph([helper.make_node(op, ["x"], ["y"], name=op.lower(), **attrs)], op.lower(),
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(in_shape))],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, list(out_shape))])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path

@@ -30,20 +30,16 @@ def test_the_slab_queue_overlaps_the_loads_with_the_work(target):
     assert b.core_cycles < 0.8 * a.core_cycles, (a.core_cycles, b.core_cycles)
 
 
-onnx = pytest.importorskip("onnx")
-from built_model import assert_replayed_exactly, build_and_check  # noqa: E402
-from onnx import TensorProto, helper  # noqa: E402
+pytest.importorskip("onnx")
+from built_model import assert_replayed_exactly, build_and_check, one_node_model  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     root = tmp_path_factory.mktemp("avgpool_queue")
-    node = helper.make_node("AveragePool", ["x"], ["y"], name="pool", kernel_shape=[3, 3], strides=[2, 2],
-                            pads=[1, 1, 1, 1], count_include_pad=0)
-    g = helper.make_graph([node], "pool", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(SHAPE))],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [*SHAPE[:2], 9, 200])])
-    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(root / "pool.onnx"))
-    return build_and_check(root, root / "pool.onnx", SHAPE, "KILN_TARGET=ascend310p")
+    model = one_node_model(root / "pool.onnx", "AveragePool", SHAPE, (*SHAPE[:2], 9, 200), kernel_shape=[3, 3],
+                           strides=[2, 2], pads=[1, 1, 1, 1], count_include_pad=0)
+    return build_and_check(root, model, SHAPE, "KILN_TARGET=ascend310p")
 
 
 def test_the_slab_queue_matches_onnx_runtime_on_the_emulator(built):

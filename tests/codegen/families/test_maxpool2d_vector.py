@@ -62,9 +62,8 @@ def test_the_padding_fill_writes_only_the_padding():
     assert dups(pool(1, 16, 32, p=0), {"rows_per_block": 15}) == (0, 0)
 
 
-onnx = pytest.importorskip("onnx")
-from built_model import assert_replayed_exactly, build_and_check  # noqa: E402
-from onnx import TensorProto, helper  # noqa: E402
+pytest.importorskip("onnx")
+from built_model import assert_replayed_exactly, build_and_check, one_node_model  # noqa: E402
 
 SHAPE = (12, 16, 17, 400)  # 12 planes on ascend310p's 8 Vector cores, 3 bands of 3 output rows each
 
@@ -72,12 +71,9 @@ SHAPE = (12, 16, 17, 400)  # 12 planes on ascend310p's 8 Vector cores, 3 bands o
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     root = tmp_path_factory.mktemp("maxpool_queue")
-    node = helper.make_node("MaxPool", ["x"], ["y"], name="pool", kernel_shape=[3, 3], strides=[2, 2],
-                            pads=[1, 1, 1, 1])
-    g = helper.make_graph([node], "pool", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(SHAPE))],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [*SHAPE[:2], 9, 200])])
-    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(root / "pool.onnx"))
-    return build_and_check(root, root / "pool.onnx", SHAPE, "KILN_TARGET=ascend310p")
+    model = one_node_model(root / "pool.onnx", "MaxPool", SHAPE, (*SHAPE[:2], 9, 200), kernel_shape=[3, 3],
+                           strides=[2, 2], pads=[1, 1, 1, 1])
+    return build_and_check(root, model, SHAPE, "KILN_TARGET=ascend310p")
 
 
 def test_the_slab_queue_matches_onnx_runtime_on_the_emulator(built):
