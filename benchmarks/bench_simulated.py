@@ -87,13 +87,13 @@ def kernel_rows(m: ModelPlan, profile: Profile) -> list[dict]:
     """One row per kernel launch with a replay: what bounds it and how far it is from its own roofline."""
     peak = profile.cube_cores * CUBE_MACS_PER_CYCLE
     hbm_bpc = getattr(profile, "hbm_read_gbps", 0.0) / profile.clock_ghz
+    launch = getattr(profile, "launch_cycles", 0.0)  # 0 on a tree from before launch overheads
     rows = []
     for i, k in m.step_kernels.items():
         r = m.launches.get(i) if getattr(m, "launches", None) else None
         if r is None:
             continue
         compute, memory = r.useful_macs / peak, step_bytes(m, i) / hbm_bpc if hbm_bpc else 0.0
-        launch = getattr(profile, "launch_cycles", 0.0)  # 0 on a tree from before launch overheads
         rows.append({"model": m.name, "step": i, "kernel": k.symbol, "tiling": k.variant.tag,
                      "cycles": round(r.predicted_cycles), "bound": r.bound,
                      "cube_utilization": round(r.useful_macs / (r.predicted_cycles * peak), 4),

@@ -191,8 +191,12 @@ class SlabQueue(NamedTuple):
     last: bool
 
 
-def slab_queue(core: SimCore, b: int, blocks: int, cores: int) -> SlabQueue:
-    """The queue of block b (on core b % cores) on events 4 and 5 (the template's `slabs`)."""
+def window_slabs(core: SimCore, params: dict, b: int, blocks: int) -> SlabQueue | None:
+    """Block b's slab queue (on events 4 and 5; block b on core b % cores, as launch() places it) where the tiling
+    prefetches, else None (one slab): ops.hpp WindowSlabs."""
+    if not params.get("prefetch"):
+        return None
+    cores = max(1, min(blocks, core.p.cores_for("vector")))
     return SlabQueue(PingPongSim(core, "MTE2", "V", 4, 2, fresh=b < cores), (b // cores) % 2, b + cores >= blocks)
 
 

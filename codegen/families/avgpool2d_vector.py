@@ -8,12 +8,12 @@ from __future__ import annotations
 from math import ceil
 
 from .. import KilnError
-from ..cost.blocks import slab_queue, store_row, window_block_done, window_block_prologue, window_rows_ready
+from ..cost.blocks import store_row, window_block_done, window_block_prologue, window_rows_ready, window_slabs
 from ..cost.model import PingPongSim, Prediction, SimCore, launch
 from ..ir.opspec import AvgPool2dSpec, c1
 from ..ir.optlog import OptLog
 from ..ir.profiles import Profile
-from .base import Family, Variant, fits, r32, register, row_band_mte2, row_band_variant, splits
+from .base import Family, Variant, r32, register, row_band_mte2, row_band_space, row_band_variant
 
 
 def column_runs(spec: AvgPool2dSpec) -> list[tuple[int, int, float]]:
@@ -59,12 +59,11 @@ def replay_avgpool(spec, params: dict, profile: Profile) -> Prediction:
     rpb = params["rows_per_block"]
     bands, row, runs = ceil(spec.ho / rpb), spec.wo * 16, column_runs(spec)
     blocks = spec.n * c1(spec.c) * bands
-    cores = max(1, min(blocks, profile.cores_for("vector")))
 
     def block(core: SimCore, b: int) -> None:
         r0 = (b % bands) * rpb
         rows_out = min(rpb, spec.ho - r0)
-        slabs = slab_queue(core, b, blocks, cores) if params.get("prefetch") else None
+        slabs = window_slabs(core, params, b, blocks)
         window_block_prologue(core, spec, rows_out, r0, 1, slabs)
         for _, count, _ in runs:  # the per-column factors
             core.vec_flat(count * 16, 128, [("Dup", False)])
@@ -86,9 +85,7 @@ def replay_avgpool(spec, params: dict, profile: Profile) -> Prediction:
 
 
 def space(spec, params: dict, profile: Profile) -> list[dict]:
-    slabs = 2 if params.get("prefetch") else 1  # the kernel's structure: its band sizes
-    return [dict(params, rows_per_block=r) for r in splits(spec.ho)
-            if not fits(profile, avgpool_buffers(spec, r, slabs))]
+    return row_band_space(spec, params, profile, avgpool_buffers)
 
 
 FAMILY = register(Family("avgpool2d_vector", "avgpool2d", "vector", avgpool_rule, avgpool_mte2, replay_avgpool,

@@ -186,20 +186,25 @@ def row_band_variant(family: str, spec, profile: Profile, buffers: Callable[...,
     fit (one slab where two one-row slabs do not: a wide map)."""
     cores = profile.cores_for("vector")
     planes = spec.n * c1(spec.c)
-    rpb = ceil(spec.ho / max(1, ceil(cores / planes)))
-    slabs = 2 if carry and planes > cores else 1
+    limit: str | None = ""
+    for slabs in (2, 1) if carry and planes > cores else (1,):
+        def bufs(rows: int, slabs: int = slabs) -> dict[str, int]:
+            return buffers(spec, rows, slabs) if carry else buffers(spec, rows)
+        rpb = ceil(spec.ho / max(1, ceil(cores / planes)))
+        while rpb > 1 and fits(profile, bufs(rpb)):
+            rpb = ceil(rpb / 2)
+        limit = fits(profile, bufs(rpb))
+        if not limit:
+            params = {"rows_per_block": rpb, **({"prefetch": 1} if slabs == 2 else {})}
+            return Variant(family, params, planes * ceil(spec.ho / rpb), bufs(rpb))
+    raise KilnError("tiling", spec.name, f"one output row does not fit {limit} of {profile.name}")
 
-    def bufs(rows: int) -> dict[str, int]:
-        return buffers(spec, rows, slabs) if carry else buffers(spec, rows)
-    while rpb > 1 and fits(profile, bufs(rpb)):
-        rpb = ceil(rpb / 2)
-    limit = fits(profile, bufs(rpb))
-    if limit and slabs == 2:  # one row does not fit twice: one slab a block
-        return row_band_variant(family, spec, profile, lambda sp, rows, _=1: buffers(sp, rows, 1), carry=False)
-    if limit:
-        raise KilnError("tiling", spec.name, f"one output row does not fit {limit} of {profile.name}")
-    params = {"rows_per_block": rpb, **({"prefetch": 1} if slabs == 2 else {})}
-    return Variant(family, params, planes * ceil(spec.ho / rpb), bufs(rpb))
+
+def row_band_space(spec, params: dict, profile: Profile, buffers: Callable[..., dict[str, int]]) -> list[dict]:
+    """`kiln optimize`'s grid of a pool that may queue its slabs: every band size that fits with the kernel's slabs
+    (two with prefetch: a structure the grid keeps)."""
+    slabs = 2 if params.get("prefetch") else 1
+    return [dict(params, rows_per_block=r) for r in splits(spec.ho) if not fits(profile, buffers(spec, r, slabs))]
 
 
 def row_band_mte2(spec, rows_per_block: int) -> int:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from math import ceil
 
-from ..cost.blocks import slab_queue, store_row, window_block_done, window_block_prologue, window_rows_ready
+from ..cost.blocks import store_row, window_block_done, window_block_prologue, window_rows_ready, window_slabs
 from ..cost.model import PingPongSim, Prediction, SimCore, launch
 from ..ir.opspec import Pool2dSpec, c1
 from ..ir.optlog import OptLog
 from ..ir.profiles import Profile
-from .base import Family, GenericForm, Variant, fits, r32, register, row_band_mte2, row_band_variant, splits
+from .base import Family, GenericForm, Variant, r32, register, row_band_mte2, row_band_space, row_band_variant
 
 # ---------------------------------------------------------------- pooling (Vector)
 
@@ -31,12 +31,11 @@ def replay_maxpool(spec, params: dict, profile: Profile) -> Prediction:
     rpb = params["rows_per_block"]
     bands, c1s, row = ceil(spec.ho / rpb), c1(spec.c), spec.wo * 16
     blocks = spec.n * c1s * bands
-    cores = max(1, min(blocks, profile.cores_for("vector")))
 
     def block(core: SimCore, b: int) -> None:
         r0 = (b % bands) * rpb
         rows_out = min(rpb, spec.ho - r0)
-        slabs = slab_queue(core, b, blocks, cores) if params.get("prefetch") else None
+        slabs = window_slabs(core, params, b, blocks)
         window_block_prologue(core, spec, rows_out, r0, spec.dh, slabs)
         window_rows_ready(core, slabs)
         outq = PingPongSim(core, "V", "MTE3", 2)
@@ -53,9 +52,7 @@ def replay_maxpool(spec, params: dict, profile: Profile) -> Prediction:
 
 
 def space(spec, params: dict, profile: Profile) -> list[dict]:
-    slabs = 2 if params.get("prefetch") else 1  # the kernel's structure: its band sizes
-    return [dict(params, rows_per_block=r) for r in splits(spec.ho)
-            if not fits(profile, maxpool_buffers(spec, r, slabs))]
+    return row_band_space(spec, params, profile, maxpool_buffers)
 
 
 FAMILY = register(Family("maxpool2d_vector", "pool2d", "vector", maxpool_rule, maxpool_mte2, replay_maxpool,
